@@ -1,0 +1,153 @@
+//! The three traits every dialect adapter implements.
+//!
+//! A decoder maps SSE [`Frame`]s (the shared framer cuts the bytes) to core
+//! [`Event`]s; an encoder maps core events to the client's bytes; a request
+//! translator moves run requests between the dialect's body and [`RunRequest`].
+//! Adapters know this crate, never each other.
+
+use crate::dialect::Dialect;
+use crate::event::Event;
+use crate::ids::{Clock, IdGen};
+use crate::request::RunRequest;
+use crate::sse::Frame;
+
+/// Upstream bytes (already framed) to core events.
+pub trait Decoder: Send {
+    fn dialect(&self) -> Dialect;
+
+    /// Maps one frame; may emit zero or more events (shorthand dialects emit
+    /// the starts they imply). An unknown event type is not an error: it
+    /// becomes `EventKind::Unknown`. Malformed JSON or a missing required
+    /// field is.
+    fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError>;
+
+    /// The input ended. Emit what the dialect implies at its end (an AG-Kit
+    /// `[DONE]` ends the run), never error for a mere early end: the encoder's
+    /// `finish` closes what is open.
+    fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let _ = out;
+        Ok(())
+    }
+}
+
+/// Core events to client bytes.
+pub trait Encoder: Send {
+    fn dialect(&self) -> Dialect;
+
+    /// Appends the bytes for one event (possibly none, possibly several SSE
+    /// events, e.g. synthesized starts).
+    fn encode(&mut self, event: &Event, out: &mut Vec<u8>);
+
+    /// Closes whatever is still open (a text message, a tool call, the run)
+    /// and writes the dialect's end marker, so the output is well formed even
+    /// when the input ended early. Idempotent.
+    fn finish(&mut self, out: &mut Vec<u8>);
+
+    /// Reports a failure after the response has started, in the dialect's own
+    /// words (AG-UI `RUN_ERROR`, Vercel `error` chunk...), then finishes.
+    fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+        let ev = Event::new(crate::event::EventKind::RunError {
+            message: message.to_string(),
+            code: code.map(str::to_string),
+        });
+        self.encode(&ev, out);
+        self.finish(out);
+    }
+
+    /// Response headers besides `content-type: text/event-stream` that the
+    /// dialect's clients expect.
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+}
+
+/// Moves run requests between a dialect's body and the neutral form.
+pub trait RequestTranslator: Send + Sync {
+    fn dialect(&self) -> Dialect;
+
+    /// Parses a client request body of this dialect.
+    fn parse_request(&self, body: &[u8]) -> Result<RunRequest, RequestError>;
+
+    /// Builds the JSON body an upstream of this dialect expects.
+    fn build_request(&self, request: &RunRequest) -> Result<serde_json::Value, RequestError>;
+}
+
+/// What an encoder may need beyond the events: ids and time it must
+/// synthesize, and what the request already fixed.
+#[derive(Debug, Clone, Default)]
+pub struct EncodeContext {
+    pub ids: IdGen,
+    pub clock: Clock,
+    /// The thread and run the gateway is serving (AG-UI `RUN_STARTED` needs
+    /// them even when the upstream dialect has none).
+    pub thread_id: Option<String>,
+    pub run_id: Option<String>,
+    /// The assistant message being continued (Vercel after a front-end tool),
+    /// which the client expects in `start.messageId`.
+    pub message_id: Option<String>,
+}
+
+impl EncodeContext {
+    /// Deterministic ids and a fixed clock, for tests and golden files.
+    pub fn deterministic() -> Self {
+        EncodeContext {
+            ids: IdGen::sequential(),
+            clock: Clock::Fixed(1_700_000_000_000),
+            ..Default::default()
+        }
+    }
+}
+
+/// A frame the decoder could not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct DecodeError {
+    pub message: String,
+    /// Where the frame started in the input (filled in by the translator).
+    pub line: u64,
+}
+
+impl DecodeError {
+    pub fn new(message: impl Into<String>) -> Self {
+        DecodeError {
+            message: message.into(),
+            line: 0,
+        }
+    }
+
+    /// Invalid JSON in a frame.
+    pub fn json(err: &serde_json::Error) -> Self {
+        DecodeError::new(format!("invalid JSON: {err}"))
+    }
+
+    /// A required field is missing or has the wrong type.
+    pub fn field(event_type: &str, field: &str) -> Self {
+        DecodeError::new(format!("{event_type}: missing or invalid field `{field}`"))
+    }
+}
+
+/// A client request that cannot be served (a 400 before any stream starts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    /// The JSON path of the offending field, when one is to blame.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl RequestError {
+    pub fn new(message: impl Into<String>) -> Self {
+        RequestError {
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn field(path: impl Into<String>, message: impl Into<String>) -> Self {
+        let path = path.into();
+        RequestError {
+            message: format!("`{path}`: {}", message.into()),
+            field: Some(path),
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The protocol-neutral heart of babelgate.
+//!
+//! Every dialect adapter decodes its upstream stream into [`Event`]s and encodes
+//! [`Event`]s into its client stream, so any pair chains through this crate
+//! without pairwise code. Nothing here does I/O: bytes go in, bytes come out.
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod dialect;
+pub mod event;
+pub mod ids;
+pub mod request;
+pub mod sse;
+pub mod track;
+pub mod translate;
+
+pub use codec::{DecodeError, Decoder, EncodeContext, Encoder, RequestError, RequestTranslator};
+pub use dialect::Dialect;
+pub use event::{Event, EventKind, Extra, Interrupt, Outcome, Role};
+pub use ids::IdGen;
+pub use request::RunRequest;
+pub use sse::{Frame, FrameError, SseFramer};
+pub use track::OpenTracker;
+pub use translate::{TranslateError, Translator};

@@ -1,0 +1,422 @@
+//! Server-sent events: one incremental framer shared by every decoder, and the
+//! writer every encoder uses.
+//!
+//! The framer follows the WHATWG event-stream grammar: lines end at CR, LF or
+//! CRLF (only those: the AG-UI Python SDK writes raw U+2028 inside JSON strings,
+//! which must not split a line), `data:` lines accumulate joined by `\n`, a
+//! blank line dispatches, `:` starts a comment, one leading space after the
+//! colon is dropped, a leading BOM is skipped. Bytes may arrive cut anywhere,
+//! including inside a UTF-8 character or between a CR and its LF; the result
+//! never depends on where. Limits: one event (its data plus the line being
+//! read) may hold at most [`SseFramer::max_event_bytes`] bytes; past that the
+//! framer fails with [`FrameError::EventTooLarge`] rather than grow without bound.
+
+use serde::Serialize;
+
+/// Default cap for one event: generous for tool results and snapshots, small
+/// enough that a runaway upstream cannot exhaust memory.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Frame {
+    /// The `event:` field, if the event had one.
+    pub event: Option<String>,
+    /// All `data:` lines joined with `\n`.
+    pub data: String,
+    /// The `id:` field of this event, if it had one.
+    pub id: Option<String>,
+    /// The `retry:` field of this event, if it had a valid one.
+    pub retry: Option<u64>,
+    /// 1-based line number of the event's first field, for error messages.
+    pub line: u64,
+}
+
+impl Frame {
+    /// The `[DONE]` sentinel that Vercel and AG-Kit streams end with.
+    pub fn is_done(&self) -> bool {
+        self.data.trim() == "[DONE]"
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("line {line}: event larger than the {limit}-byte limit")]
+    EventTooLarge { line: u64, limit: usize },
+    #[error("line {line}: not valid UTF-8")]
+    InvalidUtf8 { line: u64 },
+}
+
+impl FrameError {
+    pub fn line(&self) -> u64 {
+        match self {
+            FrameError::EventTooLarge { line, .. } | FrameError::InvalidUtf8 { line } => *line,
+        }
+    }
+}
+
+/// Incremental SSE framer: push bytes as they arrive, collect [`Frame`]s.
+#[derive(Debug)]
+pub struct SseFramer {
+    max_event_bytes: usize,
+    /// Bytes of the line not yet terminated.
+    line: Vec<u8>,
+    /// The event being assembled.
+    pending: Frame,
+    has_data: bool,
+    /// Bytes held by `pending` so far (data plus field values).
+    pending_bytes: usize,
+    /// The last byte seen was a CR: an LF right after it ends nothing.
+    after_cr: bool,
+    /// Lines completed so far.
+    lines_done: u64,
+    failed: Option<FrameError>,
+}
+
+impl Default for SseFramer {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_EVENT_BYTES)
+    }
+}
+
+impl SseFramer {
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseFramer {
+            max_event_bytes,
+            line: Vec::new(),
+            pending: Frame::default(),
+            has_data: false,
+            pending_bytes: 0,
+            after_cr: false,
+            lines_done: 0,
+            failed: None,
+        }
+    }
+
+    pub fn max_event_bytes(&self) -> usize {
+        self.max_event_bytes
+    }
+
+    /// The line being read (1-based), for error messages.
+    pub fn current_line(&self) -> u64 {
+        self.lines_done + 1
+    }
+
+    /// Feeds bytes; complete events are appended to `out`. After an error the
+    /// framer stays failed: the stream cannot be trusted past that point.
+    pub fn push(&mut self, mut input: &[u8], out: &mut Vec<Frame>) -> Result<(), FrameError> {
+        if let Some(err) = &self.failed {
+            return Err(err.clone());
+        }
+        if self.after_cr {
+            self.after_cr = false;
+            if let Some(rest) = input.strip_prefix(b"\n") {
+                input = rest;
+            }
+        }
+        while let Some(pos) = input.iter().position(|&b| b == b'\n' || b == b'\r') {
+            let is_cr = input[pos] == b'\r';
+            let line_bytes = &input[..pos];
+            let result = if self.line.is_empty() {
+                self.process_line(line_bytes, out)
+            } else {
+                let mut whole = std::mem::take(&mut self.line);
+                whole.extend_from_slice(line_bytes);
+                let r = self.process_line(&whole, out);
+                whole.clear();
+                self.line = whole; // keep the allocation
+                r
+            };
+            self.fail_on(result)?;
+            input = &input[pos + 1..];
+            if is_cr {
+                match input.first() {
+                    Some(b'\n') => input = &input[1..],
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+        }
+        self.line.extend_from_slice(input);
+        if self.pending_bytes + self.line.len() > self.max_event_bytes {
+            let err = FrameError::EventTooLarge {
+                line: self.current_line(),
+                limit: self.max_event_bytes,
+            };
+            return self.fail_on(Err(err));
+        }
+        Ok(())
+    }
+
+    /// Input ended: a last line without a terminator and an event without its
+    /// blank line are still delivered.
+    pub fn finish(&mut self, out: &mut Vec<Frame>) -> Result<(), FrameError> {
+        if let Some(err) = &self.failed {
+            return Err(err.clone());
+        }
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            let r = self.process_line(&line, out);
+            self.fail_on(r)?;
+        }
+        self.dispatch(out);
+        Ok(())
+    }
+
+    fn fail_on(&mut self, r: Result<(), FrameError>) -> Result<(), FrameError> {
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn process_line(&mut self, line: &[u8], out: &mut Vec<Frame>) -> Result<(), FrameError> {
+        // A BOM can only open the first line: CR and LF never occur inside it.
+        let line = match self.lines_done {
+            0 => line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line),
+            _ => line,
+        };
+        self.lines_done += 1;
+        let line_no = self.lines_done;
+        if line.is_empty() {
+            self.dispatch(out);
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(()); // comment (heartbeat)
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        self.pending_bytes += value.len() + 1;
+        if self.pending_bytes > self.max_event_bytes {
+            return Err(FrameError::EventTooLarge {
+                line: line_no,
+                limit: self.max_event_bytes,
+            });
+        }
+        let value = std::str::from_utf8(value).map_err(|_| FrameError::InvalidUtf8 { line: line_no })?;
+        if self.pending.line == 0 {
+            self.pending.line = line_no;
+        }
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.pending.data.push('\n');
+                }
+                self.pending.data.push_str(value);
+                self.has_data = true;
+            }
+            b"event" => self.pending.event = Some(value.to_string()),
+            b"id" => {
+                if !value.contains('\0') {
+                    self.pending.id = Some(value.to_string());
+                }
+            }
+            b"retry" => {
+                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+                    self.pending.retry = value.parse().ok();
+                }
+            }
+            _ => {} // unknown fields are ignored, as the grammar says
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<Frame>) {
+        let frame = std::mem::take(&mut self.pending);
+        let had_data = std::mem::replace(&mut self.has_data, false);
+        self.pending_bytes = 0;
+        // An event without data dispatches nothing, except that `id`/`retry`
+        // alone still matter to a proxy; keep those as an empty frame.
+        if had_data || frame.id.is_some() || frame.retry.is_some() {
+            out.push(frame);
+        }
+    }
+}
+
+/// Appends `data: <payload>\n\n`, splitting payload lines so that any text
+/// (not only single-line JSON) survives.
+pub fn write_data(out: &mut Vec<u8>, payload: &str) {
+    for line in payload.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.strip_suffix('\r').unwrap_or(line).as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
+/// Appends one JSON value as a `data:` event. serde_json escapes CR and LF
+/// inside strings, so the value is always one line.
+pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    out.extend_from_slice(b"data: ");
+    // Serializing plain data into a Vec cannot fail.
+    serde_json::to_writer(&mut *out, value).expect("JSON serialization into memory");
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Appends an `id:` line; call right before the event it names.
+pub fn write_id(out: &mut Vec<u8>, id: &str) {
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(id.as_bytes());
+    out.push(b'\n');
+}
+
+/// Appends a comment line (heartbeats: `: ping`).
+pub fn write_comment(out: &mut Vec<u8>, text: &str) {
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// `data: [DONE]\n\n`
+pub fn write_done(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"data: [DONE]\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames_whole(input: &[u8]) -> Result<Vec<Frame>, FrameError> {
+        let mut f = SseFramer::new(1024);
+        let mut out = Vec::new();
+        f.push(input, &mut out)?;
+        f.finish(&mut out)?;
+        Ok(out)
+    }
+
+    /// Every split point, and byte by byte: the result never changes.
+    fn assert_split_invariant(input: &[u8]) -> Vec<Frame> {
+        let whole = frames_whole(input);
+        for cut in 0..=input.len() {
+            let mut f = SseFramer::new(1024);
+            let mut out = Vec::new();
+            let r = f
+                .push(&input[..cut], &mut out)
+                .and_then(|_| f.push(&input[cut..], &mut out))
+                .and_then(|_| f.finish(&mut out))
+                .map(|_| out);
+            assert_eq!(r, whole, "split at {cut}");
+        }
+        let mut f = SseFramer::new(1024);
+        let mut out = Vec::new();
+        let mut r = Ok(());
+        for b in input {
+            r = r.and_then(|_| f.push(std::slice::from_ref(b), &mut out));
+        }
+        let r = r.and_then(|_| f.finish(&mut out)).map(|_| out);
+        assert_eq!(r, whole, "byte by byte");
+        whole.unwrap()
+    }
+
+    fn data(frames: &[Frame]) -> Vec<&str> {
+        frames.iter().map(|f| f.data.as_str()).collect()
+    }
+
+    #[test]
+    fn lf_cr_and_crlf_all_end_lines() {
+        for sep in ["\n", "\r", "\r\n"] {
+            let s = format!("data: a{sep}{sep}data: b{sep}{sep}");
+            let frames = assert_split_invariant(s.as_bytes());
+            assert_eq!(data(&frames), ["a", "b"], "sep {sep:?}");
+        }
+        // mixed in one stream
+        let frames = assert_split_invariant(b"data: a\r\n\rdata: b\n\r\ndata: c\r\r");
+        assert_eq!(data(&frames), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn multi_line_data_comments_and_fields() {
+        let input = b": ping\n\nevent: delta\nid: 7\nretry: 1500\ndata: {\"a\":\ndata:1}\n\n";
+        let frames = assert_split_invariant(input);
+        assert_eq!(
+            frames,
+            [Frame {
+                event: Some("delta".into()),
+                data: "{\"a\":\n1}".into(),
+                id: Some("7".into()),
+                retry: Some(1500),
+                line: 3,
+            }]
+        );
+    }
+
+    #[test]
+    fn utf8_cut_anywhere_and_unicode_line_separators_kept() {
+        let input = "data: {\"t\":\"你好🎉\u{2028}x\u{2029}\"}\n\n".as_bytes();
+        let frames = assert_split_invariant(input);
+        assert_eq!(data(&frames), ["{\"t\":\"你好🎉\u{2028}x\u{2029}\"}"]);
+    }
+
+    #[test]
+    fn last_event_without_blank_line_and_last_line_without_newline() {
+        assert_eq!(data(&assert_split_invariant(b"data: a\n")), ["a"]);
+        assert_eq!(data(&assert_split_invariant(b"data: a\n\ndata: b")), ["a", "b"]);
+    }
+
+    #[test]
+    fn done_sentinel_and_space_handling() {
+        let frames = assert_split_invariant(b"data:[DONE]\n\ndata:  two\n\ndata\n\n");
+        assert!(frames[0].is_done());
+        assert_eq!(frames[1].data, " two"); // only one space is eaten
+        assert_eq!(frames[2].data, ""); // `data` with no colon: empty data line
+    }
+
+    #[test]
+    fn bom_skipped_even_when_cut() {
+        let frames = assert_split_invariant(b"\xEF\xBB\xBFdata: x\n\n");
+        assert_eq!(data(&frames), ["x"]);
+    }
+
+    #[test]
+    fn events_without_data_are_not_dispatched() {
+        let frames = assert_split_invariant(b"event: x\n\n\n\ndata: y\n\n");
+        assert_eq!(data(&frames), ["y"]);
+        assert_eq!(frames[0].event, None);
+    }
+
+    #[test]
+    fn event_size_limit_is_enforced_while_reading() {
+        let mut f = SseFramer::new(16);
+        let mut out = Vec::new();
+        // a line that never ends must still be refused
+        let err = f.push(&[b'x'; 64], &mut out).unwrap_err();
+        assert!(matches!(err, FrameError::EventTooLarge { limit: 16, .. }));
+        assert!(f.push(b"\n\n", &mut out).is_err(), "stays failed");
+
+        let mut f = SseFramer::new(16);
+        let err = f
+            .push(b"data: 0123456789\ndata: 0123456789\n", &mut out)
+            .unwrap_err();
+        assert_eq!(err, FrameError::EventTooLarge { line: 2, limit: 16 });
+        assert!(err.to_string().contains("line 2"));
+    }
+
+    #[test]
+    fn invalid_utf8_names_its_line() {
+        let err = frames_whole(b"data: ok\n\ndata: \xff\n\n").unwrap_err();
+        assert_eq!(err, FrameError::InvalidUtf8 { line: 3 });
+    }
+
+    #[test]
+    fn writer_output_reframes_exactly() {
+        let mut out = Vec::new();
+        write_comment(&mut out, "ping");
+        write_id(&mut out, "3");
+        write_data(&mut out, "a\nb");
+        write_json(&mut out, &serde_json::json!({"t": "x\ny\u{2028}"}));
+        write_done(&mut out);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            ": ping\n\nid: 3\ndata: a\ndata: b\n\ndata: {\"t\":\"x\\ny\u{2028}\"}\n\ndata: [DONE]\n\n"
+        );
+        let frames = assert_split_invariant(&out);
+        assert_eq!(data(&frames), ["a\nb", "{\"t\":\"x\\ny\u{2028}\"}", "[DONE]"]);
+        assert_eq!(frames[0].id.as_deref(), Some("3"));
+    }
+}

@@ -1,0 +1,138 @@
+//! Framer + decoder + encoder: one upstream stream in, one client stream out,
+//! incrementally. Used by the CLI's `translate` and by the gateway.
+
+use crate::codec::{DecodeError, Decoder, Encoder};
+use crate::event::Event;
+use crate::sse::{Frame, FrameError, SseFramer};
+
+/// Why a translation stopped early. The output written so far stays well
+/// formed: the encoder has already reported the error in its dialect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TranslateError {
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+impl TranslateError {
+    /// The input line the error is about.
+    pub fn line(&self) -> u64 {
+        match self {
+            TranslateError::Frame(e) => e.line(),
+            TranslateError::Decode(e) => e.line,
+        }
+    }
+}
+
+/// A running translation. Feed upstream bytes with [`push`](Self::push);
+/// each call appends the client bytes it could produce to `out`, so the caller
+/// can flush per chunk.
+pub struct Translator {
+    framer: SseFramer,
+    decoder: Box<dyn Decoder>,
+    encoder: Box<dyn Encoder>,
+    frames: Vec<Frame>,
+    events: Vec<Event>,
+    /// Events that passed through, for metrics.
+    pub events_translated: u64,
+    done: bool,
+}
+
+impl Translator {
+    pub fn new(framer: SseFramer, decoder: Box<dyn Decoder>, encoder: Box<dyn Encoder>) -> Self {
+        Translator {
+            framer,
+            decoder,
+            encoder,
+            frames: Vec::new(),
+            events: Vec::new(),
+            events_translated: 0,
+            done: false,
+        }
+    }
+
+    pub fn encoder(&self) -> &dyn Encoder {
+        self.encoder.as_ref()
+    }
+
+    /// Feeds upstream bytes. On error the client stream is closed with the
+    /// dialect's error and the translator accepts nothing more.
+    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        if self.done {
+            return Ok(());
+        }
+        let framed = self.framer.push(bytes, &mut self.frames);
+        let decoded = self.drain_frames(out);
+        // Frames cut before a framing error are still delivered first.
+        let r = decoded.and(framed.map_err(TranslateError::from));
+        self.on_error(r, out)
+    }
+
+    /// The upstream ended: flush the last event, close what is open, write the
+    /// dialect's end marker.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        if self.done {
+            return Ok(());
+        }
+        let r = self
+            .framer
+            .finish(&mut self.frames)
+            .map_err(TranslateError::from)
+            .and_then(|_| self.drain_frames(out))
+            .and_then(|_| {
+                self.decoder
+                    .finish(&mut self.events)
+                    .map_err(TranslateError::from)
+            });
+        self.encode_pending(out);
+        self.on_error(r, out)?;
+        if !self.done {
+            self.encoder.finish(out);
+            self.done = true;
+        }
+        Ok(())
+    }
+
+    /// Ends the client stream with an error that is not the upstream bytes'
+    /// fault (a timeout, a dropped connection), in the client's dialect.
+    pub fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+        if !self.done {
+            self.encode_pending(out);
+            self.encoder.fail(message, code, out);
+            self.done = true;
+        }
+    }
+
+    fn drain_frames(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        let mut result = Ok(());
+        for frame in self.frames.drain(..) {
+            if let Err(mut e) = self.decoder.decode(&frame, &mut self.events) {
+                e.line = frame.line;
+                result = Err(e.into());
+                break;
+            }
+        }
+        self.frames.clear();
+        self.encode_pending(out);
+        result
+    }
+
+    fn encode_pending(&mut self, out: &mut Vec<u8>) {
+        for ev in self.events.drain(..) {
+            self.encoder.encode(&ev, out);
+            self.events_translated += 1;
+        }
+    }
+
+    fn on_error(
+        &mut self,
+        r: Result<(), TranslateError>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), TranslateError> {
+        if let Err(e) = &r {
+            self.fail(&format!("upstream stream is malformed: {e}"), Some("upstream_malformed"), out);
+        }
+        r
+    }
+}

@@ -1,0 +1,4 @@
+//! The babelgate gateway: routes, server, store and the `babelgate` CLI.
+#![forbid(unsafe_code)]
+
+pub mod registry;
