@@ -419,6 +419,49 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every kind's [`name`](Self::name), in declaration order (docs and tests
+    /// check that each dialect documents all of them).
+    pub const NAMES: [&'static str; 38] = [
+        "run_started",
+        "run_finished",
+        "run_error",
+        "step_started",
+        "step_finished",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "reasoning_phase_start",
+        "reasoning_phase_end",
+        "reasoning_start",
+        "reasoning_delta",
+        "reasoning_end",
+        "reasoning_encrypted",
+        "tool_call_start",
+        "tool_call_args",
+        "tool_call_end",
+        "tool_call_result",
+        "tool_call_error",
+        "tool_call_denied",
+        "state_snapshot",
+        "state_delta",
+        "messages_snapshot",
+        "activity_snapshot",
+        "activity_delta",
+        "source",
+        "file",
+        "data",
+        "custom",
+        "message_metadata",
+        "collab_start",
+        "collab_content",
+        "collab_end",
+        "subagent_started",
+        "subagent_finished",
+        "subagent_error",
+        "raw",
+        "unknown",
+    ];
+
     /// A short stable name, for logs and metrics.
     pub fn name(&self) -> &'static str {
         match self {
@@ -491,6 +534,20 @@ mod tests {
         );
         let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn names_are_unique_and_match_serde_tags() {
+        let mut seen = std::collections::HashSet::new();
+        for n in EventKind::NAMES {
+            assert!(seen.insert(n), "duplicate {n}");
+        }
+        // The serde tag is the same name, so logs, docs and JSON agree.
+        let k = EventKind::ToolCallDenied {
+            tool_call_id: "t".into(),
+        };
+        assert_eq!(serde_json::to_value(&k).unwrap()["kind"], k.name());
+        assert!(EventKind::NAMES.contains(&k.name()));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! without pairwise code. Nothing here does I/O: bytes go in, bytes come out.
 #![forbid(unsafe_code)]
 
+pub mod assemble;
 pub mod codec;
 pub mod dialect;
 pub mod event;

@@ -1,0 +1,121 @@
+#!/usr/bin/env node
+// Feed UI-message-stream files to the real `ai` client path and snapshot the
+// message it assembles.
+//
+//   node validate-vercel.mjs DIR          every DIR/<scenario>.<from>-vercel.sse
+//   node validate-vercel.mjs --fixtures   self-check on tests/fixtures/vercel
+//
+// The path is the one useChat takes: DefaultChatTransport.sendMessages (SSE
+// parsing + the strict chunk schema) and then readUIMessageStream (the same
+// processUIMessageStream state machine the Chat class runs). Like the Chat
+// class, the first error ends the stream (terminateOnError). An `error` chunk
+// is the server speaking, not the client rejecting: it is allowed only for the
+// scenarios in ERROR_ALLOWED and recorded in the snapshot.
+//
+// Besides what the client checks, gateway output must end the way the README
+// says a server must: a terminal chunk (finish / error / abort), then
+// `data: [DONE]` (LF framing), with a single `start` chunk. The client itself does not care: a stream that just stops
+// leaves a text part in state "streaming" and no error at all (see the
+// cut_mid_message snapshot), which is why the gateway has to say it.
+
+import fs from 'node:fs';
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import {
+  ERROR_ALLOWED, ERROR_REQUIRED, checkSnapshot, collectFiles, describeError, listFiles, normalizeIds, runAll,
+} from './lib/common.mjs';
+
+// --fixtures only: what the real producer's fixtures are expected to do.
+const FIXTURE_EXPECTATIONS = {
+  // The hand-added `future-chunk` line must be refused by the chunk schema;
+  // this proves the validator can fail at all.
+  unknown_events: { rejected: /future-chunk|Type validation failed|invalid_union/i },
+  // Cut by hand: no finish and no [DONE], so the gateway rules do not apply.
+  cut_mid_message: { cut: true },
+};
+
+const HEADERS = { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' };
+
+async function runClient(bytes) {
+  const transport = new DefaultChatTransport({
+    api: 'http://gateway.invalid/api/chat',
+    fetch: async () => new Response(bytes, { status: 200, headers: HEADERS }),
+  });
+  const stream = await transport.sendMessages({
+    chatId: 'chat-1',
+    trigger: 'submit-message',
+    messageId: undefined,
+    messages: [{ id: 'user-1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }],
+    abortSignal: undefined,
+  });
+
+  // Tap the validated chunks so an error can be attributed: an `error` chunk
+  // arrives here first, a rejected chunk never does.
+  const chunks = [];
+  const tapped = stream.pipeThrough(
+    new TransformStream({
+      transform(chunk, controller) {
+        chunks.push(chunk);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
+
+  const errors = [];
+  let message;
+  try {
+    for await (const m of readUIMessageStream({ stream: tapped, terminateOnError: true, onError: (e) => errors.push(e) })) {
+      message = m;
+    }
+  } catch (e) {
+    if (!errors.includes(e)) errors.push(e);
+  }
+  return { message, chunks, error: errors[0] };
+}
+
+async function check({ file, name }) {
+  const bytes = fs.readFileSync(file);
+  const expect = FIXTURE_EXPECTATIONS_ACTIVE[name.scenario] ?? {};
+  const { message, chunks, error } = await runClient(bytes);
+
+  const last = chunks.at(-1);
+  const errorChunk = error && last?.type === 'error' && error.message === last.errorText ? last : undefined;
+
+  if (expect.rejected) {
+    if (!error || errorChunk) return { reason: 'expected the client to reject this stream, but it was accepted' };
+    if (!expect.rejected.test(describeError(error))) return { reason: `rejected for an unexpected reason: ${describeError(error)}` };
+    return { note: `rejected as expected: ${describeError(error).slice(0, 120)}` };
+  }
+  if (error && !errorChunk) return { reason: `client rejected the stream after ${chunks.length} chunks: ${describeError(error)}` };
+  if (errorChunk && !ERROR_ALLOWED.has(name.scenario)) return { reason: `unexpected error chunk: ${errorChunk.errorText}` };
+  if (!errorChunk && ERROR_REQUIRED.has(name.scenario)) return { reason: 'expected the stream to surface an error chunk' };
+
+  if (!expect.cut) {
+    const text = bytes.toString('utf8');
+    if (!text.endsWith('data: [DONE]\n\n')) return { reason: 'gateway rule: the stream must end with "data: [DONE]\\n\\n"' };
+    if (!chunks.some((c) => ['finish', 'error', 'abort'].includes(c.type))) {
+      return { reason: 'gateway rule: no terminal chunk (finish, error or abort)' };
+    }
+    // readUIMessageStream starts over on a new messageId while useChat's Chat
+    // renames the message in place, so a second `start` is ambiguous.
+    if (chunks.filter((c) => c.type === 'start').length > 1) return { reason: 'gateway rule: more than one start chunk' };
+  }
+  if (!message) return { reason: 'the client assembled no message' };
+
+  const finish = chunks.find((c) => c.type === 'finish');
+  const snapshot = normalizeIds({
+    message,
+    finishReason: finish ? (finish.finishReason ?? 'unspecified') : null,
+    ...(errorChunk ? { error: errorChunk.errorText } : {}),
+  });
+  const reason = checkSnapshot('vercel', name.base, snapshot);
+  return reason ? { reason } : { note: errorChunk ? `error chunk surfaced: ${errorChunk.errorText}` : undefined };
+}
+
+const { dir, fixtures, cleanup } = collectFiles(process.argv, {
+  to: 'vercel',
+  fixtureDir: 'vercel',
+  selfName: 'vercel',
+  usage: 'usage: node validate-vercel.mjs DIR | --fixtures',
+});
+const FIXTURE_EXPECTATIONS_ACTIVE = fixtures ? FIXTURE_EXPECTATIONS : {};
+await runAll(listFiles(dir, 'vercel'), check, cleanup);
