@@ -140,7 +140,7 @@ async function check({ file, name }) {
     finished: seen.finished,
     ...(seen.runError ? { runError: seen.runError } : {}),
   });
-  const snapReason = checkSnapshot('ag-ui', name.base, snapshot);
+  const snapReason = checkSnapshot(SNAPSHOT_KIND, name.base, snapshot);
   return snapReason ? { reason: snapReason } : { note: seen.runError ? `RUN_ERROR surfaced: ${seen.runError.message}` : undefined };
 }
 
@@ -151,4 +151,6 @@ const { dir, fixtures, cleanup } = collectFiles(process.argv, {
   usage: 'usage: node validate-agui.mjs DIR | --fixtures',
 });
 const FIXTURE_EXPECTATIONS_ACTIVE = fixtures ? FIXTURE_EXPECTATIONS : {};
+// The fixtures' own results are kept apart from golden ones of the same name.
+const SNAPSHOT_KIND = fixtures ? 'ag-ui/fixtures' : 'ag-ui';
 await runAll(listFiles(dir, 'ag-ui'), check, cleanup);

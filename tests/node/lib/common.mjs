@@ -96,7 +96,7 @@ export function normalizeIds(value) {
 }
 
 /**
- * Compare against tests/node/snapshots/<kind>/<base>.json. A missing snapshot
+ * Compare against tests/node/snapshots/<kind>/<base>.json (kind may be a subdir). A missing snapshot
  * fails unless UPDATE_SNAPSHOTS=1, which (re)writes it. Returns null when the
  * snapshot matches (or was written), else a one-line reason.
  */
