@@ -1,6 +1,7 @@
 //! Framer + decoder + encoder: one upstream stream in, one client stream out,
 //! incrementally. Used by the CLI's `translate` and by the gateway.
 
+use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
 use crate::sse::{Frame, FrameError, SseFramer};
@@ -36,6 +37,11 @@ pub struct Translator {
     events: Vec<Event>,
     /// Events that passed through, for metrics.
     pub events_translated: u64,
+    /// Builds the messages the run produced, when the caller keeps history.
+    assembler: Option<MessageAssembler>,
+    /// A `RunFinished`/`RunError` came through: the upstream ended the run.
+    run_ended: bool,
+    input_ended: bool,
     done: bool,
 }
 
@@ -48,8 +54,51 @@ impl Translator {
             frames: Vec::new(),
             events: Vec::new(),
             events_translated: 0,
+            assembler: None,
+            run_ended: false,
+            input_ended: false,
             done: false,
         }
+    }
+
+    /// Also assembles the messages the run produces (see [`take_messages`](Self::take_messages)).
+    pub fn with_assembler(mut self, assembler: MessageAssembler) -> Self {
+        self.assembler = Some(assembler);
+        self
+    }
+
+    /// The messages assembled so far (empty without an assembler).
+    pub fn take_messages(&mut self) -> Vec<crate::request::Message> {
+        self.assembler
+            .take()
+            .map(MessageAssembler::finish)
+            .unwrap_or_default()
+    }
+
+    /// Whether the upstream ended its run itself (finished or errored).
+    pub fn run_ended(&self) -> bool {
+        self.run_ended
+    }
+
+    /// Like [`finish`](Self::finish) for a live upstream: input that ends
+    /// before the run did is a failure the client must hear about (a stream
+    /// that simply stops is not an error to `@ag-ui/client`), so the stream is
+    /// closed with the dialect's error. Returns whether the run ended properly.
+    pub fn finish_live(&mut self, out: &mut Vec<u8>) -> Result<bool, TranslateError> {
+        if self.done {
+            return Ok(self.run_ended);
+        }
+        self.end_input(out)?;
+        if !self.run_ended {
+            self.fail(
+                "the upstream closed the stream before the run finished",
+                Some("upstream_closed"),
+                out,
+            );
+            return Ok(false);
+        }
+        self.finish(out)?;
+        Ok(true)
     }
 
     pub fn encoder(&self) -> &dyn Encoder {
@@ -75,18 +124,7 @@ impl Translator {
         if self.done {
             return Ok(());
         }
-        let r = self
-            .framer
-            .finish(&mut self.frames)
-            .map_err(TranslateError::from)
-            .and_then(|_| self.drain_frames(out))
-            .and_then(|_| {
-                self.decoder
-                    .finish(&mut self.events)
-                    .map_err(TranslateError::from)
-            });
-        self.encode_pending(out);
-        self.on_error(r, out)?;
+        self.end_input(out)?;
         if !self.done {
             self.encoder.finish(out);
             self.done = true;
@@ -102,6 +140,26 @@ impl Translator {
             self.encoder.fail(message, code, out);
             self.done = true;
         }
+    }
+
+    /// Flushes the framer and the decoder, once.
+    fn end_input(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        if self.input_ended {
+            return Ok(());
+        }
+        self.input_ended = true;
+        let r = self
+            .framer
+            .finish(&mut self.frames)
+            .map_err(TranslateError::from)
+            .and_then(|_| self.drain_frames(out))
+            .and_then(|_| {
+                self.decoder
+                    .finish(&mut self.events)
+                    .map_err(TranslateError::from)
+            });
+        self.encode_pending(out);
+        self.on_error(r, out)
     }
 
     fn drain_frames(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
@@ -122,6 +180,12 @@ impl Translator {
         for ev in self.events.drain(..) {
             self.encoder.encode(&ev, out);
             self.events_translated += 1;
+            if ev.kind.is_terminal() {
+                self.run_ended = true;
+            }
+            if let Some(a) = &mut self.assembler {
+                a.observe(&ev);
+            }
         }
     }
 

@@ -5,7 +5,13 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use babelgate::registry;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate::config::Config;
+use babelgate::server::Gateway;
+use babelgate::{demo, registry};
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext};
 use clap::{Parser, Subcommand};
@@ -19,6 +25,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the routes of a gateway.toml.
+    Serve {
+        #[arg(long, default_value = "gateway.toml")]
+        config: PathBuf,
+        /// Overrides `[server] listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Log as JSON lines instead of text.
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// Validate a gateway.toml and print every problem with its line.
+    Check {
+        #[arg(long, default_value = "gateway.toml")]
+        config: PathBuf,
+    },
+    /// Run the built-in scripted agent in any dialect.
+    DemoAgent {
+        /// ag-ui, hai, vercel or agkit.
+        #[arg(long)]
+        protocol: Dialect,
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        listen: SocketAddr,
+        /// Pause between events, in milliseconds.
+        #[arg(long, default_value_t = 15)]
+        delay_ms: u64,
+    },
     /// Translate a captured SSE stream from one dialect to another.
     Translate {
         /// Dialect of the input: ag-ui, hai, vercel, agkit.
@@ -41,6 +74,40 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            log_json,
+        } => serve(config, listen, log_json),
+        Command::Check { config } => match Config::load(&config) {
+            Ok(c) => {
+                println!("{}: ok ({} routes)", config.display(), c.routes.len());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(1)
+            }
+        },
+        Command::DemoAgent {
+            protocol,
+            listen,
+            delay_ms,
+        } => runtime().block_on(async move {
+            let listener = match tokio::net::TcpListener::bind(listen).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("babelgate: cannot listen on {listen}: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            eprintln!("demo agent speaking {protocol} on http://{listen}/agent");
+            tokio::select! {
+                _ = demo::serve(listener, protocol, Duration::from_millis(delay_ms)) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            ExitCode::SUCCESS
+        }),
         Command::Translate {
             from,
             to,
@@ -121,4 +188,73 @@ fn write_out(w: &mut impl Write, out: &mut Vec<u8>) -> io::Result<()> {
         out.clear();
     }
     Ok(())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BABELGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode {
+    init_tracing(log_json);
+    let config = match Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime().block_on(async move {
+        let addr = listen.unwrap_or(config.listen);
+        if let Some(demo) = config.demo_agent.clone() {
+            match tokio::net::TcpListener::bind(demo.listen).await {
+                Ok(l) => {
+                    tracing::info!(listen = %demo.listen, protocol = %demo.protocol, "demo agent started");
+                    tokio::spawn(demo::serve(l, demo.protocol, demo.delay));
+                }
+                Err(e) => {
+                    eprintln!("babelgate: demo agent cannot listen on {}: {e}", demo.listen);
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("babelgate: cannot listen on {addr}: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        for r in &config.routes {
+            tracing::info!(path = %r.path, client = %r.client, upstream = %r.upstream, upstream_protocol = %r.upstream_protocol, "route");
+        }
+        let gateway = match Gateway::new(config) {
+            Ok(g) => Arc::new(g),
+            Err(e) => {
+                eprintln!("babelgate: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        tracing::info!(%addr, "babelgate listening");
+        tokio::select! {
+            _ = gateway.serve(listener) => {}
+            _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+        }
+        ExitCode::SUCCESS
+    })
 }

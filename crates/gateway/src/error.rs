@@ -1,0 +1,99 @@
+//! Errors that end a request before its stream starts, each saying whose
+//! fault it is. They are turned into an HTTP status with a JSON body in one
+//! place ([`GatewayError::into_response`]); after the stream has started the
+//! client dialect's own error event is used instead (see `server.rs`).
+
+use bytes::Bytes;
+use http::{header, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use serde_json::json;
+
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// Who is to blame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Client,
+    Upstream,
+    Internal,
+}
+
+impl Fault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Client => "client",
+            Fault::Upstream => "upstream",
+            Fault::Internal => "internal",
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct GatewayError {
+    pub status: StatusCode,
+    pub fault: Fault,
+    /// A stable machine-readable code, e.g. `invalid_request`.
+    pub code: &'static str,
+    pub message: String,
+    /// The offending request field, when one is to blame.
+    pub field: Option<String>,
+}
+
+impl GatewayError {
+    pub fn client(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        GatewayError {
+            status,
+            fault: Fault::Client,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn upstream(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        GatewayError {
+            status,
+            fault: Fault::Upstream,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        GatewayError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            fault: Fault::Internal,
+            code: "internal",
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        let mut error = json!({
+            "type": self.fault.as_str(),
+            "code": self.code,
+            "message": self.message,
+        });
+        if let Some(f) = &self.field {
+            error["field"] = json!(f);
+        }
+        json_response(self.status, &json!({ "error": error }))
+    }
+}
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut resp = Response::new(full(value.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
