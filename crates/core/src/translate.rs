@@ -200,3 +200,132 @@ impl Translator {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::Dialect;
+    use crate::event::EventKind;
+
+    /// Frames `{"t": "..."}` become text deltas, `{"end":1}` ends the run.
+    struct Lines;
+    impl Decoder for Lines {
+        fn dialect(&self) -> Dialect {
+            Dialect::AgUi
+        }
+        fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+            let v: serde_json::Value =
+                serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
+            if v.get("end").is_some() {
+                out.push(Event::new(EventKind::RunFinished {
+                    thread_id: None,
+                    run_id: None,
+                    message_id: None,
+                    result: None,
+                    outcome: Default::default(),
+                    finish_reason: None,
+                    usage: None,
+                }));
+            } else {
+                let t = v["t"].as_str().ok_or_else(|| DecodeError::field("line", "t"))?;
+                out.push(Event::new(EventKind::TextDelta {
+                    message_id: "m".into(),
+                    delta: t.into(),
+                }));
+            }
+            Ok(())
+        }
+    }
+
+    /// Writes `[kind]` per event, `<err:..>` for errors and `.` at finish.
+    #[derive(Default)]
+    struct Marks {
+        finished: bool,
+    }
+    impl Encoder for Marks {
+        fn dialect(&self) -> Dialect {
+            Dialect::AgUi
+        }
+        fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
+            match &event.kind {
+                EventKind::RunError { message, .. } => {
+                    out.extend_from_slice(format!("<err:{message}>").as_bytes())
+                }
+                k => out.extend_from_slice(format!("[{}]", k.name()).as_bytes()),
+            }
+        }
+        fn finish(&mut self, out: &mut Vec<u8>) {
+            if !self.finished {
+                self.finished = true;
+                out.push(b'.');
+            }
+        }
+    }
+
+    fn tr() -> Translator {
+        Translator::new(SseFramer::new(64), Box::new(Lines), Box::new(Marks::default()))
+    }
+
+    fn text(b: &[u8]) -> &str {
+        std::str::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn translates_incrementally_and_finishes_once() {
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\"", &mut out).unwrap();
+        assert_eq!(text(&out), "[text_delta]");
+        t.push(b":\"b\"}\n\n", &mut out).unwrap();
+        t.finish(&mut out).unwrap();
+        t.finish(&mut out).unwrap();
+        assert_eq!(text(&out), "[text_delta][text_delta].");
+        assert_eq!(t.events_translated, 2);
+    }
+
+    #[test]
+    fn a_bad_frame_names_its_line_and_closes_the_output_in_dialect() {
+        let mut t = tr();
+        let mut out = Vec::new();
+        let err = t
+            .push(b"data: {\"t\":\"a\"}\n\ndata: {oops\n\ndata: {\"t\":\"c\"}\n\n", &mut out)
+            .unwrap_err();
+        assert_eq!(err.line(), 3);
+        assert!(err.to_string().starts_with("line 3: invalid JSON"), "{err}");
+        let s = text(&out);
+        assert!(s.starts_with("[text_delta]<err:upstream stream is malformed: line 3"), "{s}");
+        assert!(s.ends_with('.'), "{s}");
+        // nothing more is accepted, nothing more is written
+        let before = out.len();
+        t.push(b"data: {\"t\":\"d\"}\n\n", &mut out).unwrap();
+        t.finish(&mut out).unwrap();
+        assert_eq!(out.len(), before);
+    }
+
+    #[test]
+    fn an_oversized_event_fails_cleanly() {
+        let mut t = tr();
+        let mut out = Vec::new();
+        let err = t.push(&[b'x'; 100], &mut out).unwrap_err();
+        assert!(matches!(err, TranslateError::Frame(FrameError::EventTooLarge { .. })));
+        assert!(text(&out).contains("larger than the 64-byte limit"));
+    }
+
+    #[test]
+    fn a_live_stream_cut_before_the_run_ended_is_an_error() {
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\n", &mut out).unwrap();
+        assert!(!t.finish_live(&mut out).unwrap());
+        assert_eq!(
+            text(&out),
+            "[text_delta]<err:the upstream closed the stream before the run finished>."
+        );
+
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"end\":1}", &mut out).unwrap();
+        assert!(t.finish_live(&mut out).unwrap(), "last event without blank line still counts");
+        assert_eq!(text(&out), "[text_delta][run_finished].");
+    }
+}
