@@ -212,15 +212,10 @@ impl SseFramer {
                 self.has_data = true;
             }
             b"event" => self.pending.event = Some(value.to_string()),
-            b"id" => {
-                if !value.contains('\0') {
-                    self.pending.id = Some(value.to_string());
-                }
-            }
-            b"retry" => {
-                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-                    self.pending.retry = value.parse().ok();
-                }
+            // An id with NUL is ignored, as the grammar says.
+            b"id" if !value.contains('\0') => self.pending.id = Some(value.to_string()),
+            b"retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.pending.retry = value.parse().ok();
             }
             _ => {} // unknown fields are ignored, as the grammar says
         }

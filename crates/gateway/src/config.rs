@@ -56,6 +56,7 @@ struct RawRoute {
     max_body_bytes: Option<usize>,
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
+    heartbeat_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -97,6 +98,9 @@ pub struct Route {
     pub connect_timeout: Duration,
     /// No upstream bytes for this long ends the stream with an error.
     pub idle_timeout: Duration,
+    /// An SSE comment is sent after this long without output, so that load
+    /// balancers keep the stream open. `None` turns it off (`heartbeat_ms = 0`).
+    pub heartbeat: Option<Duration>,
 }
 
 /// One problem in the file, with where it is.
@@ -269,6 +273,10 @@ impl Config {
                     max_body_bytes: r.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
                     connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
                     idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
+                    heartbeat: match r.heartbeat_ms.unwrap_or(15_000) {
+                        0 => None,
+                        ms => Some(Duration::from_millis(ms)),
+                    },
                 });
             }
         }

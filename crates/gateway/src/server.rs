@@ -248,11 +248,13 @@ impl Gateway {
             translator,
             tx,
             idle: route.idle_timeout,
+            heartbeat: route.heartbeat,
             store: (route.client == Dialect::AgKit).then(|| self.store.clone()),
             thread_id: run.thread_id.clone(),
             new_from_client,
         };
-        tokio::spawn(pump.run(resp));
+        let upstream = resp.bytes_stream().map(|r| r.map_err(|e| error_chain(&e)));
+        tokio::spawn(pump.run(upstream));
 
         Ok(sse_response(rx, headers))
     }
@@ -363,6 +365,7 @@ struct Pump {
     translator: Translator,
     tx: mpsc::Sender<Bytes>,
     idle: Duration,
+    heartbeat: Option<Duration>,
     /// Set when the client dialect needs the gateway to keep history.
     store: Option<Arc<dyn ConversationStore>>,
     thread_id: String,
@@ -370,30 +373,52 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(mut self, resp: reqwest::Response) {
-        let mut upstream = resp.bytes_stream();
+    async fn run<S>(mut self, mut upstream: S)
+    where
+        S: futures_util::Stream<Item = Result<Bytes, String>> + Unpin,
+    {
         let mut out = Vec::with_capacity(4096);
+        let idle = tokio::time::sleep(self.idle);
+        tokio::pin!(idle);
+        // Far in the future when heartbeats are off: one code path either way.
+        let beat_every = self.heartbeat.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+        let beat = tokio::time::sleep(beat_every);
+        tokio::pin!(beat);
         let complete = loop {
             let next = tokio::select! {
-                next = tokio::time::timeout(self.idle, upstream.next()) => next,
+                next = upstream.next() => next,
+                () = &mut idle => {
+                    let msg = format!("the upstream sent nothing for {:?}", self.idle);
+                    self.translator.fail(&msg, Some("upstream_idle"), &mut out);
+                    self.remember();
+                    send(&self.tx, &mut out).await;
+                    break false;
+                }
+                () = &mut beat => {
+                    beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
+                    babelgate_core::sse::write_comment(&mut out, "ping");
+                    if !send(&self.tx, &mut out).await {
+                        break false;
+                    }
+                    continue;
+                }
                 // The client went away: dropping `upstream` cancels the request.
                 _ = self.tx.closed() => break false,
             };
             let ok = match next {
-                Err(_) => {
-                    let msg = format!("the upstream sent nothing for {:?}", self.idle);
-                    self.translator.fail(&msg, Some("upstream_idle"), &mut out);
-                    false
-                }
-                Ok(None) => self.translator.finish_live(&mut out).unwrap_or(false),
-                Ok(Some(Err(e))) => {
-                    let msg = format!("the upstream connection failed: {}", error_chain(&e));
+                None => self.translator.finish_live(&mut out).unwrap_or(false),
+                Some(Err(e)) => {
+                    let msg = format!("the upstream connection failed: {e}");
                     self.translator.fail(&msg, Some("upstream_disconnected"), &mut out);
                     false
                 }
-                Ok(Some(Ok(bytes))) => {
+                Some(Ok(bytes)) => {
+                    idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
                     let r = self.translator.push(&bytes, &mut out);
                     if r.is_ok() {
+                        if !out.is_empty() {
+                            beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
+                        }
                         if !send(&self.tx, &mut out).await {
                             break false;
                         }
@@ -429,4 +454,90 @@ async fn send(tx: &mpsc::Sender<Bytes>, out: &mut Vec<u8>) -> bool {
     let chunk = Bytes::copy_from_slice(out);
     out.clear();
     tx.send(chunk).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+
+    fn pump(idle: Duration, heartbeat: Option<Duration>) -> (Pump, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER_CHUNKS);
+        let translator = registry::translator(
+            Dialect::AgUi,
+            Dialect::AgUi,
+            EncodeContext::deterministic(),
+            DEFAULT_MAX_EVENT_BYTES,
+        );
+        let p = Pump {
+            translator,
+            tx,
+            idle,
+            heartbeat,
+            store: None,
+            thread_id: "t".into(),
+            new_from_client: Vec::new(),
+        };
+        (p, rx)
+    }
+
+    type Upstream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>;
+
+    fn upstream() -> (mpsc::Sender<Result<Bytes, String>>, Upstream) {
+        let (tx, rx) = mpsc::channel(4);
+        let s = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+        (tx, Box::pin(s))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_keep_an_idle_stream_alive_until_the_idle_timeout() {
+        let (p, mut rx) = pump(Duration::from_secs(50), Some(Duration::from_secs(15)));
+        let (up, s) = upstream();
+        tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let mut chunks = Vec::new();
+        while let Some(c) = rx.recv().await {
+            chunks.push((started.elapsed().as_secs(), String::from_utf8(c.to_vec()).unwrap()));
+        }
+        assert!(chunks[0].1.contains("RUN_STARTED"));
+        let pings: Vec<u64> = chunks.iter().filter(|(_, c)| c == ": ping\n\n").map(|(t, _)| *t).collect();
+        assert_eq!(pings, [15, 30, 45], "{chunks:?}");
+        let (t, last) = chunks.last().unwrap();
+        assert_eq!(*t, 50);
+        assert!(last.contains("RUN_ERROR") && last.contains("upstream_idle"), "{last}");
+        drop(up);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn output_postpones_the_heartbeat() {
+        let (p, mut rx) = pump(Duration::from_secs(100), Some(Duration::from_secs(15)));
+        let (up, s) = upstream();
+        tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        rx.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        up.send(Ok(Bytes::from("data: {\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n\n")))
+            .await
+            .unwrap();
+        let t0 = tokio::time::Instant::now();
+        assert!(String::from_utf8(rx.recv().await.unwrap().to_vec()).unwrap().contains("STEP_STARTED"));
+        assert_eq!(rx.recv().await.unwrap(), Bytes::from(": ping\n\n"));
+        assert_eq!(t0.elapsed().as_secs(), 15, "15 s after the last output, not after the first");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_goes_away_cancels_the_upstream() {
+        let (p, rx) = pump(Duration::from_secs(100), None);
+        let (up, s) = upstream();
+        let task = tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        drop(rx);
+        // The pump drops the upstream stream, which closes our sender's side.
+        tokio::time::timeout(Duration::from_secs(20), up.closed())
+            .await
+            .expect("upstream released");
+        task.await.unwrap();
+    }
 }

@@ -1,0 +1,1 @@
+let n=0; export function v4(){return "conv-"+(++n)}

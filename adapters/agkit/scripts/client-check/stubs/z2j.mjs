@@ -1,0 +1,1 @@
+export function zodToJsonSchema(){return {type:"object"}}

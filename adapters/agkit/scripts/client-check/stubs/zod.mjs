@@ -1,0 +1,1 @@
+export function toJSONSchema(){return {type:"object"}}

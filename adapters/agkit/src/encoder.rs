@@ -1,0 +1,868 @@
+//! Core events -> AG-Kit frames for `@cloudbase/agent-ui-web` 0.0.24.
+//!
+//! What the real client does decides what is safe to write (its `useChat`):
+//! - it reads `data:` only, stops at `data: [DONE]`, skips frames that are not
+//!   JSON or fail its schema, and acts only on `text`, `tool-call-start`,
+//!   `tool-call-args`, `tool-call-end`, `tool-result` and `interrupt`; every
+//!   other `type` (including the server-declared `error`) changes nothing. So
+//!   what AG-Kit cannot say goes out as frames of clearly named extension
+//!   types (see `wire.rs`) instead of being dropped.
+//! - `tool-call-args` throws (and ends the client's stream handling) unless
+//!   the client's last message is the assistant message holding that call;
+//!   `tool-result` appends a tool message. So a call's args always follow its
+//!   start (synthesized if missing), and results are held back while any call
+//!   is still open and written once all open calls have ended.
+//! - `text` appends to the last assistant message: starts and ends of text
+//!   messages write nothing.
+//! - `tool-call-end` means "arguments complete": the client then runs a
+//!   handler tool and posts its result by itself. Closing a call the source
+//!   never ended (at a finish, an error or a cut) is done only when its
+//!   arguments are whole JSON; a call cut mid-arguments stays open.
+//! - `error` (declared by the server) changes nothing in the client, whose
+//!   `error` state only reflects non-2xx answers and broken bodies: it is
+//!   written for clients and gateways that know it, then `[DONE]`.
+
+use std::collections::HashMap;
+
+use babelgate_core::event::SourceKind;
+use babelgate_core::sse;
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Interrupt, OpenTracker};
+use serde_json::{Map, Value};
+
+use crate::request::message_to_wire;
+use crate::wire::{self, frame, put_opt};
+
+pub struct AgKitEncoder {
+    ctx: EncodeContext,
+    open: OpenTracker,
+    /// Tool names by call id, for a start synthesized later.
+    names: HashMap<String, String>,
+    /// Argument text of the open calls, to tell a complete call from a cut one.
+    args: HashMap<String, String>,
+    /// `tool-result` frames waiting for the open calls to end.
+    held: Vec<Map<String, Value>>,
+    /// `[DONE]` is out: the client reads nothing more.
+    done: bool,
+}
+
+impl AgKitEncoder {
+    pub fn new(ctx: EncodeContext) -> Self {
+        AgKitEncoder {
+            ctx,
+            open: OpenTracker::default(),
+            names: HashMap::new(),
+            args: HashMap::new(),
+            held: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Writes one frame, with the event's extras when they are AG-Kit's own.
+    fn write(out: &mut Vec<u8>, event: &Event, mut obj: Map<String, Value>) {
+        if let Some(extra) = event.extra_from(Dialect::AgKit) {
+            for (k, v) in extra {
+                if k != "type" {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        sse::write_json(out, &Value::Object(obj));
+    }
+
+    fn any_call_open(&self) -> bool {
+        self.open.open_tool_calls().next().is_some()
+    }
+
+    /// Results wait while a call is open: the tool message they append would
+    /// make the client throw on that call's next args.
+    fn result(&mut self, event: &Event, tool_call_id: &str, result: String, out: &mut Vec<u8>) {
+        let mut obj = frame(wire::TOOL_RESULT);
+        obj.insert("toolCallId".into(), Value::String(tool_call_id.into()));
+        obj.insert("result".into(), Value::String(result));
+        if let Some(extra) = event.extra_from(Dialect::AgKit) {
+            for (k, v) in extra {
+                if k != "type" {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        self.held.push(obj);
+        self.flush_held(out);
+    }
+
+    fn flush_held(&mut self, out: &mut Vec<u8>) {
+        if !self.any_call_open() {
+            for obj in self.held.drain(..) {
+                sse::write_json(out, &Value::Object(obj));
+            }
+        }
+    }
+
+    /// Writes a start (`source` is the event it came from, `None` when
+    /// synthesized) and records the call as open.
+    fn start_call(
+        &mut self,
+        tool_call_id: &str,
+        tool_name: &str,
+        source: Option<&Event>,
+        out: &mut Vec<u8>,
+    ) {
+        let mut obj = frame(wire::TOOL_CALL_START);
+        obj.insert("toolCallId".into(), Value::String(tool_call_id.into()));
+        obj.insert("toolCallName".into(), Value::String(tool_name.into()));
+        match source {
+            Some(event) => Self::write(out, event, obj),
+            None => sse::write_json(out, &Value::Object(obj)),
+        }
+        self.names.insert(tool_call_id.into(), tool_name.into());
+        self.args.insert(tool_call_id.into(), String::new());
+        self.open.observe(&Event::new(EventKind::ToolCallStart {
+            tool_call_id: tool_call_id.into(),
+            tool_name: tool_name.into(),
+            parent_message_id: None,
+        }));
+    }
+
+    /// Closes what is open (steps, collaborations... and tool calls), then
+    /// writes the results held for them. `tool-call-end` tells the client the
+    /// arguments are complete: it then runs a handler tool (and posts the
+    /// result on its own) or offers the call to the user. A call cut before
+    /// its arguments were whole JSON is therefore left open (the client shows
+    /// it as still streaming and runs nothing) instead of being ended.
+    fn close_open(&mut self, out: &mut Vec<u8>) {
+        for ev in self.open.closing_events() {
+            if let EventKind::ToolCallEnd { tool_call_id } = &ev.kind {
+                let whole = self
+                    .args
+                    .get(tool_call_id)
+                    .is_some_and(|a| serde_json::from_str::<serde::de::IgnoredAny>(a).is_ok());
+                if !whole {
+                    self.args.remove(tool_call_id);
+                    self.open.observe(&ev);
+                    continue;
+                }
+            }
+            self.encode_one(&ev, out);
+        }
+        self.flush_held(out);
+    }
+
+    fn interrupt_frame(&mut self, event: &Event, i: &Interrupt) -> Map<String, Value> {
+        let id = if i.id.is_empty() {
+            self.ctx.ids.next("interrupt")
+        } else {
+            i.id.clone()
+        };
+        // The client keeps only id, reason and payload (and its schema may
+        // refuse other keys): what the human must know goes in the payload
+        // when the source gave none.
+        let payload = match &i.payload {
+            Some(p) => p.clone(),
+            None if i.tool_call_id.is_some() || i.message.is_some() => {
+                let mut p = Map::new();
+                put_opt(&mut p, "toolCallId", i.tool_call_id.clone());
+                put_opt(&mut p, "message", i.message.clone());
+                Value::Object(p)
+            }
+            None => Value::Null,
+        };
+        let mut obj = frame(wire::INTERRUPT);
+        obj.insert("id".into(), Value::String(id));
+        obj.insert("reason".into(), Value::String(i.reason.clone()));
+        obj.insert("payload".into(), payload);
+        if event.origin == Some(Dialect::AgKit) {
+            for (k, v) in &i.extra {
+                if k != "type" {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        obj
+    }
+
+    fn encode_one(&mut self, event: &Event, out: &mut Vec<u8>) {
+        use EventKind as K;
+        let put = |obj: &mut Map<String, Value>, k: &str, v: Value| {
+            obj.insert(k.into(), v);
+        };
+        let s = |v: &str| Value::String(v.into());
+        match &event.kind {
+            K::RunStarted { .. } => {} // AG-Kit has no run start: the response is the run.
+            K::RunFinished { outcome, .. } => {
+                self.close_open(out);
+                if let babelgate_core::Outcome::Interrupt { interrupts } = outcome {
+                    for i in interrupts {
+                        let obj = self.interrupt_frame(event, i);
+                        sse::write_json(out, &Value::Object(obj));
+                    }
+                }
+                sse::write_done(out);
+                self.done = true;
+            }
+            K::RunError { message, code } => {
+                self.close_open(out);
+                let mut obj = frame(wire::ERROR);
+                put(&mut obj, "error", s(message));
+                put_opt(&mut obj, "code", code.clone());
+                Self::write(out, event, obj);
+                sse::write_done(out);
+                self.done = true;
+            }
+            K::StepStarted { name } | K::StepFinished { name } => {
+                let ty = if matches!(event.kind, K::StepStarted { .. }) {
+                    wire::STEP_STARTED
+                } else {
+                    wire::STEP_FINISHED
+                };
+                let mut obj = frame(ty);
+                put_opt(&mut obj, "name", name.clone());
+                Self::write(out, event, obj);
+            }
+            K::TextStart { .. } | K::TextEnd { .. } => {}
+            K::TextDelta { delta, .. } => {
+                let mut obj = frame(wire::TEXT);
+                put(&mut obj, "content", s(delta));
+                Self::write(out, event, obj);
+            }
+            K::ReasoningStart { .. } | K::ReasoningEnd { .. } => {}
+            K::ReasoningDelta { delta, .. } => {
+                let mut obj = frame(wire::REASONING);
+                put(&mut obj, "content", s(delta));
+                Self::write(out, event, obj);
+            }
+            K::ReasoningPhaseStart { message_id } | K::ReasoningPhaseEnd { message_id } => {
+                let ty = if matches!(event.kind, K::ReasoningPhaseStart { .. }) {
+                    wire::REASONING_PHASE_START
+                } else {
+                    wire::REASONING_PHASE_END
+                };
+                let mut obj = frame(ty);
+                put(&mut obj, "messageId", s(message_id));
+                Self::write(out, event, obj);
+            }
+            K::ReasoningEncrypted {
+                subtype,
+                entity_id,
+                value,
+            } => {
+                let mut obj = frame(wire::REASONING_ENCRYPTED);
+                put(&mut obj, "subtype", s(subtype));
+                put(&mut obj, "entityId", s(entity_id));
+                put(&mut obj, "value", s(value));
+                Self::write(out, event, obj);
+            }
+            K::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => {
+                // A second start of an open call would add a duplicate call.
+                if !self.open.tool_call_open(tool_call_id) {
+                    self.start_call(tool_call_id, tool_name, Some(event), out);
+                }
+                return;
+            }
+            K::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                if !self.open.tool_call_open(tool_call_id) {
+                    let name = self
+                        .names
+                        .get(tool_call_id)
+                        .cloned()
+                        .unwrap_or_else(|| wire::UNKNOWN_TOOL_NAME.into());
+                    self.start_call(tool_call_id, &name, None, out);
+                }
+                if let Some(text) = self.args.get_mut(tool_call_id) {
+                    text.push_str(delta);
+                }
+                let mut obj = frame(wire::TOOL_CALL_ARGS);
+                put(&mut obj, "toolCallId", s(tool_call_id));
+                put(&mut obj, "delta", s(delta));
+                Self::write(out, event, obj);
+            }
+            K::ToolCallEnd { tool_call_id } => {
+                // Ending a call that is not open would corrupt the client's
+                // list of calls (or run the call twice): nothing to close.
+                if self.open.tool_call_open(tool_call_id) {
+                    let mut obj = frame(wire::TOOL_CALL_END);
+                    put(&mut obj, "toolCallId", s(tool_call_id));
+                    Self::write(out, event, obj);
+                    self.args.remove(tool_call_id);
+                    self.open.observe(event);
+                    self.flush_held(out);
+                }
+                return;
+            }
+            K::ToolCallResult {
+                tool_call_id,
+                content,
+                ..
+            } => {
+                let result = match content {
+                    Value::String(t) => t.clone(),
+                    other => other.to_string(),
+                };
+                self.result(event, tool_call_id, result, out);
+            }
+            K::ToolCallError {
+                tool_call_id,
+                error,
+                ..
+            } => {
+                let result = format!("{}{error}", wire::TOOL_FAILED_PREFIX);
+                self.result(event, tool_call_id, result, out);
+            }
+            K::ToolCallDenied { tool_call_id } => {
+                self.result(event, tool_call_id, wire::TOOL_DENIED_RESULT.into(), out);
+            }
+            K::StateSnapshot { snapshot } => {
+                let mut obj = frame(wire::STATE_SNAPSHOT);
+                put(&mut obj, "snapshot", snapshot.clone());
+                Self::write(out, event, obj);
+            }
+            K::StateDelta { patch } => {
+                let mut obj = frame(wire::STATE_DELTA);
+                put(&mut obj, "delta", patch.clone());
+                Self::write(out, event, obj);
+            }
+            K::MessagesSnapshot { messages } => {
+                let mut list = Vec::with_capacity(messages.len());
+                for (i, m) in messages.iter().enumerate() {
+                    // Only a tool message without its call id fails; it has
+                    // no AG-Kit shape, like reasoning and activity messages.
+                    if let Ok(Some(mut w)) = message_to_wire(m, &format!("messages[{i}]")) {
+                        w.insert("id".into(), s(&m.id));
+                        list.push(Value::Object(w));
+                    }
+                }
+                let mut obj = frame(wire::MESSAGES_SNAPSHOT);
+                put(&mut obj, "messages", Value::Array(list));
+                Self::write(out, event, obj);
+            }
+            K::ActivitySnapshot {
+                message_id,
+                activity_type,
+                content,
+                replace,
+            } => {
+                let mut obj = frame(wire::ACTIVITY_SNAPSHOT);
+                put(&mut obj, "messageId", s(message_id));
+                put(&mut obj, "activityType", s(activity_type));
+                put(&mut obj, "content", content.clone());
+                put_opt(&mut obj, "replace", *replace);
+                Self::write(out, event, obj);
+            }
+            K::ActivityDelta {
+                message_id,
+                activity_type,
+                patch,
+            } => {
+                let mut obj = frame(wire::ACTIVITY_DELTA);
+                put(&mut obj, "messageId", s(message_id));
+                put(&mut obj, "activityType", s(activity_type));
+                put(&mut obj, "patch", patch.clone());
+                Self::write(out, event, obj);
+            }
+            K::Source {
+                source_kind,
+                source_id,
+                url,
+                title,
+                media_type,
+                filename,
+            } => {
+                let mut obj = frame(wire::SOURCE);
+                let kind = match source_kind {
+                    SourceKind::Url => "url",
+                    SourceKind::Document => "document",
+                };
+                put(&mut obj, "sourceType", s(kind));
+                put(&mut obj, "sourceId", s(source_id));
+                put_opt(&mut obj, "url", url.clone());
+                put_opt(&mut obj, "title", title.clone());
+                put_opt(&mut obj, "mediaType", media_type.clone());
+                put_opt(&mut obj, "filename", filename.clone());
+                Self::write(out, event, obj);
+            }
+            K::File { url, media_type } => {
+                let mut obj = frame(wire::FILE);
+                put(&mut obj, "url", s(url));
+                put(&mut obj, "mediaType", s(media_type));
+                Self::write(out, event, obj);
+            }
+            K::Data {
+                name,
+                id,
+                message_id,
+                data,
+                transient,
+            } => {
+                let mut obj = frame(wire::DATA);
+                put(&mut obj, "name", s(name));
+                put_opt(&mut obj, "id", id.clone());
+                put_opt(&mut obj, "messageId", message_id.clone());
+                put(&mut obj, "data", data.clone());
+                if *transient {
+                    put(&mut obj, "transient", Value::Bool(true));
+                }
+                Self::write(out, event, obj);
+            }
+            K::Custom { name, value } => {
+                let mut obj = frame(wire::CUSTOM);
+                put(&mut obj, "name", s(name));
+                put(&mut obj, "value", value.clone());
+                Self::write(out, event, obj);
+            }
+            K::MessageMetadata { metadata } => {
+                let mut obj = frame(wire::MESSAGE_METADATA);
+                put(&mut obj, "metadata", metadata.clone());
+                Self::write(out, event, obj);
+            }
+            K::CollabStart {
+                message_id,
+                from,
+                to,
+            } => {
+                let mut obj = frame(wire::COLLAB_START);
+                put(&mut obj, "messageId", s(message_id));
+                put_opt(&mut obj, "from", from.clone());
+                put_opt(&mut obj, "to", to.clone());
+                Self::write(out, event, obj);
+            }
+            K::CollabContent { message_id, delta } => {
+                let mut obj = frame(wire::COLLAB_CONTENT);
+                put(&mut obj, "messageId", s(message_id));
+                put(&mut obj, "delta", delta.clone());
+                Self::write(out, event, obj);
+            }
+            K::CollabEnd { message_id } => {
+                let mut obj = frame(wire::COLLAB_END);
+                put(&mut obj, "messageId", s(message_id));
+                Self::write(out, event, obj);
+            }
+            K::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+            } => {
+                let mut obj = frame(wire::SUBAGENT_STARTED);
+                put(&mut obj, "subagentRunId", s(subagent_run_id));
+                put(&mut obj, "name", s(name));
+                put_opt(&mut obj, "description", description.clone());
+                Self::write(out, event, obj);
+            }
+            K::SubagentFinished {
+                subagent_run_id,
+                result,
+                outcome,
+            } => {
+                let mut obj = frame(wire::SUBAGENT_FINISHED);
+                put(&mut obj, "subagentRunId", s(subagent_run_id));
+                put_opt(&mut obj, "result", result.clone());
+                put_opt(&mut obj, "outcome", outcome.clone());
+                Self::write(out, event, obj);
+            }
+            K::SubagentError {
+                subagent_run_id,
+                message,
+                code,
+            } => {
+                let mut obj = frame(wire::SUBAGENT_ERROR);
+                put(&mut obj, "subagentRunId", s(subagent_run_id));
+                put(&mut obj, "message", s(message));
+                put_opt(&mut obj, "code", code.clone());
+                Self::write(out, event, obj);
+            }
+            K::Raw { event: raw, source } => {
+                let mut obj = frame(wire::RAW);
+                put(&mut obj, "event", raw.clone());
+                put_opt(&mut obj, "source", source.clone());
+                Self::write(out, event, obj);
+            }
+            K::Unknown { raw } => match (event.origin, raw) {
+                // Our own: back verbatim (text the decoder could not parse
+                // included).
+                (Some(Dialect::AgKit), Value::String(text)) => sse::write_data(out, text),
+                (Some(Dialect::AgKit), other) => sse::write_json(out, other),
+                (origin, other) => {
+                    let mut obj = frame(wire::UNKNOWN);
+                    put_opt(&mut obj, "dialect", origin.map(|d| d.as_str()));
+                    put(&mut obj, "event", other.clone());
+                    sse::write_json(out, &Value::Object(obj));
+                }
+            },
+        }
+        self.open.observe(event);
+    }
+}
+
+impl Encoder for AgKitEncoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::AgKit
+    }
+
+    fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
+        if !self.done {
+            self.encode_one(event, out);
+        }
+    }
+
+    /// Closes open tool calls, writes held results and `[DONE]`, once.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if !self.done {
+            self.close_open(out);
+            sse::write_done(out);
+            self.done = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use babelgate_core::request::Message;
+    use babelgate_core::Role;
+    use babelgate_core::{Extra, Outcome};
+    use serde_json::json;
+
+    fn enc() -> AgKitEncoder {
+        AgKitEncoder::new(EncodeContext::deterministic())
+    }
+
+    fn run(kinds: Vec<EventKind>) -> String {
+        let mut e = enc();
+        let mut out = Vec::new();
+        for k in kinds {
+            e.encode(&Event::new(k), &mut out);
+        }
+        e.finish(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn start(id: &str, name: &str) -> EventKind {
+        EventKind::ToolCallStart {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            parent_message_id: None,
+        }
+    }
+
+    fn args(id: &str, d: &str) -> EventKind {
+        EventKind::ToolCallArgs {
+            tool_call_id: id.into(),
+            delta: d.into(),
+        }
+    }
+
+    fn end(id: &str) -> EventKind {
+        EventKind::ToolCallEnd {
+            tool_call_id: id.into(),
+        }
+    }
+
+    fn result(id: &str, content: Value) -> EventKind {
+        EventKind::ToolCallResult {
+            tool_call_id: id.into(),
+            message_id: None,
+            content,
+        }
+    }
+
+    fn finished(outcome: Outcome) -> EventKind {
+        EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome,
+            finish_reason: Some("stop".into()),
+            usage: None,
+        }
+    }
+
+    fn text(kinds: &mut Vec<EventKind>, id: &str, deltas: &[&str]) {
+        kinds.push(EventKind::TextStart {
+            message_id: id.into(),
+            role: Role::Assistant,
+            name: None,
+        });
+        for d in deltas {
+            kinds.push(EventKind::TextDelta {
+                message_id: id.into(),
+                delta: (*d).into(),
+            });
+        }
+        kinds.push(EventKind::TextEnd {
+            message_id: id.into(),
+        });
+    }
+
+    #[test]
+    fn text_and_a_plain_finish() {
+        let mut k = vec![EventKind::RunStarted {
+            thread_id: Some("t".into()),
+            run_id: Some("r".into()),
+            parent_run_id: None,
+            message_id: None,
+            input: None,
+        }];
+        text(&mut k, "m1", &["你好", "\"q\"\n\u{2028}"]);
+        k.push(finished(Outcome::Success {
+            pending_tool_call_ids: vec![],
+        }));
+        k.push(EventKind::TextDelta {
+            message_id: "late".into(),
+            delta: "after the end".into(),
+        });
+        assert_eq!(
+            run(k),
+            "data: {\"type\":\"text\",\"content\":\"你好\"}\n\n\
+             data: {\"type\":\"text\",\"content\":\"\\\"q\\\"\\n\u{2028}\"}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn finish_on_a_cut_stream_ends_complete_calls_once() {
+        let mut e = enc();
+        let mut out = Vec::new();
+        for k in [
+            start("c1", "f"),
+            args("c1", "{\"a\":1}"),
+            start("c2", "g"),
+            args("c2", "{\"a\":"),
+            start("c3", "h"),
+        ] {
+            e.encode(&Event::new(k), &mut out);
+        }
+        e.finish(&mut out);
+        e.finish(&mut out);
+        e.encode(&Event::new(args("c2", "1}")), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"f\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c1\",\"delta\":\"{\\\"a\\\":1}\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"g\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c2\",\"delta\":\"{\\\"a\\\":\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c3\",\"toolCallName\":\"h\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn errors_close_calls_then_error_then_done() {
+        let mut e = enc();
+        let mut out = Vec::new();
+        e.encode(&Event::new(start("c1", "f")), &mut out);
+        e.encode(&Event::new(args("c1", "{}")), &mut out);
+        e.encode(&Event::new(start("c2", "f")), &mut out);
+        e.encode(&Event::new(result("c0", json!("held"))), &mut out);
+        e.fail("upstream went away", Some("upstream_timeout"), &mut out);
+        e.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"f\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c1\",\"delta\":\"{}\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"f\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
+             data: {\"type\":\"tool-result\",\"toolCallId\":\"c0\",\"result\":\"held\"}\n\n\
+             data: {\"type\":\"error\",\"error\":\"upstream went away\",\"code\":\"upstream_timeout\"}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn orphan_args_get_a_start_and_orphan_ends_nothing() {
+        let out = run(vec![
+            end("never"),
+            start("c1", "get_weather"),
+            end("c1"),
+            args("c2", "{}"),
+            args("c1", "late"),
+        ]);
+        assert_eq!(
+            out,
+            "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"get_weather\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"unknown_tool\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c2\",\"delta\":\"{}\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"get_weather\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c1\",\"delta\":\"late\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c2\"}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn results_wait_for_open_calls() {
+        let out = run(vec![
+            start("a", "fa"),
+            start("b", "fb"),
+            end("a"),
+            result("a", json!({"temp": 18})),
+            args("b", "{}"),
+            EventKind::ToolCallError {
+                tool_call_id: "x".into(),
+                error: "boom".into(),
+                input_invalid: false,
+            },
+            end("b"),
+            EventKind::ToolCallDenied {
+                tool_call_id: "d".into(),
+            },
+        ]);
+        assert_eq!(
+            out,
+            "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"a\",\"toolCallName\":\"fa\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"b\",\"toolCallName\":\"fb\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"a\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"b\",\"delta\":\"{}\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"b\"}\n\n\
+             data: {\"type\":\"tool-result\",\"toolCallId\":\"a\",\"result\":\"{\\\"temp\\\":18}\"}\n\n\
+             data: {\"type\":\"tool-result\",\"toolCallId\":\"x\",\"result\":\"Tool call failed with info: boom\"}\n\n\
+             data: {\"type\":\"tool-result\",\"toolCallId\":\"d\",\"result\":\"Tool call was denied by the user.\"}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn interrupts_then_done() {
+        let out = run(vec![
+            start("c", "confirm_action"),
+            args("c", "{}"),
+            finished(Outcome::Interrupt {
+                interrupts: vec![
+                    Interrupt {
+                        id: "i1".into(),
+                        reason: "approval".into(),
+                        message: Some("ok?".into()),
+                        tool_call_id: Some("c".into()),
+                        payload: None,
+                        extra: Extra::new(),
+                    },
+                    Interrupt {
+                        id: String::new(),
+                        reason: "input".into(),
+                        message: None,
+                        tool_call_id: None,
+                        payload: Some(json!({"schema": {}})),
+                        extra: json!({"ignored": "not agkit"})
+                            .as_object()
+                            .cloned()
+                            .unwrap(),
+                    },
+                ],
+            }),
+        ]);
+        assert_eq!(
+            out,
+            "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c\",\"toolCallName\":\"confirm_action\"}\n\n\
+             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c\",\"delta\":\"{}\"}\n\n\
+             data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c\"}\n\n\
+             data: {\"type\":\"interrupt\",\"id\":\"i1\",\"reason\":\"approval\",\"payload\":{\"toolCallId\":\"c\",\"message\":\"ok?\"}}\n\n\
+             data: {\"type\":\"interrupt\",\"id\":\"interrupt-1\",\"reason\":\"input\",\"payload\":{\"schema\":{}}}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn what_agkit_cannot_say_goes_out_as_named_frames() {
+        let mut k = Vec::new();
+        k.push(EventKind::ReasoningPhaseStart {
+            message_id: "p".into(),
+        });
+        k.push(EventKind::ReasoningStart {
+            message_id: "r".into(),
+        });
+        k.push(EventKind::ReasoningDelta {
+            message_id: "r".into(),
+            delta: "hmm".into(),
+        });
+        k.push(EventKind::StateSnapshot {
+            snapshot: json!({"a": 1}),
+        });
+        k.push(EventKind::StateDelta {
+            patch: json!([{"op": "remove", "path": "/a"}]),
+        });
+        k.push(EventKind::Custom {
+            name: "n".into(),
+            value: json!(1),
+        });
+        k.push(EventKind::MessagesSnapshot {
+            messages: vec![Message::text_message("m1", Role::User, "hi")],
+        });
+        k.push(EventKind::StepStarted { name: None });
+        let out = run(k);
+        assert_eq!(
+            out,
+            "data: {\"type\":\"reasoning-phase-start\",\"messageId\":\"p\"}\n\n\
+             data: {\"type\":\"reasoning\",\"content\":\"hmm\"}\n\n\
+             data: {\"type\":\"state-snapshot\",\"snapshot\":{\"a\":1}}\n\n\
+             data: {\"type\":\"state-delta\",\"delta\":[{\"op\":\"remove\",\"path\":\"/a\"}]}\n\n\
+             data: {\"type\":\"custom\",\"name\":\"n\",\"value\":1}\n\n\
+             data: {\"type\":\"messages-snapshot\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"id\":\"m1\"}]}\n\n\
+             data: {\"type\":\"step-started\"}\n\n\
+             data: {\"type\":\"reasoning-phase-end\",\"messageId\":\"p\"}\n\n\
+             data: {\"type\":\"step-finished\"}\n\n\
+             data: [DONE]\n\n"
+        );
+    }
+
+    #[test]
+    fn unknown_events_by_origin() {
+        let mut e = enc();
+        let mut out = Vec::new();
+        let own = |raw: Value| Event::new(EventKind::Unknown { raw }).with_origin(Dialect::AgKit);
+        e.encode(&own(json!({"type": "usage", "n": 1})), &mut out);
+        e.encode(&own(json!("keep-alive")), &mut out);
+        e.encode(
+            &Event::new(EventKind::Unknown {
+                raw: json!({"type": "X_EVENT"}),
+            })
+            .with_origin(Dialect::AgUi),
+            &mut out,
+        );
+        e.encode(&Event::new(EventKind::Unknown { raw: json!(2) }), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"usage\",\"n\":1}\n\n\
+             data: keep-alive\n\n\
+             data: {\"type\":\"unknown\",\"dialect\":\"ag-ui\",\"event\":{\"type\":\"X_EVENT\"}}\n\n\
+             data: {\"type\":\"unknown\",\"event\":2}\n\n"
+        );
+    }
+
+    #[test]
+    fn extras_only_from_agkit() {
+        let extra: Extra = json!({"index": 0, "type": "evil"})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let delta = EventKind::TextDelta {
+            message_id: "m".into(),
+            delta: "x".into(),
+        };
+        let mut out = Vec::new();
+        let mut e = enc();
+        e.encode(
+            &Event::new(delta.clone())
+                .with_origin(Dialect::AgKit)
+                .with_extra(extra.clone()),
+            &mut out,
+        );
+        e.encode(
+            &Event::new(delta)
+                .with_origin(Dialect::Hai)
+                .with_extra(extra),
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"text\",\"content\":\"x\",\"index\":0}\n\n\
+             data: {\"type\":\"text\",\"content\":\"x\"}\n\n"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! The `babelgate` binary as a user runs it.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn babelgate(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_babelgate"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+const AGUI_OK: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n";
+
+#[test]
+fn translate_reads_stdin_and_writes_the_target_dialect() {
+    let input = format!(
+        "{AGUI_OK}data: {{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}}\n\ndata: {{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}}\n\n"
+    );
+    let (code, out, err) = babelgate(&["translate", "--from", "ag-ui", "--to", "vercel"], input.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"type\":\"text-delta\""), "{out}");
+    assert!(out.contains("\"delta\":\"hi\""), "{out}");
+    assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
+}
+
+#[test]
+fn bad_input_names_the_line_exits_non_zero_and_keeps_the_good_part() {
+    let input = format!("{AGUI_OK}data: {{\"type\": broken\n\n");
+    let (code, out, err) = babelgate(&["translate", "--from", "ag-ui", "--to", "vercel"], input.as_bytes());
+    assert_eq!(code, 1);
+    assert!(err.contains("line 7"), "stderr names the line: {err}");
+    assert!(out.contains("\"delta\":\"hi\""), "the well-formed part is kept: {out}");
+    assert!(out.contains("\"type\":\"error\""), "the target dialect's error event: {out}");
+    assert!(out.ends_with("data: [DONE]\n\n"), "and the stream is closed: {out}");
+}
+
+#[test]
+fn unknown_dialects_and_missing_files_are_usage_errors() {
+    let (code, _, err) = babelgate(&["translate", "--from", "grpc", "--to", "vercel"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown dialect `grpc`"), "{err}");
+    let (code, _, err) = babelgate(
+        &["translate", "--from", "ag-ui", "--to", "vercel", "/nonexistent/capture.sse"],
+        b"",
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot open"), "{err}");
+}
+
+#[test]
+fn check_accepts_the_shipped_config_and_reports_every_error_with_its_line() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../gateway.toml");
+    let (code, out, err) = babelgate(&["check", "--config", root], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ok"), "{out}");
+
+    let dir = std::env::temp_dir().join(format!("babelgate-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[routes]]\npath = \"/a\"\nclient = \"nope\"\nupstream = \"http://x\"\nupstream_protocol = \"zzz\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = babelgate(&["check", "--config", bad.to_str().unwrap()], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("bad.toml:3:10: routes.client"), "{err}");
+    assert!(err.contains("bad.toml:5:"), "both errors are reported: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
