@@ -8,6 +8,8 @@
 # 3. proves the committed fixtures are still the real packages' bytes
 # 4. runs the real clients (ai, @ag-ui/client) on the fixtures and on
 #    target/golden
+# 5. end to end over sockets: real clients (ai, @ag-ui/client, headless
+#    Chromium) -> babelgate serve -> real agents (Python AG-UI SDK, ai helpers)
 #
 # SKIP_CARGO=1 skips step 2 (handy while working on tests/ only; CI must not set it).
 set -euo pipefail
@@ -19,7 +21,7 @@ PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/target/py-venv"
 GOLDEN="$ROOT/target/golden"
 # Debian packages the tests need beyond Node 20, Python 3.11 and Rust.
-APT_PACKAGES=""
+APT_PACKAGES="chromium"
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -131,4 +133,10 @@ fi
 
 echo
 echo "validators: $total_passed passed, $total_failed failed"
+
+step "end to end: real clients -> babelgate serve -> real agents (node --test tests/node/e2e/)"
+# The suite runs target/debug/babelgate; make sure it is this tree's.
+cargo build -p babelgate
+# Logs of every process it starts: target/e2e-logs/<test file>/.
+node --test tests/node/e2e/ || status=1
 exit "$status"

@@ -122,7 +122,7 @@ const SCENARIOS = {
     ],
   },
   run_error: {
-    chunks: [start, startStep, ...text('txt-1', ['Let me look that up', '...']), { type: 'error', errorText: 'upstream model timed out' }],
+    chunks: [start, startStep, ...text('txt-1', ['Let me look that up', '...']), { type: 'error', errorText: 'upstream model timed out' }, finishStep, finish('error')],
   },
   // The server dies mid-message: the package would still close the stream
   // with [DONE], so the tail is cut off by hand.

@@ -1,63 +1,629 @@
-//! AG-UI adapter (stub: being written).
+//! babelgate adapter for AG-UI 1.0 (`@ag-ui/core`, `@ag-ui/client`, PyPI
+//! `ag-ui-protocol`): decoder, encoder, request translator. See
+//! docs/mapping/ag-ui.md for what maps to what.
 #![forbid(unsafe_code)]
 
-use babelgate_core::{
-    DecodeError, Decoder, Dialect, EncodeContext, Encoder, Event, Frame, RequestError,
-    RequestTranslator, RunRequest,
-};
+pub mod chunks;
+pub mod decoder;
+pub mod encoder;
+pub mod request;
+pub mod verify;
+pub mod wire;
 
-pub struct AgUiDecoder;
+pub use decoder::AgUiDecoder;
+pub use encoder::AgUiEncoder;
+pub use request::AgUiRequests;
 
-impl AgUiDecoder {
-    pub fn new() -> Self {
-        AgUiDecoder
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use babelgate_core::event::Interrupt;
+    use babelgate_core::{
+        Decoder, EncodeContext, Encoder, Event, EventKind, Outcome, Role, SseFramer,
+    };
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::verify::verify_stream;
+
+    fn frames_to_events(bytes: &[u8], piece: usize) -> Vec<Event> {
+        let mut framer = SseFramer::default();
+        let mut frames = Vec::new();
+        for p in bytes.chunks(piece.max(1)) {
+            framer.push(p, &mut frames).unwrap();
+        }
+        framer.finish(&mut frames).unwrap();
+        let mut d = AgUiDecoder::new();
+        let mut events = Vec::new();
+        for f in &frames {
+            d.decode(f, &mut events)
+                .unwrap_or_else(|e| panic!("{e}: {}", f.data));
+        }
+        d.finish(&mut events).unwrap();
+        events
     }
-}
 
-impl Default for AgUiDecoder {
-    fn default() -> Self {
-        Self::new()
+    fn encode_events(events: &[Event]) -> Vec<u8> {
+        let mut e = AgUiEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        for ev in events {
+            e.encode(ev, &mut out);
+        }
+        e.finish(&mut out);
+        out
     }
-}
 
-impl Decoder for AgUiDecoder {
-    fn dialect(&self) -> Dialect {
-        Dialect::AgUi
+    fn payloads(bytes: &[u8]) -> Vec<Value> {
+        let mut framer = SseFramer::default();
+        let mut frames = Vec::new();
+        framer.push(bytes, &mut frames).unwrap();
+        framer.finish(&mut frames).unwrap();
+        frames
+            .iter()
+            .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone())))
+            .collect()
     }
-    fn decode(&mut self, _frame: &Frame, _out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        Err(DecodeError::new("not implemented"))
-    }
-}
 
-pub struct AgUiEncoder {
-    _ctx: EncodeContext,
-}
-
-impl AgUiEncoder {
-    pub fn new(ctx: EncodeContext) -> Self {
-        AgUiEncoder { _ctx: ctx }
+    /// Only `data: {json}\n\n` frames, as the client's parser needs.
+    fn assert_framing(bytes: &[u8]) {
+        let s = std::str::from_utf8(bytes).unwrap();
+        for frame in s.split_terminator("\n\n") {
+            assert!(
+                frame.starts_with("data: {") && !frame.contains('\n'),
+                "{frame:?}"
+            );
+        }
+        assert!(s.is_empty() || s.ends_with("\n\n"));
     }
-}
 
-impl Encoder for AgUiEncoder {
-    fn dialect(&self) -> Dialect {
-        Dialect::AgUi
+    #[test]
+    fn fixtures_come_back_identical() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ag-ui");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            eprintln!("skipped: no {}", dir.display());
+            return;
+        };
+        let mut n = 0;
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if path.extension().is_none_or(|x| x != "sse") {
+                continue;
+            }
+            n += 1;
+            let name = path.file_stem().unwrap().to_string_lossy().to_string();
+            let input = std::fs::read(&path).unwrap();
+            let events = frames_to_events(&input, usize::MAX);
+            assert_eq!(
+                events,
+                frames_to_events(&input, 3),
+                "{name}: decoding depends on cuts"
+            );
+            let out = encode_events(&events);
+            assert_framing(&out);
+            if let Some(dir) = std::env::var_os("AGUI_DUMP_DIR") {
+                std::fs::write(PathBuf::from(dir).join(format!("fixture-{name}.sse")), &out)
+                    .unwrap();
+            }
+            let (want, got) = (payloads(&input), payloads(&out));
+            if name == "cut_mid_message" {
+                assert_eq!(got[..want.len()], want[..], "{name}");
+                assert_eq!(
+                    got[want.len()..],
+                    [
+                        json!({"type":"TEXT_MESSAGE_END","messageId":"msg-1"}),
+                        json!({"type":"RUN_FINISHED","threadId":"thread-1","runId":"run-1"})
+                    ]
+                );
+            } else {
+                assert_eq!(got, want, "{name}");
+            }
+            verify_stream(&got).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        eprintln!("{n} fixtures");
     }
-    fn encode(&mut self, _event: &Event, _out: &mut Vec<u8>) {}
-    fn finish(&mut self, _out: &mut Vec<u8>) {}
-}
 
-#[derive(Debug, Default, Clone, Copy)]
-pub struct AgUiRequests;
+    #[test]
+    fn chunk_streams_come_back_identical_even_when_interleaved() {
+        let input = [
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","delta":"a","metadata":{"k":1}}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","delta":"b","rawEvent":{"p":1}}),
+            json!({"type":"RAW","event":{}}),
+            json!({"type":"TEXT_MESSAGE_CHUNK"}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","role":"assistant","name":"bot"}),
+            json!({"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"f","delta":"{"}),
+            json!({"type":"TOOL_CALL_CHUNK","delta":"}","future":1}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"m3","delta":"x","subagentRunId":"s"}),
+            json!({"type":"REASONING_MESSAGE_CHUNK","messageId":"r","delta":"hm"}),
+            json!({"type":"STATE_SNAPSHOT","snapshot":{}}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"m4","delta":"y"}),
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        ];
+        let bytes: String = input.iter().map(|v| format!("data: {v}\n\n")).collect();
+        let out = encode_events(&frames_to_events(bytes.as_bytes(), usize::MAX));
+        let got = payloads(&out);
+        assert_eq!(got, input);
+        verify_stream(&got).unwrap();
+    }
 
-impl RequestTranslator for AgUiRequests {
-    fn dialect(&self) -> Dialect {
-        Dialect::AgUi
+    #[test]
+    fn a_lone_chunk_continuation_in_another_dialects_stream_is_written_out_in_full() {
+        // Core events carrying a chunk marker whose lane the encoder never
+        // opened (the source's start came from elsewhere): explicit events.
+        let lines = [
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","delta":"a"}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","delta":"b"}),
+        ];
+        let bytes: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+        let events = frames_to_events(bytes.as_bytes(), usize::MAX);
+        // Drop the opening chunk's events: the continuation has no lane now.
+        let rest: Vec<_> = events
+            .into_iter()
+            .filter(|e| !matches!(&e.kind, EventKind::TextStart { .. }))
+            .collect();
+        let got = payloads(&encode_events(&rest));
+        verify_stream(&got).unwrap();
+        let types: Vec<_> = got
+            .iter()
+            .map(|v| v["type"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ]
+        );
     }
-    fn parse_request(&self, _body: &[u8]) -> Result<RunRequest, RequestError> {
-        Err(RequestError::new("not implemented"))
+
+    #[test]
+    fn long_runs_with_many_entities_stay_fast() {
+        let mut events = Vec::new();
+        for i in 0..3000 {
+            let id = format!("c{i}");
+            events.push(Event::new(EventKind::ToolCallStart {
+                tool_call_id: id.clone(),
+                tool_name: "f".into(),
+                parent_message_id: None,
+            }));
+            for _ in 0..5 {
+                events.push(Event::new(EventKind::ToolCallArgs {
+                    tool_call_id: id.clone(),
+                    delta: "x".into(),
+                }));
+            }
+            events.push(Event::new(EventKind::ToolCallEnd { tool_call_id: id }));
+        }
+        let t = std::time::Instant::now();
+        let out = encode_events(&events);
+        assert!(out.len() > 100_000);
+        // Generous: linear work takes milliseconds; a copy per event would take seconds.
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
     }
-    fn build_request(&self, _request: &RunRequest) -> Result<serde_json::Value, RequestError> {
-        Err(RequestError::new("not implemented"))
+
+    // ---- property tests ------------------------------------------------
+
+    fn id() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["a", "b", "c"]).prop_map(str::to_string)
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["", "x", "你好", "🎉\"\\\n", "\u{2028}"]).prop_map(str::to_string)
+    }
+
+    /// Any core event, ids from a tiny pool so that collisions, missing
+    /// starts and double ends are common.
+    fn any_event() -> impl Strategy<Value = Event> {
+        let kind = prop_oneof![
+            (prop::option::of(id()), prop::option::of(id())).prop_map(|(t, r)| {
+                EventKind::RunStarted {
+                    thread_id: t,
+                    run_id: r,
+                    parent_run_id: None,
+                    message_id: None,
+                    input: None,
+                }
+            }),
+            prop_oneof![
+                Just(Outcome::Unspecified),
+                Just(Outcome::Success {
+                    pending_tool_call_ids: vec!["a".into()]
+                }),
+                Just(Outcome::Interrupt { interrupts: vec![] }),
+                Just(Outcome::Interrupt {
+                    interrupts: vec![Interrupt {
+                        id: "i".into(),
+                        reason: "r".into(),
+                        message: None,
+                        tool_call_id: None,
+                        payload: Some(json!([1])),
+                        extra: Default::default()
+                    }]
+                }),
+                Just(Outcome::Cancelled {
+                    reason: Some("x".into())
+                }),
+            ]
+            .prop_map(|outcome| EventKind::RunFinished {
+                thread_id: None,
+                run_id: None,
+                message_id: None,
+                result: Some(Value::Null),
+                outcome,
+                finish_reason: None,
+                usage: Some(json!({"inputTokens": 1}))
+            }),
+            text().prop_map(|m| EventKind::RunError {
+                message: m,
+                code: None
+            }),
+            prop::option::of(id()).prop_map(|name| EventKind::StepStarted { name }),
+            prop::option::of(id()).prop_map(|name| EventKind::StepFinished { name }),
+            (
+                id(),
+                prop::sample::select(vec![Role::Assistant, Role::User, Role::Tool])
+            )
+                .prop_map(|(i, role)| EventKind::TextStart {
+                    message_id: i,
+                    role,
+                    name: None
+                }),
+            (id(), text()).prop_map(|(i, d)| EventKind::TextDelta {
+                message_id: i,
+                delta: d
+            }),
+            id().prop_map(|i| EventKind::TextEnd { message_id: i }),
+            id().prop_map(|i| EventKind::ReasoningPhaseStart { message_id: i }),
+            id().prop_map(|i| EventKind::ReasoningPhaseEnd { message_id: i }),
+            id().prop_map(|i| EventKind::ReasoningStart { message_id: i }),
+            (id(), text()).prop_map(|(i, d)| EventKind::ReasoningDelta {
+                message_id: i,
+                delta: d
+            }),
+            id().prop_map(|i| EventKind::ReasoningEnd { message_id: i }),
+            id().prop_map(|i| EventKind::ReasoningEncrypted {
+                subtype: "other".into(),
+                entity_id: i,
+                value: "v".into()
+            }),
+            (id(), prop::option::of(id())).prop_map(|(i, p)| EventKind::ToolCallStart {
+                tool_call_id: i,
+                tool_name: "f".into(),
+                parent_message_id: p
+            }),
+            (id(), text()).prop_map(|(i, d)| EventKind::ToolCallArgs {
+                tool_call_id: i,
+                delta: d
+            }),
+            id().prop_map(|i| EventKind::ToolCallEnd { tool_call_id: i }),
+            (
+                id(),
+                prop::option::of(id()),
+                prop_oneof![
+                    Just(json!("r")),
+                    Just(json!({"a": 1})),
+                    Just(json!([{"type": "text", "text": "t"}])),
+                    Just(Value::Null)
+                ]
+            )
+                .prop_map(|(i, m, c)| EventKind::ToolCallResult {
+                    tool_call_id: i,
+                    message_id: m,
+                    content: c
+                }),
+            (id(), any::<bool>()).prop_map(|(i, b)| EventKind::ToolCallError {
+                tool_call_id: i,
+                error: "e".into(),
+                input_invalid: b
+            }),
+            id().prop_map(|i| EventKind::ToolCallDenied { tool_call_id: i }),
+            Just(EventKind::StateSnapshot {
+                snapshot: json!({"n": 1})
+            }),
+            prop_oneof![
+                Just(json!([{"op": "replace", "path": "/n", "value": 2}])),
+                Just(json!({"not": "a patch"}))
+            ]
+            .prop_map(|patch| EventKind::StateDelta { patch }),
+            Just(EventKind::MessagesSnapshot {
+                messages: vec![babelgate_core::request::Message::text_message(
+                    "a",
+                    Role::Assistant,
+                    "x"
+                )]
+            }),
+            (id(), prop_oneof![Just(json!({"k": 1})), Just(json!("s"))]).prop_map(|(i, c)| {
+                EventKind::ActivitySnapshot {
+                    message_id: i,
+                    activity_type: "plan".into(),
+                    content: c,
+                    replace: None,
+                }
+            }),
+            (id(), prop_oneof![Just(json!([])), Just(json!(3))]).prop_map(|(i, p)| {
+                EventKind::ActivityDelta {
+                    message_id: i,
+                    activity_type: "plan".into(),
+                    patch: p,
+                }
+            }),
+            Just(EventKind::Source {
+                source_kind: babelgate_core::event::SourceKind::Document,
+                source_id: "s".into(),
+                url: None,
+                title: Some("t".into()),
+                media_type: None,
+                filename: None
+            }),
+            Just(EventKind::File {
+                url: "https://f".into(),
+                media_type: "image/png".into()
+            }),
+            (prop::option::of(id()), any::<bool>()).prop_map(|(i, t)| EventKind::Data {
+                name: "w".into(),
+                id: i,
+                message_id: None,
+                data: json!(1),
+                transient: t
+            }),
+            Just(EventKind::Custom {
+                name: "c".into(),
+                value: Value::Null
+            }),
+            Just(EventKind::MessageMetadata {
+                metadata: json!({"m": 1})
+            }),
+            id().prop_map(|i| EventKind::CollabStart {
+                message_id: i,
+                from: Some("x".into()),
+                to: None
+            }),
+            id().prop_map(|i| EventKind::CollabContent {
+                message_id: i,
+                delta: json!({"task": {}})
+            }),
+            id().prop_map(|i| EventKind::CollabEnd { message_id: i }),
+            id().prop_map(|i| EventKind::SubagentStarted {
+                subagent_run_id: i,
+                name: "n".into(),
+                description: None
+            }),
+            id().prop_map(|i| EventKind::SubagentFinished {
+                subagent_run_id: i,
+                result: None,
+                outcome: Some(json!({"type": "suspended"}))
+            }),
+            id().prop_map(|i| EventKind::SubagentError {
+                subagent_run_id: i,
+                message: "m".into(),
+                code: None
+            }),
+            Just(EventKind::Raw {
+                event: Value::Null,
+                source: None
+            }),
+            Just(EventKind::Unknown {
+                raw: json!({"type": "hai-thing"})
+            }),
+        ];
+        (kind, prop::option::of(0i64..10), any::<bool>()).prop_map(|(k, ts, foreign)| {
+            let mut e = Event::new(k).with_timestamp(ts);
+            if foreign {
+                e = e.with_origin(babelgate_core::Dialect::Hai);
+            }
+            e
+        })
+    }
+
+    fn well_formed_blocks() -> impl Strategy<Value = Vec<EventKind>> {
+        let block = prop_oneof![
+            prop::collection::vec(text(), 0..3).prop_map(|ds| {
+                let mut v = vec![EventKind::TextStart {
+                    message_id: "M".into(),
+                    role: Role::Assistant,
+                    name: None,
+                }];
+                v.extend(ds.into_iter().map(|d| EventKind::TextDelta {
+                    message_id: "M".into(),
+                    delta: d,
+                }));
+                v.push(EventKind::TextEnd {
+                    message_id: "M".into(),
+                });
+                v
+            }),
+            (prop::collection::vec(text(), 0..3), any::<bool>()).prop_map(|(ds, result)| {
+                let mut v = vec![EventKind::ToolCallStart {
+                    tool_call_id: "T".into(),
+                    tool_name: "f".into(),
+                    parent_message_id: None,
+                }];
+                v.extend(ds.into_iter().map(|d| EventKind::ToolCallArgs {
+                    tool_call_id: "T".into(),
+                    delta: d,
+                }));
+                v.push(EventKind::ToolCallEnd {
+                    tool_call_id: "T".into(),
+                });
+                if result {
+                    v.push(EventKind::ToolCallResult {
+                        tool_call_id: "T".into(),
+                        message_id: Some("R".into()),
+                        content: json!("ok"),
+                    });
+                }
+                v
+            }),
+            (prop::collection::vec(text(), 1..3), any::<bool>()).prop_map(|(ds, phase)| {
+                let mut v = vec![];
+                if phase {
+                    v.push(EventKind::ReasoningPhaseStart {
+                        message_id: "P".into(),
+                    });
+                }
+                v.push(EventKind::ReasoningStart {
+                    message_id: "Q".into(),
+                });
+                v.extend(ds.into_iter().map(|d| EventKind::ReasoningDelta {
+                    message_id: "Q".into(),
+                    delta: d,
+                }));
+                v.push(EventKind::ReasoningEnd {
+                    message_id: "Q".into(),
+                });
+                if phase {
+                    v.push(EventKind::ReasoningPhaseEnd {
+                        message_id: "P".into(),
+                    });
+                }
+                v
+            }),
+            Just(vec![
+                EventKind::StepStarted {
+                    name: Some("s".into())
+                },
+                EventKind::StepFinished {
+                    name: Some("s".into())
+                }
+            ]),
+            Just(vec![
+                EventKind::StateSnapshot {
+                    snapshot: json!({"a": [1]})
+                },
+                EventKind::StateDelta {
+                    patch: json!([{"op": "add", "path": "/a/-", "value": 2}])
+                }
+            ]),
+            Just(vec![EventKind::Custom {
+                name: "n".into(),
+                value: json!({"v": 1})
+            }]),
+            Just(vec![EventKind::Raw {
+                event: json!({"p": 1}),
+                source: Some("acme".into())
+            }]),
+            Just(vec![EventKind::ActivitySnapshot {
+                message_id: "A".into(),
+                activity_type: "plan".into(),
+                content: json!({}),
+                replace: Some(true)
+            }]),
+        ];
+        (
+            prop::collection::vec(block, 0..6),
+            prop_oneof![
+                Just(Outcome::Unspecified),
+                Just(Outcome::Success {
+                    pending_tool_call_ids: vec!["T1".into()]
+                }),
+                Just(Outcome::Cancelled { reason: None }),
+            ],
+        )
+            .prop_map(|(blocks, outcome)| {
+                let mut v = vec![EventKind::RunStarted {
+                    thread_id: Some("th".into()),
+                    run_id: Some("ru".into()),
+                    parent_run_id: None,
+                    message_id: None,
+                    input: None,
+                }];
+                for (n, b) in blocks.into_iter().enumerate() {
+                    // Unique ids per block.
+                    let s = serde_json::to_string(&b).unwrap();
+                    let s = s
+                        .replace("\"M\"", &format!("\"m{n}\""))
+                        .replace("\"T\"", &format!("\"t{n}\""))
+                        .replace("\"R\"", &format!("\"r{n}\""))
+                        .replace("\"P\"", &format!("\"p{n}\""))
+                        .replace("\"Q\"", &format!("\"q{n}\""))
+                        .replace("\"A\"", &format!("\"a{n}\""));
+                    v.extend(serde_json::from_str::<Vec<EventKind>>(&s).unwrap());
+                }
+                v.push(EventKind::RunFinished {
+                    thread_id: Some("th".into()),
+                    run_id: Some("ru".into()),
+                    message_id: None,
+                    result: None,
+                    outcome,
+                    finish_reason: None,
+                    usage: None,
+                });
+                v
+            })
+    }
+
+    /// Writes random encoder outputs to `$AGUI_DUMP_DIR` so they can be fed
+    /// to the real `@ag-ui/client` (run with `--ignored`).
+    #[test]
+    #[ignore]
+    fn dump_random_streams_for_the_real_client() {
+        let Some(dir) = std::env::var_os("AGUI_DUMP_DIR").map(PathBuf::from) else {
+            return;
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = (prop::collection::vec(any_event(), 0..40), any::<bool>());
+        for n in 0..500 {
+            let (events, fail) = strategy.new_tree(&mut runner).unwrap().current();
+            let mut e = AgUiEncoder::new(EncodeContext::deterministic());
+            let mut out = Vec::new();
+            for ev in &events {
+                e.encode(ev, &mut out);
+            }
+            if fail {
+                e.fail("boom", Some("x"), &mut out);
+            }
+            e.finish(&mut out);
+            std::fs::write(dir.join(format!("r{n}.sse")), out).unwrap();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Whatever comes in, the client accepts what goes out, and decoding
+        /// our output and encoding it again changes nothing.
+        #[test]
+        fn any_input_gives_a_stream_the_client_accepts(events in prop::collection::vec(any_event(), 0..40), fail in any::<bool>()) {
+            let mut e = AgUiEncoder::new(EncodeContext::deterministic());
+            let mut out = Vec::new();
+            for ev in &events {
+                e.encode(ev, &mut out);
+            }
+            if fail {
+                e.fail("boom", Some("x"), &mut out);
+            }
+            e.finish(&mut out);
+            assert_framing(&out);
+            let got = payloads(&out);
+            verify_stream(&got).map_err(|err| TestCaseError::fail(format!("{err}\n{}", String::from_utf8_lossy(&out))))?;
+            let last = got.last().map(|v| v["type"].as_str().unwrap_or("").to_string()).unwrap_or_default();
+            prop_assert!(last == "RUN_FINISHED" || last == "RUN_ERROR", "ends with {last}");
+            prop_assert!(!String::from_utf8_lossy(&out).contains("babelgate.rejected_event"));
+            prop_assert!(!got.iter().any(|v| v.as_object().unwrap().values().any(Value::is_null)
+                && v["type"] != "CUSTOM" && v["type"] != "RAW"), "a null field");
+            let again = payloads(&encode_events(&frames_to_events(&out, 5)));
+            prop_assert_eq!(again, got);
+        }
+
+        /// A well-formed stream survives encode -> frame -> decode unchanged.
+        #[test]
+        fn representable_streams_round_trip(kinds in well_formed_blocks()) {
+            let events: Vec<Event> = kinds.iter().cloned().map(Event::new).collect();
+            let out = encode_events(&events);
+            let back: Vec<EventKind> = frames_to_events(&out, 7).into_iter().map(|e| e.kind).collect();
+            prop_assert_eq!(back, kinds);
+        }
     }
 }

@@ -199,7 +199,8 @@ impl SseFramer {
                 limit: self.max_event_bytes,
             });
         }
-        let value = std::str::from_utf8(value).map_err(|_| FrameError::InvalidUtf8 { line: line_no })?;
+        let value =
+            std::str::from_utf8(value).map_err(|_| FrameError::InvalidUtf8 { line: line_no })?;
         if self.pending.line == 0 {
             self.pending.line = line_no;
         }
@@ -351,7 +352,10 @@ mod tests {
     #[test]
     fn last_event_without_blank_line_and_last_line_without_newline() {
         assert_eq!(data(&assert_split_invariant(b"data: a\n")), ["a"]);
-        assert_eq!(data(&assert_split_invariant(b"data: a\n\ndata: b")), ["a", "b"]);
+        assert_eq!(
+            data(&assert_split_invariant(b"data: a\n\ndata: b")),
+            ["a", "b"]
+        );
     }
 
     #[test]
@@ -411,7 +415,10 @@ mod tests {
             ": ping\n\nid: 3\ndata: a\ndata: b\n\ndata: {\"t\":\"x\\ny\u{2028}\"}\n\ndata: [DONE]\n\n"
         );
         let frames = assert_split_invariant(&out);
-        assert_eq!(data(&frames), ["a\nb", "{\"t\":\"x\\ny\u{2028}\"}", "[DONE]"]);
+        assert_eq!(
+            data(&frames),
+            ["a\nb", "{\"t\":\"x\\ny\u{2028}\"}", "[DONE]"]
+        );
         assert_eq!(frames[0].id.as_deref(), Some("3"));
     }
 }

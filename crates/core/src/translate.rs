@@ -195,7 +195,11 @@ impl Translator {
         out: &mut Vec<u8>,
     ) -> Result<(), TranslateError> {
         if let Err(e) = &r {
-            self.fail(&format!("upstream stream is malformed: {e}"), Some("upstream_malformed"), out);
+            self.fail(
+                &format!("upstream stream is malformed: {e}"),
+                Some("upstream_malformed"),
+                out,
+            );
         }
         r
     }
@@ -227,7 +231,9 @@ mod tests {
                     usage: None,
                 }));
             } else {
-                let t = v["t"].as_str().ok_or_else(|| DecodeError::field("line", "t"))?;
+                let t = v["t"]
+                    .as_str()
+                    .ok_or_else(|| DecodeError::field("line", "t"))?;
                 out.push(Event::new(EventKind::TextDelta {
                     message_id: "m".into(),
                     delta: t.into(),
@@ -263,7 +269,11 @@ mod tests {
     }
 
     fn tr() -> Translator {
-        Translator::new(SseFramer::new(64), Box::new(Lines), Box::new(Marks::default()))
+        Translator::new(
+            SseFramer::new(64),
+            Box::new(Lines),
+            Box::new(Marks::default()),
+        )
     }
 
     fn text(b: &[u8]) -> &str {
@@ -274,7 +284,8 @@ mod tests {
     fn translates_incrementally_and_finishes_once() {
         let mut t = tr();
         let mut out = Vec::new();
-        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\"", &mut out).unwrap();
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\"", &mut out)
+            .unwrap();
         assert_eq!(text(&out), "[text_delta]");
         t.push(b":\"b\"}\n\n", &mut out).unwrap();
         t.finish(&mut out).unwrap();
@@ -288,12 +299,18 @@ mod tests {
         let mut t = tr();
         let mut out = Vec::new();
         let err = t
-            .push(b"data: {\"t\":\"a\"}\n\ndata: {oops\n\ndata: {\"t\":\"c\"}\n\n", &mut out)
+            .push(
+                b"data: {\"t\":\"a\"}\n\ndata: {oops\n\ndata: {\"t\":\"c\"}\n\n",
+                &mut out,
+            )
             .unwrap_err();
         assert_eq!(err.line(), 3);
         assert!(err.to_string().starts_with("line 3: invalid JSON"), "{err}");
         let s = text(&out);
-        assert!(s.starts_with("[text_delta]<err:upstream stream is malformed: line 3"), "{s}");
+        assert!(
+            s.starts_with("[text_delta]<err:upstream stream is malformed: line 3"),
+            "{s}"
+        );
         assert!(s.ends_with('.'), "{s}");
         // nothing more is accepted, nothing more is written
         let before = out.len();
@@ -307,7 +324,10 @@ mod tests {
         let mut t = tr();
         let mut out = Vec::new();
         let err = t.push(&[b'x'; 100], &mut out).unwrap_err();
-        assert!(matches!(err, TranslateError::Frame(FrameError::EventTooLarge { .. })));
+        assert!(matches!(
+            err,
+            TranslateError::Frame(FrameError::EventTooLarge { .. })
+        ));
         assert!(text(&out).contains("larger than the 64-byte limit"));
     }
 
@@ -324,8 +344,12 @@ mod tests {
 
         let mut t = tr();
         let mut out = Vec::new();
-        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"end\":1}", &mut out).unwrap();
-        assert!(t.finish_live(&mut out).unwrap(), "last event without blank line still counts");
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"end\":1}", &mut out)
+            .unwrap();
+        assert!(
+            t.finish_live(&mut out).unwrap(),
+            "last event without blank line still counts"
+        );
         assert_eq!(text(&out), "[text_delta][run_finished].");
     }
 }

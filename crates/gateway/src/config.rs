@@ -141,7 +141,10 @@ impl std::error::Error for ConfigErrors {}
 fn position(src: &str, offset: usize) -> (usize, usize) {
     let before = &src[..offset.min(src.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |i| before.len() - i - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
     (line, column)
 }
 
@@ -174,7 +177,13 @@ impl Collector<'_> {
         match v.get_ref().parse() {
             Ok(a) => Some(a),
             Err(_) => {
-                self.at(v, format!("{key}: `{}` is not an address like 127.0.0.1:8080", v.get_ref()));
+                self.at(
+                    v,
+                    format!(
+                        "{key}: `{}` is not an address like 127.0.0.1:8080",
+                        v.get_ref()
+                    ),
+                );
                 None
             }
         }
@@ -226,9 +235,15 @@ impl Config {
         for r in &raw.routes {
             let path = r.path.get_ref();
             if !path.starts_with('/') {
-                c.at(&r.path, format!("routes.path: `{path}` must start with `/`"));
+                c.at(
+                    &r.path,
+                    format!("routes.path: `{path}` must start with `/`"),
+                );
             } else if seen_paths.contains(&path.as_str()) {
-                c.at(&r.path, format!("routes.path: `{path}` is used by two routes"));
+                c.at(
+                    &r.path,
+                    format!("routes.path: `{path}` is used by two routes"),
+                );
             }
             seen_paths.push(path);
             let client = c.dialect(&r.client, "routes.client");
@@ -236,7 +251,13 @@ impl Config {
             let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
                 Ok(u) if u.scheme() == "http" || u.scheme() == "https" => Some(u),
                 Ok(u) => {
-                    c.at(&r.upstream, format!("routes.upstream: scheme `{}` is not http or https", u.scheme()));
+                    c.at(
+                        &r.upstream,
+                        format!(
+                            "routes.upstream: scheme `{}` is not http or https",
+                            u.scheme()
+                        ),
+                    );
                     None
                 }
                 Err(e) => {
@@ -315,7 +336,10 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
         let c = Config::parse(ISSUE_EXAMPLE).unwrap();
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         let r = c.route("/api/chat").unwrap();
-        assert_eq!((r.client, r.upstream_protocol), (Dialect::Vercel, Dialect::AgUi));
+        assert_eq!(
+            (r.client, r.upstream_protocol),
+            (Dialect::Vercel, Dialect::AgUi)
+        );
         assert_eq!(r.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
     }
 
@@ -346,9 +370,15 @@ upstream_protocol = "ag-ui"
     fn the_shipped_gateway_toml_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
         let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        assert!(c.demo_agent.is_some(), "the shipped file runs the demo agent");
+        assert!(
+            c.demo_agent.is_some(),
+            "the shipped file runs the demo agent"
+        );
         for d in Dialect::ALL {
-            assert!(c.routes.iter().any(|r| r.client == d), "a route for {d} clients");
+            assert!(
+                c.routes.iter().any(|r| r.client == d),
+                "a route for {d} clients"
+            );
         }
     }
 }

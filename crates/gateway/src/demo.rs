@@ -65,7 +65,10 @@ impl DemoAgent {
         let body = match Limited::new(req.into_body(), 4 << 20).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) => {
-                return json_response(StatusCode::BAD_REQUEST, &json!({"error": {"message": e.to_string()}}))
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &json!({"error": {"message": e.to_string()}}),
+                )
             }
         };
         let run = match registry::requests(self.protocol).parse_request(&body) {
@@ -91,7 +94,11 @@ impl DemoAgent {
             let mut out = Vec::new();
             for ev in script.events {
                 encoder.encode(&ev, &mut out);
-                if tx.send(Bytes::from(std::mem::take(&mut out))).await.is_err() {
+                if tx
+                    .send(Bytes::from(std::mem::take(&mut out)))
+                    .await
+                    .is_err()
+                {
                     return; // the caller went away
                 }
                 tokio::time::sleep(delay).await;
@@ -152,7 +159,10 @@ impl Script {
                     content: Value::String(r#"{"temperature":22,"condition":"sunny"}"#.into()),
                 });
                 s.text("It is sunny and 22 °C in 北京.");
-            } else if lower.contains("background") || lower.contains("color") || lower.contains("colour") {
+            } else if lower.contains("background")
+                || lower.contains("color")
+                || lower.contains("colour")
+            {
                 s.text("Changing the background for you.");
                 s.tool_call("change_background", r##"{"color":"#ff0000"}"##);
             } else if lower.contains("state") {
@@ -259,7 +269,10 @@ impl Script {
             tool_name: name.into(),
             parent_message_id: None,
         });
-        let cut = args.char_indices().nth(args.chars().count() / 2).map_or(0, |(i, _)| i);
+        let cut = args
+            .char_indices()
+            .nth(args.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
         for piece in [&args[..cut], &args[cut..]] {
             self.push(EventKind::ToolCallArgs {
                 tool_call_id: id.clone(),
@@ -277,7 +290,10 @@ impl Script {
 fn is_refusal(payload: &Value) -> bool {
     match payload {
         Value::Bool(b) => !b,
-        Value::String(s) => matches!(s.to_lowercase().as_str(), "no" | "false" | "cancel" | "reject"),
+        Value::String(s) => matches!(
+            s.to_lowercase().as_str(),
+            "no" | "false" | "cancel" | "reject"
+        ),
         Value::Object(o) => ["approved", "confirmed", "accept"]
             .iter()
             .any(|k| o.get(*k) == Some(&Value::Bool(false))),
@@ -309,7 +325,10 @@ mod tests {
         assert!(kinds(&weather).contains(&"tool_call_result"));
         let bg = Script::for_request(&run_saying("make the background red"));
         assert!(kinds(&bg).contains(&"tool_call_end"));
-        assert!(!kinds(&bg).contains(&"tool_call_result"), "the client runs it");
+        assert!(
+            !kinds(&bg).contains(&"tool_call_result"),
+            "the client runs it"
+        );
         let err = Script::for_request(&run_saying("error please"));
         assert_eq!(kinds(&err).last(), Some(&"run_error"));
         let confirm = Script::for_request(&run_saying("confirm"));
@@ -329,7 +348,9 @@ mod tests {
             id: "t1".into(),
             role: Role::Tool,
             tool_call_id: Some("c".into()),
-            content: vec![babelgate_core::request::Part::Text { text: "done".into() }],
+            content: vec![babelgate_core::request::Part::Text {
+                text: "done".into(),
+            }],
             ..Default::default()
         });
         let s = Script::for_request(&run);

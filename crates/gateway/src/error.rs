@@ -85,7 +85,9 @@ impl GatewayError {
 }
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {

@@ -17,7 +17,11 @@ use babelgate_core::{Dialect, EncodeContext};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "babelgate", version, about = "Any agent UI to any agent backend, whatever streaming dialect each speaks")]
+#[command(
+    name = "babelgate",
+    version,
+    about = "Any agent UI to any agent backend, whatever streaming dialect each speaks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -158,7 +162,11 @@ fn translate(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 eprintln!("babelgate: reading {name}: {e}");
-                tr.fail(&format!("input read error: {e}"), Some("input_error"), &mut out);
+                tr.fail(
+                    &format!("input read error: {e}"),
+                    Some("input_error"),
+                    &mut out,
+                );
                 let _ = stdout.write_all(&out).and_then(|_| stdout.flush());
                 return ExitCode::from(1);
             }

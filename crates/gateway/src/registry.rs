@@ -33,6 +33,15 @@ pub fn requests(dialect: Dialect) -> &'static dyn RequestTranslator {
 }
 
 /// A translator from `from` (upstream) to `to` (client).
-pub fn translator(from: Dialect, to: Dialect, ctx: EncodeContext, max_event_bytes: usize) -> Translator {
-    Translator::new(SseFramer::new(max_event_bytes), decoder(from), encoder(to, ctx))
+pub fn translator(
+    from: Dialect,
+    to: Dialect,
+    ctx: EncodeContext,
+    max_event_bytes: usize,
+) -> Translator {
+    Translator::new(
+        SseFramer::new(max_event_bytes),
+        decoder(from),
+        encoder(to, ctx),
+    )
 }

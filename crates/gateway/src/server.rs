@@ -155,13 +155,18 @@ impl Gateway {
         self.config.route(base)
     }
 
-    async fn proxy(&self, route: &Route, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    async fn proxy(
+        &self,
+        route: &Route,
+        req: Request<Incoming>,
+    ) -> Result<Response<Body>, GatewayError> {
         let body = read_body(req.into_body(), route.max_body_bytes).await?;
         let mut ids = IdGen::default();
         let mut run = registry::requests(route.client)
             .parse_request(&body)
             .map_err(|e| {
-                let mut g = GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.message);
+                let mut g =
+                    GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.message);
                 g.field = e.field;
                 g
             })?;
@@ -273,8 +278,14 @@ pub(crate) fn sse_response(
     });
     let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     for (k, v) in dialect_headers {
         // `connection` is hop-by-hop (and illegal in HTTP/2); cache-control is set above.
@@ -345,7 +356,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
     match Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
             Err(GatewayError::client(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
@@ -381,7 +395,9 @@ impl Pump {
         let idle = tokio::time::sleep(self.idle);
         tokio::pin!(idle);
         // Far in the future when heartbeats are off: one code path either way.
-        let beat_every = self.heartbeat.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+        let beat_every = self
+            .heartbeat
+            .unwrap_or(Duration::from_secs(365 * 24 * 3600));
         let beat = tokio::time::sleep(beat_every);
         tokio::pin!(beat);
         let complete = loop {
@@ -409,7 +425,8 @@ impl Pump {
                 None => self.translator.finish_live(&mut out).unwrap_or(false),
                 Some(Err(e)) => {
                     let msg = format!("the upstream connection failed: {e}");
-                    self.translator.fail(&msg, Some("upstream_disconnected"), &mut out);
+                    self.translator
+                        .fail(&msg, Some("upstream_disconnected"), &mut out);
                     false
                 }
                 Some(Ok(bytes)) => {
@@ -417,7 +434,8 @@ impl Pump {
                     let r = self.translator.push(&bytes, &mut out);
                     if r.is_ok() {
                         if !out.is_empty() {
-                            beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
+                            beat.as_mut()
+                                .reset(tokio::time::Instant::now() + beat_every);
                         }
                         if !send(&self.tx, &mut out).await {
                             break false;
@@ -433,7 +451,11 @@ impl Pump {
             send(&self.tx, &mut out).await;
             break ok;
         };
-        tracing::debug!(complete, events = self.translator.events_translated, "stream ended");
+        tracing::debug!(
+            complete,
+            events = self.translator.events_translated,
+            "stream ended"
+        );
     }
 
     fn remember(&mut self) {
@@ -443,7 +465,6 @@ impl Pump {
             store.append(&self.thread_id, turn);
         }
     }
-
 }
 
 /// Sends what is buffered; false when the client is gone.
@@ -482,11 +503,16 @@ mod tests {
         (p, rx)
     }
 
-    type Upstream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>;
+    type Upstream =
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>;
 
     fn upstream() -> (mpsc::Sender<Result<Bytes, String>>, Upstream) {
         let (tx, rx) = mpsc::channel(4);
-        let s = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+        let s =
+            futures_util::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|x| (x, rx)) },
+            );
         (tx, Box::pin(s))
     }
 
@@ -499,14 +525,24 @@ mod tests {
         let started = tokio::time::Instant::now();
         let mut chunks = Vec::new();
         while let Some(c) = rx.recv().await {
-            chunks.push((started.elapsed().as_secs(), String::from_utf8(c.to_vec()).unwrap()));
+            chunks.push((
+                started.elapsed().as_secs(),
+                String::from_utf8(c.to_vec()).unwrap(),
+            ));
         }
         assert!(chunks[0].1.contains("RUN_STARTED"));
-        let pings: Vec<u64> = chunks.iter().filter(|(_, c)| c == ": ping\n\n").map(|(t, _)| *t).collect();
+        let pings: Vec<u64> = chunks
+            .iter()
+            .filter(|(_, c)| c == ": ping\n\n")
+            .map(|(t, _)| *t)
+            .collect();
         assert_eq!(pings, [15, 30, 45], "{chunks:?}");
         let (t, last) = chunks.last().unwrap();
         assert_eq!(*t, 50);
-        assert!(last.contains("RUN_ERROR") && last.contains("upstream_idle"), "{last}");
+        assert!(
+            last.contains("RUN_ERROR") && last.contains("upstream_idle"),
+            "{last}"
+        );
         drop(up);
     }
 
@@ -518,13 +554,21 @@ mod tests {
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();
         rx.recv().await.unwrap();
         tokio::time::sleep(Duration::from_secs(10)).await;
-        up.send(Ok(Bytes::from("data: {\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n\n")))
-            .await
-            .unwrap();
+        up.send(Ok(Bytes::from(
+            "data: {\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n\n",
+        )))
+        .await
+        .unwrap();
         let t0 = tokio::time::Instant::now();
-        assert!(String::from_utf8(rx.recv().await.unwrap().to_vec()).unwrap().contains("STEP_STARTED"));
+        assert!(String::from_utf8(rx.recv().await.unwrap().to_vec())
+            .unwrap()
+            .contains("STEP_STARTED"));
         assert_eq!(rx.recv().await.unwrap(), Bytes::from(": ping\n\n"));
-        assert_eq!(t0.elapsed().as_secs(), 15, "15 s after the last output, not after the first");
+        assert_eq!(
+            t0.elapsed().as_secs(),
+            15,
+            "15 s after the last output, not after the first"
+        );
     }
 
     #[tokio::test]

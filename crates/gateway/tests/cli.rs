@@ -29,7 +29,10 @@ fn translate_reads_stdin_and_writes_the_target_dialect() {
     let input = format!(
         "{AGUI_OK}data: {{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}}\n\ndata: {{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}}\n\n"
     );
-    let (code, out, err) = babelgate(&["translate", "--from", "ag-ui", "--to", "vercel"], input.as_bytes());
+    let (code, out, err) = babelgate(
+        &["translate", "--from", "ag-ui", "--to", "vercel"],
+        input.as_bytes(),
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"type\":\"text-delta\""), "{out}");
     assert!(out.contains("\"delta\":\"hi\""), "{out}");
@@ -39,12 +42,24 @@ fn translate_reads_stdin_and_writes_the_target_dialect() {
 #[test]
 fn bad_input_names_the_line_exits_non_zero_and_keeps_the_good_part() {
     let input = format!("{AGUI_OK}data: {{\"type\": broken\n\n");
-    let (code, out, err) = babelgate(&["translate", "--from", "ag-ui", "--to", "vercel"], input.as_bytes());
+    let (code, out, err) = babelgate(
+        &["translate", "--from", "ag-ui", "--to", "vercel"],
+        input.as_bytes(),
+    );
     assert_eq!(code, 1);
     assert!(err.contains("line 7"), "stderr names the line: {err}");
-    assert!(out.contains("\"delta\":\"hi\""), "the well-formed part is kept: {out}");
-    assert!(out.contains("\"type\":\"error\""), "the target dialect's error event: {out}");
-    assert!(out.ends_with("data: [DONE]\n\n"), "and the stream is closed: {out}");
+    assert!(
+        out.contains("\"delta\":\"hi\""),
+        "the well-formed part is kept: {out}"
+    );
+    assert!(
+        out.contains("\"type\":\"error\""),
+        "the target dialect's error event: {out}"
+    );
+    assert!(
+        out.ends_with("data: [DONE]\n\n"),
+        "and the stream is closed: {out}"
+    );
 }
 
 #[test]
@@ -53,7 +68,14 @@ fn unknown_dialects_and_missing_files_are_usage_errors() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown dialect `grpc`"), "{err}");
     let (code, _, err) = babelgate(
-        &["translate", "--from", "ag-ui", "--to", "vercel", "/nonexistent/capture.sse"],
+        &[
+            "translate",
+            "--from",
+            "ag-ui",
+            "--to",
+            "vercel",
+            "/nonexistent/capture.sse",
+        ],
         b"",
     );
     assert_eq!(code, 2);
@@ -78,6 +100,9 @@ fn check_accepts_the_shipped_config_and_reports_every_error_with_its_line() {
     let (code, _, err) = babelgate(&["check", "--config", bad.to_str().unwrap()], b"");
     assert_eq!(code, 1);
     assert!(err.contains("bad.toml:3:10: routes.client"), "{err}");
-    assert!(err.contains("bad.toml:5:"), "both errors are reported: {err}");
+    assert!(
+        err.contains("bad.toml:5:"),
+        "both errors are reported: {err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -112,13 +112,21 @@ async fn every_client_dialect_reaches_every_upstream_dialect() {
         let gw = start_gateway(&routes).await;
         for client in Dialect::ALL {
             let pair = format!("{upstream}->{client}");
-            let body = client_body(client, &format!("thread-{pair}"), vec![user("u1", "weather?")]);
+            let body = client_body(
+                client,
+                &format!("thread-{pair}"),
+                vec![user("u1", "weather?")],
+            );
             let resp = post(gw, &format!("/{client}"), body).await;
             assert_eq!(resp.status(), 200, "{pair}");
             let ctype = resp.headers()["content-type"].to_str().unwrap().to_string();
             assert_eq!(ctype, "text/event-stream", "{pair}");
             if client == Dialect::Vercel {
-                assert_eq!(resp.headers()["x-vercel-ai-ui-message-stream"], "v1", "{pair}");
+                assert_eq!(
+                    resp.headers()["x-vercel-ai-ui-message-stream"],
+                    "v1",
+                    "{pair}"
+                );
             }
             assert_eq!(resp.headers()["x-accel-buffering"], "no");
             let bytes = resp.bytes().await.unwrap();
@@ -138,9 +146,14 @@ async fn every_client_dialect_reaches_every_upstream_dialect() {
                 matches!(&e.kind, EventKind::ToolCallResult { content, .. }
                     if content.to_string().contains("sunny"))
             });
-            assert!(result, "{pair}: the server tool's result reaches the client");
             assert!(
-                !events.iter().any(|e| matches!(e.kind, EventKind::RunError { .. })),
+                result,
+                "{pair}: the server tool's result reaches the client"
+            );
+            assert!(
+                !events
+                    .iter()
+                    .any(|e| matches!(e.kind, EventKind::RunError { .. })),
                 "{pair}: no error"
             );
         }
@@ -153,16 +166,26 @@ async fn errors_before_the_stream_are_json_with_a_status() {
     let (closed, closed_addr) = listener().await;
     drop(closed); // nothing listens there now
     let routes = route("/chat", Dialect::Vercel, agent, Dialect::AgUi)
-        + &route("/down", Dialect::AgUi, closed_addr, Dialect::AgUi);
-    let gw = start_gateway(&format!("{routes}max_body_bytes = 100\n")).await;
+        + &route("/down", Dialect::AgUi, closed_addr, Dialect::AgUi)
+        + &route("/small", Dialect::AgUi, agent, Dialect::AgUi)
+        + "max_body_bytes = 100\n";
+    let gw = start_gateway(&routes).await;
     let client = reqwest::Client::new();
 
-    let r = client.get(format!("http://{gw}/nowhere")).send().await.unwrap();
+    let r = client
+        .get(format!("http://{gw}/nowhere"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "no_route");
 
-    let r = client.get(format!("http://{gw}/chat")).send().await.unwrap();
+    let r = client
+        .get(format!("http://{gw}/chat"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 405);
 
     let r = post(gw, "/chat", b"{not json".to_vec()).await;
@@ -171,8 +194,10 @@ async fn errors_before_the_stream_are_json_with_a_status() {
     assert_eq!(v["error"]["type"], "client");
     assert!(!v["error"]["message"].as_str().unwrap().is_empty());
 
-    let r = post(gw, "/down", vec![b' '; 101]).await;
+    let r = post(gw, "/small", vec![b' '; 101]).await;
     assert_eq!(r.status(), 413, "the limit applies while reading");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "client");
 
     let body = client_body(Dialect::AgUi, "t", vec![user("u", "hi")]);
     let r = post(gw, "/down", body).await;
@@ -199,29 +224,32 @@ async fn recording_agui_upstream() -> (SocketAddr, Arc<Mutex<Vec<Value>>>) {
             let (s, _) = l.accept().await.unwrap();
             let seen = seen2.clone();
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let seen = seen.clone();
-                    async move {
-                        let body = req.into_body().collect().await.unwrap().to_bytes();
-                        let v: Value = serde_json::from_slice(&body).unwrap();
-                        let n = {
-                            let mut s = seen.lock().unwrap();
-                            s.push(v);
-                            s.len()
-                        };
-                        let sse = format!(
+                let svc = hyper::service::service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let v: Value = serde_json::from_slice(&body).unwrap();
+                            let n = {
+                                let mut s = seen.lock().unwrap();
+                                s.push(v);
+                                s.len()
+                            };
+                            let sse = format!(
                             "data: {{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r{n}\"}}\n\n\
                              data: {{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"a{n}\",\"role\":\"assistant\"}}\n\n\
                              data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"a{n}\",\"delta\":\"answer {n}\"}}\n\n\
                              data: {{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"a{n}\"}}\n\n\
                              data: {{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r{n}\"}}\n\n"
                         );
-                        let mut resp = http::Response::new(http_body_util::Full::new(Bytes::from(sse)));
-                        resp.headers_mut()
-                            .insert("content-type", "text/event-stream".parse().unwrap());
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
-                });
+                            let mut resp =
+                                http::Response::new(http_body_util::Full::new(Bytes::from(sse)));
+                            resp.headers_mut()
+                                .insert("content-type", "text/event-stream".parse().unwrap());
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    },
+                );
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
                     .await;
@@ -247,12 +275,20 @@ async fn agkit_clients_get_their_history_kept_for_full_history_agents() {
     }
     let seen = seen.lock().unwrap();
     let second = &seen[1]["messages"];
-    let roles: Vec<_> = second.as_array().unwrap().iter().map(|m| m["role"].clone()).collect();
+    let roles: Vec<_> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].clone())
+        .collect();
     assert_eq!(roles, ["user", "assistant", "user"], "{second:#}");
     assert_eq!(second[0]["content"], "first question");
     assert_eq!(second[1]["content"], "answer 1");
     assert_eq!(second[2]["content"], "second question");
-    assert_eq!(seen[0]["threadId"], seen[1]["threadId"], "the same chat maps to the same thread");
+    assert_eq!(
+        seen[0]["threadId"], seen[1]["threadId"],
+        "the same chat maps to the same thread"
+    );
 }
 
 #[tokio::test]

@@ -94,7 +94,10 @@ fn all_pairs_match_golden_snapshots() {
                 // cheap enough at these sizes: byte by byte and odd pieces).
                 for chunk in [1, 7, 64] {
                     let (again, err2) = translate(*from, to, input, chunk);
-                    assert_eq!(again, out, "{scenario}.{from}-{to}: differs when fed in {chunk}-byte pieces");
+                    assert_eq!(
+                        again, out,
+                        "{scenario}.{from}-{to}: differs when fed in {chunk}-byte pieces"
+                    );
                     assert_eq!(err2, err);
                 }
                 let name = format!("{scenario}.{from}-{to}");
@@ -162,12 +165,16 @@ fn every_output_decodes_in_its_dialect() {
 fn mapping_docs_cover_every_event_kind() {
     for d in Dialect::ALL {
         let path = repo_root().join(format!("docs/mapping/{d}.md"));
-        let doc = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let doc =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let missing: Vec<_> = babelgate_core::event::EventKind::NAMES
             .iter()
             .filter(|n| !doc.contains(&format!("`{n}`")))
             .collect();
-        assert!(missing.is_empty(), "{}: no row for {missing:?}", path.display());
+        assert!(
+            missing.is_empty(),
+            "{}: no row for {missing:?}",
+            path.display()
+        );
     }
 }

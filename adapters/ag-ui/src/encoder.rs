@@ -1,0 +1,1489 @@
+//! Core events -> AG-UI SSE (`data: {json}\n\n`, nothing else: the client
+//! splits on a blank line and reads only `data:` lines).
+//!
+//! Every event written goes through a [`ClientView`], the encoder's copy of
+//! what `@ag-ui/client` has open after its chunk expansion and verification,
+//! so whatever the input (any dialect, starts missing, cut short, out of
+//! order) the output is a stream the client accepts: RUN_STARTED first
+//! (synthesized from the request's thread/run ids when the source has none),
+//! starts synthesized before orphan deltas, ends for what is not open dropped
+//! (there is nothing to close), everything closed before RUN_FINISHED, nothing
+//! after RUN_ERROR. The view replaces the shared `OpenTracker` here because
+//! the client checks more than it tracks: steps by name and subagent,
+//! subagents, reasoning spans apart from reasoning messages, chunk lanes.
+//! Core kinds AG-UI has no event for become CUSTOM events named after the
+//! kind (see docs/mapping/ag-ui.md).
+
+use std::collections::HashMap;
+
+use babelgate_core::event::Interrupt;
+use babelgate_core::sse::write_json;
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Outcome, Role};
+use serde_json::{json, Map, Value};
+
+use crate::chunks::{Chunk, ChunkKind};
+use crate::request::message_to_wire_with;
+use crate::verify::{ClientView, RunPhase};
+use crate::wire::*;
+
+type Obj = Map<String, Value>;
+
+pub struct AgUiEncoder {
+    ctx: EncodeContext,
+    view: ClientView,
+    thread_id: Option<String>,
+    run_id: Option<String>,
+    runs: u32,
+    finished: bool,
+    /// Core events made from a chunk that was written back verbatim.
+    skip: usize,
+    /// Tool names seen, for a start synthesized before orphan arguments.
+    tool_names: HashMap<String, String>,
+    /// The assistant message that tool calls from other dialects (which have
+    /// no `parentMessageId`) belong to: without one the client makes a
+    /// message per call, and parallel calls no longer share their message.
+    turn_message: Option<String>,
+}
+
+impl AgUiEncoder {
+    pub fn new(ctx: EncodeContext) -> Self {
+        AgUiEncoder {
+            ctx,
+            view: ClientView::default(),
+            thread_id: None,
+            run_id: None,
+            runs: 0,
+            finished: false,
+            skip: 0,
+            tool_names: HashMap::new(),
+            turn_message: None,
+        }
+    }
+}
+
+/// A new event object: `type`, then the source's timestamp when it fits.
+fn base(ty: &str, ev: Option<&Event>) -> Obj {
+    let mut o = Obj::new();
+    o.insert("type".into(), ty.into());
+    if let Some(ts) = ev.and_then(|e| e.timestamp) {
+        if (-MAX_SAFE..=MAX_SAFE).contains(&ts) {
+            o.insert("timestamp".into(), ts.into());
+        }
+    }
+    o
+}
+
+/// Writes back the fields an AG-UI source had and the model has no slot for.
+fn put_extras(o: &mut Obj, ev: &Event) {
+    if let Some(extra) = ev.extra_from(Dialect::AgUi) {
+        for (k, v) in extra {
+            if !o.contains_key(k) && extra_field_ok(k, v) {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+fn tag(ev: &Event) -> Option<String> {
+    ev.extra_from(Dialect::AgUi)
+        .and_then(|x| x.get("subagentRunId"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn private(ev: &Event) -> Option<&Value> {
+    ev.extra_from(Dialect::AgUi).and_then(|x| x.get(PRIVATE))
+}
+
+fn put_tag(o: &mut Obj, tag: &Option<String>) {
+    if let Some(t) = tag {
+        o.insert("subagentRunId".into(), t.clone().into());
+    }
+}
+
+fn text_role(role: Role) -> &'static str {
+    match role {
+        Role::Developer => "developer",
+        Role::System => "system",
+        Role::User => "user",
+        // TEXT_MESSAGE_START takes only the four roles that stream text.
+        _ => "assistant",
+    }
+}
+
+/// A CUSTOM event for a core kind AG-UI has no event for.
+fn custom(name: &str, value: Value, ev: &Event) -> Obj {
+    let mut o = base(CUSTOM, Some(ev));
+    o.insert("name".into(), name.into());
+    o.insert("value".into(), value);
+    o
+}
+
+fn opt(o: &mut Obj, key: &str, v: &Option<String>) {
+    if let Some(v) = v {
+        o.insert(key.into(), v.clone().into());
+    }
+}
+
+/// `usage` as `TokenUsage[]`, or nothing when the source's shape is another.
+fn usage(v: &Option<Value>) -> Option<Value> {
+    let v = v.as_ref()?;
+    if token_usage(v) {
+        return Some(v.clone());
+    }
+    let wrapped = Value::Array(vec![v.clone()]);
+    token_usage(&wrapped).then_some(wrapped)
+}
+
+impl AgUiEncoder {
+    fn write(&mut self, o: Obj, out: &mut Vec<u8>) {
+        write_json(out, &Value::Object(o));
+    }
+
+    /// Writes one event the client must accept. What it would refuse is
+    /// repaired (a disagreeing subagent tag dropped) or, as a last resort,
+    /// carried inside a CUSTOM event rather than lost.
+    fn emit(&mut self, mut o: Obj, out: &mut Vec<u8>) {
+        let reason = match self.view.accept(&o) {
+            Ok(()) => return self.write(o, out),
+            Err(reason) => reason,
+        };
+        if o.remove("subagentRunId").is_some() && self.view.accept(&o).is_ok() {
+            return self.write(o, out);
+        }
+        let mut c = base(CUSTOM, None);
+        c.insert("name".into(), "babelgate.rejected_event".into());
+        c.insert("value".into(), json!({"event": o, "reason": reason}));
+        if self.view.accept(&c).is_ok() {
+            self.write(c, out);
+        }
+    }
+
+    fn running(&self) -> bool {
+        self.view.phase == RunPhase::Running
+    }
+
+    /// RUN_STARTED, for the run the core says or the request's, else minted.
+    fn start_run(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
+        let (thread, run, parent, input) = match ev.map(|e| &e.kind) {
+            Some(EventKind::RunStarted {
+                thread_id,
+                run_id,
+                parent_run_id,
+                input,
+                ..
+            }) => (
+                thread_id.clone(),
+                run_id.clone(),
+                parent_run_id.clone(),
+                input.clone(),
+            ),
+            _ => (None, None, None, None),
+        };
+        let first = self.runs == 0;
+        let thread = thread
+            .or_else(|| self.thread_id.clone())
+            .or_else(|| self.ctx.thread_id.clone())
+            .unwrap_or_else(|| self.ctx.ids.next("thread"));
+        let run = run
+            .or_else(|| if first { self.ctx.run_id.clone() } else { None })
+            .unwrap_or_else(|| self.ctx.ids.next("run"));
+        let mut o = base(RUN_STARTED, ev);
+        o.insert("threadId".into(), thread.clone().into());
+        o.insert("runId".into(), run.clone().into());
+        opt(&mut o, "parentRunId", &parent);
+        if let Some(input) = input.filter(run_agent_input_like) {
+            o.insert("input".into(), input);
+        }
+        if let Some(ev) = ev {
+            put_extras(&mut o, ev);
+        }
+        self.thread_id = Some(thread);
+        self.run_id = Some(run);
+        self.runs += 1;
+        self.emit(o, out);
+    }
+
+    fn ensure_run(&mut self, out: &mut Vec<u8>) {
+        if !self.running() {
+            self.start_run(None, out);
+        }
+    }
+
+    /// Ends for open text, reasoning and tool calls (RUN_ERROR and
+    /// RUN_FINISHED both want them closed). Items a chunk lane holds are left
+    /// to the client, which closes them itself before a run-level event.
+    fn close_streams(&mut self, out: &mut Vec<u8>) {
+        for id in self.view.open_texts() {
+            if self.view.text_open(&id) && !self.view.lanes.holds(ChunkKind::Text, &id) {
+                let mut o = base(TEXT_MESSAGE_END, None);
+                o.insert("messageId".into(), id.into());
+                self.emit(o, out);
+            }
+        }
+        for id in self.view.open_reasoning() {
+            if self.view.reasoning_open(&id) && !self.view.lanes.holds(ChunkKind::Reasoning, &id) {
+                let mut o = base(REASONING_MESSAGE_END, None);
+                o.insert("messageId".into(), id.into());
+                self.emit(o, out);
+            }
+        }
+        for id in self.view.open_spans() {
+            let mut o = base(REASONING_END, None);
+            o.insert("messageId".into(), id.into());
+            self.emit(o, out);
+        }
+        for id in self.view.open_tools() {
+            if self.view.tool_open(&id) && !self.view.lanes.holds(ChunkKind::Tool, &id) {
+                let mut o = base(TOOL_CALL_END, None);
+                o.insert("toolCallId".into(), id.into());
+                self.emit(o, out);
+            }
+        }
+    }
+
+    /// Everything RUN_FINISHED requires closed.
+    fn close_for_finish(&mut self, out: &mut Vec<u8>) {
+        self.close_streams(out);
+        for (owner, name) in self.view.open_steps().into_iter().rev() {
+            let mut o = base(STEP_FINISHED, None);
+            o.insert("stepName".into(), name.into());
+            put_tag(&mut o, &owner);
+            self.emit(o, out);
+        }
+        for id in self.view.open_subagents().into_iter().rev() {
+            let mut o = base(SUBAGENT_FINISHED, None);
+            o.insert("subagentRunId".into(), id.into());
+            self.emit(o, out);
+        }
+    }
+
+    fn run_finished(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
+        match self.view.phase {
+            // The client takes one end per run: a second is dropped.
+            RunPhase::Finished | RunPhase::Errored => return,
+            RunPhase::NotStarted => self.ensure_run(out),
+            RunPhase::Running => {}
+        }
+        self.close_for_finish(out);
+        let mut o = base(RUN_FINISHED, ev);
+        let (mut thread, mut run) = (self.thread_id.clone(), self.run_id.clone());
+        if let Some(EventKind::RunFinished {
+            thread_id,
+            run_id,
+            result,
+            outcome,
+            usage: u,
+            ..
+        }) = ev.map(|e| &e.kind)
+        {
+            thread = thread_id.clone().or(thread);
+            run = run_id.clone().or(run);
+            o.insert("threadId".into(), thread.clone().unwrap_or_default().into());
+            o.insert("runId".into(), run.clone().unwrap_or_default().into());
+            if let Some(r) = result.as_ref().filter(|r| !r.is_null()) {
+                o.insert("result".into(), r.clone());
+            }
+            if let Some(oc) = self.outcome(outcome, ev) {
+                o.insert("outcome".into(), oc);
+            }
+            if let Some(u) = usage(u) {
+                o.insert("usage".into(), u);
+            }
+        }
+        o.entry("threadId")
+            .or_insert_with(|| thread.unwrap_or_default().into());
+        o.entry("runId")
+            .or_insert_with(|| run.unwrap_or_default().into());
+        if let Some(ev) = ev {
+            put_extras(&mut o, ev);
+        }
+        self.emit(o, out);
+    }
+
+    fn outcome(&mut self, outcome: &Outcome, ev: Option<&Event>) -> Option<Value> {
+        match outcome {
+            Outcome::Unspecified => None,
+            Outcome::Success {
+                pending_tool_call_ids,
+            } => {
+                let mut o = Obj::new();
+                o.insert("type".into(), "success".into());
+                if !pending_tool_call_ids.is_empty() {
+                    o.insert("pendingToolCallIds".into(), json!(pending_tool_call_ids));
+                }
+                Some(Value::Object(o))
+            }
+            Outcome::Interrupt { interrupts } => {
+                let same = ev.is_some_and(|e| e.origin == Some(Dialect::AgUi));
+                let mut list: Vec<Value> = interrupts
+                    .iter()
+                    .map(|i| interrupt_to_wire(i, same))
+                    .collect();
+                if list.is_empty() {
+                    // The schema wants at least one: the run still waits.
+                    let id = self.ctx.ids.next("interrupt");
+                    list.push(json!({"id": id, "reason": "interrupt"}));
+                }
+                Some(json!({"type": "interrupt", "interrupts": list}))
+            }
+            Outcome::Cancelled { .. } => Some(json!({"type": "cancelled"})),
+        }
+    }
+
+    fn run_error(
+        &mut self,
+        message: &str,
+        code: Option<&str>,
+        ev: Option<&Event>,
+        out: &mut Vec<u8>,
+    ) {
+        match self.view.phase {
+            // Nothing may follow RUN_ERROR: the first error is the one the client hears.
+            RunPhase::Errored => return,
+            RunPhase::NotStarted => self.ensure_run(out),
+            RunPhase::Running => self.close_streams(out),
+            RunPhase::Finished => {}
+        }
+        let mut o = base(RUN_ERROR, ev);
+        o.insert("message".into(), message.into());
+        if let Some(c) = code {
+            o.insert("code".into(), c.into());
+        }
+        if let Some(ev) = ev {
+            put_extras(&mut o, ev);
+        }
+        self.emit(o, out);
+    }
+
+    /// Writes a chunk back verbatim when the client would expand it into
+    /// exactly this event's stream (same-dialect fidelity).
+    fn try_chunk(&mut self, ev: &Event, raw: &Value, out: &mut Vec<u8>) -> bool {
+        let Some(o) = raw.as_object() else {
+            return false;
+        };
+        let Some(kind) = o
+            .get("type")
+            .and_then(Value::as_str)
+            .and_then(ChunkKind::of_chunk_type)
+        else {
+            return false;
+        };
+        let id = match (&ev.kind, kind) {
+            (
+                EventKind::TextStart { message_id, .. } | EventKind::TextDelta { message_id, .. },
+                ChunkKind::Text,
+            )
+            | (
+                EventKind::ReasoningStart { message_id }
+                | EventKind::ReasoningDelta { message_id, .. },
+                ChunkKind::Reasoning,
+            )
+            | (
+                EventKind::ToolCallStart {
+                    tool_call_id: message_id,
+                    ..
+                }
+                | EventKind::ToolCallArgs {
+                    tool_call_id: message_id,
+                    ..
+                },
+                ChunkKind::Tool,
+            ) => message_id,
+            _ => return false,
+        };
+        self.ensure_run(out);
+        let Ok(chunk) = Chunk::read(kind, o) else {
+            return false;
+        };
+        let mut lanes = self.view.lanes.clone();
+        if !lanes.expand(kind, &chunk).is_ok_and(|e| &e.id == id) {
+            return false;
+        }
+        if self.view.accept(o).is_err() {
+            return false;
+        }
+        if let Some(name) = &chunk.tool_name {
+            self.tool_names.insert(id.clone(), name.clone());
+        }
+        self.write(o.clone(), out);
+        true
+    }
+
+    fn encode_kind(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let t = tag(ev);
+        match &ev.kind {
+            EventKind::RunStarted { .. } => {
+                // A second start inside a running run adds nothing the client can take.
+                if !self.running() {
+                    self.start_run(Some(ev), out);
+                }
+            }
+            EventKind::RunFinished { .. } => self.run_finished(Some(ev), out),
+            EventKind::RunError { message, code } => {
+                self.run_error(message, code.as_deref(), Some(ev), out)
+            }
+            EventKind::StepStarted { name } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                let name = name.clone().unwrap_or_else(|| self.ctx.ids.next("step"));
+                if self.view.step_open(&t, &name) {
+                    // The same step again: the client wants the first one finished.
+                    let mut o = base(STEP_FINISHED, None);
+                    o.insert("stepName".into(), name.clone().into());
+                    put_tag(&mut o, &t);
+                    self.emit(o, out);
+                }
+                let mut o = base(STEP_STARTED, Some(ev));
+                o.insert("stepName".into(), name.into());
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::StepFinished { name } => {
+                if !self.running() {
+                    return;
+                }
+                self.view.close_lane(&t);
+                let name = name
+                    .clone()
+                    .or_else(|| self.view.last_step(&t).map(str::to_string));
+                if let Some(name) = name.filter(|n| self.view.step_open(&t, n)) {
+                    let mut o = base(STEP_FINISHED, Some(ev));
+                    o.insert("stepName".into(), name.into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::TextStart {
+                message_id,
+                role,
+                name,
+            } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                if self.view.text_open(message_id) {
+                    return;
+                }
+                let mut o = base(TEXT_MESSAGE_START, Some(ev));
+                o.insert("messageId".into(), message_id.clone().into());
+                let no_role = private(ev).and_then(|p| p.get("noRole")) == Some(&Value::Bool(true));
+                if !no_role {
+                    o.insert("role".into(), text_role(*role).into());
+                }
+                opt(&mut o, "name", name);
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::TextDelta { message_id, delta } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                if !self.view.text_open(message_id) {
+                    let mut o = base(TEXT_MESSAGE_START, None);
+                    o.insert("messageId".into(), message_id.clone().into());
+                    o.insert("role".into(), "assistant".into());
+                    put_tag(&mut o, &t);
+                    self.emit(o, out);
+                }
+                let mut o = base(TEXT_MESSAGE_CONTENT, Some(ev));
+                o.insert("messageId".into(), message_id.clone().into());
+                o.insert("delta".into(), delta.clone().into());
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::TextEnd { message_id } => {
+                if !self.running() {
+                    return;
+                }
+                self.view.close_lane(&t);
+                if self.view.text_open(message_id) {
+                    let mut o = base(TEXT_MESSAGE_END, Some(ev));
+                    o.insert("messageId".into(), message_id.clone().into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::ReasoningPhaseStart { message_id } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                if !self.view.span_open(message_id) {
+                    let mut o = base(REASONING_START, Some(ev));
+                    o.insert("messageId".into(), message_id.clone().into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::ReasoningPhaseEnd { message_id } => {
+                if !self.running() {
+                    return;
+                }
+                self.view.close_lane(&t);
+                if self.view.span_open(message_id) {
+                    let mut o = base(REASONING_END, Some(ev));
+                    o.insert("messageId".into(), message_id.clone().into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::ReasoningStart { message_id } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                if !self.view.reasoning_open(message_id) {
+                    let mut o = base(REASONING_MESSAGE_START, Some(ev));
+                    o.insert("messageId".into(), message_id.clone().into());
+                    o.insert("role".into(), "reasoning".into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::ReasoningDelta { message_id, delta } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                if !self.view.reasoning_open(message_id) {
+                    let mut o = base(REASONING_MESSAGE_START, None);
+                    o.insert("messageId".into(), message_id.clone().into());
+                    o.insert("role".into(), "reasoning".into());
+                    put_tag(&mut o, &t);
+                    self.emit(o, out);
+                }
+                let mut o = base(REASONING_MESSAGE_CONTENT, Some(ev));
+                o.insert("messageId".into(), message_id.clone().into());
+                o.insert("delta".into(), delta.clone().into());
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::ReasoningEnd { message_id } => {
+                if !self.running() {
+                    return;
+                }
+                self.view.close_lane(&t);
+                if self.view.reasoning_open(message_id) {
+                    let mut o = base(REASONING_MESSAGE_END, Some(ev));
+                    o.insert("messageId".into(), message_id.clone().into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::ReasoningEncrypted {
+                subtype,
+                entity_id,
+                value,
+            } => {
+                self.ensure_run(out);
+                let mut o = base(REASONING_ENCRYPTED_VALUE, Some(ev));
+                let subtype = if subtype == "tool-call" {
+                    "tool-call"
+                } else {
+                    "message"
+                };
+                o.insert("subtype".into(), subtype.into());
+                o.insert("entityId".into(), entity_id.clone().into());
+                o.insert("encryptedValue".into(), value.clone().into());
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                parent_message_id,
+            } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                self.tool_names
+                    .insert(tool_call_id.clone(), tool_name.clone());
+                if self.view.tool_open(tool_call_id) {
+                    return;
+                }
+                let parent_message_id = if parent_message_id.is_none()
+                    && ev.origin.is_some_and(|d| d != Dialect::AgUi)
+                {
+                    let ids = &mut self.ctx.ids;
+                    Some(
+                        self.turn_message
+                            .get_or_insert_with(|| ids.next("msg"))
+                            .clone(),
+                    )
+                } else {
+                    parent_message_id.clone()
+                };
+                let parent_message_id = &parent_message_id;
+                let mut o = base(TOOL_CALL_START, Some(ev));
+                o.insert("toolCallId".into(), tool_call_id.clone().into());
+                o.insert("toolCallName".into(), tool_name.clone().into());
+                opt(&mut o, "parentMessageId", parent_message_id);
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                if !self.view.tool_open(tool_call_id) {
+                    let name = self
+                        .tool_names
+                        .get(tool_call_id)
+                        .cloned()
+                        .unwrap_or_else(|| "unknown".into());
+                    let mut o = base(TOOL_CALL_START, None);
+                    o.insert("toolCallId".into(), tool_call_id.clone().into());
+                    o.insert("toolCallName".into(), name.into());
+                    put_tag(&mut o, &t);
+                    self.emit(o, out);
+                }
+                let mut o = base(TOOL_CALL_ARGS, Some(ev));
+                o.insert("toolCallId".into(), tool_call_id.clone().into());
+                o.insert("delta".into(), delta.clone().into());
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::ToolCallEnd { tool_call_id } => {
+                if !self.running() {
+                    return;
+                }
+                self.view.close_lane(&t);
+                if self.view.tool_open(tool_call_id) {
+                    let mut o = base(TOOL_CALL_END, Some(ev));
+                    o.insert("toolCallId".into(), tool_call_id.clone().into());
+                    put_extras(&mut o, ev);
+                    self.emit(o, out);
+                }
+            }
+            EventKind::ToolCallResult {
+                tool_call_id,
+                message_id,
+                content,
+            } => {
+                let content = if tool_content(content) {
+                    content.clone()
+                } else {
+                    Value::String(content.to_string())
+                };
+                self.tool_result(ev, tool_call_id, message_id.clone(), content, None, out);
+            }
+            EventKind::ToolCallError {
+                tool_call_id,
+                error,
+                input_invalid,
+            } => {
+                let mut meta = json!({"error": true});
+                if *input_invalid {
+                    meta["inputInvalid"] = true.into();
+                }
+                self.tool_result(
+                    ev,
+                    tool_call_id,
+                    None,
+                    error.clone().into(),
+                    Some(meta),
+                    out,
+                );
+            }
+            EventKind::ToolCallDenied { tool_call_id } => {
+                let content = "Tool execution denied.".into();
+                self.tool_result(
+                    ev,
+                    tool_call_id,
+                    None,
+                    content,
+                    Some(json!({"denied": true})),
+                    out,
+                );
+            }
+            EventKind::StateSnapshot { snapshot } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                let mut o = base(STATE_SNAPSHOT, Some(ev));
+                o.insert("snapshot".into(), snapshot.clone());
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::StateDelta { patch } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                let o = if json_patch(patch) {
+                    let mut o = base(STATE_DELTA, Some(ev));
+                    o.insert("delta".into(), patch.clone());
+                    put_extras(&mut o, ev);
+                    o
+                } else {
+                    // Not a patch the client can apply: still delivered, as data.
+                    custom("state_delta", patch.clone(), ev)
+                };
+                self.emit(o, out);
+            }
+            EventKind::MessagesSnapshot { messages } => {
+                self.ensure_run(out);
+                self.view.close_all_lanes();
+                let own_only = ev.origin != Some(Dialect::AgUi);
+                let mut o = base(MESSAGES_SNAPSHOT, Some(ev));
+                let list = messages
+                    .iter()
+                    .map(|m| message_to_wire_with(m, own_only))
+                    .collect();
+                o.insert("messages".into(), Value::Array(list));
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::ActivitySnapshot {
+                message_id,
+                activity_type,
+                content,
+                replace,
+            } => {
+                self.ensure_run(out);
+                let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
+                o.insert("messageId".into(), message_id.clone().into());
+                o.insert("activityType".into(), activity_type.clone().into());
+                o.insert("content".into(), object_or_wrapped(content));
+                if let Some(r) = replace {
+                    o.insert("replace".into(), (*r).into());
+                }
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::ActivityDelta {
+                message_id,
+                activity_type,
+                patch,
+            } => {
+                self.ensure_run(out);
+                let o = if json_patch(patch) {
+                    let mut o = base(ACTIVITY_DELTA, Some(ev));
+                    o.insert("messageId".into(), message_id.clone().into());
+                    o.insert("activityType".into(), activity_type.clone().into());
+                    o.insert("patch".into(), patch.clone());
+                    put_extras(&mut o, ev);
+                    o
+                } else {
+                    self.view.close_lane(&None);
+                    custom(
+                        "activity_delta",
+                        json!({"messageId": message_id, "activityType": activity_type, "patch": patch}),
+                        ev,
+                    )
+                };
+                self.emit(o, out);
+            }
+            EventKind::Source {
+                source_kind,
+                source_id,
+                url,
+                title,
+                media_type,
+                filename,
+            } => {
+                let mut v = Obj::new();
+                v.insert("sourceKind".into(), json!(source_kind));
+                v.insert("sourceId".into(), source_id.clone().into());
+                opt(&mut v, "url", url);
+                opt(&mut v, "title", title);
+                opt(&mut v, "mediaType", media_type);
+                opt(&mut v, "filename", filename);
+                self.custom_event("source", Value::Object(v), ev, out);
+            }
+            EventKind::File { url, media_type } => {
+                self.custom_event(
+                    "file",
+                    json!({"url": url, "mediaType": media_type}),
+                    ev,
+                    out,
+                );
+            }
+            EventKind::Data {
+                name,
+                id,
+                data,
+                transient,
+                ..
+            } => {
+                if *transient {
+                    self.custom_event(&format!("data-{name}"), data.clone(), ev, out);
+                } else {
+                    // Structured content that stays in the conversation: an
+                    // activity message the UI renders by its type (same id,
+                    // same message: later parts replace earlier ones).
+                    self.ensure_run(out);
+                    let id = id.clone().unwrap_or_else(|| self.ctx.ids.next("data"));
+                    let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
+                    o.insert("messageId".into(), id.into());
+                    o.insert("activityType".into(), name.clone().into());
+                    o.insert("content".into(), object_or_wrapped(data));
+                    self.emit(o, out);
+                }
+            }
+            EventKind::Custom { name, value } => {
+                self.ensure_run(out);
+                self.view.close_lane(&t);
+                let mut o = custom(name, value.clone(), ev);
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::MessageMetadata { metadata } => {
+                self.custom_event("message_metadata", metadata.clone(), ev, out);
+            }
+            EventKind::CollabStart {
+                message_id,
+                from,
+                to,
+            } => {
+                let mut v = Obj::new();
+                v.insert("messageId".into(), message_id.clone().into());
+                opt(&mut v, "from", from);
+                opt(&mut v, "to", to);
+                self.custom_event("collab_start", Value::Object(v), ev, out);
+            }
+            EventKind::CollabContent { message_id, delta } => {
+                let v = json!({"messageId": message_id, "delta": delta});
+                self.custom_event("collab_content", v, ev, out);
+            }
+            EventKind::CollabEnd { message_id } => {
+                self.custom_event("collab_end", json!({"messageId": message_id}), ev, out);
+            }
+            EventKind::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+            } => {
+                self.ensure_run(out);
+                let mut o = base(SUBAGENT_STARTED, Some(ev));
+                o.insert("subagentRunId".into(), subagent_run_id.clone().into());
+                o.insert("name".into(), name.clone().into());
+                opt(&mut o, "description", description);
+                put_extras(&mut o, ev);
+                let parent_unknown = o
+                    .get("parentSubagentRunId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| !self.view.subagent_known(p));
+                if parent_unknown {
+                    o.remove("parentSubagentRunId");
+                }
+                if self.view.subagent_known(subagent_run_id) {
+                    // An id the client already saw in this run cannot start again.
+                    o.remove("type");
+                    o.remove("timestamp");
+                    self.custom_event("subagent_started", Value::Object(o), ev, out);
+                } else {
+                    self.emit(o, out);
+                }
+            }
+            EventKind::SubagentFinished {
+                subagent_run_id,
+                result,
+                outcome,
+            } => {
+                self.ensure_run(out);
+                self.view.close_lane(&Some(subagent_run_id.clone()));
+                let mut o = base(SUBAGENT_FINISHED, Some(ev));
+                o.insert("subagentRunId".into(), subagent_run_id.clone().into());
+                if let Some(r) = result.as_ref().filter(|r| !r.is_null()) {
+                    o.insert("result".into(), r.clone());
+                }
+                if let Some(oc) = outcome.as_ref().filter(|oc| subagent_outcome(oc)) {
+                    o.insert("outcome".into(), oc.clone());
+                }
+                put_extras(&mut o, ev);
+                self.subagent_end(subagent_run_id, o, "subagent_finished", ev, out);
+            }
+            EventKind::SubagentError {
+                subagent_run_id,
+                message,
+                code,
+            } => {
+                self.ensure_run(out);
+                self.view.close_lane(&Some(subagent_run_id.clone()));
+                let mut o = base(SUBAGENT_ERROR, Some(ev));
+                o.insert("subagentRunId".into(), subagent_run_id.clone().into());
+                o.insert("message".into(), message.clone().into());
+                opt(&mut o, "code", code);
+                put_extras(&mut o, ev);
+                self.subagent_end(subagent_run_id, o, "subagent_error", ev, out);
+            }
+            EventKind::Raw { event, source } => {
+                self.ensure_run(out);
+                let mut o = base(RAW, Some(ev));
+                o.insert("event".into(), event.clone());
+                opt(&mut o, "source", source);
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            EventKind::Unknown { raw } => match (ev.origin, raw) {
+                // Our own dialect's event, written back as it came (the client
+                // drops types it does not know, with a warning).
+                (Some(Dialect::AgUi), Value::Object(o))
+                    if o.get("type").is_some_and(Value::is_string) =>
+                {
+                    self.emit(o.clone(), out);
+                }
+                _ => {
+                    self.ensure_run(out);
+                    let mut o = base(RAW, Some(ev));
+                    o.insert("event".into(), raw.clone());
+                    if let Some(d) = ev.origin {
+                        o.insert("source".into(), d.as_str().into());
+                    }
+                    self.emit(o, out);
+                }
+            },
+        }
+    }
+
+    fn custom_event(&mut self, name: &str, value: Value, ev: &Event, out: &mut Vec<u8>) {
+        self.ensure_run(out);
+        self.view.close_lane(&None);
+        let o = custom(name, value, ev);
+        self.emit(o, out);
+    }
+
+    fn subagent_end(
+        &mut self,
+        id: &str,
+        mut o: Obj,
+        fallback: &str,
+        ev: &Event,
+        out: &mut Vec<u8>,
+    ) {
+        if self.view.subagent_active(id) {
+            self.emit(o, out);
+        } else {
+            o.remove("type");
+            o.remove("timestamp");
+            self.custom_event(fallback, Value::Object(o), ev, out);
+        }
+    }
+
+    fn tool_result(
+        &mut self,
+        ev: &Event,
+        tool_call_id: &str,
+        message_id: Option<String>,
+        content: Value,
+        metadata: Option<Value>,
+        out: &mut Vec<u8>,
+    ) {
+        let t = tag(ev);
+        self.ensure_run(out);
+        self.view.close_lane(&t);
+        if self.view.tool_open(tool_call_id) {
+            // A result means the arguments are complete.
+            let mut o = base(TOOL_CALL_END, None);
+            o.insert("toolCallId".into(), tool_call_id.into());
+            put_tag(&mut o, &t);
+            self.emit(o, out);
+        }
+        let message_id = message_id.unwrap_or_else(|| self.ctx.ids.next("msg"));
+        let mut o = base(TOOL_CALL_RESULT, Some(ev));
+        o.insert("messageId".into(), message_id.into());
+        o.insert("toolCallId".into(), tool_call_id.into());
+        o.insert("content".into(), content);
+        if ev.origin != Some(Dialect::AgUi) {
+            // What the Python SDK always writes.
+            o.insert("role".into(), "tool".into());
+        }
+        if let Some(m) = metadata {
+            o.insert("metadata".into(), m);
+        }
+        put_extras(&mut o, ev);
+        if o.get("role").is_some_and(|r| r != "tool") {
+            o.remove("role");
+        }
+        self.emit(o, out);
+    }
+}
+
+/// ACTIVITY content must be an object.
+fn object_or_wrapped(v: &Value) -> Value {
+    if v.is_object() {
+        v.clone()
+    } else {
+        json!({ "value": v })
+    }
+}
+
+fn subagent_outcome(v: &Value) -> bool {
+    match v.get("type").and_then(Value::as_str) {
+        Some("success") => true,
+        Some("suspended") => v.get("interruptIds").is_none_or(|ids| {
+            ids.as_array()
+                .is_some_and(|a| a.iter().all(Value::is_string))
+        }),
+        _ => false,
+    }
+}
+
+/// Enough of a `RunAgentInput` that the client's schema takes it.
+fn run_agent_input_like(v: &Value) -> bool {
+    v.get("threadId").is_some_and(Value::is_string)
+        && v.get("runId").is_some_and(Value::is_string)
+        && v.get("messages").is_some_and(Value::is_array)
+}
+
+fn interrupt_to_wire(i: &Interrupt, same_dialect: bool) -> Value {
+    let mut o = Obj::new();
+    o.insert("id".into(), i.id.clone().into());
+    o.insert("reason".into(), i.reason.clone().into());
+    opt(&mut o, "message", &i.message);
+    opt(&mut o, "toolCallId", &i.tool_call_id);
+    let mut meta = Obj::new();
+    match &i.payload {
+        Some(p) if p.is_object() => {
+            o.insert("responseSchema".into(), p.clone());
+        }
+        Some(p) if !p.is_null() => {
+            meta.insert("payload".into(), p.clone());
+        }
+        _ => {}
+    }
+    if same_dialect {
+        for (k, v) in &i.extra {
+            if !o.contains_key(k) && extra_field_ok(k, v) {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+    } else {
+        // Another dialect's interrupt fields: kept where AG-UI keeps extra information.
+        meta.extend(i.extra.clone());
+    }
+    if !meta.is_empty() {
+        match o.get_mut("metadata") {
+            Some(Value::Object(m)) => {
+                for (k, v) in meta {
+                    m.entry(k).or_insert(v);
+                }
+            }
+            _ => {
+                o.insert("metadata".into(), Value::Object(meta));
+            }
+        }
+    }
+    Value::Object(o)
+}
+
+impl Encoder for AgUiEncoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::AgUi
+    }
+
+    fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        let marker = private(ev);
+        if self.skip > 0 {
+            if marker.and_then(|m| m.get("derived")) == Some(&Value::Bool(true)) {
+                self.skip -= 1;
+                return;
+            }
+            self.skip = 0;
+        }
+        if let Some(raw) = marker.and_then(|m| m.get("chunk")) {
+            if self.try_chunk(ev, raw, out) {
+                self.skip = marker
+                    .and_then(|m| m.get("follow"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0) as usize;
+                return;
+            }
+        }
+        match &ev.kind {
+            EventKind::RunStarted { message_id, .. } => self.turn_message = message_id.clone(),
+            EventKind::TextStart {
+                message_id,
+                role: Role::Assistant,
+                ..
+            } => self.turn_message = Some(message_id.clone()),
+            // Calls after a result belong to the next assistant message.
+            EventKind::ToolCallResult { .. } => self.turn_message = None,
+            _ => {}
+        }
+        self.encode_kind(ev, out);
+    }
+
+    /// Closes what is open and ends the run with RUN_FINISHED; a stream that
+    /// said nothing still gets a well-formed (empty) run. Idempotent.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        if matches!(self.view.phase, RunPhase::NotStarted | RunPhase::Running) {
+            self.run_finished(None, out);
+        }
+        self.finished = true;
+    }
+
+    /// RUN_ERROR after closing open messages and tool calls (the client
+    /// takes nothing after it, so this also ends the stream).
+    fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        self.run_error(message, code, None, out);
+        self.finished = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::verify_stream;
+    use babelgate_core::event::SourceKind;
+    use babelgate_core::request::Message;
+
+    fn ev(kind: EventKind) -> Event {
+        Event::new(kind)
+    }
+
+    fn encode(events: &[Event], finish: bool) -> String {
+        let mut e = AgUiEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        for x in events {
+            e.encode(x, &mut out);
+        }
+        if finish {
+            e.finish(&mut out);
+            let len = out.len();
+            e.finish(&mut out);
+            assert_eq!(out.len(), len, "finish is idempotent");
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn values(s: &str) -> Vec<Value> {
+        s.split("\n\n")
+            .filter(|f| !f.is_empty())
+            .map(|f| serde_json::from_str(f.strip_prefix("data: ").unwrap()).unwrap())
+            .collect()
+    }
+
+    fn assert_valid(s: &str) {
+        let v = values(s);
+        verify_stream(&v).unwrap_or_else(|e| panic!("{e}\n{s}"));
+        let last = v.last().unwrap()["type"].as_str().unwrap();
+        assert!(last == RUN_FINISHED || last == RUN_ERROR, "{s}");
+    }
+
+    fn delta(id: &str, d: &str) -> Event {
+        ev(EventKind::TextDelta {
+            message_id: id.into(),
+            delta: d.into(),
+        })
+    }
+
+    #[test]
+    fn synthesizes_run_and_text_start_then_closes_on_finish() {
+        let mut d = delta("m1", "hi");
+        d.timestamp = Some(7);
+        let s = encode(&[d], true);
+        assert_eq!(
+            s,
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"thread-1\",\"runId\":\"run-2\"}\n\n\
+             data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n\
+             data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"timestamp\":7,\"messageId\":\"m1\",\"delta\":\"hi\"}\n\n\
+             data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}\n\n\
+             data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"thread-1\",\"runId\":\"run-2\"}\n\n"
+        );
+        assert_valid(&s);
+    }
+
+    #[test]
+    fn request_ids_are_used_and_nothing_at_all_is_still_a_run() {
+        let mut ctx = EncodeContext::deterministic();
+        ctx.thread_id = Some("T".into());
+        ctx.run_id = Some("R".into());
+        let mut e = AgUiEncoder::new(ctx);
+        let mut out = Vec::new();
+        e.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"T\",\"runId\":\"R\"}\n\n\
+             data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"T\",\"runId\":\"R\"}\n\n"
+        );
+    }
+
+    #[test]
+    fn orphan_args_get_a_start_and_finish_closes_everything() {
+        let s = encode(
+            &[
+                ev(EventKind::StepStarted { name: None }),
+                ev(EventKind::ToolCallStart {
+                    tool_call_id: "c".into(),
+                    tool_name: "f".into(),
+                    parent_message_id: None,
+                }),
+                ev(EventKind::ToolCallEnd {
+                    tool_call_id: "c".into(),
+                }),
+                ev(EventKind::ToolCallArgs {
+                    tool_call_id: "c".into(),
+                    delta: "{}".into(),
+                }),
+                ev(EventKind::ReasoningPhaseStart {
+                    message_id: "p".into(),
+                }),
+                ev(EventKind::ReasoningDelta {
+                    message_id: "r".into(),
+                    delta: "x".into(),
+                }),
+                ev(EventKind::SubagentStarted {
+                    subagent_run_id: "s".into(),
+                    name: "n".into(),
+                    description: None,
+                }),
+                ev(EventKind::TextEnd {
+                    message_id: "never".into(),
+                }),
+            ],
+            true,
+        );
+        let types: Vec<_> = values(&s)
+            .iter()
+            .map(|v| v["type"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "STEP_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_END",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "SUBAGENT_STARTED",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "TOOL_CALL_END",
+                "STEP_FINISHED",
+                "SUBAGENT_FINISHED",
+                "RUN_FINISHED"
+            ]
+        );
+        assert!(
+            s.contains("\"toolCallName\":\"f\",")
+                || s.matches("\"toolCallName\":\"f\"").count() == 2
+        );
+        assert_valid(&s);
+    }
+
+    #[test]
+    fn run_error_closes_messages_and_ends_the_stream() {
+        let mut e = AgUiEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        e.encode(&delta("m", "partial"), &mut out);
+        e.fail("upstream timed out", Some("timeout"), &mut out);
+        e.encode(&delta("m", "late"), &mut out);
+        e.finish(&mut out);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.ends_with(
+            "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n\
+             data: {\"type\":\"RUN_ERROR\",\"message\":\"upstream timed out\",\"code\":\"timeout\"}\n\n"
+        ), "{s}");
+        assert_valid(&s);
+    }
+
+    #[test]
+    fn after_run_finished_only_a_new_run_or_an_error() {
+        let fin = ev(EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome: Outcome::Unspecified,
+            finish_reason: Some("stop".into()),
+            usage: None,
+        });
+        let s = encode(
+            &[
+                delta("m", "a"),
+                fin.clone(),
+                fin.clone(),
+                ev(EventKind::TextEnd {
+                    message_id: "m".into(),
+                }),
+                ev(EventKind::RunError {
+                    message: "late".into(),
+                    code: None,
+                }),
+                ev(EventKind::RunError {
+                    message: "later".into(),
+                    code: None,
+                }),
+                delta("m2", "b"),
+            ],
+            true,
+        );
+        let types: Vec<_> = values(&s)
+            .iter()
+            .map(|v| v["type"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED",
+                "RUN_ERROR",
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ]
+        );
+        let v = values(&s);
+        assert_eq!(v[6]["threadId"], v[0]["threadId"]);
+        assert_ne!(v[6]["runId"], v[0]["runId"]);
+        verify_stream(&v).unwrap();
+    }
+
+    #[test]
+    fn interrupts_results_and_kinds_without_an_event() {
+        let s = encode(
+            &[
+                ev(EventKind::ToolCallStart {
+                    tool_call_id: "c".into(),
+                    tool_name: "confirm".into(),
+                    parent_message_id: None,
+                }),
+                ev(EventKind::ToolCallResult {
+                    tool_call_id: "c".into(),
+                    message_id: None,
+                    content: json!({"ok": true}),
+                }),
+                ev(EventKind::ToolCallError {
+                    tool_call_id: "d".into(),
+                    error: "bad".into(),
+                    input_invalid: true,
+                }),
+                ev(EventKind::Source {
+                    source_kind: SourceKind::Url,
+                    source_id: "s1".into(),
+                    url: Some("https://x".into()),
+                    title: None,
+                    media_type: None,
+                    filename: None,
+                }),
+                ev(EventKind::Data {
+                    name: "weather".into(),
+                    id: Some("w1".into()),
+                    message_id: None,
+                    data: json!({"t": 1}),
+                    transient: false,
+                }),
+                ev(EventKind::Data {
+                    name: "tick".into(),
+                    id: None,
+                    message_id: None,
+                    data: json!(3),
+                    transient: true,
+                }),
+                ev(EventKind::StateDelta {
+                    patch: json!([{"op": "add", "path": "nope"}]),
+                }),
+                Event::new(EventKind::Unknown {
+                    raw: json!({"type": "x-thing"}),
+                })
+                .with_origin(Dialect::Vercel),
+                ev(EventKind::RunFinished {
+                    thread_id: None,
+                    run_id: None,
+                    message_id: None,
+                    result: None,
+                    finish_reason: None,
+                    usage: None,
+                    outcome: Outcome::Interrupt {
+                        interrupts: vec![Interrupt {
+                            id: "i1".into(),
+                            reason: "tool_approval".into(),
+                            message: None,
+                            tool_call_id: Some("c".into()),
+                            payload: Some(json!("yes?")),
+                            extra: Default::default(),
+                        }],
+                    },
+                }),
+            ],
+            true,
+        );
+        let v = values(&s);
+        assert_eq!(v[2], json!({"type": "TOOL_CALL_END", "toolCallId": "c"}));
+        assert_eq!(
+            v[3],
+            json!({"type": "TOOL_CALL_RESULT", "messageId": "msg-3", "toolCallId": "c", "content": "{\"ok\":true}", "role": "tool"})
+        );
+        assert_eq!(v[4]["content"], "bad");
+        assert_eq!(
+            v[4]["metadata"],
+            json!({"error": true, "inputInvalid": true})
+        );
+        assert_eq!(
+            v[5],
+            json!({"type": "CUSTOM", "name": "source", "value": {"sourceKind": "url", "sourceId": "s1", "url": "https://x"}})
+        );
+        assert_eq!(
+            v[6],
+            json!({"type": "ACTIVITY_SNAPSHOT", "messageId": "w1", "activityType": "weather", "content": {"t": 1}})
+        );
+        assert_eq!(
+            v[7],
+            json!({"type": "CUSTOM", "name": "data-tick", "value": 3})
+        );
+        assert_eq!(v[8]["name"], "state_delta");
+        assert_eq!(
+            v[9],
+            json!({"type": "RAW", "event": {"type": "x-thing"}, "source": "vercel"})
+        );
+        assert_eq!(
+            v[10]["outcome"],
+            json!({"type": "interrupt", "interrupts": [{"id": "i1", "reason": "tool_approval", "toolCallId": "c", "metadata": {"payload": "yes?"}}]})
+        );
+        assert_valid(&s);
+    }
+
+    #[test]
+    fn messages_snapshot_and_subagent_misuse_stay_valid() {
+        let s = encode(
+            &[
+                ev(EventKind::MessagesSnapshot {
+                    messages: vec![
+                        Message::text_message("u", Role::User, "hi"),
+                        Message {
+                            id: "t".into(),
+                            role: Role::Tool,
+                            ..Default::default()
+                        },
+                    ],
+                }),
+                ev(EventKind::SubagentFinished {
+                    subagent_run_id: "ghost".into(),
+                    result: None,
+                    outcome: Some(json!({"type": "weird"})),
+                }),
+                ev(EventKind::StepFinished {
+                    name: Some("never".into()),
+                }),
+                ev(EventKind::StepStarted {
+                    name: Some("a".into()),
+                }),
+                ev(EventKind::StepStarted {
+                    name: Some("a".into()),
+                }),
+            ],
+            true,
+        );
+        let v = values(&s);
+        assert_eq!(
+            v[1]["messages"][1],
+            json!({"id": "t", "role": "tool", "content": "", "toolCallId": ""})
+        );
+        assert_eq!(
+            v[2],
+            json!({"type": "CUSTOM", "name": "subagent_finished", "value": {"subagentRunId": "ghost"}})
+        );
+        assert_valid(&s);
+    }
+}

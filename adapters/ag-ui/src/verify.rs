@@ -1,0 +1,700 @@
+//! What `@ag-ui/client` 1.0 makes of a stream: its chunk expansion
+//! ([`crate::chunks`]) followed by `verifyEvents`, the state machine that
+//! rejects a run whose events come out of order. The encoder feeds every event
+//! it writes through a [`ClientView`], so it always knows what the client has
+//! open, and refuses (rewrites) anything the client would reject. Tests use it
+//! as a fast stand-in for the real client (tests/node runs the real one).
+//!
+//! Rules mirrored from `verify/verify.ts`: the first event is RUN_STARTED (or
+//! RUN_ERROR); nothing but RUN_STARTED follows RUN_ERROR; only RUN_ERROR or
+//! RUN_STARTED follows RUN_FINISHED; RUN_STARTED is refused while a run is
+//! active; a text message, tool call, reasoning message or reasoning span
+//! cannot start twice while open, and its content/end needs it open;
+//! STEP_FINISHED needs the same step (per subagent) started; RUN_FINISHED is
+//! refused while steps, text messages, reasoning messages or spans, tool calls
+//! or subagents are open; SUBAGENT_STARTED needs a new id (never reused in the
+//! run) and a started parent; SUBAGENT_FINISHED/ERROR need it active; a
+//! `subagentRunId` tag must agree with the owner of what it continues, and is
+//! never null.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use crate::chunks::{lane_effect, Chunk, ChunkKind, Lanes, Pending};
+use crate::wire::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunPhase {
+    #[default]
+    NotStarted,
+    Running,
+    Finished,
+    Errored,
+}
+
+type Owner = Option<String>;
+
+#[derive(Debug, Clone, Default)]
+struct Owners {
+    message: HashMap<String, Owner>,
+    tool_call: HashMap<String, Owner>,
+    activity: HashMap<String, Owner>,
+    reasoning: HashMap<String, Owner>,
+}
+
+/// The client's state after every event written so far.
+#[derive(Debug, Clone, Default)]
+pub struct ClientView {
+    pub lanes: Lanes,
+    pub phase: RunPhase,
+    first_seen: bool,
+    texts: Vec<String>,
+    tools: Vec<String>,
+    reasoning: Vec<String>,
+    spans: Vec<String>,
+    steps: Vec<(Owner, String)>,
+    subagents: Vec<String>,
+    closed_subagents: HashSet<String>,
+    owners: Owners,
+}
+
+fn s<'a>(o: &'a Map<String, Value>, k: &str) -> &'a str {
+    o.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn tag(o: &Map<String, Value>) -> Owner {
+    o.get("subagentRunId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn tag_error(
+    ty: &str,
+    tag: &Owner,
+    owner: Option<&Owner>,
+    kind: &str,
+    id: &str,
+) -> Result<(), String> {
+    match (tag, owner) {
+        (Some(t), Some(o)) if o.as_deref() != Some(t.as_str()) => Err(format!(
+            "Cannot send '{ty}': subagentRunId '{t}' does not match the {kind} '{id}' opener's subagent '{}'.",
+            o.as_deref().unwrap_or("(the parent agent)")
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn remove(list: &mut Vec<String>, id: &str) {
+    list.retain(|x| x != id);
+}
+
+impl ClientView {
+    pub fn text_open(&self, id: &str) -> bool {
+        self.texts.iter().any(|x| x == id)
+    }
+    pub fn tool_open(&self, id: &str) -> bool {
+        self.tools.iter().any(|x| x == id)
+    }
+    pub fn reasoning_open(&self, id: &str) -> bool {
+        self.reasoning.iter().any(|x| x == id)
+    }
+    pub fn span_open(&self, id: &str) -> bool {
+        self.spans.iter().any(|x| x == id)
+    }
+    pub fn step_open(&self, owner: &Owner, name: &str) -> bool {
+        self.steps.iter().any(|(o, n)| o == owner && n == name)
+    }
+    /// The most recent open step of `owner`.
+    pub fn last_step(&self, owner: &Owner) -> Option<&str> {
+        self.steps
+            .iter()
+            .rev()
+            .find(|(o, _)| o == owner)
+            .map(|(_, n)| n.as_str())
+    }
+    pub fn subagent_active(&self, id: &str) -> bool {
+        self.subagents.iter().any(|x| x == id)
+    }
+    pub fn subagent_known(&self, id: &str) -> bool {
+        self.subagent_active(id) || self.closed_subagents.contains(id)
+    }
+
+    /// Open items, in opening order, for closing: (texts, reasoning messages,
+    /// spans, tool calls, steps, subagents).
+    pub fn open_texts(&self) -> Vec<String> {
+        self.texts.clone()
+    }
+    pub fn open_reasoning(&self) -> Vec<String> {
+        self.reasoning.clone()
+    }
+    pub fn open_spans(&self) -> Vec<String> {
+        self.spans.clone()
+    }
+    pub fn open_tools(&self) -> Vec<String> {
+        self.tools.clone()
+    }
+    pub fn open_steps(&self) -> Vec<(Owner, String)> {
+        self.steps.clone()
+    }
+    pub fn open_subagents(&self) -> Vec<String> {
+        self.subagents.clone()
+    }
+
+    /// Feeds one written event through chunk expansion and verification. On
+    /// error nothing changes.
+    pub fn accept(&mut self, ev: &Map<String, Value>) -> Result<(), String> {
+        let ty = s(ev, "type");
+        // Hot path without a copy: no lane to close, and `verify` checks
+        // before it changes anything for every type but these two.
+        if self.first_seen
+            && self.lanes.is_empty()
+            && ChunkKind::of_chunk_type(ty).is_none()
+            && ty != RUN_STARTED
+            && ty != MESSAGES_SNAPSHOT
+        {
+            return self.accept_in_place(ev);
+        }
+        let mut next = self.clone();
+        next.accept_in_place(ev)?;
+        *self = next;
+        Ok(())
+    }
+
+    fn accept_in_place(&mut self, ev: &Map<String, Value>) -> Result<(), String> {
+        let ty = s(ev, "type");
+        if !EVENT_TYPES.contains(&ty) {
+            // Dropped (with a warning) before chunk expansion and verification.
+            return Ok(());
+        }
+        if let Some(kind) = ChunkKind::of_chunk_type(ty) {
+            let chunk = Chunk::read(kind, ev)?;
+            let exp = self.lanes.expand(kind, &chunk)?;
+            for p in &exp.closed {
+                self.verify(&end_event(p))?;
+            }
+            if let Some(p) = &exp.opened {
+                self.verify(&start_event(p))?;
+            }
+            if let Some((id, _, owner)) = &exp.content {
+                let mut m = Map::new();
+                let t = match kind {
+                    ChunkKind::Text => TEXT_MESSAGE_CONTENT,
+                    ChunkKind::Tool => TOOL_CALL_ARGS,
+                    ChunkKind::Reasoning => REASONING_MESSAGE_CONTENT,
+                };
+                m.insert("type".into(), t.into());
+                let key = if kind == ChunkKind::Tool {
+                    "toolCallId"
+                } else {
+                    "messageId"
+                };
+                m.insert(key.into(), id.clone().into());
+                if let Some(o) = owner {
+                    m.insert("subagentRunId".into(), o.clone().into());
+                }
+                self.verify(&m)?;
+            }
+            return Ok(());
+        }
+        for p in self.lanes.apply(&lane_effect(ty, ev)) {
+            self.verify(&end_event(&p))?;
+        }
+        self.verify(ev)
+    }
+
+    /// Closes a lane the way the client will when the next event reaches it.
+    pub fn close_lane(&mut self, owner: &Owner) {
+        if let Some(p) = self.lanes.close(owner) {
+            // The synthesized end of an open stream always verifies.
+            let _ = self.verify(&end_event(&p));
+        }
+    }
+
+    pub fn close_all_lanes(&mut self) {
+        for p in self.lanes.close_all() {
+            let _ = self.verify(&end_event(&p));
+        }
+    }
+
+    fn reset_run(&mut self) {
+        let lanes = std::mem::take(&mut self.lanes);
+        *self = ClientView {
+            lanes,
+            first_seen: true,
+            ..Default::default()
+        };
+    }
+
+    fn seed_owners(&mut self, messages: Option<&Value>, authoritative: bool) -> Result<(), String> {
+        let Some(list) = messages.and_then(Value::as_array) else {
+            return Ok(());
+        };
+        for m in list {
+            let Some(o) = m.as_object() else { continue };
+            let Some(id) = o.get("id").and_then(Value::as_str) else {
+                continue;
+            };
+            if matches!(o.get("subagentRunId"), Some(Value::Null)) {
+                return Err(format!(
+                    "Cannot send a message (id '{id}') with 'subagentRunId: null'."
+                ));
+            }
+            let owner = tag(o);
+            let bucket = match s(o, "role") {
+                "reasoning" => &mut self.owners.reasoning,
+                "activity" => &mut self.owners.activity,
+                _ => &mut self.owners.message,
+            };
+            if authoritative || !bucket.contains_key(id) {
+                bucket.insert(id.to_string(), owner.clone());
+            }
+            for tc in o
+                .get("toolCalls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(tid) = tc.get("id").and_then(Value::as_str) {
+                    if authoritative || !self.owners.tool_call.contains_key(tid) {
+                        self.owners.tool_call.insert(tid.to_string(), owner.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One event after chunk expansion. Every branch checks before it changes
+    /// anything (except RUN_STARTED and MESSAGES_SNAPSHOT): `accept` relies on it.
+    fn verify(&mut self, ev: &Map<String, Value>) -> Result<(), String> {
+        let ty = s(ev, "type");
+        if matches!(ev.get("subagentRunId"), Some(Value::Null)) {
+            return Err(format!("Cannot send '{ty}' with 'subagentRunId: null'."));
+        }
+        if ty == SUBAGENT_FINISHED {
+            if let Some(out) = ev.get("outcome") {
+                let t = out.get("type").and_then(Value::as_str);
+                if !matches!(t, Some("success" | "suspended")) {
+                    return Err("SUBAGENT_FINISHED outcome must be success or suspended".into());
+                }
+            }
+        }
+        if self.phase == RunPhase::Errored && ty != RUN_STARTED {
+            return Err(format!(
+                "Cannot send event type '{ty}': The run has already errored with 'RUN_ERROR'."
+            ));
+        }
+        if self.phase == RunPhase::Finished && ty != RUN_ERROR && ty != RUN_STARTED {
+            return Err(format!(
+                "Cannot send event type '{ty}': The run has already finished with 'RUN_FINISHED'."
+            ));
+        }
+        if !self.first_seen {
+            self.first_seen = true;
+            if ty != RUN_STARTED && ty != RUN_ERROR {
+                return Err("First event must be 'RUN_STARTED'".into());
+            }
+        } else if ty == RUN_STARTED {
+            if self.phase == RunPhase::Running {
+                return Err("Cannot send 'RUN_STARTED' while a run is still active.".into());
+            }
+            if matches!(self.phase, RunPhase::Finished | RunPhase::Errored) {
+                self.reset_run();
+            }
+        }
+        let t = tag(ev);
+        match ty {
+            TEXT_MESSAGE_START => {
+                let id = s(ev, "messageId");
+                if self.text_open(id) {
+                    return Err(format!(
+                        "A text message with ID '{id}' is already in progress."
+                    ));
+                }
+                let existing = self.owners.message.get(id).cloned();
+                tag_error(ty, &t, existing.as_ref(), "message", id)?;
+                self.texts.push(id.to_string());
+                self.owners.message.entry(id.to_string()).or_insert(t);
+            }
+            TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_END => {
+                let id = s(ev, "messageId");
+                if !self.text_open(id) {
+                    return Err(format!(
+                        "'{ty}': No active text message found with ID '{id}'."
+                    ));
+                }
+                tag_error(ty, &t, self.owners.message.get(id), "message", id)?;
+                if ty == TEXT_MESSAGE_END {
+                    remove(&mut self.texts, id);
+                }
+            }
+            TOOL_CALL_START => {
+                let id = s(ev, "toolCallId");
+                if self.tool_open(id) {
+                    return Err(format!(
+                        "A tool call with ID '{id}' is already in progress."
+                    ));
+                }
+                let mut inherited = None;
+                if let Some(parent) = ev.get("parentMessageId").and_then(Value::as_str) {
+                    if let Some(po) = self.owners.message.get(parent) {
+                        if t.is_some() && &t != po {
+                            return Err(format!(
+                                "TOOL_CALL_START: subagentRunId does not match its parent message '{parent}' owner."
+                            ));
+                        }
+                        inherited = Some(po.clone());
+                    }
+                }
+                if let Some(existing) = self.owners.tool_call.get(id) {
+                    tag_error(ty, &t, Some(existing), "tool call", id)?;
+                    if t.is_none() && inherited.as_ref().is_some_and(|i| i != existing) {
+                        return Err(format!(
+                            "TOOL_CALL_START: tool call '{id}' and its parent message have different owners."
+                        ));
+                    }
+                }
+                self.tools.push(id.to_string());
+                let owner = if t.is_some() {
+                    t
+                } else {
+                    inherited.unwrap_or(None)
+                };
+                self.owners.tool_call.entry(id.to_string()).or_insert(owner);
+            }
+            TOOL_CALL_ARGS | TOOL_CALL_END => {
+                let id = s(ev, "toolCallId");
+                if !self.tool_open(id) {
+                    return Err(format!("'{ty}': No active tool call found with ID '{id}'."));
+                }
+                tag_error(ty, &t, self.owners.tool_call.get(id), "tool call", id)?;
+                if ty == TOOL_CALL_END {
+                    remove(&mut self.tools, id);
+                }
+            }
+            STEP_STARTED => {
+                let name = s(ev, "stepName");
+                if self.step_open(&t, name) {
+                    return Err(format!(
+                        "Step \"{name}\" is already active for 'STEP_STARTED'"
+                    ));
+                }
+                self.steps.push((t, name.to_string()));
+            }
+            STEP_FINISHED => {
+                let name = s(ev, "stepName");
+                if !self.step_open(&t, name) {
+                    return Err(format!(
+                        "Cannot send 'STEP_FINISHED' for step \"{name}\" that was not started"
+                    ));
+                }
+                self.steps.retain(|(o, n)| !(o == &t && n == name));
+            }
+            ACTIVITY_SNAPSHOT => {
+                let id = s(ev, "messageId");
+                let is_new = !self.owners.activity.contains_key(id);
+                if is_new || ev.get("replace") != Some(&Value::Bool(false)) {
+                    self.owners.activity.insert(id.to_string(), t);
+                }
+            }
+            ACTIVITY_DELTA => {
+                let id = s(ev, "messageId");
+                tag_error(ty, &t, self.owners.activity.get(id), "activity", id)?;
+            }
+            TOOL_CALL_RESULT => {
+                if let Some(id) = ev.get("messageId").and_then(Value::as_str) {
+                    self.owners.message.insert(id.to_string(), t);
+                }
+            }
+            REASONING_START | REASONING_MESSAGE_START => {
+                let id = s(ev, "messageId");
+                let span = ty == REASONING_START;
+                let open = if span { &self.spans } else { &self.reasoning };
+                if open.iter().any(|x| x == id) {
+                    return Err(format!("'{ty}': '{id}' is already in progress."));
+                }
+                let existing = self.owners.reasoning.get(id).cloned();
+                tag_error(ty, &t, existing.as_ref(), "reasoning message", id)?;
+                if span {
+                    self.spans.push(id.to_string());
+                } else {
+                    self.reasoning.push(id.to_string());
+                }
+                self.owners.reasoning.entry(id.to_string()).or_insert(t);
+            }
+            REASONING_MESSAGE_CONTENT | REASONING_MESSAGE_END | REASONING_END => {
+                let id = s(ev, "messageId");
+                let span = ty == REASONING_END;
+                let open = if span { &self.spans } else { &self.reasoning };
+                if !open.iter().any(|x| x == id) {
+                    return Err(format!(
+                        "'{ty}': no active reasoning entity with ID '{id}'."
+                    ));
+                }
+                tag_error(
+                    ty,
+                    &t,
+                    self.owners.reasoning.get(id),
+                    "reasoning message",
+                    id,
+                )?;
+                if span {
+                    remove(&mut self.spans, id);
+                } else if ty == REASONING_MESSAGE_END {
+                    remove(&mut self.reasoning, id);
+                }
+            }
+            REASONING_ENCRYPTED_VALUE => {
+                let id = s(ev, "entityId");
+                let owner = match s(ev, "subtype") {
+                    "tool-call" => self.owners.tool_call.get(id),
+                    "message" => self
+                        .owners
+                        .message
+                        .get(id)
+                        .or(self.owners.reasoning.get(id)),
+                    _ => self.owners.reasoning.get(id),
+                };
+                tag_error(ty, &t, owner, "entity", id)?;
+            }
+            SUBAGENT_STARTED => {
+                let Some(id) = ev.get("subagentRunId").and_then(Value::as_str) else {
+                    return Err("Cannot send 'SUBAGENT_STARTED' without a 'subagentRunId'.".into());
+                };
+                if !ev.get("name").is_some_and(Value::is_string) {
+                    return Err("Cannot send 'SUBAGENT_STARTED' without a 'name'.".into());
+                }
+                if self.subagent_active(id) || self.closed_subagents.contains(id) {
+                    return Err(format!(
+                        "Cannot send 'SUBAGENT_STARTED': subagent '{id}' was already started."
+                    ));
+                }
+                if let Some(parent) = ev.get("parentSubagentRunId").and_then(Value::as_str) {
+                    if !self.subagent_known(parent) {
+                        return Err(format!(
+                            "parentSubagentRunId '{parent}' has not been started in this run."
+                        ));
+                    }
+                }
+                self.subagents.push(id.to_string());
+            }
+            SUBAGENT_FINISHED | SUBAGENT_ERROR => {
+                let Some(id) = ev.get("subagentRunId").and_then(Value::as_str) else {
+                    return Err(format!("Cannot send '{ty}' without a 'subagentRunId'."));
+                };
+                if ty == SUBAGENT_ERROR && !ev.get("message").is_some_and(Value::is_string) {
+                    return Err("Cannot send 'SUBAGENT_ERROR' without a 'message'.".into());
+                }
+                if !self.subagent_active(id) {
+                    return Err(format!(
+                        "Cannot send '{ty}': no active subagent found with ID '{id}'."
+                    ));
+                }
+                remove(&mut self.subagents, id);
+                self.closed_subagents.insert(id.to_string());
+            }
+            MESSAGES_SNAPSHOT => self.seed_owners(ev.get("messages"), true)?,
+            RUN_STARTED => {
+                self.phase = RunPhase::Running;
+                self.seed_owners(ev.get("input").and_then(|i| i.get("messages")), false)?;
+            }
+            RUN_FINISHED => {
+                let open = [
+                    ("steps", self.steps.len()),
+                    ("text messages", self.texts.len()),
+                    ("reasoning messages", self.reasoning.len()),
+                    ("reasoning spans", self.spans.len()),
+                    ("tool calls", self.tools.len()),
+                    ("subagents", self.subagents.len()),
+                ];
+                if let Some((what, _)) = open.iter().find(|(_, n)| *n > 0) {
+                    return Err(format!(
+                        "Cannot send 'RUN_FINISHED' while {what} are still active"
+                    ));
+                }
+                self.phase = RunPhase::Finished;
+            }
+            RUN_ERROR => self.phase = RunPhase::Errored,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The END the client synthesizes when a lane closes.
+fn end_event(p: &Pending) -> Map<String, Value> {
+    let mut m = Map::new();
+    let (ty, key) = match p.kind {
+        ChunkKind::Text => (TEXT_MESSAGE_END, "messageId"),
+        ChunkKind::Tool => (TOOL_CALL_END, "toolCallId"),
+        ChunkKind::Reasoning => (REASONING_MESSAGE_END, "messageId"),
+    };
+    m.insert("type".into(), ty.into());
+    m.insert(key.into(), p.id.clone().into());
+    if let Some(t) = &p.subagent_run_id {
+        m.insert("subagentRunId".into(), t.clone().into());
+    }
+    m
+}
+
+/// The START the client synthesizes for an opening chunk.
+fn start_event(p: &Pending) -> Map<String, Value> {
+    let mut m = Map::new();
+    match p.kind {
+        ChunkKind::Text => {
+            m.insert("type".into(), TEXT_MESSAGE_START.into());
+            m.insert("messageId".into(), p.id.clone().into());
+        }
+        ChunkKind::Tool => {
+            m.insert("type".into(), TOOL_CALL_START.into());
+            m.insert("toolCallId".into(), p.id.clone().into());
+            if let Some(pm) = &p.parent_message_id {
+                m.insert("parentMessageId".into(), pm.clone().into());
+            }
+        }
+        ChunkKind::Reasoning => {
+            m.insert("type".into(), REASONING_MESSAGE_START.into());
+            m.insert("messageId".into(), p.id.clone().into());
+        }
+    }
+    if let Some(t) = &p.subagent_run_id {
+        m.insert("subagentRunId".into(), t.clone().into());
+    }
+    m
+}
+
+/// Runs a whole stream of wire events through a fresh view (tests).
+pub fn verify_stream<'a>(
+    events: impl IntoIterator<Item = &'a Value>,
+) -> Result<ClientView, String> {
+    let mut v = ClientView::default();
+    for (i, e) in events.into_iter().enumerate() {
+        let o = e
+            .as_object()
+            .ok_or_else(|| format!("event #{} is not an object", i + 1))?;
+        v.accept(o)
+            .map_err(|err| format!("event #{} ({}): {err}", i + 1, s(o, "type")))?;
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(events: Value) -> Result<ClientView, String> {
+        verify_stream(events.as_array().unwrap())
+    }
+
+    #[test]
+    fn ordering_rules() {
+        assert!(run(json!([{"type":"TEXT_MESSAGE_START","messageId":"m"}]))
+            .unwrap_err()
+            .contains("First event"));
+        assert!(run(json!([{"type":"RUN_ERROR","message":"x"}])).is_ok());
+        let ok = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TEXT_MESSAGE_START","messageId":"m"},
+            {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"},
+            {"type":"TEXT_MESSAGE_END","messageId":"m"},
+            {"type":"RUN_FINISHED","threadId":"t","runId":"r"},
+            {"type":"RUN_ERROR","message":"late"},
+            {"type":"RUN_STARTED","threadId":"t","runId":"r2"},
+        ]))
+        .unwrap();
+        assert_eq!(ok.phase, RunPhase::Running);
+        let err = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"},
+            {"type":"RUN_FINISHED","threadId":"t","runId":"r"},
+        ]))
+        .unwrap_err();
+        assert!(err.contains("tool calls are still active"), "{err}");
+        let err = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"RUN_ERROR","message":"x"},
+            {"type":"CUSTOM","name":"n","value":1},
+        ]))
+        .unwrap_err();
+        assert!(err.contains("already errored"), "{err}");
+    }
+
+    #[test]
+    fn chunks_close_at_run_finished_and_other_events() {
+        run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"},
+            {"type":"TEXT_MESSAGE_CHUNK","delta":"b"},
+            {"type":"RAW","event":{}},
+            {"type":"TEXT_MESSAGE_CHUNK","delta":"c"},
+            {"type":"CUSTOM","name":"x","value":null},
+            {"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"d"},
+            {"type":"RUN_FINISHED","threadId":"t","runId":"r"},
+        ]))
+        .unwrap();
+        // an explicit END after a chunk-opened message is one END too many
+        let err = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"},
+            {"type":"TEXT_MESSAGE_END","messageId":"m"},
+        ]))
+        .unwrap_err();
+        assert!(err.contains("No active text message"), "{err}");
+    }
+
+    #[test]
+    fn a_refused_event_changes_nothing() {
+        let mut v = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"},
+        ]))
+        .unwrap();
+        for bad in [
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"x","delta":""}),
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        ] {
+            assert!(v.accept(bad.as_object().unwrap()).is_err(), "{bad}");
+            assert!(v.text_open("m") && !v.lanes.is_empty(), "{bad}");
+        }
+        v.close_all_lanes();
+        let bad = json!({"type":"TOOL_CALL_END","toolCallId":"x"});
+        assert!(v.accept(bad.as_object().unwrap()).is_err());
+        assert!(!v.text_open("m") && v.phase == RunPhase::Running);
+    }
+
+    #[test]
+    fn steps_subagents_and_reasoning() {
+        run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"STEP_STARTED","stepName":"a"},
+            {"type":"STEP_STARTED","stepName":"a","subagentRunId":"s"},
+            {"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"},
+            {"type":"REASONING_MESSAGE_START","messageId":"r1","role":"reasoning"},
+            {"type":"REASONING_MESSAGE_CONTENT","messageId":"r1","delta":"x"},
+            {"type":"REASONING_MESSAGE_END","messageId":"r1"},
+            {"type":"STEP_FINISHED","stepName":"a","subagentRunId":"s"},
+            {"type":"SUBAGENT_FINISHED","subagentRunId":"s"},
+            {"type":"STEP_FINISHED","stepName":"a"},
+            {"type":"RUN_FINISHED","threadId":"t","runId":"r"},
+        ]))
+        .unwrap();
+        let err = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"},
+            {"type":"SUBAGENT_FINISHED","subagentRunId":"s"},
+            {"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"},
+        ]))
+        .unwrap_err();
+        assert!(err.contains("already started"), "{err}");
+        let err = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TEXT_MESSAGE_START","messageId":"m"},
+            {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"s"},
+        ]))
+        .unwrap_err();
+        assert!(err.contains("does not match"), "{err}");
+    }
+}

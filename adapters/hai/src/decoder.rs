@@ -1,0 +1,1732 @@
+//! HAI SSE frames to core events.
+//!
+//! The one structural difference from AG-UI is business data: a HAI message
+//! (`BUSINESS_DATA_START` .. `BUSINESS_DATA_END`) may mix text, thinking and
+//! widgets, while the core has separate text, reasoning and data events. The
+//! mapping (see docs/mapping/hai.md):
+//! - `BUSINESS_DATA_START` is held back until the message's first content, so
+//!   that a message that thinks first becomes reasoning *then* text in every
+//!   dialect. Any other frame in between releases it as a `TextStart`.
+//! - text (a plain string delta or `{output:{type:"text"}}`) -> `TextStart`
+//!   (once, id = the HAI message id) + `TextDelta`;
+//! - `{output:{type:"thinking"}}` -> `ReasoningStart` (id `<id>:thinking`,
+//!   `<id>:thinking-2`...) + `ReasoningDelta`, closed when text resumes or the
+//!   message ends;
+//! - any other output -> `Data { name: <output type> }`;
+//! - `BUSINESS_DATA_END` -> the `TextEnd` (or `ReasoningEnd`) that closes it.
+//!
+//! Whatever the core has no slot for is kept in `extra` (wire names, plus the
+//! `$` notes of [`crate::wire`]) so that the HAI encoder writes the same frames
+//! back. Ends the HAI stream never sent but the core needs (at `RUN_FINISHED`,
+//! before a `TOOL_CALL_RESULT`...) are marked `$synthesized`.
+
+use babelgate_core::event::{Extra, Interrupt, Outcome};
+use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, OpenTracker, Role};
+use serde_json::{Map, Value};
+
+use crate::request::message_from_json;
+use crate::wire::{self, agui};
+
+/// One HAI business-data message being decoded.
+#[derive(Debug)]
+struct Biz {
+    id: String,
+    /// The `BUSINESS_DATA_START` frame (without `type`), until an event
+    /// carries it.
+    start: Option<Map<String, Value>>,
+    /// A core event has opened this message.
+    opened: bool,
+    text_open: bool,
+    /// The open reasoning message.
+    reasoning: Option<String>,
+    thinking_count: u32,
+}
+
+/// What one `BUSINESS_DATA_CONTENT` delta holds.
+enum Piece {
+    Text {
+        text: String,
+        template: Value,
+    },
+    Thinking {
+        text: String,
+        template: Value,
+    },
+    Widget {
+        name: String,
+        data: Value,
+        /// `None` for a raw delta (written back verbatim).
+        template: Option<Value>,
+        inline: bool,
+    },
+}
+
+#[derive(Debug, Default)]
+pub struct HaiDecoder {
+    bizs: Vec<Biz>,
+    /// What the emitted events left open (tool calls, steps, AG-UI-spelled
+    /// messages), so a run's end can close it.
+    tracker: OpenTracker,
+    collabs: Vec<String>,
+    /// AG-UI `TEXT_MESSAGE_CHUNK` / `TOOL_CALL_CHUNK` shorthand in progress.
+    chunk_text: Option<String>,
+    chunk_tool: Option<String>,
+    minted: u64,
+}
+
+impl HaiDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn mint(&mut self, prefix: &str) -> String {
+        self.minted += 1;
+        format!("{prefix}-{}", self.minted)
+    }
+
+    fn emit(&mut self, out: &mut Vec<Event>, ev: Event) {
+        self.tracker.observe(&ev);
+        match &ev.kind {
+            EventKind::CollabStart { message_id, .. } => self.collabs.push(message_id.clone()),
+            EventKind::CollabEnd { message_id } => self.collabs.retain(|c| c != message_id),
+            EventKind::RunFinished { .. } | EventKind::RunError { .. } => self.collabs.clear(),
+            _ => {}
+        }
+        out.push(ev);
+    }
+
+    /// Releases held-back `BUSINESS_DATA_START`s (all but `keep`) as
+    /// `TextStart`s, so frames keep their order.
+    fn flush_starts(&mut self, keep: Option<&str>, out: &mut Vec<Event>) {
+        for i in 0..self.bizs.len() {
+            if keep == Some(self.bizs[i].id.as_str()) {
+                continue;
+            }
+            if let Some(start) = self.bizs[i].start.take() {
+                let b = &mut self.bizs[i];
+                b.opened = true;
+                b.text_open = true;
+                let ev = text_start_from(&b.id, start);
+                self.emit(out, ev);
+            }
+        }
+    }
+
+    /// Ends the AG-UI chunk shorthand: a chunked message or call lasts until
+    /// another event arrives.
+    fn close_chunks(&mut self, ty: &str, out: &mut Vec<Event>) {
+        if ty != agui::TEXT_MESSAGE_CHUNK {
+            if let Some(id) = self.chunk_text.take() {
+                if self.tracker.text_open(&id) {
+                    self.emit(out, hai(EventKind::TextEnd { message_id: id }));
+                }
+            }
+        }
+        if ty != agui::TOOL_CALL_CHUNK {
+            if let Some(id) = self.chunk_tool.take() {
+                if self.tracker.tool_call_open(&id) {
+                    self.emit(out, hai(EventKind::ToolCallEnd { tool_call_id: id }));
+                }
+            }
+        }
+    }
+
+    /// Closes, without HAI frames, the business messages still open: before
+    /// `RUN_FINISHED`/`RUN_ERROR`, where the HAI encoder would otherwise write
+    /// the `BUSINESS_DATA_END` the source never sent.
+    fn close_bizs(&mut self, out: &mut Vec<Event>) {
+        for b in std::mem::take(&mut self.bizs) {
+            if let Some(start) = b.start {
+                // Never opened: its START frame still has to go out.
+                self.emit(out, text_start_from(&b.id, start));
+                self.emit(out, synth(EventKind::TextEnd { message_id: b.id }));
+                continue;
+            }
+            if let Some(r) = b.reasoning {
+                self.emit(out, synth(EventKind::ReasoningEnd { message_id: r }));
+            }
+            if !b.text_open {
+                // Only widgets or thinking: a silent text pair closes it.
+                self.emit(
+                    out,
+                    synth(EventKind::TextStart {
+                        message_id: b.id.clone(),
+                        role: Role::Assistant,
+                        name: None,
+                    }),
+                );
+            }
+            self.emit(out, synth(EventKind::TextEnd { message_id: b.id }));
+        }
+    }
+
+    /// Closes everything the run left open, silently (see [`Self::close_bizs`]).
+    fn close_run(&mut self, all: bool, out: &mut Vec<Event>) {
+        self.close_bizs(out);
+        for mut ev in self.tracker.closing_events() {
+            let keep = all
+                || matches!(
+                    ev.kind,
+                    EventKind::TextEnd { .. }
+                        | EventKind::ReasoningEnd { .. }
+                        | EventKind::ReasoningPhaseEnd { .. }
+                );
+            if keep {
+                ev = mark_synth(ev.with_origin(Dialect::Hai));
+                self.emit(out, ev);
+            }
+        }
+    }
+
+    fn biz_index(&mut self, id: &str) -> usize {
+        match self.bizs.iter().position(|b| b.id == id) {
+            Some(i) => i,
+            None => {
+                // A CONTENT without START (shorthand): the message opens here.
+                self.bizs.push(Biz {
+                    id: id.to_string(),
+                    start: None,
+                    opened: false,
+                    text_open: false,
+                    reasoning: None,
+                    thinking_count: 0,
+                });
+                self.bizs.len() - 1
+            }
+        }
+    }
+
+    fn business_content(
+        &mut self,
+        id: String,
+        delta: Value,
+        ts: Option<i64>,
+        mut rest: Extra,
+        out: &mut Vec<Event>,
+    ) {
+        let i = self.biz_index(&id);
+        match classify(delta) {
+            Piece::Text { text, template } => {
+                let b = &mut self.bizs[i];
+                let mut pre = Vec::new();
+                if let Some(r) = b.reasoning.take() {
+                    pre.push(synth(EventKind::ReasoningEnd { message_id: r }));
+                }
+                if !b.text_open {
+                    b.text_open = true;
+                    b.opened = true;
+                    pre.push(match b.start.take() {
+                        Some(start) => text_start_from(&id, start),
+                        // Opened already (by thinking or a widget) or never
+                        // started: the HAI message needs no new frame.
+                        None => synth(EventKind::TextStart {
+                            message_id: id.clone(),
+                            role: Role::Assistant,
+                            name: None,
+                        }),
+                    });
+                }
+                for ev in pre {
+                    self.emit(out, ev);
+                }
+                rest.insert(wire::X_DELTA.into(), template);
+                let ev = hai(EventKind::TextDelta {
+                    message_id: id,
+                    delta: text,
+                })
+                .with_timestamp(ts)
+                .with_extra(rest);
+                self.emit(out, ev);
+            }
+            Piece::Thinking { text, template } => {
+                let rid = match self.bizs[i].reasoning.clone() {
+                    Some(r) => r,
+                    None => {
+                        let b = &mut self.bizs[i];
+                        b.thinking_count += 1;
+                        let rid = match b.thinking_count {
+                            1 => format!("{id}:thinking"),
+                            n => format!("{id}:thinking-{n}"),
+                        };
+                        b.reasoning = Some(rid.clone());
+                        let mut x = Extra::new();
+                        let start_ts = opener_marks(b, &mut x);
+                        let mut ev = hai(EventKind::ReasoningStart {
+                            message_id: rid.clone(),
+                        });
+                        if x.is_empty() {
+                            ev = mark_synth(ev);
+                        } else {
+                            ev = ev.with_timestamp(start_ts).with_extra(x);
+                        }
+                        self.emit(out, ev);
+                        rid
+                    }
+                };
+                rest.insert(wire::X_DELTA.into(), template);
+                let ev = hai(EventKind::ReasoningDelta {
+                    message_id: rid,
+                    delta: text,
+                })
+                .with_timestamp(ts)
+                .with_extra(rest);
+                self.emit(out, ev);
+            }
+            Piece::Widget {
+                name,
+                data,
+                template,
+                inline,
+            } => {
+                opener_marks(&mut self.bizs[i], &mut rest);
+                // A block id names the widget (Vercel data-part ids play the
+                // same part).
+                let block = match rest.get("blockId") {
+                    Some(Value::String(s)) => {
+                        let s = s.clone();
+                        rest.shift_remove("blockId");
+                        Some(s)
+                    }
+                    _ => None,
+                };
+                match template {
+                    Some(t) => {
+                        rest.insert(wire::X_DELTA.into(), t);
+                        if inline {
+                            rest.insert(wire::X_INLINE.into(), Value::Bool(true));
+                        }
+                    }
+                    None => {
+                        rest.insert(wire::X_RAW_DELTA.into(), Value::Bool(true));
+                    }
+                }
+                let ev = hai(EventKind::Data {
+                    name,
+                    id: block,
+                    message_id: Some(id),
+                    data,
+                    transient: false,
+                })
+                .with_timestamp(ts)
+                .with_extra(rest);
+                self.emit(out, ev);
+            }
+        }
+    }
+
+    fn business_end(&mut self, id: String, mut end: Map<String, Value>, out: &mut Vec<Event>) {
+        let Some(i) = self.bizs.iter().position(|b| b.id == id) else {
+            // An END for no open message: keep it (a silent start makes the
+            // core sequence valid).
+            let start = synth(EventKind::TextStart {
+                message_id: id.clone(),
+                role: Role::Assistant,
+                name: None,
+            });
+            self.emit(out, start);
+            let ev = text_end_from(&id, end);
+            self.emit(out, ev);
+            return;
+        };
+        let b = self.bizs.remove(i);
+        if let Some(start) = b.start {
+            // An empty message.
+            self.emit(out, text_start_from(&id, start));
+            let ev = text_end_from(&id, end);
+            self.emit(out, ev);
+        } else if b.text_open {
+            if let Some(r) = b.reasoning {
+                self.emit(out, synth(EventKind::ReasoningEnd { message_id: r }));
+            }
+            let ev = text_end_from(&id, end);
+            self.emit(out, ev);
+        } else if let Some(r) = b.reasoning {
+            // Ended while thinking: the reasoning end carries the END frame.
+            let ts = take_ts(&mut end);
+            let mut frame = end;
+            if let Some(t) = ts {
+                frame.insert("timestamp".into(), Value::from(t));
+            }
+            let mut x = Extra::new();
+            x.insert(wire::X_END.into(), Value::Object(frame));
+            let ev = hai(EventKind::ReasoningEnd { message_id: r })
+                .with_timestamp(ts)
+                .with_extra(x);
+            self.emit(out, ev);
+        } else {
+            // Only widgets: a silent start, then the real end.
+            let start = synth(EventKind::TextStart {
+                message_id: id.clone(),
+                role: Role::Assistant,
+                name: None,
+            });
+            self.emit(out, start);
+            let ev = text_end_from(&id, end);
+            self.emit(out, ev);
+        }
+    }
+
+    fn decode_object(
+        &mut self,
+        ty: &str,
+        mut o: Map<String, Value>,
+        raw: &Value,
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        use EventKind as K;
+        // Business content and ends of the message itself keep its START
+        // held back; anything else releases it first.
+        match ty {
+            wire::BUSINESS_DATA_CONTENT | wire::BUSINESS_DATA_END => {
+                let id = o
+                    .get("messageId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.flush_starts(id.as_deref(), out);
+            }
+            _ => self.flush_starts(None, out),
+        }
+        self.close_chunks(ty, out);
+        match ty {
+            wire::RUN_STARTED => {
+                let ts = take_ts(&mut o);
+                let kind = K::RunStarted {
+                    thread_id: take_opt_str(&mut o, "threadId"),
+                    run_id: take_opt_str(&mut o, "runId"),
+                    parent_run_id: take_opt_str(&mut o, "parentRunId"),
+                    message_id: take_opt_str(&mut o, "messageId"),
+                    input: o.shift_remove("input"),
+                };
+                self.bizs.clear();
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::RUN_FINISHED => {
+                self.close_run(true, out);
+                let ts = take_ts(&mut o);
+                let outcome = match o.get("outcome").and_then(parse_outcome) {
+                    Some(oc) => {
+                        o.shift_remove("outcome");
+                        oc
+                    }
+                    // Absent, or a shape this mapping cannot keep exactly:
+                    // then it stays in extra, verbatim.
+                    None => Outcome::Unspecified,
+                };
+                let kind = K::RunFinished {
+                    thread_id: take_opt_str(&mut o, "threadId"),
+                    run_id: take_opt_str(&mut o, "runId"),
+                    message_id: take_opt_str(&mut o, "messageId"),
+                    result: o.shift_remove("result"),
+                    outcome,
+                    finish_reason: None,
+                    usage: o.shift_remove("usage"),
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::RUN_ERROR => {
+                let message = need_str(&mut o, ty, "message")?;
+                self.close_run(false, out);
+                let ts = take_ts(&mut o);
+                let kind = K::RunError {
+                    message,
+                    code: take_opt_str(&mut o, "code"),
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::STEP_STARTED | wire::STEP_FINISHED => {
+                let ts = take_ts(&mut o);
+                let name = take_opt_str(&mut o, "stepName");
+                let kind = if ty == wire::STEP_STARTED {
+                    K::StepStarted { name }
+                } else {
+                    K::StepFinished { name }
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::BUSINESS_DATA_START => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                if self.bizs.iter().any(|b| b.id == id) {
+                    // Restarted: the old one ends here.
+                    let old: Vec<Biz> = std::mem::take(&mut self.bizs);
+                    let (same, others): (Vec<Biz>, Vec<Biz>) =
+                        old.into_iter().partition(|b| b.id == id);
+                    self.bizs = same;
+                    self.close_bizs(out);
+                    self.bizs = others;
+                }
+                // messageId first, as the spec writes it
+                let mut start = Map::new();
+                start.insert("messageId".into(), Value::String(id.clone()));
+                for (k, v) in o {
+                    start.entry(k).or_insert(v);
+                }
+                self.bizs.push(Biz {
+                    id,
+                    start: Some(start),
+                    opened: false,
+                    text_open: false,
+                    reasoning: None,
+                    thinking_count: 0,
+                });
+            }
+            wire::BUSINESS_DATA_CONTENT => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let delta = o
+                    .shift_remove("delta")
+                    .ok_or_else(|| DecodeError::field(ty, "delta"))?;
+                let ts = take_ts(&mut o);
+                o.shift_remove("type");
+                self.business_content(id, delta, ts, o, out);
+            }
+            wire::BUSINESS_DATA_END => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                o.shift_remove("type");
+                let mut end = Map::new();
+                end.insert("messageId".into(), Value::String(id.clone()));
+                for (k, v) in o {
+                    end.entry(k).or_insert(v);
+                }
+                self.business_end(id, end, out);
+            }
+            wire::COLLAB_START => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let ts = take_ts(&mut o);
+                let kind = K::CollabStart {
+                    message_id: id,
+                    from: take_opt_str(&mut o, "from"),
+                    to: take_opt_str(&mut o, "to"),
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::COLLAB_CONTENT | wire::COLLAB_END => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                if !self.collabs.contains(&id) {
+                    let start = synth(K::CollabStart {
+                        message_id: id.clone(),
+                        from: None,
+                        to: None,
+                    });
+                    self.emit(out, start);
+                }
+                let ts = take_ts(&mut o);
+                let kind = if ty == wire::COLLAB_CONTENT {
+                    let delta = o
+                        .shift_remove("delta")
+                        .ok_or_else(|| DecodeError::field(ty, "delta"))?;
+                    K::CollabContent {
+                        message_id: id,
+                        delta,
+                    }
+                } else {
+                    K::CollabEnd { message_id: id }
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::TOOL_CALL_START => {
+                let id = need_str(&mut o, ty, "toolCallId")?;
+                let name = need_str(&mut o, ty, "toolCallName")?;
+                let ts = take_ts(&mut o);
+                let kind = K::ToolCallStart {
+                    tool_call_id: id,
+                    tool_name: name,
+                    parent_message_id: take_opt_str(&mut o, "parentMessageId"),
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::TOOL_CALL_ARGS => {
+                let id = need_str(&mut o, ty, "toolCallId")?;
+                let delta = match o.shift_remove("delta") {
+                    Some(Value::String(s)) => s,
+                    // The spec's builder types it `dict`: take the JSON text.
+                    Some(other) => {
+                        o.insert(wire::X_ARGS_JSON.into(), Value::Bool(true));
+                        other.to_string()
+                    }
+                    None => return Err(DecodeError::field(ty, "delta")),
+                };
+                self.ensure_tool_call(&id, out);
+                let ts = take_ts(&mut o);
+                let kind = K::ToolCallArgs {
+                    tool_call_id: id,
+                    delta,
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::TOOL_CALL_END => {
+                let id = need_str(&mut o, ty, "toolCallId")?;
+                let ts = take_ts(&mut o);
+                let kind = K::ToolCallEnd { tool_call_id: id };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::TOOL_CALL_RESULT => {
+                let id = need_str(&mut o, ty, "toolCallId")?;
+                let content = o
+                    .shift_remove("content")
+                    .ok_or_else(|| DecodeError::field(ty, "content"))?;
+                if self.tracker.tool_call_open(&id) {
+                    // A result implies the call's end; the source did not say.
+                    let end = synth(K::ToolCallEnd {
+                        tool_call_id: id.clone(),
+                    });
+                    self.emit(out, end);
+                }
+                let ts = take_ts(&mut o);
+                let kind = K::ToolCallResult {
+                    tool_call_id: id,
+                    message_id: take_opt_str(&mut o, "messageId"),
+                    content,
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::STATE_SNAPSHOT => {
+                let snapshot = o
+                    .shift_remove("snapshot")
+                    .ok_or_else(|| DecodeError::field(ty, "snapshot"))?;
+                let ts = take_ts(&mut o);
+                let kind = K::StateSnapshot { snapshot };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::STATE_DELTA => {
+                // An array of ops in HAI; anything else is kept as it came.
+                let patch = o
+                    .shift_remove("delta")
+                    .ok_or_else(|| DecodeError::field(ty, "delta"))?;
+                let ts = take_ts(&mut o);
+                // Ops keep their `from` (HAI writes "" on every op); JSON
+                // Patch appliers ignore it where the op does not use it.
+                let kind = K::StateDelta { patch };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::MESSAGE_SNAPSHOT | agui::MESSAGES_SNAPSHOT => {
+                let Some(Value::Array(list)) = o.shift_remove("messages") else {
+                    return Err(DecodeError::field(ty, "messages"));
+                };
+                let mut messages = Vec::with_capacity(list.len());
+                for (i, m) in list.iter().enumerate() {
+                    messages.push(
+                        message_from_json(m, &format!("messages[{i}]"))
+                            .map_err(|e| DecodeError::new(format!("{ty}: {}", e.message)))?,
+                    );
+                }
+                let ts = take_ts(&mut o);
+                let kind = K::MessagesSnapshot { messages };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::RAW => {
+                let event = o
+                    .shift_remove("event")
+                    .ok_or_else(|| DecodeError::field(ty, "event"))?;
+                let ts = take_ts(&mut o);
+                let kind = K::Raw {
+                    event,
+                    source: take_opt_str(&mut o, "source"),
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            wire::CUSTOM => {
+                let name = need_str(&mut o, ty, "name")?;
+                let ts = take_ts(&mut o);
+                let value = o.shift_remove("value").unwrap_or(Value::Null);
+                let kind = K::Custom { name, value };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            // ---- AG-UI spellings a HAI agent may send (read, not written) ----
+            agui::TEXT_MESSAGE_START => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let ts = take_ts(&mut o);
+                let role = o
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .and_then(Role::parse)
+                    .unwrap_or_default();
+                let kind = K::TextStart {
+                    message_id: id,
+                    role,
+                    name: take_opt_str(&mut o, "name"),
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            agui::TEXT_MESSAGE_CONTENT => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let delta = need_str(&mut o, ty, "delta")?;
+                self.ensure_text(&id, out);
+                let ts = take_ts(&mut o);
+                let kind = K::TextDelta {
+                    message_id: id,
+                    delta,
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            agui::TEXT_MESSAGE_END => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let ts = take_ts(&mut o);
+                let kind = K::TextEnd { message_id: id };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            agui::TEXT_MESSAGE_CHUNK => {
+                let ts = take_ts(&mut o);
+                let id = match take_opt_str(&mut o, "messageId") {
+                    Some(id) => id,
+                    None => match &self.chunk_text {
+                        Some(id) => id.clone(),
+                        None => self.mint("msg"),
+                    },
+                };
+                if self.chunk_text.as_deref() != Some(id.as_str()) {
+                    if let Some(prev) = self.chunk_text.take() {
+                        self.emit(out, hai(K::TextEnd { message_id: prev }));
+                    }
+                    let role = o
+                        .get("role")
+                        .and_then(Value::as_str)
+                        .and_then(Role::parse)
+                        .unwrap_or_default();
+                    let start = hai(K::TextStart {
+                        message_id: id.clone(),
+                        role,
+                        name: take_opt_str(&mut o, "name"),
+                    })
+                    .with_timestamp(ts);
+                    self.emit(out, start);
+                    self.chunk_text = Some(id.clone());
+                }
+                if let Some(delta) = take_opt_str(&mut o, "delta") {
+                    let ev = hai(K::TextDelta {
+                        message_id: id,
+                        delta,
+                    })
+                    .with_timestamp(ts);
+                    self.emit(out, ev);
+                }
+            }
+            agui::TOOL_CALL_CHUNK => {
+                let ts = take_ts(&mut o);
+                let id = match take_opt_str(&mut o, "toolCallId") {
+                    Some(id) => id,
+                    None => match &self.chunk_tool {
+                        Some(id) => id.clone(),
+                        None => self.mint("call"),
+                    },
+                };
+                if self.chunk_tool.as_deref() != Some(id.as_str()) {
+                    if let Some(prev) = self.chunk_tool.take() {
+                        self.emit(out, hai(K::ToolCallEnd { tool_call_id: prev }));
+                    }
+                    let start = hai(K::ToolCallStart {
+                        tool_call_id: id.clone(),
+                        tool_name: take_opt_str(&mut o, "toolCallName")
+                            .unwrap_or_else(|| "unknown".into()),
+                        parent_message_id: take_opt_str(&mut o, "parentMessageId"),
+                    })
+                    .with_timestamp(ts);
+                    self.emit(out, start);
+                    self.chunk_tool = Some(id.clone());
+                }
+                if let Some(delta) = take_opt_str(&mut o, "delta") {
+                    let ev = hai(K::ToolCallArgs {
+                        tool_call_id: id,
+                        delta,
+                    })
+                    .with_timestamp(ts);
+                    self.emit(out, ev);
+                }
+            }
+            agui::REASONING_START | agui::REASONING_END => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let ts = take_ts(&mut o);
+                let kind = if ty == agui::REASONING_START {
+                    K::ReasoningPhaseStart { message_id: id }
+                } else {
+                    K::ReasoningPhaseEnd { message_id: id }
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            agui::REASONING_MESSAGE_START => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let ts = take_ts(&mut o);
+                let kind = K::ReasoningStart { message_id: id };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            agui::REASONING_MESSAGE_CONTENT => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let delta = need_str(&mut o, ty, "delta")?;
+                if !self.tracker.reasoning_open(&id) {
+                    let start = hai(K::ReasoningStart {
+                        message_id: id.clone(),
+                    });
+                    self.emit(out, start);
+                }
+                let ts = take_ts(&mut o);
+                let kind = K::ReasoningDelta {
+                    message_id: id,
+                    delta,
+                };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            agui::REASONING_MESSAGE_END => {
+                let id = need_str(&mut o, ty, "messageId")?;
+                let ts = take_ts(&mut o);
+                let kind = K::ReasoningEnd { message_id: id };
+                self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
+            }
+            _ => {
+                let ev = hai(K::Unknown { raw: raw.clone() });
+                self.emit(out, ev);
+            }
+        }
+        Ok(())
+    }
+
+    /// An ARGS for a call never started: a silent start keeps the core valid.
+    fn ensure_tool_call(&mut self, id: &str, out: &mut Vec<Event>) {
+        if !self.tracker.tool_call_open(id) {
+            let ev = synth(EventKind::ToolCallStart {
+                tool_call_id: id.to_string(),
+                tool_name: "unknown".into(),
+                parent_message_id: None,
+            });
+            self.emit(out, ev);
+        }
+    }
+
+    fn ensure_text(&mut self, id: &str, out: &mut Vec<Event>) {
+        if !self.tracker.text_open(id) {
+            let ev = hai(EventKind::TextStart {
+                message_id: id.to_string(),
+                role: Role::Assistant,
+                name: None,
+            });
+            self.emit(out, ev);
+        }
+    }
+}
+
+impl Decoder for HaiDecoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::Hai
+    }
+
+    fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let data = frame.data.trim();
+        // Comments-only or id-only frames carry nothing; HAI has no `[DONE]`
+        // but a sloppy agent ending with one loses nothing by it.
+        if data.is_empty() || frame.is_done() {
+            return Ok(());
+        }
+        let raw: Value = serde_json::from_str(data).map_err(|e| DecodeError::json(&e))?;
+        let Value::Object(o) = &raw else {
+            return Err(DecodeError::new("event is not a JSON object"));
+        };
+        let Some(ty) = o.get("type").and_then(Value::as_str) else {
+            return Err(DecodeError::new("event has no string `type`"));
+        };
+        let ty = ty.to_string();
+        let mut o = o.clone();
+        o.shift_remove("type");
+        self.decode_object(&ty, o, &raw, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        // A START held back when the input stopped still has to go out; the
+        // encoder's finish closes what is open.
+        self.flush_starts(None, out);
+        Ok(())
+    }
+}
+
+// ---- helpers ------------------------------------------------------------------
+
+fn hai(kind: EventKind) -> Event {
+    Event::new(kind).with_origin(Dialect::Hai)
+}
+
+fn mark_synth(mut ev: Event) -> Event {
+    ev.extra.insert(wire::X_SYNTH.into(), Value::Bool(true));
+    ev
+}
+
+fn synth(kind: EventKind) -> Event {
+    mark_synth(hai(kind))
+}
+
+/// Removes an integer `timestamp`; any other value stays (in extra).
+fn take_ts(o: &mut Map<String, Value>) -> Option<i64> {
+    let t = o.get("timestamp").and_then(Value::as_i64)?;
+    o.shift_remove("timestamp");
+    Some(t)
+}
+
+/// Removes a string field; a non-string value stays (in extra).
+fn take_opt_str(o: &mut Map<String, Value>, key: &str) -> Option<String> {
+    match o.get(key) {
+        Some(Value::String(s)) => {
+            let s = s.clone();
+            o.shift_remove(key);
+            Some(s)
+        }
+        _ => None,
+    }
+}
+
+fn need_str(o: &mut Map<String, Value>, ty: &str, key: &str) -> Result<String, DecodeError> {
+    match o.shift_remove(key) {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(DecodeError::field(ty, key)),
+    }
+}
+
+/// The `TextStart` a `BUSINESS_DATA_START` frame (without `type`) becomes.
+fn text_start_from(id: &str, mut start: Map<String, Value>) -> Event {
+    start.shift_remove("messageId");
+    let ts = take_ts(&mut start);
+    // `role` stays in extra as written (absent stays absent on the way back).
+    let role = start
+        .get("role")
+        .and_then(Value::as_str)
+        .and_then(Role::parse)
+        .unwrap_or_default();
+    hai(EventKind::TextStart {
+        message_id: id.to_string(),
+        role,
+        name: None,
+    })
+    .with_timestamp(ts)
+    .with_extra(start)
+}
+
+/// The `TextEnd` a `BUSINESS_DATA_END` frame (without `type`) becomes.
+fn text_end_from(id: &str, mut end: Map<String, Value>) -> Event {
+    end.shift_remove("messageId");
+    let ts = take_ts(&mut end);
+    hai(EventKind::TextEnd {
+        message_id: id.to_string(),
+    })
+    .with_timestamp(ts)
+    .with_extra(end)
+}
+
+/// Marks the event that opens a business message: the held START frame, or
+/// the id of a message that had none. Returns the START's timestamp.
+fn opener_marks(b: &mut Biz, x: &mut Extra) -> Option<i64> {
+    if b.opened {
+        return None;
+    }
+    b.opened = true;
+    match b.start.take() {
+        Some(start) => {
+            let ts = start.get("timestamp").and_then(Value::as_i64);
+            x.insert(wire::X_START.into(), Value::Object(start));
+            ts
+        }
+        None => {
+            x.insert(wire::X_IMPLICIT.into(), Value::String(b.id.clone()));
+            None
+        }
+    }
+}
+
+/// Splits a business-data delta into its payload and the rest (the template
+/// the encoder fills the payload back into).
+fn classify(delta: Value) -> Piece {
+    let raw = |delta: Value| Piece::Widget {
+        name: wire::RAW_DELTA_NAME.into(),
+        data: delta,
+        template: None,
+        inline: false,
+    };
+    let mut d = match delta {
+        Value::String(text) => {
+            return Piece::Text {
+                text,
+                template: Value::String(String::new()),
+            }
+        }
+        Value::Object(d) => d,
+        other => return raw(other),
+    };
+    let Some(Value::Object(mut output)) = d.get("output").cloned() else {
+        return raw(Value::Object(d));
+    };
+    let Some(ty) = output
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return raw(Value::Object(d));
+    };
+    if ty == wire::OUTPUT_TEXT {
+        if let Some(Value::String(text)) = output.get("content").cloned() {
+            output.shift_remove("content");
+            d.insert("output".into(), Value::Object(output));
+            return Piece::Text {
+                text,
+                template: Value::Object(d),
+            };
+        }
+    }
+    if ty == wire::OUTPUT_THINKING {
+        if let Some(Value::Object(mut data)) = output.get("data").cloned() {
+            if let Some(Value::String(text)) = data.get("content").cloned() {
+                data.shift_remove("content");
+                output.insert("data".into(), Value::Object(data));
+                d.insert("output".into(), Value::Object(output));
+                return Piece::Thinking {
+                    text,
+                    template: Value::Object(d),
+                };
+            }
+        }
+    }
+    // A widget: `{type, data}`, or its fields inline beside `type`.
+    let (data, inline) = match output.shift_remove("data") {
+        Some(data) => (data, false),
+        None => {
+            let mut fields = output.clone();
+            fields.shift_remove("type");
+            output.retain(|k, _| k == "type");
+            (Value::Object(fields), true)
+        }
+    };
+    d.insert("output".into(), Value::Object(output));
+    Piece::Widget {
+        name: ty,
+        data,
+        template: Some(Value::Object(d)),
+        inline,
+    }
+}
+
+/// An AG-UI 1.0 `RUN_FINISHED.outcome`, when it maps exactly.
+fn parse_outcome(v: &Value) -> Option<Outcome> {
+    let o = v.as_object()?;
+    let only = |keys: &[&str]| o.keys().all(|k| keys.contains(&k.as_str()));
+    match o.get("type")?.as_str()? {
+        "success" if only(&["type", "pendingToolCallIds"]) => {
+            let ids = match o.get("pendingToolCallIds") {
+                None => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|x| x.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()?,
+                Some(_) => return None,
+            };
+            Some(Outcome::Success {
+                pending_tool_call_ids: ids,
+            })
+        }
+        "cancelled" if only(&["type"]) => Some(Outcome::Cancelled { reason: None }),
+        "interrupt" if only(&["type", "interrupts"]) => {
+            let list = o.get("interrupts")?.as_array()?;
+            let mut interrupts = Vec::with_capacity(list.len());
+            for i in list {
+                let mut i = i.as_object()?.clone();
+                let id = i.shift_remove("id")?.as_str()?.to_string();
+                let reason = i.shift_remove("reason")?.as_str()?.to_string();
+                let message = take_opt_str(&mut i, "message");
+                let tool_call_id = take_opt_str(&mut i, "toolCallId");
+                let payload = match i.shift_remove("responseSchema") {
+                    Some(p) => Some(p),
+                    None => i.shift_remove("payload"),
+                };
+                interrupts.push(Interrupt {
+                    id,
+                    reason,
+                    message,
+                    tool_call_id,
+                    payload,
+                    extra: i,
+                });
+            }
+            Some(Outcome::Interrupt { interrupts })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn frame(v: Value) -> Frame {
+        Frame {
+            data: v.to_string(),
+            ..Default::default()
+        }
+    }
+
+    fn decode_all(frames: &[Value]) -> Vec<Event> {
+        let mut d = HaiDecoder::new();
+        let mut out = Vec::new();
+        for f in frames {
+            d.decode(&frame(f.clone()), &mut out).unwrap();
+        }
+        d.finish(&mut out).unwrap();
+        out
+    }
+
+    fn kinds(evs: &[Event]) -> Vec<EventKind> {
+        evs.iter().map(|e| e.kind.clone()).collect()
+    }
+
+    fn is_synth(e: &Event) -> bool {
+        e.extra.get(wire::X_SYNTH) == Some(&Value::Bool(true))
+    }
+
+    fn err(v: Value) -> String {
+        let mut d = HaiDecoder::new();
+        d.decode(&frame(v), &mut Vec::new()).unwrap_err().message
+    }
+
+    #[test]
+    fn run_lifecycle_keeps_hai_fields() {
+        let evs = decode_all(&[
+            json!({"type":"RUN_STARTED","messageId":"m1","role":"assistant","timestamp":5}),
+            json!({"type":"RUN_FINISHED","messageId":"m1","role":"assistant","timestamp":6}),
+        ]);
+        assert_eq!(
+            evs[0].kind,
+            EventKind::RunStarted {
+                thread_id: None,
+                run_id: None,
+                parent_run_id: None,
+                message_id: Some("m1".into()),
+                input: None
+            }
+        );
+        assert_eq!(evs[0].timestamp, Some(5));
+        assert_eq!(evs[0].origin, Some(Dialect::Hai));
+        assert_eq!(evs[0].extra["role"], "assistant");
+        assert!(matches!(
+            evs[1].kind,
+            EventKind::RunFinished {
+                outcome: Outcome::Unspecified,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn business_text_object_and_string_deltas() {
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant","timestamp":1}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"HAI是","timestamp":2}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":{"output":{"type":"text","content":"协议"},"layout":{"x":1}},
+                   "blockId":"b1","style":{"color":"red"},"timestamp":3}),
+            json!({"type":"BUSINESS_DATA_END","messageId":"m","role":"assistant","timestamp":4}),
+        ]);
+        assert_eq!(
+            kinds(&evs),
+            [
+                EventKind::TextStart {
+                    message_id: "m".into(),
+                    role: Role::Assistant,
+                    name: None
+                },
+                EventKind::TextDelta {
+                    message_id: "m".into(),
+                    delta: "HAI是".into()
+                },
+                EventKind::TextDelta {
+                    message_id: "m".into(),
+                    delta: "协议".into()
+                },
+                EventKind::TextEnd {
+                    message_id: "m".into()
+                },
+            ]
+        );
+        assert_eq!(evs[0].timestamp, Some(1), "the START's time");
+        assert_eq!(evs[1].extra[wire::X_DELTA], "", "plain string form");
+        assert_eq!(
+            evs[2].extra[wire::X_DELTA],
+            json!({"output":{"type":"text"},"layout":{"x":1}})
+        );
+        assert_eq!(evs[2].extra["blockId"], "b1");
+        assert_eq!(evs[2].extra["style"], json!({"color":"red"}));
+        assert_eq!(evs[3].extra["role"], "assistant");
+        assert!(!evs.iter().any(is_synth));
+    }
+
+    #[test]
+    fn thinking_then_text_becomes_reasoning_then_text() {
+        let think = |c: &str| {
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","timestamp":2,
+            "delta":{"output":{"type":"thinking","data":{"content":c,"elapsed":3,"thinking":true,"collapse":true}}}})
+        };
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant","timestamp":1}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","timestamp":2,
+                   "delta":{"output":{"type":"fold","data":{"title":"思考","fold":false,"position":"start"}}}}),
+            think("先想"),
+            think("一下"),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":{"output":{"type":"text","content":"答"}}}),
+            think("再想"),
+            json!({"type":"BUSINESS_DATA_END","messageId":"m","timestamp":9}),
+        ]);
+        let k = kinds(&evs);
+        assert!(
+            matches!(&k[0], EventKind::Data { name, message_id: Some(m), data, .. }
+            if name == "fold" && m == "m" && data["position"] == "start")
+        );
+        assert_eq!(
+            evs[0].extra[wire::X_START]["messageId"],
+            "m",
+            "the widget carries the START"
+        );
+        assert_eq!(
+            k[1],
+            EventKind::ReasoningStart {
+                message_id: "m:thinking".into()
+            }
+        );
+        assert!(is_synth(&evs[1]), "the message was already open");
+        assert_eq!(
+            k[2],
+            EventKind::ReasoningDelta {
+                message_id: "m:thinking".into(),
+                delta: "先想".into()
+            }
+        );
+        assert_eq!(
+            evs[2].extra[wire::X_DELTA],
+            json!({"output":{"type":"thinking","data":{"elapsed":3,"thinking":true,"collapse":true}}})
+        );
+        assert_eq!(
+            k[4],
+            EventKind::ReasoningEnd {
+                message_id: "m:thinking".into()
+            }
+        );
+        assert!(is_synth(&evs[4]));
+        assert!(matches!(&k[5], EventKind::TextStart { message_id, .. } if message_id == "m"));
+        assert!(is_synth(&evs[5]));
+        assert!(matches!(&k[6], EventKind::TextDelta { delta, .. } if delta == "答"));
+        assert_eq!(
+            k[7],
+            EventKind::ReasoningStart {
+                message_id: "m:thinking-2".into()
+            }
+        );
+        assert_eq!(
+            k[9],
+            EventKind::ReasoningEnd {
+                message_id: "m:thinking-2".into()
+            }
+        );
+        assert_eq!(
+            k[10],
+            EventKind::TextEnd {
+                message_id: "m".into()
+            }
+        );
+        assert_eq!(evs[10].timestamp, Some(9));
+    }
+
+    #[test]
+    fn message_that_only_thinks_ends_with_its_reasoning() {
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant","timestamp":1}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m",
+                   "delta":{"output":{"type":"thinking","data":{"content":"x"}}}}),
+            json!({"type":"BUSINESS_DATA_END","messageId":"m","timestamp":3}),
+        ]);
+        assert_eq!(
+            evs[0].kind,
+            EventKind::ReasoningStart {
+                message_id: "m:thinking".into()
+            }
+        );
+        assert_eq!(evs[0].timestamp, Some(1));
+        assert_eq!(evs[0].extra[wire::X_START]["timestamp"], 1);
+        assert_eq!(
+            evs[2].kind,
+            EventKind::ReasoningEnd {
+                message_id: "m:thinking".into()
+            }
+        );
+        assert_eq!(
+            evs[2].extra[wire::X_END],
+            json!({"messageId":"m","timestamp":3})
+        );
+    }
+
+    #[test]
+    fn empty_and_widget_only_messages() {
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_START","messageId":"e","role":"assistant"}),
+            json!({"type":"BUSINESS_DATA_END","messageId":"e"}),
+            json!({"type":"BUSINESS_DATA_START","messageId":"w","role":"assistant"}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"w","blockId":"card-1",
+                   "delta":{"output":{"type":"card","title":"inline"}}}),
+            json!({"type":"BUSINESS_DATA_END","messageId":"w"}),
+        ]);
+        let k = kinds(&evs);
+        assert!(matches!(&k[0], EventKind::TextStart { message_id, .. } if message_id == "e"));
+        assert!(!is_synth(&evs[0]));
+        assert_eq!(
+            k[1],
+            EventKind::TextEnd {
+                message_id: "e".into()
+            }
+        );
+        assert!(
+            matches!(&k[2], EventKind::Data { name, id: Some(b), data, .. }
+            if name == "card" && b == "card-1" && data == &json!({"title":"inline"}))
+        );
+        assert_eq!(evs[2].extra[wire::X_INLINE], true);
+        assert!(matches!(&k[3], EventKind::TextStart { .. }) && is_synth(&evs[3]));
+        assert_eq!(
+            k[4],
+            EventKind::TextEnd {
+                message_id: "w".into()
+            }
+        );
+        assert!(!is_synth(&evs[4]));
+    }
+
+    #[test]
+    fn shorthand_content_without_start_and_raw_deltas() {
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"s","delta":"hi"}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"s","delta":[1,2]}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"t","delta":{"output":{"type":"chart","data":{"v":1}}}}),
+        ]);
+        assert!(
+            matches!(&evs[0].kind, EventKind::TextStart { message_id, .. } if message_id == "s")
+        );
+        assert!(is_synth(&evs[0]));
+        assert!(matches!(&evs[2].kind, EventKind::Data { name, data, .. }
+            if name == wire::RAW_DELTA_NAME && data == &json!([1,2])));
+        assert_eq!(evs[2].extra[wire::X_RAW_DELTA], true);
+        assert!(matches!(&evs[3].kind, EventKind::Data { name, .. } if name == "chart"));
+        assert_eq!(evs[3].extra[wire::X_IMPLICIT], "t");
+    }
+
+    #[test]
+    fn held_start_is_released_by_other_frames_and_at_the_end() {
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}),
+            json!({"type":"STEP_STARTED","stepName":"s"}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"x"}),
+            json!({"type":"BUSINESS_DATA_START","messageId":"n","role":"assistant"}),
+        ]);
+        assert!(
+            matches!(&evs[0].kind, EventKind::TextStart { message_id, .. } if message_id == "m")
+        );
+        assert!(matches!(evs[1].kind, EventKind::StepStarted { .. }));
+        assert!(matches!(evs[2].kind, EventKind::TextDelta { .. }));
+        assert!(
+            matches!(&evs[3].kind, EventKind::TextStart { message_id, .. } if message_id == "n")
+        );
+        assert_eq!(evs.len(), 4, "finish released n's START; nothing is closed");
+    }
+
+    #[test]
+    fn run_end_closes_silently_what_the_source_left_open() {
+        let evs = decode_all(&[
+            json!({"type":"RUN_STARTED","messageId":"r"}),
+            json!({"type":"STEP_STARTED","stepName":"s"}),
+            json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"x"}),
+            json!({"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"f"}),
+            json!({"type":"AGENT_COLLABORATIVE_MESSAGE_START","messageId":"c","from":"a","to":"b"}),
+            json!({"type":"RUN_FINISHED","messageId":"r"}),
+        ]);
+        let n = evs.len();
+        assert!(matches!(evs[n - 1].kind, EventKind::RunFinished { .. }));
+        let closers: Vec<_> = evs[6..n - 1]
+            .iter()
+            .map(|e| (e.kind.name(), is_synth(e)))
+            .collect();
+        assert_eq!(
+            closers,
+            [
+                ("text_end", true),
+                ("tool_call_end", true),
+                ("collab_end", true),
+                ("step_finished", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn run_error_closes_business_data_only() {
+        let evs = decode_all(&[
+            json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}),
+            json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"x"}),
+            json!({"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"f"}),
+            json!({"type":"RUN_ERROR","message":"boom","code":"E1","timestamp":7}),
+        ]);
+        let names: Vec<_> = evs.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "text_start",
+                "text_delta",
+                "tool_call_start",
+                "text_end",
+                "run_error"
+            ]
+        );
+        assert!(is_synth(&evs[3]));
+        assert_eq!(
+            evs[4].kind,
+            EventKind::RunError {
+                message: "boom".into(),
+                code: Some("E1".into())
+            }
+        );
+    }
+
+    #[test]
+    fn tool_calls_results_and_object_args() {
+        let evs = decode_all(&[
+            json!({"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"f","parentMessageId":"m"}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"t","delta":"{\"a\":"}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"u","delta":{"b":1}}),
+            json!({"type":"TOOL_CALL_END","toolCallId":"t"}),
+            json!({"type":"TOOL_CALL_RESULT","messageId":"r","toolCallId":"t","content":"ok","role":"tool"}),
+            json!({"type":"TOOL_CALL_RESULT","toolCallId":"u","content":[{"type":"text","text":"x"}]}),
+        ]);
+        let k = kinds(&evs);
+        assert_eq!(
+            k[0],
+            EventKind::ToolCallStart {
+                tool_call_id: "t".into(),
+                tool_name: "f".into(),
+                parent_message_id: Some("m".into())
+            }
+        );
+        assert!(
+            matches!(&k[2], EventKind::ToolCallStart { tool_call_id, .. } if tool_call_id == "u")
+        );
+        assert!(is_synth(&evs[2]));
+        assert_eq!(
+            k[3],
+            EventKind::ToolCallArgs {
+                tool_call_id: "u".into(),
+                delta: "{\"b\":1}".into()
+            }
+        );
+        assert_eq!(evs[3].extra[wire::X_ARGS_JSON], true);
+        assert_eq!(
+            k[5],
+            EventKind::ToolCallResult {
+                tool_call_id: "t".into(),
+                message_id: Some("r".into()),
+                content: json!("ok")
+            }
+        );
+        assert_eq!(evs[5].extra["role"], "tool");
+        // u was still open: its end is implied by the result
+        assert_eq!(
+            k[6],
+            EventKind::ToolCallEnd {
+                tool_call_id: "u".into()
+            }
+        );
+        assert!(is_synth(&evs[6]));
+        assert!(matches!(&k[7], EventKind::ToolCallResult { content, .. } if content.is_array()));
+    }
+
+    #[test]
+    fn state_snapshot_delta_and_message_snapshot() {
+        let evs = decode_all(&[
+            json!({"type":"STATE_SNAPSHOT","snapshot":{"a":1}}),
+            json!({"type":"STATE_DELTA","delta":[{"op":"add","path":"/b","value":2,"from":""}],"timestamp":3}),
+            json!({"type":"MESSAGE_SNAPSHOT","messages":[
+                {"id":"msg-1","role":"user","content":"Hello"},
+                {"id":"msg-2","role":"assistant","content":"Hi there!","timestamp":9}],"timestamp":4}),
+        ]);
+        assert_eq!(
+            evs[0].kind,
+            EventKind::StateSnapshot {
+                snapshot: json!({"a":1})
+            }
+        );
+        assert_eq!(
+            evs[1].kind,
+            EventKind::StateDelta {
+                patch: json!([{"op":"add","path":"/b","value":2,"from":""}])
+            }
+        );
+        let EventKind::MessagesSnapshot { messages } = &evs[2].kind else {
+            panic!()
+        };
+        assert_eq!(messages[1].text(), "Hi there!");
+        assert_eq!(messages[1].extra["timestamp"], 9);
+    }
+
+    #[test]
+    fn collab_custom_raw_steps_and_unknown() {
+        let evs = decode_all(&[
+            json!({"type":"AGENT_COLLABORATIVE_MESSAGE_START","from":"USER","to":"Agent","messageId":"c","timestamp":1}),
+            json!({"type":"AGENT_COLLABORATIVE_MESSAGE_CONTENT","delta":{"task":{"id":"1","name":"查询"}},"messageId":"c"}),
+            json!({"type":"AGENT_COLLABORATIVE_MESSAGE_END","messageId":"c"}),
+            json!({"type":"AGENT_COLLABORATIVE_MESSAGE_END","messageId":"d"}),
+            json!({"type":"CUSTOM","name":"progress","value":{"p":1}}),
+            json!({"type":"RAW","event":{"x":1},"source":"llm"}),
+            json!({"type":"STEP_STARTED","stepName":"智能处理"}),
+            json!({"type":"STEP_FINISHED","stepName":"智能处理"}),
+            json!({"type":"FUTURE_EVENT","x":1}),
+        ]);
+        let k = kinds(&evs);
+        assert_eq!(
+            k[0],
+            EventKind::CollabStart {
+                message_id: "c".into(),
+                from: Some("USER".into()),
+                to: Some("Agent".into())
+            }
+        );
+        assert_eq!(
+            k[1],
+            EventKind::CollabContent {
+                message_id: "c".into(),
+                delta: json!({"task":{"id":"1","name":"查询"}})
+            }
+        );
+        assert_eq!(
+            k[2],
+            EventKind::CollabEnd {
+                message_id: "c".into()
+            }
+        );
+        assert!(matches!(k[3], EventKind::CollabStart { .. }) && is_synth(&evs[3]));
+        assert_eq!(
+            k[4],
+            EventKind::CollabEnd {
+                message_id: "d".into()
+            }
+        );
+        assert_eq!(
+            k[5],
+            EventKind::Custom {
+                name: "progress".into(),
+                value: json!({"p":1})
+            }
+        );
+        assert_eq!(
+            k[6],
+            EventKind::Raw {
+                event: json!({"x":1}),
+                source: Some("llm".into())
+            }
+        );
+        assert_eq!(
+            k[7],
+            EventKind::StepStarted {
+                name: Some("智能处理".into())
+            }
+        );
+        assert_eq!(
+            k[8],
+            EventKind::StepFinished {
+                name: Some("智能处理".into())
+            }
+        );
+        assert_eq!(
+            k[9],
+            EventKind::Unknown {
+                raw: json!({"type":"FUTURE_EVENT","x":1})
+            }
+        );
+        assert_eq!(evs[9].origin, Some(Dialect::Hai));
+    }
+
+    #[test]
+    fn interrupt_outcome_and_unmappable_outcome() {
+        let evs = decode_all(&[
+            json!({"type":"RUN_FINISHED","messageId":"m","outcome":{"type":"interrupt","interrupts":[
+                {"id":"i1","reason":"confirmation","message":"ok?","toolCallId":"t","responseSchema":{"type":"boolean"},"expiresAt":"x"}]}}),
+            json!({"type":"RUN_FINISHED","outcome":{"type":"success","pendingToolCallIds":["t"]}}),
+            json!({"type":"RUN_FINISHED","outcome":{"type":"weird"}}),
+        ]);
+        let EventKind::RunFinished {
+            outcome: Outcome::Interrupt { interrupts },
+            ..
+        } = &evs[0].kind
+        else {
+            panic!("{:?}", evs[0])
+        };
+        assert_eq!(interrupts[0].tool_call_id.as_deref(), Some("t"));
+        assert_eq!(interrupts[0].payload, Some(json!({"type":"boolean"})));
+        assert_eq!(interrupts[0].extra["expiresAt"], "x");
+        assert!(
+            matches!(&evs[1].kind, EventKind::RunFinished { outcome: Outcome::Success { pending_tool_call_ids }, .. }
+            if pending_tool_call_ids == &["t".to_string()])
+        );
+        assert!(matches!(
+            evs[2].kind,
+            EventKind::RunFinished {
+                outcome: Outcome::Unspecified,
+                ..
+            }
+        ));
+        assert_eq!(evs[2].extra["outcome"], json!({"type":"weird"}));
+    }
+
+    #[test]
+    fn agui_spellings_are_read() {
+        let evs = decode_all(&[
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}),
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"c","delta":"b"}),
+            json!({"type":"TEXT_MESSAGE_CHUNK","delta":"c"}),
+            json!({"type":"TOOL_CALL_CHUNK","toolCallId":"t","toolCallName":"f","delta":"{}"}),
+            json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"think"}),
+            json!({"type":"REASONING_MESSAGE_END","messageId":"r"}),
+            json!({"type":"MESSAGES_SNAPSHOT","messages":[]}),
+        ]);
+        let names: Vec<_> = evs.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "text_start",
+                "text_delta",
+                "text_end",
+                "text_start",
+                "text_delta",
+                "text_delta",
+                "text_end",
+                "tool_call_start",
+                "tool_call_args",
+                "tool_call_end",
+                "reasoning_start",
+                "reasoning_delta",
+                "reasoning_end",
+                "messages_snapshot"
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_input_is_a_clear_error() {
+        let mut d = HaiDecoder::new();
+        let e = d
+            .decode(
+                &Frame {
+                    data: "{not json".into(),
+                    ..Default::default()
+                },
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+        assert!(e.message.starts_with("invalid JSON"), "{e}");
+        assert!(err(json!([1])).contains("not a JSON object"));
+        assert!(err(json!({"messageId":"m"})).contains("`type`"));
+        for (v, want) in [
+            (
+                json!({"type":"BUSINESS_DATA_START"}),
+                "BUSINESS_DATA_START: missing or invalid field `messageId`",
+            ),
+            (
+                json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m"}),
+                "`delta`",
+            ),
+            (
+                json!({"type":"BUSINESS_DATA_END","messageId":5}),
+                "`messageId`",
+            ),
+            (
+                json!({"type":"TOOL_CALL_START","toolCallId":"t"}),
+                "`toolCallName`",
+            ),
+            (json!({"type":"TOOL_CALL_ARGS","toolCallId":"t"}), "`delta`"),
+            (
+                json!({"type":"TOOL_CALL_RESULT","toolCallId":"t"}),
+                "`content`",
+            ),
+            (
+                json!({"type":"RUN_ERROR"}),
+                "RUN_ERROR: missing or invalid field `message`",
+            ),
+            (json!({"type":"STATE_DELTA"}), "`delta`"),
+            (json!({"type":"STATE_SNAPSHOT"}), "`snapshot`"),
+            (json!({"type":"MESSAGE_SNAPSHOT"}), "`messages`"),
+            (
+                json!({"type":"MESSAGE_SNAPSHOT","messages":[{"id":"1","role":"robot"}]}),
+                "messages[0].role",
+            ),
+            (json!({"type":"RAW"}), "`event`"),
+            (json!({"type":"CUSTOM"}), "`name`"),
+            (
+                json!({"type":"AGENT_COLLABORATIVE_MESSAGE_CONTENT","messageId":"c"}),
+                "`delta`",
+            ),
+        ] {
+            let e = err(v.clone());
+            assert!(e.contains(want), "{v}: {e}");
+        }
+        // empty frames and a stray [DONE] are not errors
+        let mut out = Vec::new();
+        d.decode(&Frame::default(), &mut out).unwrap();
+        d.decode(
+            &Frame {
+                data: "[DONE]".into(),
+                ..Default::default()
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert!(out.is_empty());
+    }
+
+    use proptest::prelude::*;
+
+    fn field_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!(null)),
+            Just(json!("m")),
+            Just(json!(7)),
+            Just(json!([])),
+            Just(json!({})),
+            Just(json!({"output": {"type": "thinking", "data": {"content": "x"}}})),
+            Just(json!({"output": {"type": "text", "content": 3}})),
+            Just(json!({"output": {"type": 5}})),
+            Just(json!({"type": "interrupt", "interrupts": [{"id": "i"}]})),
+            Just(json!([{"id": "1", "role": "user", "content": "c"}])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Whatever the frames hold, decoding never panics.
+        #[test]
+        fn arbitrary_frames_never_panic(frames in prop::collection::vec(
+            (
+                prop::sample::select(vec![
+                    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED",
+                    "BUSINESS_DATA_START", "BUSINESS_DATA_CONTENT", "BUSINESS_DATA_END",
+                    "AGENT_COLLABORATIVE_MESSAGE_START", "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+                    "AGENT_COLLABORATIVE_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS",
+                    "TOOL_CALL_END", "TOOL_CALL_RESULT", "STATE_SNAPSHOT", "STATE_DELTA",
+                    "MESSAGE_SNAPSHOT", "RAW", "CUSTOM", "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK",
+                    "REASONING_MESSAGE_CONTENT", "X",
+                ]),
+                prop::collection::btree_map(
+                    prop::sample::select(vec![
+                        "messageId", "delta", "role", "timestamp", "toolCallId", "toolCallName",
+                        "content", "message", "outcome", "messages", "snapshot", "event", "name",
+                        "blockId", "stepName",
+                    ]),
+                    field_value(),
+                    0..6,
+                ),
+            ),
+            0..16,
+        )) {
+            let mut d = HaiDecoder::new();
+            let mut out = Vec::new();
+            for (ty, fields) in frames {
+                let mut o: Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                o.insert("type".into(), json!(ty));
+                let _ = d.decode(&frame(Value::Object(o)), &mut out);
+            }
+            d.finish(&mut out).unwrap();
+        }
+    }
+}

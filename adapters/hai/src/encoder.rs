@@ -1,0 +1,2060 @@
+//! Core events to the stream a HAI client expects.
+//!
+//! What the client needs (seed 004 and its AG-UI parent): `RUN_STARTED` first;
+//! text, thinking and widgets inside `BUSINESS_DATA_START`..`_END` messages,
+//! exactly one JSON object per `BUSINESS_DATA_CONTENT` (clients concatenate
+//! deltas as JSON text and split them again at `}{`); tool calls, results,
+//! state and custom events in their AG-UI shapes; `STATE_DELTA` ops with
+//! `from`; the end of a run said by `RUN_FINISHED{messageId, role, timestamp}`
+//! or `RUN_ERROR`. Every frame carries an epoch-ms `timestamp` (the source's,
+//! or the clock's), except that HAI-origin events without one stay without
+//! one, so HAI -> HAI is an identity.
+//!
+//! Business messages: at most one is open at a time. Text opens one (id = the
+//! text message id); reasoning and widgets join the open one or open their
+//! own. A message opened by reasoning from another dialect stays open after
+//! the reasoning ends so that the answer that follows lands in the same HAI
+//! message (thinking above the answer, as HAI front ends show it); it is
+//! closed before anything that is not message content.
+
+use babelgate_core::event::{Interrupt, Outcome};
+use babelgate_core::track::RunState;
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, OpenTracker};
+use serde_json::{json, Map, Value};
+
+use crate::request::message_to_json;
+use crate::wire;
+
+/// The business message being written.
+#[derive(Debug)]
+struct Biz {
+    id: String,
+    /// The core text message writing into it.
+    text: Option<String>,
+    /// The core reasoning message writing into it, and when it started (ms).
+    reasoning: Option<(String, i64)>,
+    /// Opened on behalf of another dialect's reasoning or data: closed as soon
+    /// as non-content arrives while nothing writes into it.
+    auto_close: bool,
+}
+
+pub struct HaiEncoder {
+    ctx: EncodeContext,
+    /// Run state and open tool calls.
+    tracker: OpenTracker,
+    /// The `messageId` of `RUN_STARTED`, repeated by `RUN_FINISHED`.
+    run_message_id: Option<String>,
+    biz: Option<Biz>,
+    collabs: Vec<String>,
+    steps: Vec<String>,
+    finished: bool,
+}
+
+impl HaiEncoder {
+    pub fn new(ctx: EncodeContext) -> Self {
+        HaiEncoder {
+            ctx,
+            tracker: OpenTracker::default(),
+            run_message_id: None,
+            biz: None,
+            collabs: Vec::new(),
+            steps: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// The frame's timestamp: HAI-origin events keep theirs (or none), other
+    /// events get theirs or the clock's.
+    fn ts(&self, ev: Option<&Event>) -> Option<i64> {
+        match ev {
+            Some(e) if e.origin == Some(Dialect::Hai) => e.timestamp,
+            Some(e) => Some(e.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms())),
+            None => Some(self.ctx.clock.now_ms()),
+        }
+    }
+
+    /// Writes `fields` as a `ty` frame, with the timestamp and, for HAI-origin
+    /// events, the extras the decoder kept (wire names; `$` notes never).
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        ty: &str,
+        fields: Vec<(&str, Value)>,
+        ev: Option<&Event>,
+        content: bool,
+    ) {
+        let mut m = wire::frame(ty);
+        for (k, v) in fields {
+            m.insert(k.into(), v);
+        }
+        if let Some(x) = ev.and_then(|e| e.extra_from(Dialect::Hai)) {
+            for (k, v) in x {
+                // On content events `delta` is the template, already used.
+                if wire::is_private(k) || (content && k == wire::X_DELTA) {
+                    continue;
+                }
+                m.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        if let Some(t) = self.ts(ev) {
+            m.entry("timestamp").or_insert(Value::from(t));
+        }
+        babelgate_core::sse::write_json(out, &Value::Object(m));
+    }
+
+    /// Writes a frame kept whole in an extra (`$start`, `$end`).
+    fn write_kept(&self, out: &mut Vec<u8>, ty: &str, kept: &Map<String, Value>) {
+        let mut m = wire::frame(ty);
+        for (k, v) in kept {
+            m.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        babelgate_core::sse::write_json(out, &Value::Object(m));
+    }
+
+    // ---- run ------------------------------------------------------------
+
+    fn start_run(&mut self, out: &mut Vec<u8>) {
+        let id = self
+            .ctx
+            .message_id
+            .clone()
+            .unwrap_or_else(|| self.ctx.ids.next("msg"));
+        self.write(
+            out,
+            wire::RUN_STARTED,
+            vec![("messageId", json!(id)), ("role", json!("assistant"))],
+            None,
+            false,
+        );
+        self.run_message_id = Some(id);
+        self.observe_run(true);
+    }
+
+    fn observe_run(&mut self, started: bool) {
+        let kind = if started {
+            EventKind::RunStarted {
+                thread_id: None,
+                run_id: None,
+                parent_run_id: None,
+                message_id: None,
+                input: None,
+            }
+        } else {
+            EventKind::RunError {
+                message: String::new(),
+                code: None,
+            }
+        };
+        self.tracker.observe(&Event::new(kind));
+        if !started {
+            self.biz = None;
+            self.collabs.clear();
+            self.steps.clear();
+        }
+    }
+
+    fn finish_run(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
+        self.close_all(out);
+        let hai = is_hai(ev);
+        let mut f: Vec<(&str, Value)> = Vec::new();
+        if let Some(EventKind::RunFinished {
+            thread_id,
+            run_id,
+            message_id,
+            result,
+            outcome,
+            usage,
+            ..
+        }) = ev.map(|e| &e.kind)
+        {
+            if hai {
+                push_opt(&mut f, "messageId", message_id);
+                push_opt(&mut f, "threadId", thread_id);
+                push_opt(&mut f, "runId", run_id);
+            } else {
+                let id = message_id.clone().or_else(|| self.run_message_id.clone());
+                push_opt(&mut f, "messageId", &id);
+                f.push(("role", json!("assistant")));
+            }
+            if let Some(r) = result {
+                f.push(("result", r.clone()));
+            }
+            if let Some(o) = outcome_json(outcome) {
+                f.push(("outcome", o));
+            }
+            if let Some(u) = usage {
+                f.push(("usage", u.clone()));
+            }
+        } else {
+            push_opt(&mut f, "messageId", &self.run_message_id.clone());
+            f.push(("role", json!("assistant")));
+        }
+        self.write(out, wire::RUN_FINISHED, f, ev, false);
+        self.observe_run(false);
+    }
+
+    /// Closes everything inside the run: the business message, tool calls,
+    /// collaboration messages, steps (the client refuses `RUN_FINISHED`
+    /// while any is open, as AG-UI's does).
+    fn close_all(&mut self, out: &mut Vec<u8>) {
+        self.close_biz(out);
+        let calls: Vec<String> = self.tracker.open_tool_calls().map(str::to_string).collect();
+        for id in calls {
+            self.end_tool_call(&id, out);
+        }
+        for id in std::mem::take(&mut self.collabs) {
+            self.write(
+                out,
+                wire::COLLAB_END,
+                vec![("messageId", json!(id))],
+                None,
+                false,
+            );
+        }
+        while let Some(name) = self.steps.pop() {
+            self.write(
+                out,
+                wire::STEP_FINISHED,
+                vec![("stepName", json!(name))],
+                None,
+                false,
+            );
+        }
+    }
+
+    // ---- business messages ------------------------------------------------
+
+    fn close_biz(&mut self, out: &mut Vec<u8>) {
+        if let Some(b) = self.biz.take() {
+            self.write(
+                out,
+                wire::BUSINESS_DATA_END,
+                vec![("messageId", json!(b.id))],
+                None,
+                false,
+            );
+        }
+    }
+
+    /// Opens a business message, writing its START unless the HAI source had
+    /// none (`frame` = the kept START, or `None` to synthesize one).
+    fn open_biz(
+        &mut self,
+        id: String,
+        start: Start<'_>,
+        ev: &Event,
+        auto_close: bool,
+        out: &mut Vec<u8>,
+    ) -> &mut Biz {
+        self.close_biz(out);
+        match start {
+            Start::Kept(frame) => self.write_kept(out, wire::BUSINESS_DATA_START, frame),
+            Start::Silent => {}
+            Start::Write(role) => self.write(
+                out,
+                wire::BUSINESS_DATA_START,
+                vec![("messageId", json!(id)), ("role", json!(role))],
+                Some(ev).filter(|e| !is_hai(Some(e))),
+                false,
+            ),
+        }
+        self.biz.insert(Biz {
+            id,
+            text: None,
+            reasoning: None,
+            auto_close,
+        })
+    }
+
+    /// Before anything but message content: a business message opened for
+    /// another dialect's reasoning or data, with nothing writing into it,
+    /// ends here.
+    fn close_idle_biz(&mut self, out: &mut Vec<u8>) {
+        if matches!(&self.biz, Some(b) if b.auto_close && b.text.is_none() && b.reasoning.is_none())
+        {
+            self.close_biz(out);
+        }
+    }
+
+    /// A `BUSINESS_DATA_CONTENT` into the open business message.
+    fn write_content(
+        &mut self,
+        delta: Value,
+        extra: Vec<(&str, Value)>,
+        ev: &Event,
+        out: &mut Vec<u8>,
+    ) {
+        let id = self.biz.as_ref().map(|b| b.id.clone()).unwrap_or_default();
+        let mut f = vec![("messageId", json!(id)), ("delta", delta)];
+        f.extend(extra);
+        self.write(out, wire::BUSINESS_DATA_CONTENT, f, Some(ev), true);
+    }
+
+    /// Where a widget goes: the open business message, or the one its HAI
+    /// source opened, or a new one.
+    fn ensure_biz_for_widget(&mut self, ev: &Event, message_id: Option<&str>, out: &mut Vec<u8>) {
+        if let Some(start) = kept(ev, wire::X_START) {
+            let id = start
+                .get("messageId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            self.open_biz(id, Start::Kept(start), ev, false, out);
+        } else if let Some(id) = implicit(ev) {
+            if self.biz.as_ref().map(|b| b.id.as_str()) != Some(id) {
+                self.open_biz(id.to_string(), Start::Silent, ev, false, out);
+            }
+        } else if self.biz.is_none() {
+            let id = message_id
+                .map(str::to_string)
+                .unwrap_or_else(|| self.ctx.ids.next("msg"));
+            self.open_biz(id, Start::Write("assistant"), ev, true, out);
+        }
+    }
+
+    fn widget(
+        &mut self,
+        ev: &Event,
+        name: &str,
+        block_id: Option<&str>,
+        message_id: Option<&str>,
+        data: &Value,
+        out: &mut Vec<u8>,
+    ) {
+        self.ensure_biz_for_widget(ev, message_id, out);
+        let delta = widget_delta(ev, name, data);
+        let mut extra = Vec::new();
+        if let Some(b) = block_id {
+            extra.push(("blockId", json!(b)));
+        }
+        self.write_content(delta, extra, ev, out);
+    }
+
+    // ---- tool calls -------------------------------------------------------
+
+    fn end_tool_call(&mut self, id: &str, out: &mut Vec<u8>) {
+        self.write(
+            out,
+            wire::TOOL_CALL_END,
+            vec![("toolCallId", json!(id))],
+            None,
+            false,
+        );
+        self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
+            tool_call_id: id.to_string(),
+        }));
+    }
+
+    fn observe_tool_start(&mut self, id: &str, name: &str) {
+        self.tracker.observe(&Event::new(EventKind::ToolCallStart {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            parent_message_id: None,
+        }));
+    }
+
+    /// A result, error or denial: the call ends first (a foreign stream may
+    /// not have said so).
+    fn tool_result(
+        &mut self,
+        ev: &Event,
+        tool_call_id: &str,
+        fields: Vec<(&str, Value)>,
+        out: &mut Vec<u8>,
+    ) {
+        if self.tracker.tool_call_open(tool_call_id) {
+            self.end_tool_call(tool_call_id, out);
+        }
+        self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
+    }
+
+    // ---- collaboration ----------------------------------------------------
+
+    fn ensure_collab(&mut self, id: &str, out: &mut Vec<u8>) {
+        if !self.collabs.iter().any(|c| c == id) {
+            self.write(
+                out,
+                wire::COLLAB_START,
+                vec![("messageId", json!(id))],
+                None,
+                false,
+            );
+            self.collabs.push(id.to_string());
+        }
+    }
+
+    fn end_collab(&mut self, id: &str, ev: Option<&Event>, out: &mut Vec<u8>) {
+        self.collabs.retain(|c| c != id);
+        self.write(
+            out,
+            wire::COLLAB_END,
+            vec![("messageId", json!(id))],
+            ev,
+            false,
+        );
+    }
+
+    fn encode_kind(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        use EventKind as K;
+        let hai = is_hai(Some(ev));
+        let silent = is_synth(ev);
+        match &ev.kind {
+            // Both are handled in `encode`.
+            K::RunStarted { .. } | K::RunFinished { .. } => {}
+            K::RunError { message, code } => {
+                // Business data ends first so the front end gets its complete
+                // message; tool calls are left open (ending one tells the
+                // front end to run it).
+                self.close_biz(out);
+                let mut f = vec![("message", json!(message))];
+                push_opt(&mut f, "code", code);
+                self.write(out, wire::RUN_ERROR, f, Some(ev), false);
+                self.observe_run(false);
+            }
+            K::StepStarted { name } => {
+                let n = match name {
+                    Some(n) => n.clone(),
+                    None => self.ctx.ids.next("step"),
+                };
+                // Already active: a second start of it would be refused.
+                if self.steps.contains(&n) {
+                    return;
+                }
+                self.steps.push(n.clone());
+                if !silent {
+                    // A HAI step without a name stays without one.
+                    let f = if hai && name.is_none() {
+                        vec![]
+                    } else {
+                        vec![("stepName", json!(n))]
+                    };
+                    self.write(out, wire::STEP_STARTED, f, Some(ev), false);
+                }
+            }
+            K::StepFinished { name } => {
+                let open = match name {
+                    Some(n) => self.steps.iter().rposition(|s| s == n),
+                    None => self.steps.len().checked_sub(1),
+                };
+                let n = open.map(|i| self.steps.remove(i));
+                if silent {
+                    return;
+                }
+                if hai {
+                    let mut f = vec![];
+                    push_opt(&mut f, "stepName", name);
+                    self.write(out, wire::STEP_FINISHED, f, Some(ev), false);
+                } else if let Some(n) = n {
+                    self.write(
+                        out,
+                        wire::STEP_FINISHED,
+                        vec![("stepName", json!(n))],
+                        Some(ev),
+                        false,
+                    );
+                }
+            }
+            K::TextStart {
+                message_id, role, ..
+            } => {
+                let joinable = |b: &Biz| b.id == *message_id || (b.text.is_none() && !hai);
+                if silent {
+                    match &mut self.biz {
+                        Some(b) if b.id == *message_id || b.text.is_none() => {
+                            b.text = Some(message_id.clone())
+                        }
+                        _ => {
+                            let b =
+                                self.open_biz(message_id.clone(), Start::Silent, ev, false, out);
+                            b.text = Some(message_id.clone());
+                        }
+                    }
+                } else if let Some(b) = self.biz.as_mut().filter(|b| joinable(b)) {
+                    b.text = Some(message_id.clone());
+                } else {
+                    self.close_biz(out);
+                    let mut f = vec![("messageId", json!(message_id))];
+                    // HAI-origin: the role as written (in extra), if any.
+                    if !hai {
+                        f.push(("role", json!(role.as_str())));
+                    }
+                    self.write(out, wire::BUSINESS_DATA_START, f, Some(ev), false);
+                    self.biz = Some(Biz {
+                        id: message_id.clone(),
+                        text: Some(message_id.clone()),
+                        reasoning: None,
+                        auto_close: false,
+                    });
+                }
+            }
+            K::TextDelta { message_id, delta } => {
+                let fits = |b: &Biz| {
+                    b.text.as_deref() == Some(message_id.as_str())
+                        || (b.text.is_none() && (b.id == *message_id || !hai))
+                };
+                match &mut self.biz {
+                    Some(b) if fits(b) => b.text = Some(message_id.clone()),
+                    _ => {
+                        // No start seen: open a message for it.
+                        let b = self.open_biz(
+                            message_id.clone(),
+                            Start::Write("assistant"),
+                            ev,
+                            false,
+                            out,
+                        );
+                        b.text = Some(message_id.clone());
+                    }
+                }
+                let d = text_delta(ev, delta);
+                self.write_content(d, vec![], ev, out);
+            }
+            K::TextEnd { message_id } => {
+                let ours = matches!(&self.biz, Some(b)
+                    if b.text.as_deref() == Some(message_id.as_str()) || b.id == *message_id);
+                if ours {
+                    let b = self.biz.take();
+                    if !silent {
+                        let id = b.map(|b| b.id).unwrap_or_default();
+                        self.write(
+                            out,
+                            wire::BUSINESS_DATA_END,
+                            vec![("messageId", json!(id))],
+                            Some(ev),
+                            false,
+                        );
+                    }
+                } else if hai && !silent {
+                    // An END the HAI source sent for no open message.
+                    self.write(
+                        out,
+                        wire::BUSINESS_DATA_END,
+                        vec![("messageId", json!(message_id))],
+                        Some(ev),
+                        false,
+                    );
+                }
+            }
+            // HAI has no reasoning phases; the messages inside carry the content.
+            K::ReasoningPhaseStart { .. } | K::ReasoningPhaseEnd { .. } => {}
+            K::ReasoningStart { message_id } => {
+                let now = ev.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms());
+                let started = Some((message_id.clone(), now));
+                if let Some(start) = kept(ev, wire::X_START) {
+                    let id = start
+                        .get("messageId")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    self.open_biz(id, Start::Kept(start), ev, false, out)
+                        .reasoning = started;
+                } else if let Some(id) = implicit(ev) {
+                    self.open_biz(id.to_string(), Start::Silent, ev, false, out)
+                        .reasoning = started;
+                } else {
+                    let join = silent
+                        || matches!(&self.biz, Some(b)
+                            if b.text.is_some() || b.reasoning.is_some() || !b.auto_close);
+                    match &mut self.biz {
+                        Some(b) if join => b.reasoning = started,
+                        _ => {
+                            let b = self.open_biz(
+                                message_id.clone(),
+                                Start::Write("assistant"),
+                                ev,
+                                true,
+                                out,
+                            );
+                            b.reasoning = started;
+                        }
+                    }
+                }
+            }
+            K::ReasoningDelta { message_id, delta } => {
+                let now = ev.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms());
+                let since = match &mut self.biz {
+                    Some(b) => match &b.reasoning {
+                        Some((id, t)) if id == message_id => *t,
+                        _ => {
+                            b.reasoning = Some((message_id.clone(), now));
+                            now
+                        }
+                    },
+                    None => {
+                        let b = self.open_biz(
+                            message_id.clone(),
+                            Start::Write("assistant"),
+                            ev,
+                            true,
+                            out,
+                        );
+                        b.reasoning = Some((message_id.clone(), now));
+                        now
+                    }
+                };
+                let elapsed = (now - since).max(0) / 1000;
+                let d = thinking_delta(ev, delta, elapsed);
+                self.write_content(d, vec![], ev, out);
+            }
+            K::ReasoningEnd { message_id } => {
+                if let Some(end) = kept(ev, wire::X_END) {
+                    self.write_kept(out, wire::BUSINESS_DATA_END, end);
+                    self.biz = None;
+                } else if let Some(b) = &mut self.biz {
+                    if b.reasoning.as_ref().is_some_and(|(id, _)| id == message_id) {
+                        b.reasoning = None;
+                    }
+                }
+            }
+            K::ReasoningEncrypted {
+                subtype,
+                entity_id,
+                value,
+            } => {
+                // An opaque provider artefact: passed through untranslated.
+                let event = json!({"type": "REASONING_ENCRYPTED_VALUE", "subtype": subtype,
+                                   "entityId": entity_id, "encryptedValue": value});
+                let mut f = vec![("event", event)];
+                if let Some(o) = ev.origin {
+                    f.push(("source", json!(o.as_str())));
+                }
+                self.write(out, wire::RAW, f, Some(ev), false);
+            }
+            K::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                parent_message_id,
+            } => {
+                let open = self.tracker.tool_call_open(tool_call_id);
+                if !open {
+                    self.observe_tool_start(tool_call_id, tool_name);
+                }
+                // A second start of an open call would be refused.
+                if silent || open {
+                    return;
+                }
+                let mut f = vec![
+                    ("toolCallId", json!(tool_call_id)),
+                    ("toolCallName", json!(tool_name)),
+                ];
+                push_opt(&mut f, "parentMessageId", parent_message_id);
+                self.write(out, wire::TOOL_CALL_START, f, Some(ev), false);
+            }
+            K::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                if !self.tracker.tool_call_open(tool_call_id) {
+                    // No start seen: the client needs one; the name is unknown.
+                    self.write(
+                        out,
+                        wire::TOOL_CALL_START,
+                        vec![
+                            ("toolCallId", json!(tool_call_id)),
+                            ("toolCallName", json!("unknown")),
+                        ],
+                        None,
+                        false,
+                    );
+                    self.observe_tool_start(tool_call_id, "unknown");
+                }
+                let d = match ev
+                    .extra_from(Dialect::Hai)
+                    .and_then(|x| x.get(wire::X_ARGS_JSON))
+                {
+                    Some(Value::Bool(true)) => {
+                        serde_json::from_str(delta).unwrap_or_else(|_| json!(delta))
+                    }
+                    _ => json!(delta),
+                };
+                self.write(
+                    out,
+                    wire::TOOL_CALL_ARGS,
+                    vec![("toolCallId", json!(tool_call_id)), ("delta", d)],
+                    Some(ev),
+                    false,
+                );
+            }
+            K::ToolCallEnd { tool_call_id } => {
+                let open = self.tracker.tool_call_open(tool_call_id);
+                self.tracker.observe(ev);
+                if !silent && (open || hai) {
+                    self.write(
+                        out,
+                        wire::TOOL_CALL_END,
+                        vec![("toolCallId", json!(tool_call_id))],
+                        Some(ev),
+                        false,
+                    );
+                }
+            }
+            K::ToolCallResult {
+                tool_call_id,
+                message_id,
+                content,
+            } => {
+                let mut f = vec![];
+                if hai {
+                    push_opt(&mut f, "messageId", message_id);
+                    f.push(("toolCallId", json!(tool_call_id)));
+                    f.push(("content", content.clone()));
+                } else {
+                    let mid = message_id
+                        .clone()
+                        .unwrap_or_else(|| self.ctx.ids.next("msg"));
+                    f.push(("messageId", json!(mid)));
+                    f.push(("toolCallId", json!(tool_call_id)));
+                    f.push(("content", agui_content(content)));
+                    f.push(("role", json!("tool")));
+                }
+                self.tool_result(ev, tool_call_id, f, out);
+            }
+            K::ToolCallError {
+                tool_call_id,
+                error,
+                ..
+            } => {
+                let mid = self.ctx.ids.next("msg");
+                let f = vec![
+                    ("messageId", json!(mid)),
+                    ("toolCallId", json!(tool_call_id)),
+                    ("content", json!(error)),
+                    ("role", json!("tool")),
+                    ("error", json!(error)),
+                ];
+                self.tool_result(ev, tool_call_id, f, out);
+            }
+            K::ToolCallDenied { tool_call_id } => {
+                let mid = self.ctx.ids.next("msg");
+                let f = vec![
+                    ("messageId", json!(mid)),
+                    ("toolCallId", json!(tool_call_id)),
+                    ("content", json!("The user denied this tool call.")),
+                    ("role", json!("tool")),
+                    ("error", json!("denied")),
+                ];
+                self.tool_result(ev, tool_call_id, f, out);
+            }
+            K::StateSnapshot { snapshot } => {
+                self.write(
+                    out,
+                    wire::STATE_SNAPSHOT,
+                    vec![("snapshot", snapshot.clone())],
+                    Some(ev),
+                    false,
+                );
+            }
+            K::StateDelta { patch } => match with_from(patch) {
+                Some(ops) => self.write(
+                    out,
+                    wire::STATE_DELTA,
+                    vec![("delta", ops)],
+                    Some(ev),
+                    false,
+                ),
+                // Not a JSON Patch: a client applying it would fail.
+                None => self.custom(ev, "state_delta", patch.clone(), out),
+            },
+            K::MessagesSnapshot { messages } => {
+                let list = messages.iter().map(message_to_json).collect();
+                self.write(
+                    out,
+                    wire::MESSAGE_SNAPSHOT,
+                    vec![("messages", Value::Array(list))],
+                    Some(ev),
+                    false,
+                );
+            }
+            K::ActivitySnapshot {
+                message_id,
+                activity_type,
+                content,
+                replace,
+            } => {
+                let mut v = json!({"messageId": message_id, "activityType": activity_type, "content": content});
+                if let Some(r) = replace {
+                    v["replace"] = json!(r);
+                }
+                self.custom(ev, "activity_snapshot", v, out);
+            }
+            K::ActivityDelta {
+                message_id,
+                activity_type,
+                patch,
+            } => {
+                let v =
+                    json!({"messageId": message_id, "activityType": activity_type, "patch": patch});
+                self.custom(ev, "activity_delta", v, out);
+            }
+            K::Source {
+                source_kind,
+                source_id,
+                url,
+                title,
+                media_type,
+                filename,
+            } => {
+                let mut d = Map::new();
+                d.insert("sourceType".into(), json!(source_kind));
+                d.insert("id".into(), json!(source_id));
+                for (k, v) in [
+                    ("url", url),
+                    ("title", title),
+                    ("mediaType", media_type),
+                    ("filename", filename),
+                ] {
+                    if let Some(v) = v {
+                        d.insert(k.into(), json!(v));
+                    }
+                }
+                self.widget(ev, "source", None, None, &Value::Object(d), out);
+            }
+            K::File { url, media_type } => {
+                let d = json!({"url": url, "mediaType": media_type});
+                self.widget(ev, "file", None, None, &d, out);
+            }
+            K::Data {
+                name,
+                id,
+                message_id,
+                data,
+                ..
+            } => {
+                self.widget(ev, name, id.as_deref(), message_id.as_deref(), data, out);
+            }
+            K::Custom { name, value } => self.custom(ev, name, value.clone(), out),
+            K::MessageMetadata { metadata } => {
+                self.custom(ev, "message_metadata", metadata.clone(), out);
+            }
+            K::CollabStart {
+                message_id,
+                from,
+                to,
+            } => {
+                // Already open: a second start would be a second message.
+                if self.collabs.contains(message_id) {
+                    return;
+                }
+                self.collabs.push(message_id.clone());
+                if !silent {
+                    let mut f = vec![];
+                    push_opt(&mut f, "from", from);
+                    push_opt(&mut f, "to", to);
+                    f.push(("messageId", json!(message_id)));
+                    self.write(out, wire::COLLAB_START, f, Some(ev), false);
+                }
+            }
+            K::CollabContent { message_id, delta } => {
+                self.ensure_collab(message_id, out);
+                self.write(
+                    out,
+                    wire::COLLAB_CONTENT,
+                    vec![("delta", delta.clone()), ("messageId", json!(message_id))],
+                    Some(ev),
+                    false,
+                );
+            }
+            K::CollabEnd { message_id } => {
+                let open = self.collabs.iter().any(|c| c == message_id);
+                if silent {
+                    self.collabs.retain(|c| c != message_id);
+                } else if open || hai {
+                    self.end_collab(message_id, Some(ev), out);
+                }
+            }
+            K::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+            } => {
+                // A subagent is HAI's agent collaboration: a task handed to
+                // another agent.
+                if !self.collabs.contains(subagent_run_id) {
+                    self.write(
+                        out,
+                        wire::COLLAB_START,
+                        vec![("to", json!(name)), ("messageId", json!(subagent_run_id))],
+                        Some(ev),
+                        false,
+                    );
+                    self.collabs.push(subagent_run_id.clone());
+                }
+                let mut task = json!({"id": subagent_run_id, "name": name});
+                if let Some(d) = description {
+                    task["description"] = json!(d);
+                }
+                self.write(
+                    out,
+                    wire::COLLAB_CONTENT,
+                    vec![
+                        ("delta", json!({"task": task})),
+                        ("messageId", json!(subagent_run_id)),
+                    ],
+                    Some(ev),
+                    false,
+                );
+            }
+            K::SubagentFinished {
+                subagent_run_id,
+                result,
+                outcome,
+            } => {
+                self.ensure_collab(subagent_run_id, out);
+                if result.is_some() || outcome.is_some() {
+                    let mut d = Map::new();
+                    if let Some(r) = result {
+                        d.insert("result".into(), r.clone());
+                    }
+                    if let Some(o) = outcome {
+                        d.insert("outcome".into(), o.clone());
+                    }
+                    self.write(
+                        out,
+                        wire::COLLAB_CONTENT,
+                        vec![
+                            ("delta", Value::Object(d)),
+                            ("messageId", json!(subagent_run_id)),
+                        ],
+                        Some(ev),
+                        false,
+                    );
+                }
+                self.end_collab(subagent_run_id, Some(ev), out);
+            }
+            K::SubagentError {
+                subagent_run_id,
+                message,
+                code,
+            } => {
+                self.ensure_collab(subagent_run_id, out);
+                let mut e = json!({"message": message});
+                if let Some(c) = code {
+                    e["code"] = json!(c);
+                }
+                self.write(
+                    out,
+                    wire::COLLAB_CONTENT,
+                    vec![
+                        ("delta", json!({"error": e})),
+                        ("messageId", json!(subagent_run_id)),
+                    ],
+                    Some(ev),
+                    false,
+                );
+                self.end_collab(subagent_run_id, Some(ev), out);
+            }
+            K::Raw { event, source } => {
+                let mut f = vec![("event", event.clone())];
+                push_opt(&mut f, "source", source);
+                self.write(out, wire::RAW, f, Some(ev), false);
+            }
+            K::Unknown { raw } => {
+                if hai {
+                    // A HAI frame this adapter does not know: back as it came.
+                    babelgate_core::sse::write_json(out, raw);
+                } else {
+                    // Another dialect's: passed through untranslated.
+                    let mut f = vec![("event", raw.clone())];
+                    if let Some(o) = ev.origin {
+                        f.push(("source", json!(o.as_str())));
+                    }
+                    self.write(out, wire::RAW, f, Some(ev), false);
+                }
+            }
+        }
+    }
+
+    fn custom(&mut self, ev: &Event, name: &str, value: Value, out: &mut Vec<u8>) {
+        self.write(
+            out,
+            wire::CUSTOM,
+            vec![("name", json!(name)), ("value", value)],
+            Some(ev),
+            false,
+        );
+    }
+}
+
+/// How [`HaiEncoder::open_biz`] starts a business message.
+enum Start<'a> {
+    /// The HAI source's own START frame.
+    Kept(&'a Map<String, Value>),
+    /// The HAI source had none.
+    Silent,
+    /// Synthesize one with this role.
+    Write(&'static str),
+}
+
+impl Encoder for HaiEncoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::Hai
+    }
+
+    fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        match &ev.kind {
+            EventKind::RunStarted {
+                thread_id,
+                run_id,
+                parent_run_id,
+                message_id,
+                input,
+            } => {
+                if self.tracker.run_open() {
+                    // A new run while one is open: end that one first.
+                    self.finish_run(None, out);
+                }
+                let id = message_id
+                    .clone()
+                    .or_else(|| self.ctx.message_id.clone())
+                    .unwrap_or_else(|| self.ctx.ids.next("msg"));
+                let mut f = vec![];
+                if is_hai(Some(ev)) {
+                    push_opt(&mut f, "messageId", message_id);
+                    push_opt(&mut f, "threadId", thread_id);
+                    push_opt(&mut f, "runId", run_id);
+                    push_opt(&mut f, "parentRunId", parent_run_id);
+                    if let Some(i) = input {
+                        f.push(("input", i.clone()));
+                    }
+                } else {
+                    f.push(("messageId", json!(id)));
+                    f.push(("role", json!("assistant")));
+                }
+                self.write(out, wire::RUN_STARTED, f, Some(ev), false);
+                self.run_message_id = Some(id);
+                self.observe_run(true);
+                return;
+            }
+            // Nothing to end after the run ended.
+            EventKind::RunFinished { .. } | EventKind::RunError { .. }
+                if self.tracker.run == RunState::Ended =>
+            {
+                return
+            }
+            _ => {}
+        }
+        if !self.tracker.run_open() {
+            self.start_run(out);
+        }
+        if !is_content(&ev.kind) {
+            self.close_idle_biz(out);
+        }
+        if let EventKind::RunFinished { .. } = ev.kind {
+            self.finish_run(Some(ev), out);
+        } else {
+            self.encode_kind(ev, out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        if !self.tracker.run_started() {
+            self.start_run(out);
+        }
+        if self.tracker.run_open() {
+            self.finish_run(None, out);
+        }
+        self.finished = true;
+    }
+}
+
+// ---- helpers ------------------------------------------------------------------
+
+fn is_hai(ev: Option<&Event>) -> bool {
+    ev.is_some_and(|e| e.origin == Some(Dialect::Hai))
+}
+
+fn is_synth(ev: &Event) -> bool {
+    ev.extra_from(Dialect::Hai)
+        .is_some_and(|x| x.get(wire::X_SYNTH) == Some(&Value::Bool(true)))
+}
+
+/// A frame the HAI decoder kept in an extra (`$start`, `$end`).
+fn kept<'a>(ev: &'a Event, key: &str) -> Option<&'a Map<String, Value>> {
+    ev.extra_from(Dialect::Hai)?.get(key)?.as_object()
+}
+
+fn implicit(ev: &Event) -> Option<&str> {
+    ev.extra_from(Dialect::Hai)?.get(wire::X_IMPLICIT)?.as_str()
+}
+
+fn template(ev: &Event) -> Option<&Value> {
+    ev.extra_from(Dialect::Hai)?.get(wire::X_DELTA)
+}
+
+fn flag(ev: &Event, key: &str) -> bool {
+    ev.extra_from(Dialect::Hai)
+        .is_some_and(|x| x.get(key) == Some(&Value::Bool(true)))
+}
+
+/// Events that write into a business message (they do not end an idle one).
+fn is_content(k: &EventKind) -> bool {
+    matches!(
+        k,
+        EventKind::TextStart { .. }
+            | EventKind::TextDelta { .. }
+            | EventKind::TextEnd { .. }
+            | EventKind::ReasoningPhaseStart { .. }
+            | EventKind::ReasoningPhaseEnd { .. }
+            | EventKind::ReasoningStart { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::ReasoningEnd { .. }
+            | EventKind::Data { .. }
+            | EventKind::Source { .. }
+            | EventKind::File { .. }
+    )
+}
+
+fn push_opt<'a>(f: &mut Vec<(&'a str, Value)>, key: &'a str, v: &Option<String>) {
+    if let Some(v) = v {
+        f.push((key, json!(v)));
+    }
+}
+
+/// `output` of a template (created if the template lacks it).
+fn output_of(d: &mut Map<String, Value>) -> &mut Map<String, Value> {
+    let o = d
+        .entry("output")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !o.is_object() {
+        *o = Value::Object(Map::new());
+    }
+    match o {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+/// Text as HAI writes it: the source's form when it was HAI, otherwise
+/// `{output:{type:"text",content}}` (the back-end guide's form, which the
+/// front-end guide's `}{` splitting needs; a plain string would break it as
+/// soon as a message also holds thinking or widgets).
+fn text_delta(ev: &Event, text: &str) -> Value {
+    match template(ev) {
+        Some(Value::String(_)) => json!(text),
+        Some(Value::Object(t)) => {
+            let mut d = t.clone();
+            let o = output_of(&mut d);
+            o.entry("type").or_insert_with(|| json!(wire::OUTPUT_TEXT));
+            o.insert("content".into(), json!(text));
+            Value::Object(d)
+        }
+        _ => json!({"output": {"type": wire::OUTPUT_TEXT, "content": text}}),
+    }
+}
+
+/// Thinking: `{output:{type:"thinking",data:{content,elapsed,thinking,collapse}}}`
+/// (elapsed in seconds since the reasoning started; `thinking`/`collapse` as
+/// the spec's builder defaults them).
+fn thinking_delta(ev: &Event, text: &str, elapsed: i64) -> Value {
+    match template(ev) {
+        Some(Value::Object(t)) => {
+            let mut d = t.clone();
+            let o = output_of(&mut d);
+            o.entry("type")
+                .or_insert_with(|| json!(wire::OUTPUT_THINKING));
+            let data = o.entry("data").or_insert_with(|| json!({}));
+            if !data.is_object() {
+                *data = json!({});
+            }
+            data["content"] = json!(text);
+            Value::Object(d)
+        }
+        _ => json!({"output": {"type": wire::OUTPUT_THINKING, "data": {
+            "content": text, "elapsed": elapsed, "thinking": true, "collapse": true}}}),
+    }
+}
+
+/// A widget: `{output:{type:<name>, data}}`, or the HAI source's own form.
+fn widget_delta(ev: &Event, name: &str, data: &Value) -> Value {
+    if flag(ev, wire::X_RAW_DELTA) {
+        return data.clone();
+    }
+    match template(ev) {
+        Some(Value::Object(t)) => {
+            let mut d = t.clone();
+            let o = output_of(&mut d);
+            o.entry("type").or_insert_with(|| json!(name));
+            match (flag(ev, wire::X_INLINE), data) {
+                (true, Value::Object(fields)) => {
+                    for (k, v) in fields {
+                        o.insert(k.clone(), v.clone());
+                    }
+                }
+                _ => {
+                    o.insert("data".into(), data.clone());
+                }
+            }
+            Value::Object(d)
+        }
+        _ => json!({"output": {"type": name, "data": data}}),
+    }
+}
+
+/// `TOOL_CALL_RESULT.content` must be a string or AG-UI content parts; other
+/// JSON (Vercel tool outputs) travels as its JSON text.
+fn agui_content(content: &Value) -> Value {
+    match content {
+        Value::String(_) => content.clone(),
+        Value::Array(items)
+            if items
+                .iter()
+                .all(|i| i.get("type").and_then(Value::as_str).is_some()) =>
+        {
+            content.clone()
+        }
+        Value::Null => json!(""),
+        other => json!(other.to_string()),
+    }
+}
+
+/// HAI's STATE_DELTA ops always carry `from` ("" when the op has none); a
+/// lone op becomes a one-op patch; `None` when the value is no patch at all.
+fn with_from(patch: &Value) -> Option<Value> {
+    match patch {
+        Value::Object(_) => with_from(&Value::Array(vec![patch.clone()])),
+        Value::Array(ops) => Some(Value::Array(
+            ops.iter()
+                .map(|op| match op {
+                    Value::Object(m) if !m.contains_key("from") => {
+                        let mut m = m.clone();
+                        m.insert("from".into(), json!(""));
+                        Value::Object(m)
+                    }
+                    other => other.clone(),
+                })
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+/// AG-UI 1.0 `RUN_FINISHED.outcome`.
+fn outcome_json(o: &Outcome) -> Option<Value> {
+    Some(match o {
+        Outcome::Unspecified => return None,
+        Outcome::Success {
+            pending_tool_call_ids,
+        } => {
+            let mut m = json!({"type": "success"});
+            if !pending_tool_call_ids.is_empty() {
+                m["pendingToolCallIds"] = json!(pending_tool_call_ids);
+            }
+            m
+        }
+        Outcome::Interrupt { interrupts } => json!({
+            "type": "interrupt",
+            "interrupts": interrupts.iter().map(interrupt_json).collect::<Vec<_>>(),
+        }),
+        // AG-UI's cancelled outcome is closed: no reason.
+        Outcome::Cancelled { .. } => json!({"type": "cancelled"}),
+    })
+}
+
+fn interrupt_json(i: &Interrupt) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(i.id));
+    m.insert("reason".into(), json!(i.reason));
+    if let Some(msg) = &i.message {
+        m.insert("message".into(), json!(msg));
+    }
+    if let Some(t) = &i.tool_call_id {
+        m.insert("toolCallId".into(), json!(t));
+    }
+    match &i.payload {
+        // AG-UI's responseSchema is an object; anything else keeps its name.
+        Some(p @ Value::Object(_)) => {
+            m.insert("responseSchema".into(), p.clone());
+        }
+        Some(p) => {
+            m.insert("payload".into(), p.clone());
+        }
+        None => {}
+    }
+    for (k, v) in &i.extra {
+        m.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use babelgate_core::event::Role;
+
+    fn enc() -> HaiEncoder {
+        HaiEncoder::new(EncodeContext::deterministic())
+    }
+
+    fn run(events: Vec<EventKind>) -> String {
+        let mut e = enc();
+        let mut out = Vec::new();
+        for k in events {
+            e.encode(&Event::new(k), &mut out);
+        }
+        e.finish(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn text_start(id: &str) -> EventKind {
+        EventKind::TextStart {
+            message_id: id.into(),
+            role: Role::Assistant,
+            name: None,
+        }
+    }
+
+    fn text_delta_k(id: &str, d: &str) -> EventKind {
+        EventKind::TextDelta {
+            message_id: id.into(),
+            delta: d.into(),
+        }
+    }
+
+    const T: &str = "\"timestamp\":1700000000000";
+
+    #[test]
+    fn synthesizes_run_start_and_message_start_and_finish() {
+        // A delta with no run, no start, cut short.
+        let got = run(vec![text_delta_k("m1", "hi \"x\"\n")]);
+        let want = format!(
+            "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m1\",\"role\":\"assistant\",{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_CONTENT\",\"messageId\":\"m1\",\"delta\":{{\"output\":{{\"type\":\"text\",\"content\":\"hi \\\"x\\\"\\n\"}}}},{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_END\",\"messageId\":\"m1\",{T}}}\n\n\
+             data: {{\"type\":\"RUN_FINISHED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n"
+        );
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn empty_input_is_still_a_run_and_finish_is_idempotent() {
+        let mut e = enc();
+        let mut out = Vec::new();
+        e.finish(&mut out);
+        let once = out.clone();
+        e.finish(&mut out);
+        e.encode(&Event::new(text_delta_k("m", "late")), &mut out);
+        assert_eq!(out, once);
+        let s = String::from_utf8(out).unwrap();
+        assert_eq!(s.matches("RUN_STARTED").count(), 1);
+        assert_eq!(s.matches("RUN_FINISHED").count(), 1);
+    }
+
+    #[test]
+    fn finish_on_a_cut_stream_closes_message_tool_call_collab_and_step() {
+        let got = run(vec![
+            EventKind::StepStarted { name: None },
+            EventKind::ToolCallStart {
+                tool_call_id: "t1".into(),
+                tool_name: "f".into(),
+                parent_message_id: None,
+            },
+            EventKind::CollabContent {
+                message_id: "c1".into(),
+                delta: json!({"task": {"id": "1", "name": "n"}}),
+            },
+            text_start("m1"),
+            text_delta_k("m1", "par"),
+        ]);
+        let types: Vec<String> = got
+            .split("\n\n")
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                let v: Value = serde_json::from_str(f.trim_start_matches("data: ")).unwrap();
+                v["type"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "STEP_STARTED",
+                "TOOL_CALL_START",
+                "AGENT_COLLABORATIVE_MESSAGE_START",
+                "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+                "BUSINESS_DATA_START",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_END",
+                "TOOL_CALL_END",
+                "AGENT_COLLABORATIVE_MESSAGE_END",
+                "STEP_FINISHED",
+                "RUN_FINISHED"
+            ]
+        );
+        assert!(
+            got.contains("\"stepName\":\"step-2\""),
+            "minted step name reused: {got}"
+        );
+    }
+
+    #[test]
+    fn run_error_ends_business_data_but_not_tool_calls() {
+        let mut e = enc();
+        let mut out = Vec::new();
+        e.encode(
+            &Event::new(EventKind::RunStarted {
+                thread_id: Some("th".into()),
+                run_id: Some("r".into()),
+                parent_run_id: None,
+                message_id: None,
+                input: None,
+            })
+            .with_timestamp(Some(5)),
+            &mut out,
+        );
+        e.encode(
+            &Event::new(text_delta_k("m", "a")).with_timestamp(Some(6)),
+            &mut out,
+        );
+        e.encode(
+            &Event::new(EventKind::ToolCallArgs {
+                tool_call_id: "t".into(),
+                delta: "{".into(),
+            }),
+            &mut out,
+        );
+        e.fail("upstream timed out", Some("TIMEOUT"), &mut out);
+        e.encode(&Event::new(text_delta_k("m", "after")), &mut out);
+        e.finish(&mut out);
+        let got = String::from_utf8(out).unwrap();
+        let want = format!(
+            "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",\"timestamp\":5}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m\",\"role\":\"assistant\",\"timestamp\":6}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_CONTENT\",\"messageId\":\"m\",\"delta\":{{\"output\":{{\"type\":\"text\",\"content\":\"a\"}}}},\"timestamp\":6}}\n\n\
+             data: {{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"t\",\"toolCallName\":\"unknown\",{T}}}\n\n\
+             data: {{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"t\",\"delta\":\"{{\",{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_END\",\"messageId\":\"m\",{T}}}\n\n\
+             data: {{\"type\":\"RUN_ERROR\",\"message\":\"upstream timed out\",\"code\":\"TIMEOUT\",{T}}}\n\n"
+        );
+        assert_eq!(got, want, "nothing follows RUN_ERROR");
+    }
+
+    #[test]
+    fn foreign_reasoning_then_text_share_one_business_message() {
+        let got = run(vec![
+            EventKind::ReasoningPhaseStart {
+                message_id: "span".into(),
+            },
+            EventKind::ReasoningStart {
+                message_id: "r1".into(),
+            },
+            EventKind::ReasoningDelta {
+                message_id: "r1".into(),
+                delta: "think".into(),
+            },
+            EventKind::ReasoningEnd {
+                message_id: "r1".into(),
+            },
+            EventKind::ReasoningPhaseEnd {
+                message_id: "span".into(),
+            },
+            text_start("m1"),
+            text_delta_k("m1", "answer"),
+            EventKind::TextEnd {
+                message_id: "m1".into(),
+            },
+        ]);
+        let want = format!(
+            "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"r1\",\"role\":\"assistant\",{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_CONTENT\",\"messageId\":\"r1\",\"delta\":{{\"output\":{{\"type\":\"thinking\",\"data\":{{\"content\":\"think\",\"elapsed\":0,\"thinking\":true,\"collapse\":true}}}}}},{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_CONTENT\",\"messageId\":\"r1\",\"delta\":{{\"output\":{{\"type\":\"text\",\"content\":\"answer\"}}}},{T}}}\n\n\
+             data: {{\"type\":\"BUSINESS_DATA_END\",\"messageId\":\"r1\",{T}}}\n\n\
+             data: {{\"type\":\"RUN_FINISHED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n"
+        );
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn reasoning_alone_is_closed_before_a_tool_call() {
+        let got = run(vec![
+            EventKind::ReasoningStart {
+                message_id: "r".into(),
+            },
+            EventKind::ReasoningDelta {
+                message_id: "r".into(),
+                delta: "x".into(),
+            },
+            EventKind::ReasoningEnd {
+                message_id: "r".into(),
+            },
+            EventKind::ToolCallStart {
+                tool_call_id: "t".into(),
+                tool_name: "f".into(),
+                parent_message_id: None,
+            },
+        ]);
+        let end = got.find("BUSINESS_DATA_END").unwrap();
+        assert!(end < got.find("TOOL_CALL_START").unwrap(), "{got}");
+    }
+
+    #[test]
+    fn widgets_tool_outputs_and_interrupts() {
+        let got = run(vec![
+            EventKind::Data {
+                name: "weather".into(),
+                id: Some("w1".into()),
+                message_id: None,
+                data: json!({"c": 22}),
+                transient: true,
+            },
+            EventKind::ToolCallStart {
+                tool_call_id: "t".into(),
+                tool_name: "f".into(),
+                parent_message_id: None,
+            },
+            EventKind::ToolCallResult {
+                tool_call_id: "t".into(),
+                message_id: None,
+                content: json!({"temp": 22}),
+            },
+            EventKind::StateDelta {
+                patch: json!([{"op": "add", "path": "/a", "value": 1}, {"op": "move", "path": "/b", "from": "/a"}]),
+            },
+            EventKind::RunFinished {
+                thread_id: None,
+                run_id: None,
+                message_id: None,
+                result: None,
+                outcome: Outcome::Interrupt {
+                    interrupts: vec![Interrupt {
+                        id: "i1".into(),
+                        reason: "confirmation".into(),
+                        message: Some("ok?".into()),
+                        tool_call_id: Some("t".into()),
+                        payload: Some(json!(true)),
+                        extra: Map::new(),
+                    }],
+                },
+                finish_reason: Some("stop".into()),
+                usage: None,
+            },
+        ]);
+        let frames: Vec<Value> = got
+            .split("\n\n")
+            .filter(|f| !f.is_empty())
+            .map(|f| serde_json::from_str(f.trim_start_matches("data: ")).unwrap())
+            .collect();
+        assert_eq!(frames[1]["type"], "BUSINESS_DATA_START");
+        assert_eq!(frames[1]["messageId"], "msg-2");
+        assert_eq!(
+            frames[2]["delta"],
+            json!({"output": {"type": "weather", "data": {"c": 22}}})
+        );
+        assert_eq!(frames[2]["blockId"], "w1");
+        assert_eq!(
+            frames[3]["type"], "BUSINESS_DATA_END",
+            "idle widget message closed"
+        );
+        assert_eq!(frames[5]["type"], "TOOL_CALL_END", "result implies the end");
+        assert_eq!(frames[6]["content"], "{\"temp\":22}");
+        assert_eq!(frames[6]["role"], "tool");
+        assert_eq!(
+            frames[7]["delta"],
+            json!([{"op": "add", "path": "/a", "value": 1, "from": ""}, {"op": "move", "path": "/b", "from": "/a"}])
+        );
+        assert_eq!(
+            frames[8],
+            json!({"type": "RUN_FINISHED", "messageId": "msg-1", "role": "assistant",
+                   "outcome": {"type": "interrupt", "interrupts": [
+                       {"id": "i1", "reason": "confirmation", "message": "ok?", "toolCallId": "t", "payload": true}]},
+                   "timestamp": 1700000000000_i64})
+        );
+    }
+
+    #[test]
+    fn every_kind_encodes_to_json_frames() {
+        use babelgate_core::event::SourceKind;
+        let all = vec![
+            EventKind::ReasoningEncrypted {
+                subtype: "message".into(),
+                entity_id: "m".into(),
+                value: "xx".into(),
+            },
+            EventKind::ToolCallError {
+                tool_call_id: "t".into(),
+                error: "bad".into(),
+                input_invalid: false,
+            },
+            EventKind::ToolCallDenied {
+                tool_call_id: "t".into(),
+            },
+            EventKind::StateSnapshot {
+                snapshot: json!({}),
+            },
+            EventKind::MessagesSnapshot { messages: vec![] },
+            EventKind::ActivitySnapshot {
+                message_id: "a".into(),
+                activity_type: "plan".into(),
+                content: json!({}),
+                replace: Some(false),
+            },
+            EventKind::ActivityDelta {
+                message_id: "a".into(),
+                activity_type: "plan".into(),
+                patch: json!([]),
+            },
+            EventKind::Source {
+                source_kind: SourceKind::Url,
+                source_id: "s".into(),
+                url: Some("https://x".into()),
+                title: None,
+                media_type: None,
+                filename: None,
+            },
+            EventKind::File {
+                url: "https://x/f.png".into(),
+                media_type: "image/png".into(),
+            },
+            EventKind::Custom {
+                name: "c".into(),
+                value: json!(1),
+            },
+            EventKind::MessageMetadata {
+                metadata: json!({"k": 1}),
+            },
+            EventKind::SubagentStarted {
+                subagent_run_id: "s1".into(),
+                name: "researcher".into(),
+                description: Some("finds things".into()),
+            },
+            EventKind::SubagentFinished {
+                subagent_run_id: "s1".into(),
+                result: Some(json!("done")),
+                outcome: None,
+            },
+            EventKind::SubagentError {
+                subagent_run_id: "s2".into(),
+                message: "oops".into(),
+                code: None,
+            },
+            EventKind::Raw {
+                event: json!({"a": 1}),
+                source: None,
+            },
+            EventKind::Unknown {
+                raw: json!({"type": "X"}),
+            },
+        ];
+        let got = run(all);
+        let types: Vec<String> = got
+            .split("\n\n")
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                let v: Value = serde_json::from_str(f.trim_start_matches("data: ")).unwrap();
+                assert!(v["timestamp"].is_i64(), "{v}");
+                v["type"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "RAW",
+                "TOOL_CALL_RESULT",
+                "TOOL_CALL_RESULT",
+                "STATE_SNAPSHOT",
+                "MESSAGE_SNAPSHOT",
+                "CUSTOM",
+                "CUSTOM",
+                "BUSINESS_DATA_START",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_END",
+                "CUSTOM",
+                "CUSTOM",
+                "AGENT_COLLABORATIVE_MESSAGE_START",
+                "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+                "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+                "AGENT_COLLABORATIVE_MESSAGE_END",
+                "AGENT_COLLABORATIVE_MESSAGE_START",
+                "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+                "AGENT_COLLABORATIVE_MESSAGE_END",
+                "RAW",
+                "RAW",
+                "RUN_FINISHED"
+            ]
+        );
+    }
+
+    // ---- any sequence in, a well-formed HAI stream out ------------------------
+
+    use babelgate_core::event::SourceKind;
+    use babelgate_core::request::Message;
+    use babelgate_core::sse::SseFramer;
+    use babelgate_core::Decoder;
+    use proptest::prelude::*;
+
+    fn id() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["a", "b", "c"]).prop_map(str::to_string)
+    }
+
+    fn opt_id() -> impl Strategy<Value = Option<String>> {
+        prop::option::of(id())
+    }
+
+    fn small() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!(null)),
+            Just(json!("s")),
+            Just(json!({"k": [1, "二"]})),
+            Just(json!([{"op": "add", "path": "/x", "value": 1}])),
+            Just(json!([{"type": "text", "text": "part"}])),
+        ]
+    }
+
+    fn any_kind() -> impl Strategy<Value = EventKind> {
+        use EventKind as K;
+        let outcome = prop_oneof![
+            Just(Outcome::Unspecified),
+            Just(Outcome::Success {
+                pending_tool_call_ids: vec!["a".into()]
+            }),
+            Just(Outcome::Cancelled {
+                reason: Some("user".into())
+            }),
+            Just(Outcome::Interrupt {
+                interrupts: vec![Interrupt {
+                    id: "i".into(),
+                    reason: "r".into(),
+                    message: None,
+                    tool_call_id: Some("a".into()),
+                    payload: Some(json!({"type": "object"})),
+                    extra: Map::new(),
+                }]
+            }),
+        ];
+        let group1 = prop_oneof![
+            (opt_id(), opt_id()).prop_map(|(t, m)| K::RunStarted {
+                thread_id: t,
+                run_id: None,
+                parent_run_id: None,
+                message_id: m,
+                input: None
+            }),
+            (opt_id(), outcome, prop::option::of(small())).prop_map(|(m, o, r)| K::RunFinished {
+                thread_id: None,
+                run_id: None,
+                message_id: m,
+                result: r,
+                outcome: o,
+                finish_reason: None,
+                usage: None
+            }),
+            (id(), opt_id()).prop_map(|(m, c)| K::RunError {
+                message: m,
+                code: c
+            }),
+            opt_id().prop_map(|name| K::StepStarted { name }),
+            opt_id().prop_map(|name| K::StepFinished { name }),
+            id().prop_map(|m| K::TextStart {
+                message_id: m,
+                role: Role::Assistant,
+                name: None
+            }),
+            (id(), "(?s).{0,4}").prop_map(|(m, d)| K::TextDelta {
+                message_id: m,
+                delta: d
+            }),
+            id().prop_map(|m| K::TextEnd { message_id: m }),
+            id().prop_map(|m| K::ReasoningPhaseStart { message_id: m }),
+            id().prop_map(|m| K::ReasoningPhaseEnd { message_id: m }),
+            id().prop_map(|m| K::ReasoningStart { message_id: m }),
+            (id(), "(?s).{0,4}").prop_map(|(m, d)| K::ReasoningDelta {
+                message_id: m,
+                delta: d
+            }),
+            id().prop_map(|m| K::ReasoningEnd { message_id: m }),
+        ];
+        let group2 = prop_oneof![
+            id().prop_map(|e| K::ReasoningEncrypted {
+                subtype: "message".into(),
+                entity_id: e,
+                value: "v".into()
+            }),
+            (id(), id(), opt_id()).prop_map(|(t, n, p)| K::ToolCallStart {
+                tool_call_id: t,
+                tool_name: n,
+                parent_message_id: p
+            }),
+            (id(), "(?s).{0,4}").prop_map(|(t, d)| K::ToolCallArgs {
+                tool_call_id: t,
+                delta: d
+            }),
+            id().prop_map(|t| K::ToolCallEnd { tool_call_id: t }),
+            (id(), opt_id(), small()).prop_map(|(t, m, c)| K::ToolCallResult {
+                tool_call_id: t,
+                message_id: m,
+                content: c
+            }),
+            (id(), any::<bool>()).prop_map(|(t, i)| K::ToolCallError {
+                tool_call_id: t,
+                error: "e".into(),
+                input_invalid: i
+            }),
+            id().prop_map(|t| K::ToolCallDenied { tool_call_id: t }),
+            small().prop_map(|s| K::StateSnapshot { snapshot: s }),
+            small().prop_map(|p| K::StateDelta { patch: p }),
+            id().prop_map(|m| K::MessagesSnapshot {
+                messages: vec![Message::text_message(m, Role::User, "hi")]
+            }),
+            (id(), small()).prop_map(|(m, c)| K::ActivitySnapshot {
+                message_id: m,
+                activity_type: "plan".into(),
+                content: c,
+                replace: None
+            }),
+            (id(), small()).prop_map(|(m, p)| K::ActivityDelta {
+                message_id: m,
+                activity_type: "plan".into(),
+                patch: p
+            }),
+        ];
+        let group3 = prop_oneof![
+            id().prop_map(|s| K::Source {
+                source_kind: SourceKind::Url,
+                source_id: s,
+                url: Some("https://x".into()),
+                title: None,
+                media_type: None,
+                filename: None
+            }),
+            Just(K::File {
+                url: "data:image/png;base64,AA".into(),
+                media_type: "image/png".into()
+            }),
+            (id(), opt_id(), opt_id(), small(), any::<bool>()).prop_map(|(n, i, m, d, t)| {
+                K::Data {
+                    name: n,
+                    id: i,
+                    message_id: m,
+                    data: d,
+                    transient: t,
+                }
+            }),
+            (id(), small()).prop_map(|(n, v)| K::Custom { name: n, value: v }),
+            small().prop_map(|m| K::MessageMetadata { metadata: m }),
+            (id(), opt_id(), opt_id()).prop_map(|(m, f, t)| K::CollabStart {
+                message_id: m,
+                from: f,
+                to: t
+            }),
+            (id(), small()).prop_map(|(m, d)| K::CollabContent {
+                message_id: m,
+                delta: d
+            }),
+            id().prop_map(|m| K::CollabEnd { message_id: m }),
+            (id(), id(), opt_id()).prop_map(|(s, n, d)| K::SubagentStarted {
+                subagent_run_id: s,
+                name: n,
+                description: d
+            }),
+            (id(), prop::option::of(small())).prop_map(|(s, r)| K::SubagentFinished {
+                subagent_run_id: s,
+                result: r,
+                outcome: None
+            }),
+            (id(), opt_id()).prop_map(|(s, c)| K::SubagentError {
+                subagent_run_id: s,
+                message: "m".into(),
+                code: c
+            }),
+            (small(), opt_id()).prop_map(|(e, s)| K::Raw {
+                event: e,
+                source: s
+            }),
+            small().prop_map(|r| K::Unknown { raw: r }),
+        ];
+        prop_oneof![group1, group2, group3]
+    }
+
+    /// What a HAI client (AG-UI's verifier, with BUSINESS_DATA_* for text)
+    /// enforces, plus this dialect's own rules.
+    fn check_stream(bytes: &[u8]) -> Result<(), String> {
+        let mut framer = SseFramer::default();
+        let mut frames = Vec::new();
+        framer.push(bytes, &mut frames).map_err(|e| e.to_string())?;
+        framer.finish(&mut frames).map_err(|e| e.to_string())?;
+        let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+        if text.split("\n\n").filter(|f| !f.is_empty()).count() != frames.len() {
+            return Err("frames must be split by blank lines only".into());
+        }
+        let (mut running, mut ended) = (false, false);
+        let mut biz: Option<String> = None;
+        let (mut calls, mut collabs, mut steps) = (
+            Vec::<String>::new(),
+            Vec::<String>::new(),
+            Vec::<String>::new(),
+        );
+        // every frame also decodes with the HAI decoder
+        let mut dec = crate::HaiDecoder::new();
+        for (n, f) in frames.iter().enumerate() {
+            let v: Value = serde_json::from_str(&f.data).map_err(|e| format!("frame {n}: {e}"))?;
+            dec.decode(f, &mut Vec::new())
+                .map_err(|e| format!("frame {n}: {e}"))?;
+            let ty = v["type"]
+                .as_str()
+                .ok_or(format!("frame {n}: no type"))?
+                .to_string();
+            let e = |m: &str| Err(format!("frame {n} {ty}: {m}\n{text}"));
+            if !v["timestamp"].is_i64() {
+                return e("timestamp must be an integer");
+            }
+            if ty != "RUN_STARTED" && !running {
+                return e("outside a run");
+            }
+            let mid = v["messageId"].as_str().map(str::to_string);
+            let tid = v["toolCallId"].as_str().map(str::to_string);
+            match ty.as_str() {
+                "RUN_STARTED" => {
+                    if running {
+                        return e("run already running");
+                    }
+                    if mid.is_none() {
+                        return e("messageId");
+                    }
+                    running = true;
+                    ended = false;
+                }
+                "RUN_FINISHED" | "RUN_ERROR" => {
+                    if ty == "RUN_FINISHED"
+                        && (biz.is_some()
+                            || !calls.is_empty()
+                            || !collabs.is_empty()
+                            || !steps.is_empty())
+                    {
+                        return e("something still open");
+                    }
+                    if ty == "RUN_FINISHED" && (mid.is_none() || v["role"] != "assistant") {
+                        return e("messageId/role");
+                    }
+                    if ty == "RUN_ERROR" && !v["message"].is_string() {
+                        return e("message");
+                    }
+                    running = false;
+                    ended = true;
+                    biz = None;
+                    calls.clear();
+                    collabs.clear();
+                    steps.clear();
+                }
+                "BUSINESS_DATA_START" => {
+                    if biz.is_some() {
+                        return e("a business message is already open");
+                    }
+                    biz = mid;
+                }
+                "BUSINESS_DATA_CONTENT" | "BUSINESS_DATA_END" => {
+                    if biz != mid || biz.is_none() {
+                        return e("no open business message with this id");
+                    }
+                    if ty == "BUSINESS_DATA_CONTENT" {
+                        let d = &v["delta"];
+                        let one_output = d["output"]["type"].is_string();
+                        if !one_output {
+                            return e("delta must be one {output} object");
+                        }
+                    } else {
+                        biz = None;
+                    }
+                }
+                "TOOL_CALL_START" => {
+                    let t = tid.ok_or("toolCallId")?;
+                    if calls.contains(&t) || !v["toolCallName"].is_string() {
+                        return e("duplicate or nameless call");
+                    }
+                    calls.push(t);
+                }
+                "TOOL_CALL_ARGS" | "TOOL_CALL_END" => {
+                    let t = tid.ok_or("toolCallId")?;
+                    if !calls.contains(&t) {
+                        return e("no open call");
+                    }
+                    if ty == "TOOL_CALL_ARGS" && !v["delta"].is_string() {
+                        return e("delta must be a string");
+                    }
+                    if ty == "TOOL_CALL_END" {
+                        calls.retain(|c| c != &t);
+                    }
+                }
+                "TOOL_CALL_RESULT" => {
+                    let c = &v["content"];
+                    let parts = c
+                        .as_array()
+                        .is_some_and(|a| a.iter().all(|p| p["type"].is_string()));
+                    if !(c.is_string() || parts) || mid.is_none() {
+                        return e("content must be a string or parts, with a messageId");
+                    }
+                }
+                // Active steps are a set by name, as in AG-UI's verifier.
+                "STEP_STARTED" => {
+                    let s = v["stepName"].as_str().ok_or("stepName")?.to_string();
+                    if steps.contains(&s) {
+                        return e("step already active");
+                    }
+                    steps.push(s);
+                }
+                "STEP_FINISHED" => {
+                    let s = v["stepName"].as_str().ok_or("stepName")?;
+                    if !steps.iter().any(|x| x == s) {
+                        return e("step not open");
+                    }
+                    steps.retain(|x| x != s);
+                }
+                "AGENT_COLLABORATIVE_MESSAGE_START" => collabs.push(mid.ok_or("messageId")?),
+                "AGENT_COLLABORATIVE_MESSAGE_CONTENT" | "AGENT_COLLABORATIVE_MESSAGE_END" => {
+                    let m = mid.ok_or("messageId")?;
+                    if !collabs.contains(&m) {
+                        return e("collab not open");
+                    }
+                    if ty.ends_with("_END") {
+                        collabs.retain(|c| c != &m);
+                    }
+                }
+                "STATE_DELTA" => {
+                    let ops = v["delta"].as_array().ok_or("delta")?;
+                    if ops.iter().any(|o| o.is_object() && !o["from"].is_string()) {
+                        return e("ops carry from");
+                    }
+                }
+                "STATE_SNAPSHOT" | "MESSAGE_SNAPSHOT" | "CUSTOM" | "RAW" => {}
+                _ => return e("not a HAI event type"),
+            }
+        }
+        if running || !ended {
+            return Err(format!(
+                "the stream must end with RUN_FINISHED or RUN_ERROR\n{text}"
+            ));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_core_sequence_gives_a_stream_a_hai_client_accepts(
+            kinds in prop::collection::vec(any_kind(), 0..24),
+            fail in any::<bool>(),
+        ) {
+            let mut e = enc();
+            let mut out = Vec::new();
+            for k in kinds {
+                e.encode(&Event::new(k), &mut out);
+            }
+            if fail {
+                e.fail("gone", Some("upstream_closed"), &mut out);
+            }
+            e.finish(&mut out);
+            if let Err(msg) = check_stream(&out) {
+                prop_assert!(false, "{}", msg);
+            }
+        }
+    }
+}

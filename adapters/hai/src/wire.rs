@@ -1,0 +1,129 @@
+//! The HAI wire format: event type names, the business-data output types, and
+//! the private `extra` keys this adapter uses to make HAI -> HAI an identity.
+//!
+//! HAI (ZTE's Human Agent Interaction Protocol, seed 004) is AG-UI with the
+//! `TEXT_MESSAGE_*` events replaced by `BUSINESS_DATA_*`, plus
+//! `AGENT_COLLABORATIVE_MESSAGE_*` and a singular `MESSAGE_SNAPSHOT`. Events the
+//! spec lists without fields take their AG-UI 1.0 shapes. Framing is
+//! `data: {json}\n\n`, with no end marker besides `RUN_FINISHED`/`RUN_ERROR`.
+
+use serde_json::{Map, Value};
+
+// ---- event types ------------------------------------------------------------
+
+pub const RUN_STARTED: &str = "RUN_STARTED";
+pub const RUN_FINISHED: &str = "RUN_FINISHED";
+pub const RUN_ERROR: &str = "RUN_ERROR";
+pub const STEP_STARTED: &str = "STEP_STARTED";
+pub const STEP_FINISHED: &str = "STEP_FINISHED";
+pub const BUSINESS_DATA_START: &str = "BUSINESS_DATA_START";
+pub const BUSINESS_DATA_CONTENT: &str = "BUSINESS_DATA_CONTENT";
+pub const BUSINESS_DATA_END: &str = "BUSINESS_DATA_END";
+pub const COLLAB_START: &str = "AGENT_COLLABORATIVE_MESSAGE_START";
+pub const COLLAB_CONTENT: &str = "AGENT_COLLABORATIVE_MESSAGE_CONTENT";
+pub const COLLAB_END: &str = "AGENT_COLLABORATIVE_MESSAGE_END";
+pub const TOOL_CALL_START: &str = "TOOL_CALL_START";
+pub const TOOL_CALL_ARGS: &str = "TOOL_CALL_ARGS";
+pub const TOOL_CALL_END: &str = "TOOL_CALL_END";
+pub const TOOL_CALL_RESULT: &str = "TOOL_CALL_RESULT";
+pub const STATE_SNAPSHOT: &str = "STATE_SNAPSHOT";
+pub const STATE_DELTA: &str = "STATE_DELTA";
+/// HAI's reconnect snapshot (singular, unlike AG-UI's `MESSAGES_SNAPSHOT`).
+pub const MESSAGE_SNAPSHOT: &str = "MESSAGE_SNAPSHOT";
+pub const RAW: &str = "RAW";
+pub const CUSTOM: &str = "CUSTOM";
+
+/// AG-UI spellings a HAI agent may still send; read, never written.
+pub mod agui {
+    pub const TEXT_MESSAGE_START: &str = "TEXT_MESSAGE_START";
+    pub const TEXT_MESSAGE_CONTENT: &str = "TEXT_MESSAGE_CONTENT";
+    pub const TEXT_MESSAGE_END: &str = "TEXT_MESSAGE_END";
+    pub const TEXT_MESSAGE_CHUNK: &str = "TEXT_MESSAGE_CHUNK";
+    pub const TOOL_CALL_CHUNK: &str = "TOOL_CALL_CHUNK";
+    pub const MESSAGES_SNAPSHOT: &str = "MESSAGES_SNAPSHOT";
+    pub const REASONING_START: &str = "REASONING_START";
+    pub const REASONING_END: &str = "REASONING_END";
+    pub const REASONING_MESSAGE_START: &str = "REASONING_MESSAGE_START";
+    pub const REASONING_MESSAGE_CONTENT: &str = "REASONING_MESSAGE_CONTENT";
+    pub const REASONING_MESSAGE_END: &str = "REASONING_MESSAGE_END";
+}
+
+// ---- business-data outputs --------------------------------------------------
+
+/// `{output:{type:"text", content}}`
+pub const OUTPUT_TEXT: &str = "text";
+/// `{output:{type:"thinking", data:{content, elapsed, thinking, collapse}}}`
+pub const OUTPUT_THINKING: &str = "thinking";
+
+// ---- private extra keys -----------------------------------------------------
+//
+// Keys starting with `$` are never HAI wire names: they are notes from the HAI
+// decoder to the HAI encoder about structure the core model has no slot for.
+// Other encoders ignore them (they only read extras of their own origin).
+
+/// `true`: the HAI stream had no frame for this event (the decoder made it up
+/// to keep the core invariants); the HAI encoder updates its state and writes
+/// nothing.
+pub const X_SYNTH: &str = "$synthesized";
+/// The `BUSINESS_DATA_START` frame (without `type`) that a reasoning or data
+/// event opens, when the HAI message started with thinking or a widget.
+pub const X_START: &str = "$start";
+/// The HAI message id of a business message that had no `BUSINESS_DATA_START`
+/// (a bare `BUSINESS_DATA_CONTENT`), on the event that opens it.
+pub const X_IMPLICIT: &str = "$implicit";
+/// The `BUSINESS_DATA_END` frame (without `type`) on a `ReasoningEnd` that
+/// closes a HAI message which ended while thinking.
+pub const X_END: &str = "$end";
+/// On a widget `Data`: the output's fields sat beside `type` instead of under
+/// `data`, so `data` holds them and they go back inline.
+pub const X_INLINE: &str = "$inline";
+/// On a `Data` named [`RAW_DELTA_NAME`]: the delta was not an `{output}`
+/// object at all; `data` is the delta, written back verbatim.
+pub const X_RAW_DELTA: &str = "$rawDelta";
+/// On `ToolCallArgs`: the wire `delta` was a JSON value, not a string; the core
+/// delta is its JSON text.
+pub const X_ARGS_JSON: &str = "$argsJson";
+/// On content events: the `delta` as it came, with the streamed payload cut
+/// out (`output.content` for text, `output.data.content` for thinking,
+/// `output.data` for widgets). A JSON string (`""`) means the delta was a
+/// plain string. The encoder fills the payload back in.
+pub const X_DELTA: &str = "delta";
+
+/// `Data.name` for a business-data delta that is not an `{output}` object.
+pub const RAW_DELTA_NAME: &str = "hai-delta";
+
+/// A frame object with its `type` first, then `fields`.
+pub fn frame(ty: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("type".into(), Value::String(ty.into()));
+    m
+}
+
+/// Whether `key` is one of this adapter's private notes rather than a wire
+/// field.
+pub fn is_private(key: &str) -> bool {
+    key.starts_with('$')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_keys_are_not_wire_names() {
+        for k in [
+            X_SYNTH,
+            X_START,
+            X_IMPLICIT,
+            X_END,
+            X_INLINE,
+            X_RAW_DELTA,
+            X_ARGS_JSON,
+        ] {
+            assert!(is_private(k), "{k}");
+        }
+        // the delta template travels under its wire name
+        assert!(!is_private(X_DELTA));
+        assert_eq!(frame(RUN_STARTED)["type"], RUN_STARTED);
+    }
+}

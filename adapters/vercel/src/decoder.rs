@@ -1,0 +1,1289 @@
+//! UI message stream chunks to core events.
+//!
+//! Every chunk of the `ai` package's `uiMessageChunkSchema` is read, plus the
+//! older names an early draft of the protocol used (`tool-call-start`,
+//! `tool-call-delta`, `tool-call-end`, `tool-result`, `step-start`,
+//! `step-end`). Fields without a slot in the core go to `Event::extra` under
+//! their wire names; the few notes the Vercel encoder needs to write a chunk
+//! back exactly are `_`-prefixed keys (see [`crate::wire::marker`]).
+//!
+//! Interrupts: a `tool-approval-request` arrives before the `finish` that ends
+//! the run, but the core carries interrupts in `RunFinished`. The decoder holds
+//! the request and attaches it to the next `finish` (or, when the stream ends
+//! without one, to a `RunFinished` it emits at the end). The encoder writes the
+//! requests back before its deferred `finish-step`, so the order survives.
+
+use std::collections::{HashMap, HashSet};
+
+use babelgate_core::event::SourceKind;
+use babelgate_core::{
+    DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome, Role,
+};
+use serde_json::{Map, Value};
+
+use crate::wire::{self, marked, marker, UNKNOWN_TOOL_NAME};
+
+/// Interrupt reason given to tool approvals (Vercel has no category field).
+pub const APPROVAL_REASON: &str = "tool_approval";
+
+#[derive(Debug, Default)]
+struct CallSeen {
+    /// Argument text received as deltas.
+    args: String,
+    deltas: bool,
+    ended: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct VercelDecoder {
+    /// `data: [DONE]` was read: the stream is over.
+    done: bool,
+    texts: HashSet<String>,
+    reasoning: HashSet<String>,
+    calls: HashMap<String, CallSeen>,
+    /// Approval requests (and `data-interrupt` parts) waiting for the finish.
+    pending_interrupts: Vec<Interrupt>,
+    /// An `error` was read: the `ai` package still closes the step and the
+    /// message (`finish{finishReason:"error"}`), which says nothing new.
+    errored: bool,
+}
+
+impl VercelDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// The shapes a `data-state` part's `data` may take.
+pub(crate) enum StateForm<'a> {
+    Snapshot(&'a Value),
+    Delta(&'a Value),
+}
+
+/// Reads the `{type:"snapshot",snapshot}` / `{type:"delta",delta:[...]}`
+/// envelope; `None` when `data` is the state itself.
+pub(crate) fn state_envelope(data: &Value) -> Option<StateForm<'_>> {
+    let o = data.as_object()?;
+    if o.len() != 2 {
+        return None;
+    }
+    match o.get("type")?.as_str()? {
+        "snapshot" => o.get("snapshot").map(StateForm::Snapshot),
+        "delta" => o
+            .get("delta")
+            .filter(|d| d.is_array())
+            .map(StateForm::Delta),
+        _ => None,
+    }
+}
+
+fn ev(kind: EventKind, extra: Extra) -> Event {
+    Event::new(kind)
+        .with_origin(Dialect::Vercel)
+        .with_extra(extra)
+}
+
+/// One chunk being read: its fields and the names of those already used.
+struct Chunk<'a> {
+    ty: &'a str,
+    obj: &'a Map<String, Value>,
+}
+
+impl<'a> Chunk<'a> {
+    fn req_str(&self, key: &str) -> Result<String, DecodeError> {
+        match self.obj.get(key) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(DecodeError::field(self.ty, key)),
+        }
+    }
+
+    /// An optional string: absent or null is `None`, another type an error.
+    fn opt_str(&self, key: &str) -> Result<Option<String>, DecodeError> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            _ => Err(DecodeError::field(self.ty, key)),
+        }
+    }
+
+    /// The first of `keys` that is a string (old chunk names vary).
+    fn req_str_any(&self, keys: &[&str]) -> Result<String, DecodeError> {
+        keys.iter()
+            .find_map(|k| self.obj.get(*k).and_then(Value::as_str))
+            .map(str::to_string)
+            .ok_or_else(|| DecodeError::field(self.ty, keys[0]))
+    }
+
+    /// Every field but `type` and the modelled ones.
+    fn extra(&self, modelled: &[&str]) -> Extra {
+        self.obj
+            .iter()
+            .filter(|(k, _)| k.as_str() != "type" && !modelled.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+impl Decoder for VercelDecoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::Vercel
+    }
+
+    fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        if self.done || frame.data.trim().is_empty() {
+            return Ok(());
+        }
+        if frame.is_done() {
+            self.done = true;
+            return Ok(());
+        }
+        let value: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
+        let Some(obj) = value.as_object() else {
+            return Err(DecodeError::new("chunk is not a JSON object"));
+        };
+        let Some(ty) = obj.get("type").and_then(Value::as_str) else {
+            return Err(DecodeError::field("chunk", "type"));
+        };
+        let c = Chunk { ty, obj };
+        self.chunk(&c, &value, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        // An approval request means the run waits for a human even if the
+        // stream ended before its `finish`.
+        if !self.pending_interrupts.is_empty() {
+            out.push(ev(
+                EventKind::RunFinished {
+                    thread_id: None,
+                    run_id: None,
+                    message_id: None,
+                    result: None,
+                    outcome: Outcome::Interrupt {
+                        interrupts: std::mem::take(&mut self.pending_interrupts),
+                    },
+                    finish_reason: None,
+                    usage: None,
+                },
+                Extra::new(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl VercelDecoder {
+    fn chunk(
+        &mut self,
+        c: &Chunk<'_>,
+        raw: &Value,
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        // The closing chunks of a failed run repeat its error: the run has
+        // already ended with `RunError`, and a `RunFinished` after it would be
+        // a second end (which AG-UI clients refuse).
+        if self.errored {
+            let bare = c.obj.keys().all(|k| k == "type" || k == "finishReason");
+            match c.ty {
+                "finish-step" if bare => return Ok(()),
+                "finish"
+                    if bare
+                        && matches!(
+                            c.opt_str("finishReason")?.as_deref(),
+                            None | Some("error")
+                        ) =>
+                {
+                    return Ok(())
+                }
+                "start" => self.errored = false,
+                _ => {}
+            }
+        }
+        match c.ty {
+            "start" => {
+                let message_id = c.opt_str("messageId")?;
+                let metadata = c
+                    .obj
+                    .get("messageMetadata")
+                    .filter(|m| !m.is_null())
+                    .cloned();
+                out.push(ev(
+                    EventKind::RunStarted {
+                        thread_id: None,
+                        run_id: None,
+                        parent_run_id: None,
+                        message_id,
+                        input: None,
+                    },
+                    c.extra(&["messageId"]),
+                ));
+                if let Some(metadata) = metadata {
+                    out.push(ev(
+                        EventKind::MessageMetadata { metadata },
+                        marked(marker::CARRIED_BY, "start".into()),
+                    ));
+                }
+            }
+            "finish" => {
+                let finish_reason = c.opt_str("finishReason")?;
+                if let Some(metadata) = c.obj.get("messageMetadata").filter(|m| !m.is_null()) {
+                    out.push(ev(
+                        EventKind::MessageMetadata {
+                            metadata: metadata.clone(),
+                        },
+                        marked(marker::CARRIED_BY, "finish".into()),
+                    ));
+                }
+                let outcome = if self.pending_interrupts.is_empty() {
+                    Outcome::Unspecified
+                } else {
+                    Outcome::Interrupt {
+                        interrupts: std::mem::take(&mut self.pending_interrupts),
+                    }
+                };
+                out.push(ev(
+                    EventKind::RunFinished {
+                        thread_id: None,
+                        run_id: None,
+                        message_id: None,
+                        result: None,
+                        outcome,
+                        finish_reason,
+                        usage: None,
+                    },
+                    c.extra(&["finishReason"]),
+                ));
+            }
+            "abort" => {
+                // An aborted run answers no approval.
+                self.pending_interrupts.clear();
+                let reason = c.opt_str("reason")?;
+                out.push(ev(
+                    EventKind::RunFinished {
+                        thread_id: None,
+                        run_id: None,
+                        message_id: None,
+                        result: None,
+                        outcome: Outcome::Cancelled { reason },
+                        finish_reason: None,
+                        usage: None,
+                    },
+                    c.extra(&["reason"]),
+                ));
+            }
+            "error" => {
+                self.pending_interrupts.clear();
+                self.errored = true;
+                out.push(ev(
+                    EventKind::RunError {
+                        message: c.req_str("errorText")?,
+                        code: c.opt_str("code")?,
+                    },
+                    c.extra(&["errorText", "code"]),
+                ));
+            }
+            "message-metadata" => out.push(ev(
+                EventKind::MessageMetadata {
+                    metadata: c.obj.get("messageMetadata").cloned().unwrap_or(Value::Null),
+                },
+                c.extra(&["messageMetadata"]),
+            )),
+            "start-step" => out.push(ev(EventKind::StepStarted { name: None }, c.extra(&[]))),
+            "finish-step" => out.push(ev(EventKind::StepFinished { name: None }, c.extra(&[]))),
+            // The draft names carry a step id, kept as the step's name.
+            "step-start" => out.push(ev(
+                EventKind::StepStarted {
+                    name: c.opt_str("id")?,
+                },
+                Extra::new(),
+            )),
+            "step-end" => out.push(ev(
+                EventKind::StepFinished {
+                    name: c.opt_str("id")?,
+                },
+                Extra::new(),
+            )),
+
+            "text-start" | "text-delta" | "text-end" => self.text(c, out, false)?,
+            "reasoning-start" | "reasoning-delta" | "reasoning-end" => self.text(c, out, true)?,
+
+            "tool-input-start" => {
+                let id = c.req_str("toolCallId")?;
+                let name = c.req_str("toolName")?;
+                self.calls.insert(id.clone(), CallSeen::default());
+                out.push(ev(
+                    EventKind::ToolCallStart {
+                        tool_call_id: id,
+                        tool_name: name,
+                        parent_message_id: None,
+                    },
+                    c.extra(&["toolCallId", "toolName"]),
+                ));
+            }
+            "tool-call-start" => {
+                let id = c.req_str_any(&["id", "toolCallId"])?;
+                let name = c.req_str_any(&["toolName", "toolCallName"])?;
+                self.calls.insert(id.clone(), CallSeen::default());
+                out.push(ev(
+                    EventKind::ToolCallStart {
+                        tool_call_id: id,
+                        tool_name: name,
+                        parent_message_id: None,
+                    },
+                    Extra::new(),
+                ));
+            }
+            "tool-input-delta" => {
+                let id = c.req_str("toolCallId")?;
+                let delta = c.req_str("inputTextDelta")?;
+                self.args(id, delta, c.extra(&["toolCallId", "inputTextDelta"]), out);
+            }
+            "tool-call-delta" => {
+                let id = c.req_str_any(&["id", "toolCallId"])?;
+                let delta = c.req_str_any(&["argsText", "inputTextDelta", "delta"])?;
+                self.args(id, delta, Extra::new(), out);
+            }
+            "tool-input-available" => {
+                let id = c.req_str("toolCallId")?;
+                let name = c.req_str("toolName")?;
+                let input = c.obj.get("input");
+                let mut extra = c.extra(&["toolCallId", "toolName", "input"]);
+                let seen = self.open_call(&id, &name, out);
+                if !seen.deltas {
+                    if let Some(input) = input {
+                        seen.args = input.to_string();
+                        out.push(ev(
+                            EventKind::ToolCallArgs {
+                                tool_call_id: id.clone(),
+                                delta: seen.args.clone(),
+                            },
+                            marked(marker::SYNTHESIZED, Value::Bool(true)),
+                        ));
+                    }
+                } else if let Some(input) = input {
+                    // The encoder writes the parsed deltas as `input`; keep
+                    // the chunk's own when it says something else.
+                    if serde_json::from_str::<Value>(&seen.args).ok().as_ref() != Some(input) {
+                        extra.insert("input".into(), input.clone());
+                    }
+                }
+                seen.ended = true;
+                out.push(ev(EventKind::ToolCallEnd { tool_call_id: id }, extra));
+            }
+            "tool-call-end" => {
+                let id = c.req_str_any(&["id", "toolCallId"])?;
+                let seen = self.open_call(&id, UNKNOWN_TOOL_NAME, out);
+                seen.ended = true;
+                out.push(ev(
+                    EventKind::ToolCallEnd { tool_call_id: id },
+                    Extra::new(),
+                ));
+            }
+            "tool-input-error" => {
+                let id = c.req_str("toolCallId")?;
+                let name = c.req_str("toolName")?;
+                let error = c.req_str("errorText")?;
+                let input = c.obj.get("input");
+                let mut extra = c.extra(&["toolCallId", "toolName", "input", "errorText"]);
+                let already_ended = self.calls.get(&id).is_some_and(|s| s.ended);
+                let seen = self.open_call(&id, &name, out);
+                if !seen.deltas && !already_ended {
+                    if let Some(input) = input {
+                        seen.args = match input {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        out.push(ev(
+                            EventKind::ToolCallArgs {
+                                tool_call_id: id.clone(),
+                                delta: seen.args.clone(),
+                            },
+                            marked(marker::SYNTHESIZED, Value::Bool(true)),
+                        ));
+                    }
+                }
+                if let Some(input) = input {
+                    if &input_from_args(&seen.args) != input {
+                        extra.insert("input".into(), input.clone());
+                    }
+                }
+                if !already_ended {
+                    seen.ended = true;
+                    out.push(ev(
+                        EventKind::ToolCallEnd {
+                            tool_call_id: id.clone(),
+                        },
+                        marked(marker::INPUT_ERROR, Value::Bool(true)),
+                    ));
+                }
+                out.push(ev(
+                    EventKind::ToolCallError {
+                        tool_call_id: id,
+                        error,
+                        input_invalid: true,
+                    },
+                    extra,
+                ));
+            }
+            "tool-output-available" => out.push(ev(
+                EventKind::ToolCallResult {
+                    tool_call_id: c.req_str("toolCallId")?,
+                    message_id: None,
+                    content: c.obj.get("output").cloned().unwrap_or(Value::Null),
+                },
+                c.extra(&["toolCallId", "output"]),
+            )),
+            "tool-result" => {
+                // Draft name: the call may never have been announced.
+                let id = c.req_str_any(&["id", "toolCallId"])?;
+                let name = c
+                    .opt_str("toolName")?
+                    .unwrap_or_else(|| UNKNOWN_TOOL_NAME.to_string());
+                if !self.calls.contains_key(&id) {
+                    self.open_call(&id, &name, out);
+                }
+                if let Some(seen) = self.calls.get_mut(&id) {
+                    if !seen.ended {
+                        seen.ended = true;
+                        out.push(ev(
+                            EventKind::ToolCallEnd {
+                                tool_call_id: id.clone(),
+                            },
+                            Extra::new(),
+                        ));
+                    }
+                }
+                out.push(ev(
+                    EventKind::ToolCallResult {
+                        tool_call_id: id,
+                        message_id: None,
+                        content: c
+                            .obj
+                            .get("result")
+                            .or_else(|| c.obj.get("output"))
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                    },
+                    Extra::new(),
+                ));
+            }
+            "tool-output-error" => out.push(ev(
+                EventKind::ToolCallError {
+                    tool_call_id: c.req_str("toolCallId")?,
+                    error: c.req_str("errorText")?,
+                    input_invalid: false,
+                },
+                c.extra(&["toolCallId", "errorText"]),
+            )),
+            "tool-output-denied" => out.push(ev(
+                EventKind::ToolCallDenied {
+                    tool_call_id: c.req_str("toolCallId")?,
+                },
+                c.extra(&["toolCallId"]),
+            )),
+            "tool-approval-request" => {
+                let id = c.req_str("approvalId")?;
+                let tool_call_id = c.req_str("toolCallId")?;
+                self.pending_interrupts.push(Interrupt {
+                    id,
+                    reason: APPROVAL_REASON.to_string(),
+                    message: c.opt_str("reason")?,
+                    tool_call_id: Some(tool_call_id),
+                    payload: c.obj.get("approvalDescriptor").cloned(),
+                    extra: c.extra(&["approvalId", "toolCallId", "reason", "approvalDescriptor"]),
+                });
+            }
+
+            "source-url" => out.push(ev(
+                EventKind::Source {
+                    source_kind: SourceKind::Url,
+                    source_id: c.req_str("sourceId")?,
+                    url: Some(c.req_str("url")?),
+                    title: c.opt_str("title")?,
+                    media_type: None,
+                    filename: None,
+                },
+                c.extra(&["sourceId", "url", "title"]),
+            )),
+            "source-document" => out.push(ev(
+                EventKind::Source {
+                    source_kind: SourceKind::Document,
+                    source_id: c.req_str("sourceId")?,
+                    url: None,
+                    title: Some(c.req_str("title")?),
+                    media_type: Some(c.req_str("mediaType")?),
+                    filename: c.opt_str("filename")?,
+                },
+                c.extra(&["sourceId", "mediaType", "title", "filename"]),
+            )),
+            "file" | "reasoning-file" => {
+                let mut extra = c.extra(&["url", "mediaType"]);
+                if c.ty == "reasoning-file" {
+                    extra.insert(marker::TYPE.into(), Value::String(c.ty.into()));
+                }
+                out.push(ev(
+                    EventKind::File {
+                        url: c.req_str("url")?,
+                        media_type: c.req_str("mediaType")?,
+                    },
+                    extra,
+                ));
+            }
+            ty if ty.starts_with("data-") => self.data(c, &ty["data-".len()..], out)?,
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
+
+    /// text-* and reasoning-* chunks; a delta or end without its start gets
+    /// one, so the core invariants hold.
+    fn text(
+        &mut self,
+        c: &Chunk<'_>,
+        out: &mut Vec<Event>,
+        reasoning: bool,
+    ) -> Result<(), DecodeError> {
+        let id = c.req_str("id")?;
+        let phase = c.ty.rsplit('-').next().unwrap_or_default();
+        let open = if reasoning {
+            &mut self.reasoning
+        } else {
+            &mut self.texts
+        };
+        let start = |id: String| {
+            if reasoning {
+                EventKind::ReasoningStart { message_id: id }
+            } else {
+                EventKind::TextStart {
+                    message_id: id,
+                    role: Role::Assistant,
+                    name: None,
+                }
+            }
+        };
+        match phase {
+            "start" => {
+                open.insert(id.clone());
+                out.push(ev(start(id), c.extra(&["id"])));
+            }
+            "delta" => {
+                let delta = c.req_str("delta")?;
+                if open.insert(id.clone()) {
+                    out.push(ev(start(id.clone()), Extra::new()));
+                }
+                let kind = if reasoning {
+                    EventKind::ReasoningDelta {
+                        message_id: id,
+                        delta,
+                    }
+                } else {
+                    EventKind::TextDelta {
+                        message_id: id,
+                        delta,
+                    }
+                };
+                out.push(ev(kind, c.extra(&["id", "delta"])));
+            }
+            _ => {
+                if !open.remove(&id) {
+                    out.push(ev(start(id.clone()), Extra::new()));
+                }
+                let kind = if reasoning {
+                    EventKind::ReasoningEnd { message_id: id }
+                } else {
+                    EventKind::TextEnd { message_id: id }
+                };
+                out.push(ev(kind, c.extra(&["id"])));
+            }
+        }
+        Ok(())
+    }
+
+    fn args(&mut self, id: String, delta: String, extra: Extra, out: &mut Vec<Event>) {
+        let seen = self.open_call(&id, UNKNOWN_TOOL_NAME, out);
+        seen.deltas = true;
+        seen.args.push_str(&delta);
+        out.push(ev(
+            EventKind::ToolCallArgs {
+                tool_call_id: id,
+                delta,
+            },
+            extra,
+        ));
+    }
+
+    /// The call's record, announcing the call first if no start was read.
+    /// A start made up for a bare `tool-input-available`/`-error` is marked so
+    /// the Vercel encoder does not write it.
+    fn open_call(&mut self, id: &str, name: &str, out: &mut Vec<Event>) -> &mut CallSeen {
+        if !self.calls.contains_key(id) {
+            out.push(ev(
+                EventKind::ToolCallStart {
+                    tool_call_id: id.to_string(),
+                    tool_name: name.to_string(),
+                    parent_message_id: None,
+                },
+                marked(marker::SYNTHESIZED, Value::Bool(true)),
+            ));
+        }
+        self.calls.entry(id.to_string()).or_default()
+    }
+
+    fn data(&mut self, c: &Chunk<'_>, name: &str, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let Some(data) = c.obj.get("data") else {
+            return Err(DecodeError::field(c.ty, "data"));
+        };
+        // Reserved names carry core events this dialect has no chunk for
+        // (docs/mapping/vercel.md); their `id`/`transient` stay in extra.
+        let wire_extra = || c.extra(&["data"]);
+        match name {
+            "state" => {
+                let (kind, form) = match state_envelope(data) {
+                    Some(StateForm::Snapshot(s)) => (
+                        EventKind::StateSnapshot {
+                            snapshot: s.clone(),
+                        },
+                        true,
+                    ),
+                    Some(StateForm::Delta(d)) => (EventKind::StateDelta { patch: d.clone() }, true),
+                    None => (
+                        EventKind::StateSnapshot {
+                            snapshot: data.clone(),
+                        },
+                        false,
+                    ),
+                };
+                let mut extra = wire_extra();
+                if form {
+                    extra.insert(marker::FORM.into(), Value::String("envelope".into()));
+                }
+                out.push(ev(kind, extra));
+                return Ok(());
+            }
+            "state-delta" if data.is_array() => {
+                out.push(ev(
+                    EventKind::StateDelta {
+                        patch: data.clone(),
+                    },
+                    wire_extra(),
+                ));
+                return Ok(());
+            }
+            "custom" => {
+                if let Some(o) = data.as_object() {
+                    if let (2, Some(Value::String(n)), Some(v)) =
+                        (o.len(), o.get("name"), o.get("value"))
+                    {
+                        out.push(ev(
+                            EventKind::Custom {
+                                name: n.clone(),
+                                value: v.clone(),
+                            },
+                            wire_extra(),
+                        ));
+                        return Ok(());
+                    }
+                }
+            }
+            "interrupt" => {
+                if let Ok(interrupt) = serde_json::from_value::<Interrupt>(data.clone()) {
+                    self.pending_interrupts.push(interrupt);
+                    return Ok(());
+                }
+            }
+            "unknown" => {
+                let mut extra = wire_extra();
+                extra.insert(marker::TYPE.into(), Value::String(c.ty.into()));
+                out.push(ev(EventKind::Unknown { raw: data.clone() }, extra));
+                return Ok(());
+            }
+            "messages-snapshot" => {
+                if let Some(list) = data.get("messages").and_then(Value::as_array) {
+                    if let Ok((messages, _)) = crate::request::ui_to_core_messages(list, "messages")
+                    {
+                        out.push(ev(EventKind::MessagesSnapshot { messages }, wire_extra()));
+                        return Ok(());
+                    }
+                }
+            }
+            _ => {
+                if let Some(kind) = wire::kind_from_part(name, data) {
+                    out.push(ev(kind, wire_extra()));
+                    return Ok(());
+                }
+            }
+        }
+        let id = match c.obj.get("id") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let transient = c.obj.get("transient") == Some(&Value::Bool(true));
+        let mut modelled = vec!["data"];
+        if id.is_some() {
+            modelled.push("id");
+        }
+        if transient {
+            modelled.push("transient");
+        }
+        out.push(ev(
+            EventKind::Data {
+                name: name.to_string(),
+                id,
+                message_id: None,
+                data: data.clone(),
+                transient,
+            },
+            c.extra(&modelled),
+        ));
+        Ok(())
+    }
+}
+
+/// The `input` the encoder writes for a call's argument text when it reports
+/// invalid input: the JSON it holds, else the text itself.
+pub(crate) fn input_from_args(args: &str) -> Value {
+    if args.trim().is_empty() {
+        return Value::Object(Map::new());
+    }
+    serde_json::from_str(args).unwrap_or_else(|_| Value::String(args.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn frame(v: Value) -> Frame {
+        Frame {
+            data: v.to_string(),
+            ..Default::default()
+        }
+    }
+
+    fn decode_all(chunks: &[Value]) -> Vec<Event> {
+        let mut d = VercelDecoder::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            d.decode(&frame(c.clone()), &mut out).unwrap();
+        }
+        d.finish(&mut out).unwrap();
+        out
+    }
+
+    fn kinds(chunks: &[Value]) -> Vec<EventKind> {
+        decode_all(chunks).into_iter().map(|e| e.kind).collect()
+    }
+
+    fn one(chunk: Value) -> Event {
+        let evs = decode_all(&[chunk]);
+        assert_eq!(evs.len(), 1, "{evs:#?}");
+        evs.into_iter().next().unwrap()
+    }
+
+    fn run_finished(outcome: Outcome, finish_reason: Option<&str>) -> EventKind {
+        EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome,
+            finish_reason: finish_reason.map(str::to_string),
+            usage: None,
+        }
+    }
+
+    #[test]
+    fn lifecycle_chunks() {
+        let evs = decode_all(&[
+            json!({"type": "start", "messageId": "m1", "messageMetadata": {"a": 1}}),
+            json!({"type": "start-step"}),
+            json!({"type": "message-metadata", "messageMetadata": {"b": 2}}),
+            json!({"type": "finish-step"}),
+            json!({"type": "finish", "finishReason": "stop", "messageMetadata": {"c": 3}}),
+        ]);
+        let k: Vec<_> = evs.iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            k,
+            [
+                EventKind::RunStarted {
+                    thread_id: None,
+                    run_id: None,
+                    parent_run_id: None,
+                    message_id: Some("m1".into()),
+                    input: None
+                },
+                EventKind::MessageMetadata {
+                    metadata: json!({"a": 1})
+                },
+                EventKind::StepStarted { name: None },
+                EventKind::MessageMetadata {
+                    metadata: json!({"b": 2})
+                },
+                EventKind::StepFinished { name: None },
+                EventKind::MessageMetadata {
+                    metadata: json!({"c": 3})
+                },
+                run_finished(Outcome::Unspecified, Some("stop")),
+            ]
+        );
+        assert!(evs.iter().all(|e| e.origin == Some(Dialect::Vercel)));
+        // start/finish keep their metadata for the Vercel encoder
+        assert_eq!(evs[0].extra.get("messageMetadata"), Some(&json!({"a": 1})));
+        assert_eq!(evs[1].extra.get(marker::CARRIED_BY), Some(&json!("start")));
+        assert!(evs[3].extra.is_empty());
+        assert_eq!(evs[5].extra.get(marker::CARRIED_BY), Some(&json!("finish")));
+        assert_eq!(evs[6].extra.get("messageMetadata"), Some(&json!({"c": 3})));
+    }
+
+    #[test]
+    fn abort_and_error() {
+        assert_eq!(
+            one(json!({"type": "abort", "reason": "user"})).kind,
+            run_finished(
+                Outcome::Cancelled {
+                    reason: Some("user".into())
+                },
+                None
+            )
+        );
+        assert_eq!(
+            one(json!({"type": "error", "errorText": "boom"})).kind,
+            EventKind::RunError {
+                message: "boom".into(),
+                code: None
+            }
+        );
+    }
+
+    #[test]
+    fn text_and_reasoning_synthesize_missing_starts() {
+        assert_eq!(
+            kinds(&[
+                json!({"type": "text-delta", "id": "t", "delta": "a"}),
+                json!({"type": "text-end", "id": "t"}),
+                json!({"type": "reasoning-start", "id": "r", "providerMetadata": {"x": {}}}),
+                json!({"type": "reasoning-delta", "id": "r", "delta": "b"}),
+                json!({"type": "reasoning-end", "id": "r"}),
+            ]),
+            [
+                EventKind::TextStart {
+                    message_id: "t".into(),
+                    role: Role::Assistant,
+                    name: None
+                },
+                EventKind::TextDelta {
+                    message_id: "t".into(),
+                    delta: "a".into()
+                },
+                EventKind::TextEnd {
+                    message_id: "t".into()
+                },
+                EventKind::ReasoningStart {
+                    message_id: "r".into()
+                },
+                EventKind::ReasoningDelta {
+                    message_id: "r".into(),
+                    delta: "b".into()
+                },
+                EventKind::ReasoningEnd {
+                    message_id: "r".into()
+                },
+            ]
+        );
+        let e = &decode_all(&[
+            json!({"type": "reasoning-start", "id": "r", "providerMetadata": {"x": {}}}),
+        ])[0];
+        assert_eq!(e.extra.get("providerMetadata"), Some(&json!({"x": {}})));
+    }
+
+    #[test]
+    fn tool_input_streamed_then_available() {
+        let evs = decode_all(&[
+            json!({"type": "tool-input-start", "toolCallId": "c", "toolName": "f", "dynamic": true}),
+            json!({"type": "tool-input-delta", "toolCallId": "c", "inputTextDelta": "{\"a\":"}),
+            json!({"type": "tool-input-delta", "toolCallId": "c", "inputTextDelta": "1}"}),
+            json!({"type": "tool-input-available", "toolCallId": "c", "toolName": "f", "input": {"a": 1}, "dynamic": true}),
+        ]);
+        let k: Vec<_> = evs.iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            k,
+            [
+                EventKind::ToolCallStart {
+                    tool_call_id: "c".into(),
+                    tool_name: "f".into(),
+                    parent_message_id: None
+                },
+                EventKind::ToolCallArgs {
+                    tool_call_id: "c".into(),
+                    delta: "{\"a\":".into()
+                },
+                EventKind::ToolCallArgs {
+                    tool_call_id: "c".into(),
+                    delta: "1}".into()
+                },
+                EventKind::ToolCallEnd {
+                    tool_call_id: "c".into()
+                },
+            ]
+        );
+        assert_eq!(evs[0].extra.get("dynamic"), Some(&json!(true)));
+        assert_eq!(evs[3].extra, marked("dynamic", json!(true)));
+    }
+
+    #[test]
+    fn bare_tool_input_available_synthesizes_start_and_args() {
+        let evs = decode_all(&[
+            json!({"type": "tool-input-available", "toolCallId": "c", "toolName": "f", "input": {"a": 1}}),
+        ]);
+        let k: Vec<_> = evs.iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            k,
+            [
+                EventKind::ToolCallStart {
+                    tool_call_id: "c".into(),
+                    tool_name: "f".into(),
+                    parent_message_id: None
+                },
+                EventKind::ToolCallArgs {
+                    tool_call_id: "c".into(),
+                    delta: "{\"a\":1}".into()
+                },
+                EventKind::ToolCallEnd {
+                    tool_call_id: "c".into()
+                },
+            ]
+        );
+        assert!(evs[0].extra.contains_key(marker::SYNTHESIZED));
+        assert!(evs[1].extra.contains_key(marker::SYNTHESIZED));
+        assert!(evs[2].extra.is_empty());
+    }
+
+    #[test]
+    fn available_input_differing_from_deltas_is_kept() {
+        let evs = decode_all(&[
+            json!({"type": "tool-input-start", "toolCallId": "c", "toolName": "f"}),
+            json!({"type": "tool-input-delta", "toolCallId": "c", "inputTextDelta": "{\"a\":1}"}),
+            json!({"type": "tool-input-available", "toolCallId": "c", "toolName": "f", "input": {"a": 2}}),
+        ]);
+        assert_eq!(evs[2].extra.get("input"), Some(&json!({"a": 2})));
+    }
+
+    #[test]
+    fn tool_input_error_ends_the_call_then_reports() {
+        let evs = decode_all(&[
+            json!({"type": "tool-input-error", "toolCallId": "c", "toolName": "f", "input": "{bad", "errorText": "invalid"}),
+        ]);
+        let k: Vec<_> = evs.iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            k,
+            [
+                EventKind::ToolCallStart {
+                    tool_call_id: "c".into(),
+                    tool_name: "f".into(),
+                    parent_message_id: None
+                },
+                EventKind::ToolCallArgs {
+                    tool_call_id: "c".into(),
+                    delta: "{bad".into()
+                },
+                EventKind::ToolCallEnd {
+                    tool_call_id: "c".into()
+                },
+                EventKind::ToolCallError {
+                    tool_call_id: "c".into(),
+                    error: "invalid".into(),
+                    input_invalid: true
+                },
+            ]
+        );
+        assert!(evs[2].extra.contains_key(marker::INPUT_ERROR));
+        assert!(evs[3].extra.is_empty(), "input is reproduced from the args");
+    }
+
+    #[test]
+    fn tool_outputs() {
+        let e = one(
+            json!({"type": "tool-output-available", "toolCallId": "c", "output": {"t": 1}, "preliminary": true}),
+        );
+        assert_eq!(
+            e.kind,
+            EventKind::ToolCallResult {
+                tool_call_id: "c".into(),
+                message_id: None,
+                content: json!({"t": 1})
+            }
+        );
+        assert_eq!(e.extra, marked("preliminary", json!(true)));
+        assert_eq!(
+            one(json!({"type": "tool-output-error", "toolCallId": "c", "errorText": "x"})).kind,
+            EventKind::ToolCallError {
+                tool_call_id: "c".into(),
+                error: "x".into(),
+                input_invalid: false
+            }
+        );
+        assert_eq!(
+            one(json!({"type": "tool-output-denied", "toolCallId": "c"})).kind,
+            EventKind::ToolCallDenied {
+                tool_call_id: "c".into()
+            }
+        );
+    }
+
+    #[test]
+    fn approval_requests_ride_on_the_finish() {
+        let approval = Interrupt {
+            id: "ap".into(),
+            reason: APPROVAL_REASON.into(),
+            message: Some("sure?".into()),
+            tool_call_id: Some("c".into()),
+            payload: None,
+            extra: marked("isAutomatic", json!(false)),
+        };
+        let k = kinds(&[
+            json!({"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "c", "reason": "sure?", "isAutomatic": false}),
+            json!({"type": "finish-step"}),
+            json!({"type": "finish", "finishReason": "tool-calls"}),
+        ]);
+        assert_eq!(
+            k,
+            [
+                EventKind::StepFinished { name: None },
+                run_finished(
+                    Outcome::Interrupt {
+                        interrupts: vec![approval.clone()]
+                    },
+                    Some("tool-calls")
+                )
+            ]
+        );
+        // no finish: the end of the input ends the run with the interrupt
+        let k = kinds(&[
+            json!({"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "c", "reason": "sure?", "isAutomatic": false}),
+        ]);
+        assert_eq!(
+            k,
+            [run_finished(
+                Outcome::Interrupt {
+                    interrupts: vec![approval]
+                },
+                None
+            )]
+        );
+    }
+
+    #[test]
+    fn sources_and_files() {
+        assert_eq!(
+            one(json!({"type": "source-url", "sourceId": "s", "url": "https://x", "title": "X"}))
+                .kind,
+            EventKind::Source {
+                source_kind: SourceKind::Url,
+                source_id: "s".into(),
+                url: Some("https://x".into()),
+                title: Some("X".into()),
+                media_type: None,
+                filename: None
+            }
+        );
+        assert_eq!(
+            one(json!({"type": "source-document", "sourceId": "s", "mediaType": "application/pdf", "title": "T", "filename": "a.pdf"})).kind,
+            EventKind::Source {
+                source_kind: SourceKind::Document,
+                source_id: "s".into(),
+                url: None,
+                title: Some("T".into()),
+                media_type: Some("application/pdf".into()),
+                filename: Some("a.pdf".into())
+            }
+        );
+        let file = EventKind::File {
+            url: "https://f".into(),
+            media_type: "image/png".into(),
+        };
+        assert_eq!(
+            one(json!({"type": "file", "url": "https://f", "mediaType": "image/png"})).kind,
+            file
+        );
+        let rf =
+            one(json!({"type": "reasoning-file", "url": "https://f", "mediaType": "image/png"}));
+        assert_eq!(rf.kind, file);
+        assert_eq!(rf.extra.get(marker::TYPE), Some(&json!("reasoning-file")));
+    }
+
+    #[test]
+    fn data_parts_and_reserved_names() {
+        assert_eq!(
+            one(json!({"type": "data-weather", "id": "w", "data": {"t": 1}, "transient": true}))
+                .kind,
+            EventKind::Data {
+                name: "weather".into(),
+                id: Some("w".into()),
+                message_id: None,
+                data: json!({"t": 1}),
+                transient: true
+            }
+        );
+        let plain = one(json!({"type": "data-state", "id": "state", "data": {"n": 1}}));
+        assert_eq!(
+            plain.kind,
+            EventKind::StateSnapshot {
+                snapshot: json!({"n": 1})
+            }
+        );
+        assert_eq!(plain.extra, marked("id", json!("state")));
+        let env = one(json!({"type": "data-state", "data": {"type": "delta", "delta": []}}));
+        assert_eq!(env.kind, EventKind::StateDelta { patch: json!([]) });
+        assert_eq!(env.extra, marked(marker::FORM, json!("envelope")));
+        assert_eq!(
+            one(json!({"type": "data-state-delta", "data": [], "transient": true})).kind,
+            EventKind::StateDelta { patch: json!([]) }
+        );
+        assert_eq!(
+            one(json!({"type": "data-custom", "data": {"name": "progress", "value": 5}, "transient": true})).kind,
+            EventKind::Custom {
+                name: "progress".into(),
+                value: json!(5)
+            }
+        );
+        // a data-custom part of another shape is plain data
+        assert!(matches!(
+            one(json!({"type": "data-custom", "data": {"x": 1}})).kind,
+            EventKind::Data { .. }
+        ));
+        assert_eq!(
+            one(json!({"type": "data-unknown", "data": {"type": "x"}, "transient": true})).kind,
+            EventKind::Unknown {
+                raw: json!({"type": "x"})
+            }
+        );
+        assert_eq!(
+            one(json!({"type": "data-raw", "data": {"event": {"a": 1}, "source": "s"}})).kind,
+            EventKind::Raw {
+                event: json!({"a": 1}),
+                source: Some("s".into())
+            }
+        );
+        assert_eq!(
+            one(json!({"type": "data-messages-snapshot", "data": {"messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}})).kind,
+            EventKind::MessagesSnapshot {
+                messages: vec![babelgate_core::request::Message::text_message("u", Role::User, "hi")]
+            }
+        );
+        let k = kinds(&[
+            json!({"type": "data-interrupt", "id": "i", "data": {"id": "i", "reason": "form"}}),
+            json!({"type": "finish"}),
+        ]);
+        assert!(
+            matches!(&k[0], EventKind::RunFinished { outcome: Outcome::Interrupt { interrupts }, .. } if interrupts[0].reason == "form")
+        );
+    }
+
+    #[test]
+    fn old_chunk_names_are_read() {
+        assert_eq!(
+            kinds(&[
+                json!({"type": "step-start", "id": "step_001", "messageId": "m"}),
+                json!({"type": "tool-call-start", "id": "tc", "toolName": "displayWeather"}),
+                json!({"type": "tool-call-delta", "id": "tc", "argsText": "{\"city\":\"北京\"}"}),
+                json!({"type": "tool-call-end", "id": "tc"}),
+                json!({"type": "tool-result", "id": "tc", "toolName": "displayWeather", "result": {"temperature": 22}}),
+                json!({"type": "step-end", "id": "step_001"}),
+            ]),
+            [
+                EventKind::StepStarted {
+                    name: Some("step_001".into())
+                },
+                EventKind::ToolCallStart {
+                    tool_call_id: "tc".into(),
+                    tool_name: "displayWeather".into(),
+                    parent_message_id: None
+                },
+                EventKind::ToolCallArgs {
+                    tool_call_id: "tc".into(),
+                    delta: "{\"city\":\"北京\"}".into()
+                },
+                EventKind::ToolCallEnd {
+                    tool_call_id: "tc".into()
+                },
+                EventKind::ToolCallResult {
+                    tool_call_id: "tc".into(),
+                    message_id: None,
+                    content: json!({"temperature": 22})
+                },
+                EventKind::StepFinished {
+                    name: Some("step_001".into())
+                },
+            ]
+        );
+        // a tool-result for a call never announced gets its start and end
+        let k = kinds(&[json!({"type": "tool-result", "id": "x", "toolName": "f", "result": 1})]);
+        assert_eq!(k.len(), 3);
+    }
+
+    #[test]
+    fn unknown_and_v7_chunks_are_kept_whole() {
+        for raw in [
+            json!({"type": "future-chunk", "x": 1}),
+            json!({"type": "reset-step"}),
+            json!({"type": "custom", "kind": "openai.compaction"}),
+            json!({"type": "tool-approval-response", "approvalId": "a", "approved": true}),
+        ] {
+            let e = one(raw.clone());
+            assert_eq!(e.kind, EventKind::Unknown { raw });
+            assert_eq!(e.origin, Some(Dialect::Vercel));
+        }
+    }
+
+    #[test]
+    fn done_ends_the_input() {
+        let mut d = VercelDecoder::new();
+        let mut out = Vec::new();
+        d.decode(
+            &Frame {
+                data: "[DONE]".into(),
+                ..Default::default()
+            },
+            &mut out,
+        )
+        .unwrap();
+        d.decode(&frame(json!({"type": "text-start", "id": "t"})), &mut out)
+            .unwrap();
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn malformed_chunks_are_errors() {
+        let cases: [(&str, &str); 8] = [
+            ("{not json", "invalid JSON"),
+            ("[1]", "not a JSON object"),
+            (r#"{"id":"x"}"#, "`type`"),
+            (
+                r#"{"type":"text-delta","id":"t"}"#,
+                "text-delta: missing or invalid field `delta`",
+            ),
+            (
+                r#"{"type":"tool-input-start","toolCallId":"c"}"#,
+                "`toolName`",
+            ),
+            (r#"{"type":"error"}"#, "`errorText`"),
+            (
+                r#"{"type":"data-x","id":"i"}"#,
+                "data-x: missing or invalid field `data`",
+            ),
+            (r#"{"type":"start","messageId":5}"#, "`messageId`"),
+        ];
+        for (data, want) in cases {
+            let mut d = VercelDecoder::new();
+            let err = d
+                .decode(
+                    &Frame {
+                        data: data.into(),
+                        ..Default::default()
+                    },
+                    &mut Vec::new(),
+                )
+                .unwrap_err();
+            assert!(err.message.contains(want), "{data}: {err}");
+        }
+    }
+}

@@ -1,0 +1,1897 @@
+//! Core events to a UI message stream the `ai` package's client accepts.
+//!
+//! What the client (`processUIMessageStream` behind `useChat`) insists on, and
+//! what this encoder does about it:
+//! - every chunk must be of a known type: core events without a chunk of their
+//!   own become `data-<name>` parts (transient when they should not stay in
+//!   the message);
+//! - `text-delta`/`-end` need an open `text-start` (likewise reasoning, and
+//!   `tool-input-delta` needs `tool-input-start`): starts are synthesized,
+//!   ends of nothing are dropped;
+//! - tool outputs, denials and approval requests need a tool part the client
+//!   has seen: a call it has not seen is announced first;
+//! - `finishReason` must be one of seven values.
+//!
+//! What the chat needs beyond validity: one `start` first, carrying the id of
+//! the message being continued; a `start-step` before the first content (a
+//! continuation that writes into the previous step makes `useChat` resubmit
+//! forever); a new step once tool results are in, as `streamText` does; and a
+//! terminal chunk (`finish`, `abort` or `error`) followed by `data: [DONE]`.
+//!
+//! `finish-step` is written lazily, right before whatever comes next: the
+//! client ignores it, and the delay lets the approval requests that a
+//! `RunFinished` carries land inside the step, where a Vercel upstream put
+//! them.
+
+use std::collections::HashMap;
+
+use babelgate_core::event::SourceKind;
+use babelgate_core::sse::{write_done, write_json};
+use babelgate_core::{
+    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome, Role,
+};
+use serde_json::{json, Map, Value};
+
+use crate::decoder::input_from_args;
+use crate::request::{apply_patch, core_to_ui_messages};
+use crate::wire::{
+    self, is_marker, marker, HEADERS, PASSTHROUGH_TYPES, STATE_PART_ID, UNKNOWN_TOOL_NAME,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing of a run seen yet.
+    Idle,
+    Running,
+    /// A `finish` or `abort` was written.
+    Ended,
+    /// An `error` was written: the chat stops reading there, so nothing more
+    /// is written but `[DONE]`.
+    Errored,
+}
+
+#[derive(Debug)]
+struct Call {
+    name: String,
+    args: String,
+    /// `tool-input-start` is on the wire.
+    start_written: bool,
+    /// `tool-input-available`/`-error` is on the wire (or due).
+    input_done: bool,
+    /// An output, error or denial is on the wire.
+    resolved: bool,
+    /// The run it belongs to (finish reasons look at the current run only).
+    run: u64,
+}
+
+pub struct VercelEncoder {
+    ctx: EncodeContext,
+    /// Open text and reasoning parts (what is written, not what was asked).
+    tracker: OpenTracker,
+    phase: Phase,
+    run_seq: u64,
+    start_written: bool,
+    done: bool,
+    step_open: bool,
+    finish_step_pending: Option<Extra>,
+    /// Nesting of core steps from dialects with named, nested steps.
+    core_step_depth: u32,
+    any_step: bool,
+    step_has_output: bool,
+    /// A chunk the client stores was written after the first step opened.
+    committed: bool,
+    calls: HashMap<String, Call>,
+    /// Calls whose input is still streaming, in the order they started.
+    open_inputs: Vec<String>,
+    /// The state as StateSnapshot/StateDelta left it.
+    state: Value,
+    /// Activity contents by message id, for applying deltas.
+    activities: HashMap<String, Value>,
+}
+
+impl VercelEncoder {
+    pub fn new(ctx: EncodeContext) -> Self {
+        VercelEncoder {
+            ctx,
+            tracker: OpenTracker::default(),
+            phase: Phase::Idle,
+            run_seq: 0,
+            start_written: false,
+            done: false,
+            step_open: false,
+            finish_step_pending: None,
+            core_step_depth: 0,
+            any_step: false,
+            step_has_output: false,
+            committed: false,
+            calls: HashMap::new(),
+            open_inputs: Vec::new(),
+            state: json!({}),
+            activities: HashMap::new(),
+        }
+    }
+}
+
+/// A chunk object with its type first.
+fn chunk(ty: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("type".into(), Value::String(ty.to_string()));
+    m
+}
+
+fn s(v: &str) -> Value {
+    Value::String(v.to_string())
+}
+
+fn is_vercel(event: &Event) -> bool {
+    event.origin == Some(Dialect::Vercel)
+}
+
+/// A Vercel note on the event (see `wire::marker`).
+fn note<'a>(event: &'a Event, key: &str) -> Option<&'a Value> {
+    if is_vercel(event) {
+        event.extra.get(key)
+    } else {
+        None
+    }
+}
+
+/// Whether a Vercel-origin data part was transient on the wire.
+fn wire_transient(event: &Event) -> bool {
+    note(event, "transient") == Some(&Value::Bool(true))
+}
+
+/// Whether the client commits a chunk to the chat's messages (calls its
+/// `write()`): everything that adds or changes a part, but not the lifecycle
+/// chunks, `error`, or transient data.
+fn commits(obj: &Map<String, Value>) -> bool {
+    let ty = obj.get("type").and_then(Value::as_str).unwrap_or_default();
+    match ty {
+        "start" | "start-step" | "finish-step" | "finish" | "abort" | "error" | "reset-step" => {
+            false
+        }
+        _ if ty.starts_with("data-") => obj.get("transient") != Some(&Value::Bool(true)),
+        _ => true,
+    }
+}
+
+/// Appends the chunk, with the event's Vercel wire fields written back.
+fn write_chunk(out: &mut Vec<u8>, mut obj: Map<String, Value>, event: Option<&Event>) {
+    if let Some(extra) = event.and_then(|e| e.extra_from(Dialect::Vercel)) {
+        for (k, v) in extra {
+            if !is_marker(k) {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    write_json(out, &Value::Object(obj));
+}
+
+/// A tool result for the client: AG-UI and HAI carry JSON results as JSON
+/// text; a UI shows them better as the objects they are.
+fn output_value(content: &Value, from_vercel: bool) -> Value {
+    if !from_vercel {
+        if let Value::String(text) = content {
+            if let Ok(v @ (Value::Object(_) | Value::Array(_))) =
+                serde_json::from_str::<Value>(text)
+            {
+                return v;
+            }
+        }
+    }
+    content.clone()
+}
+
+impl VercelEncoder {
+    fn emit(&mut self, out: &mut Vec<u8>, obj: Map<String, Value>, event: Option<&Event>) {
+        if self.any_step && commits(&obj) {
+            self.committed = true;
+        }
+        write_chunk(out, obj, event);
+    }
+
+    /// A continuation must show the client its new step: a stream that only
+    /// opens and closes one never makes the chat store the step (the client
+    /// stores the message on content, and React's chat state keeps a copy),
+    /// so the chat would still see the front-end tool's step as the last one,
+    /// complete, and send the same request again, forever. An empty text part
+    /// makes it store the step.
+    fn commit_continuation(&mut self, out: &mut Vec<u8>) {
+        if self.ctx.message_id.is_none() || self.committed {
+            return;
+        }
+        if !self.step_open {
+            self.open_step(out);
+        }
+        let id = self.ctx.ids.next("txt");
+        for ty in ["text-start", "text-end"] {
+            let mut c = chunk(ty);
+            c.insert("id".into(), s(&id));
+            self.emit(out, c, None);
+        }
+    }
+
+    // ---- run and steps ---------------------------------------------------
+
+    fn ensure_start(&mut self, out: &mut Vec<u8>) {
+        if !self.start_written {
+            let mut c = chunk("start");
+            if let Some(id) = &self.ctx.message_id {
+                c.insert("messageId".into(), s(id));
+            }
+            self.emit(out, c, None);
+            self.start_written = true;
+        }
+    }
+
+    /// Before writing anything that belongs to a run.
+    fn begin(&mut self, out: &mut Vec<u8>) {
+        self.ensure_start(out);
+        if matches!(self.phase, Phase::Idle | Phase::Ended) {
+            self.phase = Phase::Running;
+        }
+    }
+
+    fn open_step(&mut self, out: &mut Vec<u8>) {
+        self.emit(out, chunk("start-step"), None);
+        self.step_open = true;
+        self.any_step = true;
+        self.step_has_output = false;
+    }
+
+    fn flush_finish_step(&mut self, out: &mut Vec<u8>) {
+        if let Some(extra) = self.finish_step_pending.take() {
+            let mut c = chunk("finish-step");
+            c.extend(extra);
+            write_json(out, &Value::Object(c));
+            self.step_open = false;
+            self.step_has_output = false;
+        }
+    }
+
+    fn close_step(&mut self, out: &mut Vec<u8>) {
+        self.flush_finish_step(out);
+        if self.step_open {
+            self.emit(out, chunk("finish-step"), None);
+            self.step_open = false;
+        }
+    }
+
+    /// Before content that adds a part to the message. Content after tool
+    /// results opens a new step (unless a Vercel upstream chose otherwise or
+    /// a call's input is still streaming: its part must stay in this step).
+    /// `trailer`: content a `RunFinished` carries, which stays in the step
+    /// that is closing.
+    fn ensure_step(&mut self, out: &mut Vec<u8>, from_vercel: bool, trailer: bool) {
+        if !trailer {
+            self.flush_finish_step(out);
+            if self.step_open && self.step_has_output && !from_vercel && self.open_inputs.is_empty()
+            {
+                self.emit(out, chunk("finish-step"), None);
+                self.step_open = false;
+            }
+        }
+        if !self.step_open {
+            self.open_step(out);
+        }
+    }
+
+    fn close_texts(&mut self, out: &mut Vec<u8>) {
+        for e in self.tracker.closing_events() {
+            match &e.kind {
+                EventKind::TextEnd { message_id } => {
+                    let mut c = chunk("text-end");
+                    c.insert("id".into(), s(message_id));
+                    self.emit(out, c, None);
+                }
+                EventKind::ReasoningEnd { message_id } => {
+                    let mut c = chunk("reasoning-end");
+                    c.insert("id".into(), s(message_id));
+                    self.emit(out, c, None);
+                }
+                _ => continue,
+            }
+            self.tracker.observe(&e);
+        }
+    }
+
+    fn finish_reason(
+        &self,
+        event: &Event,
+        given: Option<&str>,
+        outcome: &Outcome,
+    ) -> Option<String> {
+        if let Some(r) = given {
+            return Some(wire::finish_reason(r).to_string());
+        }
+        if is_vercel(event) {
+            return None; // the upstream sent none: write none
+        }
+        let asks_tools = match outcome {
+            Outcome::Interrupt { interrupts } => {
+                interrupts.iter().any(|i| i.tool_call_id.is_some())
+            }
+            Outcome::Success {
+                pending_tool_call_ids,
+            } => !pending_tool_call_ids.is_empty(),
+            _ => false,
+        };
+        let open_calls = self
+            .calls
+            .values()
+            .any(|c| c.run == self.run_seq && c.input_done && !c.resolved);
+        let reason = if asks_tools || open_calls {
+            "tool-calls"
+        } else if matches!(outcome, Outcome::Interrupt { .. }) {
+            "other"
+        } else {
+            "stop"
+        };
+        Some(reason.to_string())
+    }
+
+    fn run_finished(
+        &mut self,
+        event: &Event,
+        outcome: &Outcome,
+        finish_reason: Option<&str>,
+        out: &mut Vec<u8>,
+    ) {
+        if self.phase == Phase::Ended {
+            return; // a second finish for the same run says nothing new
+        }
+        self.begin(out);
+        if let Outcome::Cancelled { reason } = outcome {
+            // As the ai package does on abort: nothing is closed.
+            self.commit_continuation(out);
+            self.flush_finish_step(out);
+            let mut c = chunk("abort");
+            if let Some(r) = reason {
+                c.insert("reason".into(), s(r));
+            }
+            self.emit(out, c, Some(event));
+        } else {
+            self.close_texts(out);
+            for id in self.open_inputs.clone() {
+                self.end_call(out, &id, None);
+            }
+            if let Outcome::Interrupt { interrupts } = outcome {
+                for it in interrupts {
+                    match &it.tool_call_id {
+                        Some(call_id) => {
+                            self.ensure_known(out, call_id, true);
+                            let mut c = chunk("tool-approval-request");
+                            c.insert("approvalId".into(), s(&it.id));
+                            c.insert("toolCallId".into(), s(call_id));
+                            if let Some(m) = &it.message {
+                                c.insert("reason".into(), s(m));
+                            }
+                            if let Some(p) = &it.payload {
+                                c.insert("approvalDescriptor".into(), p.clone());
+                            }
+                            if is_vercel(event) {
+                                for (k, v) in &it.extra {
+                                    c.insert(k.clone(), v.clone());
+                                }
+                            }
+                            self.emit(out, c, None);
+                        }
+                        None => {
+                            // No chunk asks a human anything but a tool
+                            // approval: the question stays in the message.
+                            self.ensure_step(out, true, true);
+                            let mut c = chunk("data-interrupt");
+                            c.insert("id".into(), s(&it.id));
+                            c.insert(
+                                "data".into(),
+                                serde_json::to_value(it).unwrap_or(Value::Null),
+                            );
+                            self.emit(out, c, None);
+                        }
+                    }
+                }
+            }
+            self.commit_continuation(out);
+            self.close_step(out);
+            if !self.any_step {
+                // Every answer opens a step, or a continuation after a
+                // front-end tool would look unanswered and be re-sent.
+                self.open_step(out);
+                self.close_step(out);
+            }
+            let mut c = chunk("finish");
+            if let Some(r) = self.finish_reason(event, finish_reason, outcome) {
+                c.insert("finishReason".into(), Value::String(r));
+            }
+            self.emit(out, c, Some(event));
+        }
+        self.phase = Phase::Ended;
+        self.tracker.observe(event);
+    }
+
+    // ---- tool calls ------------------------------------------------------
+
+    fn start_call(
+        &mut self,
+        out: &mut Vec<u8>,
+        id: &str,
+        name: &str,
+        write: bool,
+        event: Option<&Event>,
+        trailer: bool,
+    ) {
+        self.ensure_step(out, event.is_some_and(is_vercel), trailer);
+        if write {
+            let mut c = chunk("tool-input-start");
+            c.insert("toolCallId".into(), s(id));
+            c.insert("toolName".into(), s(name));
+            self.emit(out, c, event);
+        }
+        self.calls.insert(
+            id.to_string(),
+            Call {
+                name: name.to_string(),
+                args: String::new(),
+                start_written: write,
+                input_done: false,
+                resolved: false,
+                run: self.run_seq,
+            },
+        );
+        self.open_inputs.push(id.to_string());
+    }
+
+    /// The call's input is complete: `tool-input-available` with the parsed
+    /// arguments (none at all means `{}`), or `tool-input-error` when they
+    /// are not JSON.
+    fn end_call(&mut self, out: &mut Vec<u8>, id: &str, event: Option<&Event>) {
+        let Some(call) = self.calls.get_mut(id) else {
+            return;
+        };
+        if call.input_done {
+            return;
+        }
+        call.input_done = true;
+        self.open_inputs.retain(|x| x != id);
+        let text = call.args.trim();
+        let parsed = if text.is_empty() {
+            Ok(json!({}))
+        } else {
+            serde_json::from_str::<Value>(text)
+        };
+        let c = match parsed {
+            Ok(input) => {
+                let mut c = chunk("tool-input-available");
+                c.insert("toolCallId".into(), s(id));
+                c.insert("toolName".into(), s(&call.name));
+                c.insert("input".into(), input);
+                c
+            }
+            Err(e) => {
+                call.resolved = true;
+                let mut c = chunk("tool-input-error");
+                c.insert("toolCallId".into(), s(id));
+                c.insert("toolName".into(), s(&call.name));
+                c.insert("input".into(), Value::String(call.args.clone()));
+                c.insert(
+                    "errorText".into(),
+                    Value::String(format!("the tool call's arguments are not valid JSON: {e}")),
+                );
+                c
+            }
+        };
+        self.emit(out, c, event);
+    }
+
+    /// A call whose input never completed, closed as failed (the run ended or
+    /// failed first): it must not reach the client's `onToolCall`.
+    fn abandon_call(&mut self, out: &mut Vec<u8>, id: &str, why: &str) {
+        let Some(call) = self.calls.get_mut(id) else {
+            return;
+        };
+        if call.input_done {
+            return;
+        }
+        call.input_done = true;
+        call.resolved = true;
+        self.open_inputs.retain(|x| x != id);
+        let mut c = chunk("tool-input-error");
+        c.insert("toolCallId".into(), s(id));
+        c.insert("toolName".into(), s(&call.name));
+        c.insert("input".into(), input_from_args(&call.args));
+        c.insert("errorText".into(), s(why));
+        self.emit(out, c, None);
+    }
+
+    /// Before a chunk that refers to a call (output, error, denial, approval):
+    /// the client must have its tool part with its input. A call never seen
+    /// is announced under the name `unknown` — except when continuing an
+    /// earlier answer, whose calls the client already holds.
+    fn ensure_known(&mut self, out: &mut Vec<u8>, id: &str, trailer: bool) {
+        match self.calls.get(id) {
+            None => {
+                if self.ctx.message_id.is_none() {
+                    self.start_call(out, id, UNKNOWN_TOOL_NAME, true, None, trailer);
+                    self.end_call(out, id, None);
+                }
+            }
+            Some(c) if !c.input_done => self.end_call(out, id, None),
+            Some(_) => {}
+        }
+    }
+
+    fn resolve(&mut self, id: &str) {
+        if let Some(c) = self.calls.get_mut(id) {
+            c.resolved = true;
+        }
+        self.step_has_output = true;
+    }
+
+    // ---- parts carried as data-<name> ------------------------------------
+
+    /// A `data-<name>` part. From a Vercel upstream its `id`/`transient` come
+    /// back from the extras; otherwise `id` and `transient` are as given.
+    fn data_part(
+        &mut self,
+        out: &mut Vec<u8>,
+        event: &Event,
+        name: &str,
+        data: Value,
+        id: Option<&str>,
+        transient: bool,
+    ) {
+        let from_vercel = is_vercel(event);
+        let transient_now = if from_vercel {
+            wire_transient(event)
+        } else {
+            transient
+        };
+        if !transient_now {
+            self.ensure_step(out, from_vercel, false);
+        }
+        let mut c = chunk(&format!("data-{name}"));
+        if !from_vercel {
+            if let Some(id) = id {
+                c.insert("id".into(), s(id));
+            }
+        }
+        c.insert("data".into(), data);
+        if !from_vercel && transient {
+            c.insert("transient".into(), Value::Bool(true));
+        }
+        self.emit(out, c, Some(event));
+    }
+
+    fn state_part(
+        &mut self,
+        out: &mut Vec<u8>,
+        event: &Event,
+        data: Value,
+        envelope_delta: Option<&Value>,
+    ) {
+        if is_vercel(event) {
+            // Written back in the form it came in.
+            let envelope = note(event, marker::FORM).is_some();
+            let (name, data) = match (envelope, envelope_delta) {
+                (true, Some(patch)) => ("state", json!({"type": "delta", "delta": patch})),
+                (true, None) => ("state", json!({"type": "snapshot", "snapshot": data})),
+                (false, Some(patch)) => ("state-delta", patch.clone()),
+                (false, None) => ("state", data),
+            };
+            self.data_part(out, event, name, data, None, false);
+        } else {
+            self.data_part(out, event, "state", data, Some(STATE_PART_ID), false);
+        }
+    }
+}
+
+impl Encoder for VercelEncoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::Vercel
+    }
+
+    fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
+        if self.done || self.phase == Phase::Errored {
+            return;
+        }
+        let from_vercel = is_vercel(event);
+        if !matches!(event.kind, EventKind::RunFinished { .. }) {
+            self.flush_finish_step(out);
+        }
+        match &event.kind {
+            EventKind::RunStarted { message_id, .. } => {
+                if !self.start_written {
+                    let mut c = chunk("start");
+                    if let Some(id) = self.ctx.message_id.as_ref().or(message_id.as_ref()) {
+                        c.insert("messageId".into(), s(id));
+                    }
+                    self.emit(out, c, Some(event));
+                    self.start_written = true;
+                } else if let Some(md) = note(event, "messageMetadata") {
+                    // One start per response: a later run's metadata still counts.
+                    let mut c = chunk("message-metadata");
+                    c.insert("messageMetadata".into(), md.clone());
+                    self.emit(out, c, None);
+                }
+                if self.phase != Phase::Running {
+                    self.phase = Phase::Running;
+                    self.run_seq += 1;
+                }
+                self.tracker.observe(event);
+            }
+            EventKind::RunFinished {
+                outcome,
+                finish_reason,
+                ..
+            } => self.run_finished(event, outcome, finish_reason.as_deref(), out),
+            EventKind::RunError { message, code } => {
+                self.ensure_start(out);
+                self.close_texts(out);
+                for id in self.open_inputs.clone() {
+                    self.abandon_call(
+                        out,
+                        &id,
+                        &format!("the run failed before the call's input was complete: {message}"),
+                    );
+                }
+                let mut c = chunk("error");
+                c.insert("errorText".into(), s(message));
+                if let Some(code) = code {
+                    c.insert("code".into(), s(code));
+                }
+                self.emit(out, c, Some(event));
+                // As the `ai` package's own streams end a failed run: the
+                // step and the message are closed, with reason "error".
+                self.close_step(out);
+                let mut f = chunk("finish");
+                f.insert("finishReason".into(), s("error"));
+                self.emit(out, f, None);
+                self.phase = Phase::Errored;
+                self.tracker.observe(event);
+            }
+            EventKind::StepStarted { .. } => {
+                self.begin(out);
+                if from_vercel {
+                    self.emit(out, chunk("start-step"), Some(event));
+                    self.step_open = true;
+                    self.any_step = true;
+                    self.step_has_output = false;
+                } else {
+                    self.core_step_depth += 1;
+                    if !self.step_open {
+                        self.open_step(out);
+                    }
+                }
+            }
+            EventKind::StepFinished { .. } => {
+                self.begin(out);
+                if from_vercel {
+                    let extra: Extra = event
+                        .extra
+                        .iter()
+                        .filter(|(k, _)| !is_marker(k))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    self.finish_step_pending = Some(extra);
+                    if !self.step_open {
+                        self.flush_finish_step(out);
+                    }
+                } else {
+                    self.core_step_depth = self.core_step_depth.saturating_sub(1);
+                    if self.core_step_depth == 0 && self.step_open {
+                        self.finish_step_pending = Some(Extra::new());
+                    }
+                }
+            }
+
+            EventKind::TextStart { message_id, .. } | EventKind::ReasoningStart { message_id } => {
+                let reasoning = matches!(event.kind, EventKind::ReasoningStart { .. });
+                self.begin(out);
+                let open = if reasoning {
+                    self.tracker.reasoning_open(message_id)
+                } else {
+                    self.tracker.text_open(message_id)
+                };
+                if !open {
+                    self.ensure_step(out, from_vercel, false);
+                    let mut c = chunk(if reasoning {
+                        "reasoning-start"
+                    } else {
+                        "text-start"
+                    });
+                    c.insert("id".into(), s(message_id));
+                    self.emit(out, c, Some(event));
+                    self.tracker.observe(event);
+                }
+            }
+            EventKind::TextDelta { message_id, delta }
+            | EventKind::ReasoningDelta { message_id, delta } => {
+                let reasoning = matches!(event.kind, EventKind::ReasoningDelta { .. });
+                self.begin(out);
+                let open = if reasoning {
+                    self.tracker.reasoning_open(message_id)
+                } else {
+                    self.tracker.text_open(message_id)
+                };
+                if !open {
+                    self.ensure_step(out, from_vercel, false);
+                    let (ty, start) = if reasoning {
+                        (
+                            "reasoning-start",
+                            EventKind::ReasoningStart {
+                                message_id: message_id.clone(),
+                            },
+                        )
+                    } else {
+                        (
+                            "text-start",
+                            EventKind::TextStart {
+                                message_id: message_id.clone(),
+                                role: Role::Assistant,
+                                name: None,
+                            },
+                        )
+                    };
+                    let mut c = chunk(ty);
+                    c.insert("id".into(), s(message_id));
+                    self.emit(out, c, None);
+                    self.tracker.observe(&Event::new(start));
+                }
+                let mut c = chunk(if reasoning {
+                    "reasoning-delta"
+                } else {
+                    "text-delta"
+                });
+                c.insert("id".into(), s(message_id));
+                c.insert("delta".into(), s(delta));
+                self.emit(out, c, Some(event));
+            }
+            EventKind::TextEnd { message_id } | EventKind::ReasoningEnd { message_id } => {
+                let reasoning = matches!(event.kind, EventKind::ReasoningEnd { .. });
+                let open = if reasoning {
+                    self.tracker.reasoning_open(message_id)
+                } else {
+                    self.tracker.text_open(message_id)
+                };
+                // The end of a part never started would be refused: dropped.
+                if open {
+                    let mut c = chunk(if reasoning {
+                        "reasoning-end"
+                    } else {
+                        "text-end"
+                    });
+                    c.insert("id".into(), s(message_id));
+                    self.emit(out, c, Some(event));
+                    self.tracker.observe(event);
+                }
+            }
+            // Vercel has no reasoning phases; the reasoning parts inside are written.
+            EventKind::ReasoningPhaseStart { .. } | EventKind::ReasoningPhaseEnd { .. } => {}
+            EventKind::ReasoningEncrypted { .. } => {
+                self.begin(out);
+                self.data_part(
+                    out,
+                    event,
+                    "reasoning-encrypted",
+                    wire::kind_fields(&event.kind),
+                    None,
+                    true,
+                );
+            }
+
+            EventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => {
+                self.begin(out);
+                if !self.calls.contains_key(tool_call_id) {
+                    let write = note(event, marker::SYNTHESIZED).is_none();
+                    self.start_call(out, tool_call_id, tool_name, write, Some(event), false);
+                }
+            }
+            EventKind::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                self.begin(out);
+                if !self.calls.contains_key(tool_call_id) {
+                    self.start_call(out, tool_call_id, UNKNOWN_TOOL_NAME, true, None, false);
+                }
+                let synthesized = note(event, marker::SYNTHESIZED).is_some();
+                if let Some(call) = self.calls.get_mut(tool_call_id) {
+                    // Arguments after the input was complete cannot be shown.
+                    if call.input_done {
+                        return;
+                    }
+                    call.args.push_str(delta);
+                    if !synthesized {
+                        if !call.start_written {
+                            call.start_written = true;
+                            let mut c = chunk("tool-input-start");
+                            c.insert("toolCallId".into(), s(tool_call_id));
+                            c.insert("toolName".into(), s(&call.name));
+                            self.emit(out, c, None);
+                        }
+                        let mut c = chunk("tool-input-delta");
+                        c.insert("toolCallId".into(), s(tool_call_id));
+                        c.insert("inputTextDelta".into(), s(delta));
+                        self.emit(out, c, Some(event));
+                    }
+                }
+            }
+            EventKind::ToolCallEnd { tool_call_id } => {
+                if note(event, marker::INPUT_ERROR).is_some() {
+                    // The ToolCallError that follows writes tool-input-error.
+                    if let Some(call) = self.calls.get_mut(tool_call_id) {
+                        call.input_done = true;
+                    }
+                    self.open_inputs.retain(|x| x != tool_call_id);
+                } else if self.calls.contains_key(tool_call_id) {
+                    self.begin(out);
+                    self.end_call(out, tool_call_id, Some(event));
+                }
+            }
+            EventKind::ToolCallResult {
+                tool_call_id,
+                content,
+                ..
+            } => {
+                self.begin(out);
+                self.ensure_known(out, tool_call_id, false);
+                let mut c = chunk("tool-output-available");
+                c.insert("toolCallId".into(), s(tool_call_id));
+                c.insert("output".into(), output_value(content, from_vercel));
+                self.emit(out, c, Some(event));
+                // A preliminary output is followed by the final one.
+                if note(event, "preliminary") != Some(&Value::Bool(true)) {
+                    self.resolve(tool_call_id);
+                }
+            }
+            EventKind::ToolCallError {
+                tool_call_id,
+                error,
+                input_invalid,
+            } => {
+                self.begin(out);
+                if *input_invalid {
+                    // tool-input-error makes the part itself if need be.
+                    if !self.calls.contains_key(tool_call_id) {
+                        self.start_call(out, tool_call_id, UNKNOWN_TOOL_NAME, false, None, false);
+                    }
+                    if let Some(call) = self.calls.get_mut(tool_call_id) {
+                        call.input_done = true;
+                        call.resolved = true;
+                        let mut c = chunk("tool-input-error");
+                        c.insert("toolCallId".into(), s(tool_call_id));
+                        c.insert("toolName".into(), s(&call.name));
+                        c.insert("input".into(), input_from_args(&call.args));
+                        c.insert("errorText".into(), s(error));
+                        self.emit(out, c, Some(event));
+                    }
+                    self.open_inputs.retain(|x| x != tool_call_id);
+                    self.step_has_output = true;
+                } else {
+                    self.ensure_known(out, tool_call_id, false);
+                    let mut c = chunk("tool-output-error");
+                    c.insert("toolCallId".into(), s(tool_call_id));
+                    c.insert("errorText".into(), s(error));
+                    self.emit(out, c, Some(event));
+                    self.resolve(tool_call_id);
+                }
+            }
+            EventKind::ToolCallDenied { tool_call_id } => {
+                self.begin(out);
+                self.ensure_known(out, tool_call_id, false);
+                let mut c = chunk("tool-output-denied");
+                c.insert("toolCallId".into(), s(tool_call_id));
+                self.emit(out, c, Some(event));
+                self.resolve(tool_call_id);
+            }
+
+            EventKind::StateSnapshot { snapshot } => {
+                self.begin(out);
+                self.state = snapshot.clone();
+                self.state_part(out, event, snapshot.clone(), None);
+            }
+            EventKind::StateDelta { patch } => {
+                self.begin(out);
+                let mut next = self.state.clone();
+                let applied = apply_patch(&mut next, patch);
+                if applied {
+                    self.state = next;
+                }
+                if from_vercel {
+                    self.state_part(out, event, Value::Null, Some(patch));
+                } else if applied {
+                    let full = self.state.clone();
+                    self.state_part(out, event, full, None);
+                } else {
+                    // The patch does not fit the state this stream built: the
+                    // client gets the patch itself, shown but not kept.
+                    self.data_part(out, event, "state-delta", patch.clone(), None, true);
+                }
+            }
+            EventKind::MessagesSnapshot { messages } => {
+                self.begin(out);
+                let data = json!({"messages": core_to_ui_messages(messages)});
+                self.data_part(out, event, "messages-snapshot", data, None, true);
+            }
+            EventKind::ActivitySnapshot {
+                message_id,
+                content,
+                ..
+            } => {
+                self.begin(out);
+                self.activities.insert(message_id.clone(), content.clone());
+                let data = wire::kind_fields(&event.kind);
+                self.data_part(
+                    out,
+                    event,
+                    "activity-snapshot",
+                    data,
+                    Some(message_id),
+                    false,
+                );
+            }
+            EventKind::ActivityDelta {
+                message_id,
+                activity_type,
+                patch,
+            } => {
+                self.begin(out);
+                let applied = match (from_vercel, self.activities.get(message_id)) {
+                    (false, Some(content)) => {
+                        let mut next = content.clone();
+                        apply_patch(&mut next, patch).then_some(next)
+                    }
+                    _ => None,
+                };
+                match applied {
+                    Some(content) => {
+                        // The activity part (same id) is replaced in place.
+                        self.activities.insert(message_id.clone(), content.clone());
+                        let snapshot = EventKind::ActivitySnapshot {
+                            message_id: message_id.clone(),
+                            activity_type: activity_type.clone(),
+                            content,
+                            replace: None,
+                        };
+                        let data = wire::kind_fields(&snapshot);
+                        self.data_part(
+                            out,
+                            event,
+                            "activity-snapshot",
+                            data,
+                            Some(message_id),
+                            false,
+                        );
+                    }
+                    None => {
+                        let data = wire::kind_fields(&event.kind);
+                        self.data_part(out, event, "activity-delta", data, None, true);
+                    }
+                }
+            }
+
+            EventKind::Source {
+                source_kind,
+                source_id,
+                url,
+                title,
+                media_type,
+                filename,
+            } => {
+                self.begin(out);
+                self.ensure_step(out, from_vercel, false);
+                let c = match source_kind {
+                    SourceKind::Url => {
+                        let mut c = chunk("source-url");
+                        c.insert("sourceId".into(), s(source_id));
+                        c.insert("url".into(), s(url.as_deref().unwrap_or_default()));
+                        if let Some(t) = title {
+                            c.insert("title".into(), s(t));
+                        }
+                        c
+                    }
+                    SourceKind::Document => {
+                        let mut c = chunk("source-document");
+                        c.insert("sourceId".into(), s(source_id));
+                        c.insert(
+                            "mediaType".into(),
+                            s(media_type.as_deref().unwrap_or("application/octet-stream")),
+                        );
+                        // title is required: fall back to the file name
+                        let t = title.as_deref().or(filename.as_deref()).unwrap_or_default();
+                        c.insert("title".into(), s(t));
+                        if let Some(f) = filename {
+                            c.insert("filename".into(), s(f));
+                        }
+                        c
+                    }
+                };
+                self.emit(out, c, Some(event));
+            }
+            EventKind::File { url, media_type } => {
+                self.begin(out);
+                self.ensure_step(out, from_vercel, false);
+                let ty = match note(event, marker::TYPE).and_then(Value::as_str) {
+                    Some("reasoning-file") => "reasoning-file",
+                    _ => "file",
+                };
+                let mut c = chunk(ty);
+                c.insert("url".into(), s(url));
+                c.insert("mediaType".into(), s(media_type));
+                self.emit(out, c, Some(event));
+            }
+            EventKind::Data {
+                name,
+                id,
+                data,
+                transient,
+                ..
+            } => {
+                self.begin(out);
+                if !*transient {
+                    self.ensure_step(out, from_vercel, false);
+                }
+                let mut c = chunk(&format!("data-{name}"));
+                if let Some(id) = id {
+                    c.insert("id".into(), s(id));
+                }
+                c.insert("data".into(), data.clone());
+                if *transient {
+                    c.insert("transient".into(), Value::Bool(true));
+                }
+                self.emit(out, c, Some(event));
+            }
+            EventKind::Custom { name, value } => {
+                self.begin(out);
+                let data = json!({"name": name, "value": value});
+                self.data_part(out, event, "custom", data, None, true);
+            }
+            EventKind::MessageMetadata { metadata } => {
+                // Metadata that came inside start/finish is written there.
+                if note(event, marker::CARRIED_BY).is_some() {
+                    return;
+                }
+                self.begin(out);
+                let mut c = chunk("message-metadata");
+                c.insert("messageMetadata".into(), metadata.clone());
+                self.emit(out, c, Some(event));
+            }
+
+            EventKind::CollabStart { .. }
+            | EventKind::CollabContent { .. }
+            | EventKind::CollabEnd { .. }
+            | EventKind::SubagentStarted { .. }
+            | EventKind::SubagentFinished { .. }
+            | EventKind::SubagentError { .. }
+            | EventKind::Raw { .. } => {
+                self.begin(out);
+                let name = wire::kind_part_name(&event.kind).unwrap_or("unknown");
+                self.data_part(out, event, name, wire::kind_fields(&event.kind), None, true);
+            }
+            EventKind::Unknown { raw } => {
+                self.begin(out);
+                let from_data_part = note(event, marker::TYPE).is_some();
+                let raw_type = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+                if from_vercel && !from_data_part && PASSTHROUGH_TYPES.contains(&raw_type) {
+                    // A chunk a 7.x client knows, from a 7.x upstream.
+                    if matches!(raw_type, "custom" | "steering-message") {
+                        self.ensure_step(out, true, false);
+                    }
+                    write_json(out, raw);
+                } else if from_data_part {
+                    self.data_part(out, event, "unknown", raw.clone(), None, true);
+                } else {
+                    // The client rejects unknown chunk types: carried inside.
+                    let mut c = chunk("data-unknown");
+                    c.insert("data".into(), raw.clone());
+                    c.insert("transient".into(), Value::Bool(true));
+                    self.emit(out, c, None);
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.done {
+            return;
+        }
+        if matches!(self.phase, Phase::Idle | Phase::Running) {
+            // The upstream stopped without finishing: close what is open and
+            // say the answer may be incomplete.
+            self.ensure_start(out);
+            self.close_texts(out);
+            for id in self.open_inputs.clone() {
+                self.abandon_call(
+                    out,
+                    &id,
+                    "the stream ended before the call's input was complete",
+                );
+            }
+            self.commit_continuation(out);
+            self.close_step(out);
+            if !self.any_step {
+                self.open_step(out);
+                self.close_step(out);
+            }
+            let mut c = chunk("finish");
+            c.insert("finishReason".into(), s("interrupted"));
+            self.emit(out, c, None);
+            self.phase = Phase::Ended;
+        }
+        write_done(out);
+        self.done = true;
+    }
+
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        HEADERS
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use babelgate_core::Interrupt;
+
+    pub(crate) fn run_started() -> EventKind {
+        EventKind::RunStarted {
+            thread_id: Some("thread-1".into()),
+            run_id: Some("run-1".into()),
+            parent_run_id: None,
+            message_id: None,
+            input: None,
+        }
+    }
+
+    pub(crate) fn run_finished(outcome: Outcome) -> EventKind {
+        EventKind::RunFinished {
+            thread_id: Some("thread-1".into()),
+            run_id: Some("run-1".into()),
+            message_id: None,
+            result: None,
+            outcome,
+            finish_reason: None,
+            usage: None,
+        }
+    }
+
+    pub(crate) fn text(id: &str, deltas: &[&str]) -> Vec<EventKind> {
+        let mut v = vec![EventKind::TextStart {
+            message_id: id.into(),
+            role: Role::Assistant,
+            name: None,
+        }];
+        v.extend(deltas.iter().map(|d| EventKind::TextDelta {
+            message_id: id.into(),
+            delta: (*d).into(),
+        }));
+        v.push(EventKind::TextEnd {
+            message_id: id.into(),
+        });
+        v
+    }
+
+    pub(crate) fn tool(id: &str, name: &str, deltas: &[&str]) -> Vec<EventKind> {
+        let mut v = vec![EventKind::ToolCallStart {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            parent_message_id: Some("msg-1".into()),
+        }];
+        v.extend(deltas.iter().map(|d| EventKind::ToolCallArgs {
+            tool_call_id: id.into(),
+            delta: (*d).into(),
+        }));
+        v.push(EventKind::ToolCallEnd {
+            tool_call_id: id.into(),
+        });
+        v
+    }
+
+    pub(crate) fn result(id: &str, content: Value) -> EventKind {
+        EventKind::ToolCallResult {
+            tool_call_id: id.into(),
+            message_id: Some("msg-tool".into()),
+            content,
+        }
+    }
+
+    fn encode_with(ctx: EncodeContext, events: &[EventKind]) -> String {
+        let mut e = VercelEncoder::new(ctx);
+        let mut out = Vec::new();
+        for k in events {
+            e.encode(&Event::new(k.clone()), &mut out);
+        }
+        e.finish(&mut out);
+        e.finish(&mut out); // idempotent
+        String::from_utf8(out).unwrap()
+    }
+
+    fn encode(events: &[EventKind]) -> String {
+        encode_with(EncodeContext::deterministic(), events)
+    }
+
+    /// The expected stream from one JSON chunk per line, plus [DONE].
+    fn stream(chunks: &[&str]) -> String {
+        let mut s: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        s.push_str("data: [DONE]\n\n");
+        s
+    }
+
+    /// Scenarios in the shapes the other dialects' decoders produce; the exact
+    /// tests below pin their output and `dump_client_corpus` hands them to
+    /// the real client.
+    pub(crate) fn corpus() -> Vec<(&'static str, EncodeContext, Vec<EventKind>)> {
+        let det = EncodeContext::deterministic;
+        let mut v = Vec::new();
+        let mut server_tool = vec![run_started()];
+        server_tool.extend(tool("tc-1", "get_weather", &["{\"city\":", "\"北京\"}"]));
+        server_tool.push(result(
+            "tc-1",
+            json!("{\"city\":\"北京\",\"temperature\":22}"),
+        ));
+        server_tool.extend(text("msg-2", &["北京今天晴"]));
+        server_tool.push(run_finished(Outcome::Unspecified));
+        v.push(("server_tool", det(), server_tool));
+
+        let mut frontend = vec![run_started()];
+        frontend.extend(text("msg-1", &["Sure."]));
+        frontend.extend(tool(
+            "tc-1",
+            "change_background",
+            &["{\"col", "or\":\"#ff", "0000\"}"],
+        ));
+        frontend.push(run_finished(Outcome::Unspecified));
+        v.push(("frontend_tool", det(), frontend));
+
+        // the request after the browser ran the tool continues message a1
+        let mut cont_ctx = det();
+        cont_ctx.message_id = Some("msg-1".into());
+        let mut cont = vec![run_started()];
+        cont.extend(text("msg-3", &["Done, it is red now."]));
+        cont.push(run_finished(Outcome::Unspecified));
+        v.push(("continuation", cont_ctx.clone(), cont));
+        // the agent says nothing more after the tool
+        v.push((
+            "continuation_empty",
+            cont_ctx,
+            vec![run_started(), run_finished(Outcome::Unspecified)],
+        ));
+
+        let mut hitl = vec![run_started()];
+        hitl.extend(tool("tc-1", "confirm_action", &["{\"path\":\"/tmp/x\"}"]));
+        hitl.push(run_finished(Outcome::Interrupt {
+            interrupts: vec![Interrupt {
+                id: "int-1".into(),
+                reason: "confirmation".into(),
+                message: Some("Delete /tmp/x?".into()),
+                tool_call_id: Some("tc-1".into()),
+                payload: None,
+                extra: Extra::new(),
+            }],
+        }));
+        v.push(("hitl_confirm", det(), hitl));
+
+        let form = vec![
+            run_started(),
+            run_finished(Outcome::Interrupt {
+                interrupts: vec![Interrupt {
+                    id: "int-2".into(),
+                    reason: "input_required".into(),
+                    message: Some("Which city?".into()),
+                    tool_call_id: None,
+                    payload: Some(json!({"type": "string"})),
+                    extra: Extra::new(),
+                }],
+            }),
+        ];
+        v.push(("interrupt_form", det(), form));
+
+        let mut parallel = vec![run_started()];
+        parallel.extend([
+            EventKind::ToolCallStart {
+                tool_call_id: "a".into(),
+                tool_name: "get_weather".into(),
+                parent_message_id: None,
+            },
+            EventKind::ToolCallStart {
+                tool_call_id: "b".into(),
+                tool_name: "get_time".into(),
+                parent_message_id: None,
+            },
+            EventKind::ToolCallArgs {
+                tool_call_id: "a".into(),
+                delta: "{\"city\":".into(),
+            },
+            EventKind::ToolCallArgs {
+                tool_call_id: "b".into(),
+                delta: "{}".into(),
+            },
+            EventKind::ToolCallArgs {
+                tool_call_id: "a".into(),
+                delta: "\"Paris\"}".into(),
+            },
+            EventKind::ToolCallEnd {
+                tool_call_id: "a".into(),
+            },
+            result("a", json!({"t": 18})),
+            EventKind::ToolCallEnd {
+                tool_call_id: "b".into(),
+            },
+            result("b", json!("14:05")),
+            run_finished(Outcome::Unspecified),
+        ]);
+        v.push(("parallel_tools", det(), parallel));
+
+        let state = vec![
+            run_started(),
+            EventKind::StateSnapshot {
+                snapshot: json!({"counter": 0, "items": ["a"]}),
+            },
+            EventKind::StateDelta {
+                patch: json!([{"op": "add", "path": "/items/-", "value": "b"}, {"op": "replace", "path": "/counter", "value": 1}]),
+            },
+            EventKind::StateDelta {
+                patch: json!([{"op": "remove", "path": "/nope"}]),
+            },
+            run_finished(Outcome::Unspecified),
+        ];
+        v.push(("state", det(), state));
+
+        let mut cut = vec![run_started()];
+        let mut t = text("msg-1", &["This answer is cut ", "off"]);
+        t.pop();
+        cut.extend(t);
+        cut.extend(tool("tc-9", "half", &["{\"a\":"]).into_iter().take(2));
+        v.push(("cut_mid_message", det(), cut));
+
+        let mut err = vec![run_started()];
+        let mut t = text("msg-1", &["Let me look"]);
+        t.pop();
+        err.extend(t);
+        err.push(EventKind::RunError {
+            message: "upstream model timed out".into(),
+            code: Some("UPSTREAM_TIMEOUT".into()),
+        });
+        err.push(EventKind::TextDelta {
+            message_id: "msg-1".into(),
+            delta: "lost".into(),
+        });
+        v.push(("run_error", det(), err));
+
+        let reasoning = vec![
+            run_started(),
+            EventKind::ReasoningPhaseStart {
+                message_id: "span".into(),
+            },
+            EventKind::ReasoningDelta {
+                message_id: "r1".into(),
+                delta: "thinking".into(),
+            },
+            EventKind::ReasoningEnd {
+                message_id: "r1".into(),
+            },
+            EventKind::ReasoningPhaseEnd {
+                message_id: "span".into(),
+            },
+            EventKind::ReasoningEncrypted {
+                subtype: "message".into(),
+                entity_id: "r1".into(),
+                value: "enc".into(),
+            },
+            EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: "Hello".into(),
+            },
+            EventKind::TextEnd {
+                message_id: "m".into(),
+            },
+            EventKind::TextEnd {
+                message_id: "m".into(),
+            },
+            EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: " again".into(),
+            },
+            run_finished(Outcome::Unspecified),
+        ];
+        v.push(("reasoning_and_shorthand", det(), reasoning));
+
+        let misc = vec![
+            run_started(),
+            EventKind::Custom {
+                name: "progress".into(),
+                value: json!({"percent": 50}),
+            },
+            EventKind::Raw {
+                event: json!({"provider": "acme"}),
+                source: Some("acme-llm".into()),
+            },
+            EventKind::StepStarted {
+                name: Some("outer".into()),
+            },
+            EventKind::StepStarted {
+                name: Some("inner".into()),
+            },
+            EventKind::Source {
+                source_kind: SourceKind::Url,
+                source_id: "s1".into(),
+                url: Some("https://example.com".into()),
+                title: None,
+                media_type: None,
+                filename: None,
+            },
+            EventKind::Source {
+                source_kind: SourceKind::Document,
+                source_id: "s2".into(),
+                url: None,
+                title: None,
+                media_type: None,
+                filename: Some("a.pdf".into()),
+            },
+            EventKind::File {
+                url: "https://example.com/a.png".into(),
+                media_type: "image/png".into(),
+            },
+            EventKind::Data {
+                name: "weather".into(),
+                id: Some("w1".into()),
+                message_id: None,
+                data: json!({"t": 22}),
+                transient: false,
+            },
+            EventKind::MessageMetadata {
+                metadata: json!({"model": "acme-1"}),
+            },
+            EventKind::StepFinished {
+                name: Some("inner".into()),
+            },
+            EventKind::StepFinished {
+                name: Some("outer".into()),
+            },
+            EventKind::ActivitySnapshot {
+                message_id: "act-1".into(),
+                activity_type: "plan".into(),
+                content: json!({"steps": ["a"]}),
+                replace: None,
+            },
+            EventKind::ActivityDelta {
+                message_id: "act-1".into(),
+                activity_type: "plan".into(),
+                patch: json!([{"op": "add", "path": "/steps/-", "value": "b"}]),
+            },
+            EventKind::CollabStart {
+                message_id: "c1".into(),
+                from: Some("planner".into()),
+                to: Some("coder".into()),
+            },
+            EventKind::CollabContent {
+                message_id: "c1".into(),
+                delta: json!({"task": {"id": "t1", "name": "write"}}),
+            },
+            EventKind::CollabEnd {
+                message_id: "c1".into(),
+            },
+            EventKind::SubagentStarted {
+                subagent_run_id: "sa".into(),
+                name: "coder".into(),
+                description: None,
+            },
+            EventKind::SubagentFinished {
+                subagent_run_id: "sa".into(),
+                result: Some(json!("ok")),
+                outcome: None,
+            },
+            EventKind::SubagentError {
+                subagent_run_id: "sb".into(),
+                message: "x".into(),
+                code: None,
+            },
+            EventKind::MessagesSnapshot {
+                messages: vec![babelgate_core::request::Message::text_message(
+                    "u1",
+                    Role::User,
+                    "hi",
+                )],
+            },
+            EventKind::Unknown {
+                raw: json!({"type": "FUTURE_EVENT", "x": 1}),
+            },
+            result("never-seen", json!({"ok": true})),
+            EventKind::ToolCallError {
+                tool_call_id: "never-seen-2".into(),
+                error: "failed".into(),
+                input_invalid: false,
+            },
+            EventKind::ToolCallDenied {
+                tool_call_id: "never-seen-3".into(),
+            },
+            EventKind::ToolCallArgs {
+                tool_call_id: "no-start".into(),
+                delta: "{not json".into(),
+            },
+            EventKind::ToolCallEnd {
+                tool_call_id: "no-start".into(),
+            },
+            run_finished(Outcome::Success {
+                pending_tool_call_ids: vec![],
+            }),
+        ];
+        v.push(("everything_else", det(), misc));
+
+        let two_runs = {
+            let mut r = vec![run_started()];
+            r.extend(text("m1", &["one"]));
+            r.push(run_finished(Outcome::Unspecified));
+            r.push(run_started());
+            r.extend(text("m2", &["two"]));
+            r.push(run_finished(Outcome::Cancelled {
+                reason: Some("user stop".into()),
+            }));
+            r
+        };
+        v.push(("two_runs", det(), two_runs));
+        v.push(("empty", det(), vec![]));
+        v.push((
+            "started_and_finished",
+            det(),
+            vec![run_started(), run_finished(Outcome::Unspecified)],
+        ));
+        v
+    }
+
+    fn corpus_output(name: &str) -> String {
+        let (_, ctx, events) = corpus().into_iter().find(|(n, _, _)| *n == name).unwrap();
+        encode_with(ctx, &events)
+    }
+
+    #[test]
+    fn server_tool_result_then_text_opens_a_new_step() {
+        assert_eq!(
+            corpus_output("server_tool"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"tc-1","toolName":"get_weather"}"#,
+                r#"{"type":"tool-input-delta","toolCallId":"tc-1","inputTextDelta":"{\"city\":"}"#,
+                r#"{"type":"tool-input-delta","toolCallId":"tc-1","inputTextDelta":"\"北京\"}"}"#,
+                r#"{"type":"tool-input-available","toolCallId":"tc-1","toolName":"get_weather","input":{"city":"北京"}}"#,
+                r#"{"type":"tool-output-available","toolCallId":"tc-1","output":{"city":"北京","temperature":22}}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"msg-2"}"#,
+                r#"{"type":"text-delta","id":"msg-2","delta":"北京今天晴"}"#,
+                r#"{"type":"text-end","id":"msg-2"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn open_front_end_call_finishes_with_tool_calls() {
+        let out = corpus_output("frontend_tool");
+        assert!(out.ends_with(
+            "data: {\"type\":\"tool-input-available\",\"toolCallId\":\"tc-1\",\"toolName\":\"change_background\",\"input\":{\"color\":\"#ff0000\"}}\n\n\
+             data: {\"type\":\"finish-step\"}\n\n\
+             data: {\"type\":\"finish\",\"finishReason\":\"tool-calls\"}\n\n\
+             data: [DONE]\n\n"
+        ), "{out}");
+    }
+
+    #[test]
+    fn continuation_reuses_the_message_id_and_opens_a_step() {
+        assert_eq!(
+            corpus_output("continuation"),
+            stream(&[
+                r#"{"type":"start","messageId":"msg-1"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"msg-3"}"#,
+                r#"{"type":"text-delta","id":"msg-3","delta":"Done, it is red now."}"#,
+                r#"{"type":"text-end","id":"msg-3"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn an_empty_continuation_still_shows_its_step() {
+        assert_eq!(
+            corpus_output("continuation_empty"),
+            stream(&[
+                r#"{"type":"start","messageId":"msg-1"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"txt-1"}"#,
+                r#"{"type":"text-end","id":"txt-1"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn tool_interrupt_becomes_an_approval_request_inside_the_step() {
+        let out = corpus_output("hitl_confirm");
+        assert!(out.ends_with(
+            "data: {\"type\":\"tool-input-available\",\"toolCallId\":\"tc-1\",\"toolName\":\"confirm_action\",\"input\":{\"path\":\"/tmp/x\"}}\n\n\
+             data: {\"type\":\"tool-approval-request\",\"approvalId\":\"int-1\",\"toolCallId\":\"tc-1\",\"reason\":\"Delete /tmp/x?\"}\n\n\
+             data: {\"type\":\"finish-step\"}\n\n\
+             data: {\"type\":\"finish\",\"finishReason\":\"tool-calls\"}\n\n\
+             data: [DONE]\n\n"
+        ), "{out}");
+    }
+
+    #[test]
+    fn other_interrupts_stay_in_the_message_as_data() {
+        assert_eq!(
+            corpus_output("interrupt_form"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"data-interrupt","id":"int-2","data":{"id":"int-2","reason":"input_required","message":"Which city?","payload":{"type":"string"}}}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"other"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn state_keeps_one_live_part() {
+        assert_eq!(
+            corpus_output("state"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"data-state","id":"state","data":{"counter":0,"items":["a"]}}"#,
+                r#"{"type":"data-state","id":"state","data":{"counter":1,"items":["a","b"]}}"#,
+                r#"{"type":"data-state-delta","data":[{"op":"remove","path":"/nope"}],"transient":true}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn cut_stream_is_closed_as_interrupted() {
+        assert_eq!(
+            corpus_output("cut_mid_message"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"msg-1"}"#,
+                r#"{"type":"text-delta","id":"msg-1","delta":"This answer is cut "}"#,
+                r#"{"type":"text-delta","id":"msg-1","delta":"off"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"tc-9","toolName":"half"}"#,
+                r#"{"type":"tool-input-delta","toolCallId":"tc-9","inputTextDelta":"{\"a\":"}"#,
+                r#"{"type":"text-end","id":"msg-1"}"#,
+                r#"{"type":"tool-input-error","toolCallId":"tc-9","toolName":"half","input":"{\"a\":","errorText":"the stream ended before the call's input was complete"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"interrupted"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn run_error_closes_text_then_reports_and_ignores_the_rest() {
+        assert_eq!(
+            corpus_output("run_error"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"msg-1"}"#,
+                r#"{"type":"text-delta","id":"msg-1","delta":"Let me look"}"#,
+                r#"{"type":"text-end","id":"msg-1"}"#,
+                r#"{"type":"error","errorText":"upstream model timed out","code":"UPSTREAM_TIMEOUT"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"error"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn fail_reports_an_error_chunk() {
+        let mut e = VercelEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        e.encode(&Event::new(run_started()), &mut out);
+        e.fail("upstream went away", None, &mut out);
+        e.encode(&Event::new(run_started()), &mut out);
+        e.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"error","errorText":"upstream went away"}"#,
+                r#"{"type":"finish","finishReason":"error"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn shorthand_text_gets_starts_and_never_a_delta_after_its_end() {
+        assert_eq!(
+            corpus_output("reasoning_and_shorthand"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"reasoning-start","id":"r1"}"#,
+                r#"{"type":"reasoning-delta","id":"r1","delta":"thinking"}"#,
+                r#"{"type":"reasoning-end","id":"r1"}"#,
+                r#"{"type":"data-reasoning-encrypted","data":{"subtype":"message","entity_id":"r1","value":"enc"},"transient":true}"#,
+                r#"{"type":"text-start","id":"m"}"#,
+                r#"{"type":"text-delta","id":"m","delta":"Hello"}"#,
+                r#"{"type":"text-end","id":"m"}"#,
+                r#"{"type":"text-start","id":"m"}"#,
+                r#"{"type":"text-delta","id":"m","delta":" again"}"#,
+                r#"{"type":"text-end","id":"m"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn events_without_a_chunk_become_data_parts() {
+        assert_eq!(
+            corpus_output("everything_else"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"data-custom","data":{"name":"progress","value":{"percent":50}},"transient":true}"#,
+                r#"{"type":"data-raw","data":{"event":{"provider":"acme"},"source":"acme-llm"},"transient":true}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"source-url","sourceId":"s1","url":"https://example.com"}"#,
+                r#"{"type":"source-document","sourceId":"s2","mediaType":"application/octet-stream","title":"a.pdf","filename":"a.pdf"}"#,
+                r#"{"type":"file","url":"https://example.com/a.png","mediaType":"image/png"}"#,
+                r#"{"type":"data-weather","id":"w1","data":{"t":22}}"#,
+                r#"{"type":"message-metadata","messageMetadata":{"model":"acme-1"}}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"data-activity-snapshot","id":"act-1","data":{"message_id":"act-1","activity_type":"plan","content":{"steps":["a"]}}}"#,
+                r#"{"type":"data-activity-snapshot","id":"act-1","data":{"message_id":"act-1","activity_type":"plan","content":{"steps":["a","b"]}}}"#,
+                r#"{"type":"data-collab-start","data":{"message_id":"c1","from":"planner","to":"coder"},"transient":true}"#,
+                r#"{"type":"data-collab-content","data":{"message_id":"c1","delta":{"task":{"id":"t1","name":"write"}}},"transient":true}"#,
+                r#"{"type":"data-collab-end","data":{"message_id":"c1"},"transient":true}"#,
+                r#"{"type":"data-subagent-started","data":{"subagent_run_id":"sa","name":"coder"},"transient":true}"#,
+                r#"{"type":"data-subagent-finished","data":{"subagent_run_id":"sa","result":"ok"},"transient":true}"#,
+                r#"{"type":"data-subagent-error","data":{"subagent_run_id":"sb","message":"x"},"transient":true}"#,
+                r#"{"type":"data-messages-snapshot","data":{"messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}]}]},"transient":true}"#,
+                r#"{"type":"data-unknown","data":{"type":"FUTURE_EVENT","x":1},"transient":true}"#,
+                r#"{"type":"tool-input-start","toolCallId":"never-seen","toolName":"unknown"}"#,
+                r#"{"type":"tool-input-available","toolCallId":"never-seen","toolName":"unknown","input":{}}"#,
+                r#"{"type":"tool-output-available","toolCallId":"never-seen","output":{"ok":true}}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"never-seen-2","toolName":"unknown"}"#,
+                r#"{"type":"tool-input-available","toolCallId":"never-seen-2","toolName":"unknown","input":{}}"#,
+                r#"{"type":"tool-output-error","toolCallId":"never-seen-2","errorText":"failed"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"never-seen-3","toolName":"unknown"}"#,
+                r#"{"type":"tool-input-available","toolCallId":"never-seen-3","toolName":"unknown","input":{}}"#,
+                r#"{"type":"tool-output-denied","toolCallId":"never-seen-3"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"no-start","toolName":"unknown"}"#,
+                r#"{"type":"tool-input-delta","toolCallId":"no-start","inputTextDelta":"{not json"}"#,
+                r#"{"type":"tool-input-error","toolCallId":"no-start","toolName":"unknown","input":"{not json","errorText":"the tool call's arguments are not valid JSON: key must be a string at line 1 column 2"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn a_second_run_continues_the_same_message() {
+        assert_eq!(
+            corpus_output("two_runs"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"m1"}"#,
+                r#"{"type":"text-delta","id":"m1","delta":"one"}"#,
+                r#"{"type":"text-end","id":"m1"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"m2"}"#,
+                r#"{"type":"text-delta","id":"m2","delta":"two"}"#,
+                r#"{"type":"text-end","id":"m2"}"#,
+                r#"{"type":"abort","reason":"user stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn empty_and_minimal_runs_still_open_a_step() {
+        assert_eq!(
+            corpus_output("empty"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"interrupted"}"#,
+            ])
+        );
+        assert_eq!(
+            corpus_output("started_and_finished"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn continuation_writes_results_for_calls_it_has_not_seen() {
+        let mut ctx = EncodeContext::deterministic();
+        ctx.message_id = Some("a1".into());
+        let out = encode_with(
+            ctx,
+            &[
+                run_started(),
+                result("tc-old", json!("done")),
+                run_finished(Outcome::Unspecified),
+            ],
+        );
+        assert_eq!(
+            out,
+            stream(&[
+                r#"{"type":"start","messageId":"a1"}"#,
+                r#"{"type":"tool-output-available","toolCallId":"tc-old","output":"done"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"txt-1"}"#,
+                r#"{"type":"text-end","id":"txt-1"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    #[test]
+    fn empty_arguments_are_an_empty_object_and_finish_reasons_are_checked() {
+        let mut events = vec![run_started()];
+        events.extend(tool("t", "ping", &[]));
+        events.push(EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome: Outcome::Unspecified,
+            finish_reason: Some("end_turn".into()),
+            usage: None,
+        });
+        let out = encode(&events);
+        assert!(out.contains(r#""input":{}"#), "{out}");
+        assert!(
+            out.contains(r#"{"type":"finish","finishReason":"other"}"#),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn headers_are_the_ui_message_stream_ones() {
+        let e = VercelEncoder::new(EncodeContext::deterministic());
+        assert!(e
+            .headers()
+            .contains(&("x-vercel-ai-ui-message-stream", "v1")));
+        assert!(e.headers().contains(&("x-accel-buffering", "no")));
+    }
+
+    /// With BABELGATE_VERCEL_CORPUS=<dir>, writes every corpus stream there
+    /// for a run through the real `ai` client.
+    #[test]
+    fn dump_client_corpus() {
+        let Some(dir) = std::env::var_os("BABELGATE_VERCEL_CORPUS") else {
+            return;
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, ctx, events) in corpus() {
+            let out = encode_with(ctx, &events);
+            std::fs::write(std::path::Path::new(&dir).join(format!("{name}.sse")), out).unwrap();
+        }
+    }
+}

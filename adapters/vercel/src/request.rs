@@ -1,0 +1,1368 @@
+//! Requests: the body `DefaultChatTransport` (what `useChat` uses) POSTs,
+//! `{id, messages: UIMessage[], trigger, messageId?, ...body}`, to and from
+//! the neutral [`RunRequest`].
+//!
+//! An assistant `UIMessage` holds a whole multi-step answer: text, reasoning,
+//! tool parts (call and result in one part) and `step-start` boundaries. The
+//! neutral history follows AG-UI (and the `ai` package's own
+//! `convertToModelMessages`): per step, an assistant message with its text and
+//! tool calls, then one `tool` message per result. So `parse_request` splits
+//! an assistant message at its step boundaries and `build_request` groups the
+//! messages of one answer back into one `UIMessage`.
+
+use babelgate_core::request::{
+    Context, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool, ToolCall, Trigger,
+};
+use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
+use serde_json::{json, Map, Value};
+
+/// Body fields this translator models; the rest go to `forwarded_props`.
+const MODELLED_BODY_FIELDS: [&str; 8] = [
+    "id",
+    "messages",
+    "trigger",
+    "messageId",
+    "state",
+    "tools",
+    "context",
+    "resume",
+];
+
+/// Tool part fields that have a slot in the neutral model; every other field
+/// of a tool part is kept in `ToolCall::extra`.
+const MODELLED_TOOL_FIELDS: [&str; 7] = [
+    "type",
+    "toolName",
+    "toolCallId",
+    "state",
+    "input",
+    "output",
+    "errorText",
+];
+
+/// The text a denied tool call answers with (the `ai` package's own words).
+const DENIED_TEXT: &str = "Tool call execution denied.";
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VercelRequests;
+
+impl RequestTranslator for VercelRequests {
+    fn dialect(&self) -> Dialect {
+        Dialect::Vercel
+    }
+
+    fn parse_request(&self, body: &[u8]) -> Result<RunRequest, RequestError> {
+        let body: Value = serde_json::from_slice(body)
+            .map_err(|e| RequestError::new(format!("request body is not valid JSON: {e}")))?;
+        parse_body(&body)
+    }
+
+    fn build_request(&self, request: &RunRequest) -> Result<Value, RequestError> {
+        Ok(build_body(request))
+    }
+}
+
+fn parse_body(body: &Value) -> Result<RunRequest, RequestError> {
+    let obj = body
+        .as_object()
+        .ok_or_else(|| RequestError::new("request body must be a JSON object"))?;
+    let thread_id = match obj.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(RequestError::field("id", "must be a string (the chat id)")),
+        None => return Err(RequestError::field("id", "missing (the chat id)")),
+    };
+    let ui_messages = match obj.get("messages") {
+        Some(Value::Array(a)) => a.as_slice(),
+        Some(_) => {
+            return Err(RequestError::field(
+                "messages",
+                "must be an array of UI messages",
+            ))
+        }
+        None => return Err(RequestError::field("messages", "missing")),
+    };
+    let trigger = match obj.get("trigger") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s == "submit-message" => Some(Trigger::SubmitMessage),
+        Some(Value::String(s)) if s == "regenerate-message" => Some(Trigger::RegenerateMessage),
+        Some(other) => {
+            return Err(RequestError::field(
+                "trigger",
+                format!("expected \"submit-message\" or \"regenerate-message\", got {other}"),
+            ))
+        }
+    };
+    let message_id = match obj.get("messageId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(RequestError::field("messageId", "must be a string")),
+    };
+
+    // The real client already cut the history before a regenerate; a client
+    // that sends it whole still gets the answer being replaced dropped.
+    let mut ui_messages = ui_messages;
+    if trigger == Some(Trigger::RegenerateMessage) {
+        if let Some((last, rest)) = ui_messages.split_last() {
+            if last.get("role").and_then(Value::as_str) == Some("assistant") {
+                ui_messages = rest;
+            }
+        }
+    }
+    let (messages, mut resume) = ui_to_core_messages(ui_messages, "messages")?;
+
+    let mut request = RunRequest {
+        thread_id,
+        messages,
+        trigger,
+        ..Default::default()
+    };
+
+    // messageId names the assistant message a submit continues (after a
+    // front-end tool or an approval). When it names anything else (a user
+    // message being edited, a regenerated message) it is kept for a Vercel
+    // upstream only: continuing a user message would overwrite it.
+    if let Some(id) = message_id {
+        let continues_assistant = trigger != Some(Trigger::RegenerateMessage)
+            && ui_messages.iter().any(|m| {
+                m.get("id").and_then(Value::as_str) == Some(id.as_str())
+                    && m.get("role").and_then(Value::as_str) == Some("assistant")
+            });
+        if continues_assistant {
+            request.continue_message_id = Some(id);
+        } else {
+            request.extra.insert("messageId".into(), Value::String(id));
+        }
+    }
+
+    // State: an explicit body field wins; otherwise the latest `data-state`
+    // part the gateway wrote into the history.
+    request.state = match obj.get("state") {
+        Some(Value::Null) | None => state_from_history(ui_messages),
+        Some(v) => Some(v.clone()),
+    };
+
+    let mut forwarded = Map::new();
+    for (k, v) in obj {
+        if !MODELLED_BODY_FIELDS.contains(&k.as_str()) {
+            forwarded.insert(k.clone(), v.clone());
+        }
+    }
+    // Tools, context and resume are no Vercel fields, but an app can pass them
+    // in useChat's `body` for an AG-UI agent; a shape we cannot read is left
+    // to the agent in forwarded_props.
+    if let Some(v) = obj.get("tools") {
+        match serde_json::from_value::<Vec<Tool>>(v.clone()) {
+            Ok(tools) => request.tools = tools,
+            Err(_) => {
+                forwarded.insert("tools".into(), v.clone());
+            }
+        }
+    }
+    if let Some(v) = obj.get("context") {
+        match serde_json::from_value::<Vec<Context>>(v.clone()) {
+            Ok(context) => request.context = context,
+            Err(_) => {
+                forwarded.insert("context".into(), v.clone());
+            }
+        }
+    }
+    if let Some(v) = obj.get("resume") {
+        match parse_resume(v) {
+            Some(entries) => resume.extend(entries),
+            None => {
+                forwarded.insert("resume".into(), v.clone());
+            }
+        }
+    }
+    request.resume = resume;
+    if !forwarded.is_empty() {
+        request.forwarded_props = Some(Value::Object(forwarded));
+    }
+    Ok(request)
+}
+
+/// `resume: [{interruptId, status?, payload?}]` (AG-UI's shape).
+fn parse_resume(v: &Value) -> Option<Vec<ResumeEntry>> {
+    let mut out = Vec::new();
+    for e in v.as_array()? {
+        let o = e.as_object()?;
+        let id = o
+            .get("interruptId")
+            .or_else(|| o.get("interrupt_id"))?
+            .as_str()?;
+        let status = match o.get("status") {
+            None | Some(Value::Null) => "resolved".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return None,
+        };
+        out.push(ResumeEntry {
+            interrupt_id: id.to_string(),
+            status,
+            payload: o.get("payload").filter(|p| !p.is_null()).cloned(),
+        });
+    }
+    Some(out)
+}
+
+/// Replays the `data-state` parts of the history: plain ones hold the whole
+/// state, `{type:"snapshot"}`/`{type:"delta"}` envelopes set or patch it.
+fn state_from_history(ui_messages: &[Value]) -> Option<Value> {
+    let mut state: Option<Value> = None;
+    for m in ui_messages {
+        let Some(parts) = m.get("parts").and_then(Value::as_array) else {
+            continue;
+        };
+        for p in parts {
+            if p.get("type").and_then(Value::as_str) != Some("data-state") {
+                continue;
+            }
+            let Some(data) = p.get("data") else { continue };
+            match crate::decoder::state_envelope(data) {
+                Some(crate::decoder::StateForm::Snapshot(s)) => state = Some(s.clone()),
+                Some(crate::decoder::StateForm::Delta(patch)) => {
+                    let mut next = state.clone().unwrap_or_else(|| json!({}));
+                    if apply_patch(&mut next, patch) {
+                        state = Some(next);
+                    }
+                }
+                None => state = Some(data.clone()),
+            }
+        }
+    }
+    state
+}
+
+/// Applies an RFC 6902 patch; false (and `doc` unchanged) when it does not apply.
+pub(crate) fn apply_patch(doc: &mut Value, patch: &Value) -> bool {
+    match serde_json::from_value::<Vec<json_patch::PatchOperation>>(patch.clone()) {
+        Ok(ops) => json_patch::patch(doc, &ops).is_ok(),
+        Err(_) => false,
+    }
+}
+
+fn str_field<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<&'a str, RequestError> {
+    match obj.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(RequestError::field(
+            format!("{path}.{key}"),
+            "must be a string",
+        )),
+        None => Err(RequestError::field(format!("{path}.{key}"), "missing")),
+    }
+}
+
+/// UI messages (as JSON) to neutral messages, plus the approval answers they
+/// hold. `path` names the array in error messages.
+pub(crate) fn ui_to_core_messages(
+    ui_messages: &[Value],
+    path: &str,
+) -> Result<(Vec<Message>, Vec<ResumeEntry>), RequestError> {
+    let mut out = Vec::new();
+    let mut resume = Vec::new();
+    for (i, m) in ui_messages.iter().enumerate() {
+        let mpath = format!("{path}[{i}]");
+        let obj = m
+            .as_object()
+            .ok_or_else(|| RequestError::field(mpath.clone(), "must be an object"))?;
+        let id = str_field(obj, "id", &mpath)?.to_string();
+        let role = match obj.get("role").and_then(Value::as_str) {
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("system") => Role::System,
+            Some(other) => {
+                return Err(RequestError::field(
+                    format!("{mpath}.role"),
+                    format!("expected \"system\", \"user\" or \"assistant\", got \"{other}\""),
+                ))
+            }
+            None => return Err(RequestError::field(format!("{mpath}.role"), "missing")),
+        };
+        let parts: Vec<Value> = match (obj.get("parts"), obj.get("content")) {
+            (Some(Value::Array(p)), _) => p.clone(),
+            // Messages of older clients (ai 4) carried a content string.
+            (None, Some(Value::String(s))) => vec![json!({"type": "text", "text": s})],
+            (Some(_), _) => {
+                return Err(RequestError::field(
+                    format!("{mpath}.parts"),
+                    "must be an array",
+                ))
+            }
+            (None, _) => return Err(RequestError::field(format!("{mpath}.parts"), "missing")),
+        };
+        let metadata = obj.get("metadata").filter(|v| !v.is_null()).cloned();
+        if role == Role::Assistant {
+            assistant_to_core(&id, metadata, &parts, &mpath, &mut out, &mut resume)?;
+        } else {
+            let mut content = Vec::new();
+            for (j, p) in parts.iter().enumerate() {
+                let ppath = format!("{mpath}.parts[{j}]");
+                match content_part(p, &ppath)? {
+                    Some(part) => content.push(part),
+                    None => content.push(Part::Other { value: p.clone() }),
+                }
+            }
+            let mut msg = Message {
+                id,
+                role,
+                content_is_parts: content.iter().any(|p| !matches!(p, Part::Text { .. })),
+                content,
+                ..Default::default()
+            };
+            if let Some(md) = metadata {
+                msg.extra.insert("metadata".into(), md);
+            }
+            out.push(msg);
+        }
+    }
+    Ok((out, resume))
+}
+
+/// Text, reasoning and file parts; `None` for any other part type.
+fn content_part(p: &Value, ppath: &str) -> Result<Option<Part>, RequestError> {
+    let obj = p
+        .as_object()
+        .ok_or_else(|| RequestError::field(ppath, "must be an object"))?;
+    let ty = str_field(obj, "type", ppath)?;
+    Ok(match ty {
+        "text" => Some(Part::Text {
+            text: str_field(obj, "text", ppath)?.to_string(),
+        }),
+        "reasoning" => Some(Part::Reasoning {
+            text: str_field(obj, "text", ppath)?.to_string(),
+        }),
+        "file" => {
+            let url = str_field(obj, "url", ppath)?;
+            let media_type = str_field(obj, "mediaType", ppath)?;
+            Some(Part::Media {
+                media: MediaKind::from_media_type(media_type),
+                source: MediaSource::from_url(url, Some(media_type)),
+                filename: obj
+                    .get("filename")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            })
+        }
+        _ => None,
+    })
+}
+
+/// One step of an assistant answer being collected.
+#[derive(Default)]
+struct Block {
+    content: Vec<Part>,
+    tool_calls: Vec<ToolCall>,
+    results: Vec<Message>,
+}
+
+impl Block {
+    fn is_empty(&self) -> bool {
+        self.content.is_empty() && self.tool_calls.is_empty() && self.results.is_empty()
+    }
+}
+
+/// The id of the `n`-th (0-based) step message of assistant message `id`.
+fn step_message_id(id: &str, n: usize) -> String {
+    if n == 0 {
+        id.to_string()
+    } else {
+        format!("{id}:{}", n + 1)
+    }
+}
+
+fn assistant_to_core(
+    id: &str,
+    metadata: Option<Value>,
+    parts: &[Value],
+    mpath: &str,
+    out: &mut Vec<Message>,
+    resume: &mut Vec<ResumeEntry>,
+) -> Result<(), RequestError> {
+    let mut metadata = metadata;
+    let mut emitted = 0usize;
+    let mut block = Block::default();
+    let mut flush = |block: &mut Block, out: &mut Vec<Message>, metadata: &mut Option<Value>| {
+        if block.is_empty() {
+            return;
+        }
+        let taken = std::mem::take(block);
+        let mut msg = Message {
+            id: step_message_id(id, emitted),
+            role: Role::Assistant,
+            content_is_parts: true,
+            content: taken.content,
+            tool_calls: taken.tool_calls,
+            ..Default::default()
+        };
+        if let Some(md) = metadata.take() {
+            msg.extra.insert("metadata".into(), md);
+        }
+        emitted += 1;
+        out.push(msg);
+        out.extend(taken.results);
+    };
+    for (j, p) in parts.iter().enumerate() {
+        let ppath = format!("{mpath}.parts[{j}]");
+        if let Some(part) = content_part(p, &ppath)? {
+            // An empty text part says nothing (the gateway writes one to end
+            // an empty continuation; some models refuse empty text blocks).
+            if !matches!(&part, Part::Text { text } if text.is_empty()) {
+                block.content.push(part);
+            }
+            continue;
+        }
+        // content_part checked that p is an object with a string type
+        let ty = p.get("type").and_then(Value::as_str).unwrap_or_default();
+        if ty == "step-start" {
+            flush(&mut block, out, &mut metadata);
+        } else if ty == "dynamic-tool" || ty.starts_with("tool-") {
+            tool_part(p, ty, &ppath, &mut block, resume)?;
+        } else {
+            block.content.push(Part::Other { value: p.clone() });
+        }
+    }
+    flush(&mut block, out, &mut metadata);
+    if emitted == 0 {
+        // An answer with nothing in it (it failed before any part) still
+        // holds the message's place.
+        let mut msg = Message {
+            id: id.to_string(),
+            role: Role::Assistant,
+            ..Default::default()
+        };
+        if let Some(md) = metadata {
+            msg.extra.insert("metadata".into(), md);
+        }
+        out.push(msg);
+    }
+    Ok(())
+}
+
+fn tool_part(
+    p: &Value,
+    ty: &str,
+    ppath: &str,
+    block: &mut Block,
+    resume: &mut Vec<ResumeEntry>,
+) -> Result<(), RequestError> {
+    let obj = p
+        .as_object()
+        .ok_or_else(|| RequestError::field(ppath, "must be an object"))?;
+    let dynamic = ty == "dynamic-tool";
+    let name = if dynamic {
+        str_field(obj, "toolName", ppath)?.to_string()
+    } else {
+        ty["tool-".len()..].to_string()
+    };
+    let call_id = str_field(obj, "toolCallId", ppath)?.to_string();
+    let state = str_field(obj, "state", ppath)?;
+    if state == "input-streaming" {
+        // A call whose input never completed is no call yet (the ai package
+        // leaves it out of the model messages too).
+        return Ok(());
+    }
+    let arguments = match obj.get("input") {
+        None => "{}".to_string(),
+        Some(v) => v.to_string(),
+    };
+    let mut extra = Map::new();
+    for (k, v) in obj {
+        if !MODELLED_TOOL_FIELDS.contains(&k.as_str()) {
+            extra.insert(k.clone(), v.clone());
+        }
+    }
+    if dynamic {
+        extra.insert("dynamic".into(), Value::Bool(true));
+    }
+    let approval = obj.get("approval").and_then(Value::as_object);
+    let result = |content: String, error: Option<String>| Message {
+        id: format!("{call_id}-result"),
+        role: Role::Tool,
+        content: vec![Part::Text { text: content }],
+        tool_call_id: Some(call_id.clone()),
+        error,
+        ..Default::default()
+    };
+    match state {
+        "input-available" | "approval-requested" => {}
+        "approval-responded" => {
+            let approval = approval.ok_or_else(|| {
+                RequestError::field(
+                    format!("{ppath}.approval"),
+                    "missing for state approval-responded",
+                )
+            })?;
+            let approval_id = str_field(approval, "id", &format!("{ppath}.approval"))?;
+            let approved = approval
+                .get("approved")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| {
+                    RequestError::field(format!("{ppath}.approval.approved"), "must be a boolean")
+                })?;
+            let mut payload = Map::new();
+            payload.insert("approved".into(), Value::Bool(approved));
+            if let Some(r) = approval.get("reason").filter(|r| !r.is_null()) {
+                payload.insert("reason".into(), r.clone());
+            }
+            resume.push(ResumeEntry {
+                interrupt_id: approval_id.to_string(),
+                status: "resolved".into(),
+                payload: Some(Value::Object(payload)),
+            });
+        }
+        "output-available" => {
+            let output = obj.get("output").cloned().unwrap_or(Value::Null);
+            let (text, keep) = match &output {
+                // A string that reads as JSON would come back as that JSON:
+                // keep the original next to the text.
+                Value::String(s) => (s.clone(), serde_json::from_str::<Value>(s).is_ok()),
+                other => (other.to_string(), false),
+            };
+            let mut msg = result(text, None);
+            if keep {
+                msg.extra.insert("output".into(), output);
+            }
+            block.results.push(msg);
+        }
+        "output-error" => {
+            let error = str_field(obj, "errorText", ppath)?.to_string();
+            block.results.push(result(error.clone(), Some(error)));
+        }
+        "output-denied" => {
+            let text = approval
+                .and_then(|a| a.get("reason"))
+                .and_then(Value::as_str)
+                .unwrap_or(DENIED_TEXT)
+                .to_string();
+            let mut msg = result(text.clone(), Some(text));
+            msg.extra
+                .insert("state".into(), Value::String("output-denied".into()));
+            block.results.push(msg);
+        }
+        other => {
+            return Err(RequestError::field(
+                format!("{ppath}.state"),
+                format!("unknown tool part state \"{other}\""),
+            ))
+        }
+    }
+    block.tool_calls.push(ToolCall {
+        id: call_id,
+        name,
+        arguments,
+        extra,
+    });
+    Ok(())
+}
+
+fn build_body(request: &RunRequest) -> Value {
+    let mut body = Map::new();
+    // useChat's `body` extras are spread first, so the fields the transport
+    // owns win over them, as in DefaultChatTransport.
+    if let Some(Value::Object(fp)) = &request.forwarded_props {
+        for (k, v) in fp {
+            if !MODELLED_BODY_FIELDS.contains(&k.as_str()) {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+    } else if let Some(fp) = &request.forwarded_props {
+        body.insert("forwardedProps".into(), fp.clone());
+    }
+    body.insert("id".into(), Value::String(request.thread_id.clone()));
+    let (messages, leftover_resume) = core_to_ui_messages_with(&request.messages, &request.resume);
+    body.insert("messages".into(), Value::Array(messages));
+    let trigger = match request.trigger {
+        Some(Trigger::RegenerateMessage) => "regenerate-message",
+        _ => "submit-message",
+    };
+    body.insert("trigger".into(), Value::String(trigger.into()));
+    let message_id = request
+        .continue_message_id
+        .clone()
+        .map(Value::String)
+        .or_else(|| request.extra.get("messageId").cloned());
+    if let Some(id) = message_id {
+        body.insert("messageId".into(), id);
+    }
+    if let Some(state) = &request.state {
+        body.insert("state".into(), state.clone());
+    }
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), json!(request.tools));
+    }
+    if !request.context.is_empty() {
+        body.insert("context".into(), json!(request.context));
+    }
+    if !leftover_resume.is_empty() {
+        let entries: Vec<Value> = leftover_resume
+            .iter()
+            .map(|e| {
+                let mut o = Map::new();
+                o.insert("interruptId".into(), Value::String(e.interrupt_id.clone()));
+                o.insert("status".into(), Value::String(e.status.clone()));
+                if let Some(p) = &e.payload {
+                    o.insert("payload".into(), p.clone());
+                }
+                Value::Object(o)
+            })
+            .collect();
+        body.insert("resume".into(), Value::Array(entries));
+    }
+    Value::Object(body)
+}
+
+/// Neutral messages to UI messages (JSON), as a client would hold them.
+pub(crate) fn core_to_ui_messages(messages: &[Message]) -> Vec<Value> {
+    core_to_ui_messages_with(messages, &[]).0
+}
+
+/// Like [`core_to_ui_messages`]; resume entries that answer a tool call's
+/// approval become `approval-responded` parts, the others are returned.
+fn core_to_ui_messages_with(
+    messages: &[Message],
+    resume: &[ResumeEntry],
+) -> (Vec<Value>, Vec<ResumeEntry>) {
+    let mut used = vec![false; resume.len()];
+    let mut out: Vec<Value> = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        match m.role {
+            Role::User | Role::System | Role::Developer => {
+                let role = if m.role == Role::User {
+                    "user"
+                } else {
+                    "system"
+                };
+                let parts: Vec<Value> = m.content.iter().map(|p| ui_part(p, false)).collect();
+                out.push(ui_message(&m.id, role, m.extra.get("metadata"), parts));
+                i += 1;
+            }
+            Role::Activity => {
+                // No UI message part holds an activity; see docs/mapping/vercel.md.
+                i += 1;
+            }
+            Role::Assistant | Role::Reasoning | Role::Tool => {
+                i = assistant_group(messages, i, resume, &mut used, &mut out);
+            }
+        }
+    }
+    let leftover = resume
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(e, _)| e.clone())
+        .collect();
+    (out, leftover)
+}
+
+fn ui_message(id: &str, role: &str, metadata: Option<&Value>, parts: Vec<Value>) -> Value {
+    let mut o = Map::new();
+    o.insert("id".into(), Value::String(id.to_string()));
+    o.insert("role".into(), Value::String(role.to_string()));
+    if let Some(md) = metadata {
+        o.insert("metadata".into(), md.clone());
+    }
+    o.insert("parts".into(), Value::Array(parts));
+    Value::Object(o)
+}
+
+/// A content part; assistant text and reasoning are complete in history.
+fn ui_part(p: &Part, assistant: bool) -> Value {
+    match p {
+        Part::Text { text } if assistant => json!({"type": "text", "text": text, "state": "done"}),
+        Part::Text { text } => json!({"type": "text", "text": text}),
+        Part::Reasoning { text } => json!({"type": "reasoning", "text": text, "state": "done"}),
+        Part::Media {
+            media,
+            source,
+            filename,
+        } => {
+            let media_type = source
+                .media_type()
+                .map(str::to_string)
+                .unwrap_or_else(|| default_media_type(*media).to_string());
+            let mut o = Map::new();
+            o.insert("type".into(), Value::String("file".into()));
+            o.insert("mediaType".into(), Value::String(media_type));
+            if let Some(f) = filename {
+                o.insert("filename".into(), Value::String(f.clone()));
+            }
+            o.insert("url".into(), Value::String(source.to_url()));
+            Value::Object(o)
+        }
+        Part::Other { value } => value.clone(),
+    }
+}
+
+fn default_media_type(kind: MediaKind) -> &'static str {
+    match kind {
+        MediaKind::Image => "image/*",
+        MediaKind::Audio => "audio/*",
+        MediaKind::Video => "video/*",
+        MediaKind::Document => "application/pdf",
+        MediaKind::File => "application/octet-stream",
+    }
+}
+
+/// Collects one assistant answer starting at `start`: its step messages and
+/// the tool messages between them. A later assistant message belongs to the
+/// same answer when tool results precede it (the agent went on after its
+/// tools) or its id is a step id of the first one. Returns the next index.
+fn assistant_group(
+    messages: &[Message],
+    start: usize,
+    resume: &[ResumeEntry],
+    used: &mut [bool],
+    out: &mut Vec<Value>,
+) -> usize {
+    let first = &messages[start];
+    let group_id = first.id.clone();
+    let step_prefix = format!("{group_id}:");
+    let mut parts: Vec<Value> = Vec::new();
+    let mut i = start;
+    let mut prev_was_tool = false;
+    while i < messages.len() {
+        let m = &messages[i];
+        match m.role {
+            Role::Assistant | Role::Reasoning => {
+                if i > start && !prev_was_tool && !m.id.starts_with(&step_prefix) {
+                    break;
+                }
+                if !m.content.is_empty() || !m.tool_calls.is_empty() {
+                    parts.push(json!({"type": "step-start"}));
+                }
+                if m.role == Role::Reasoning {
+                    // AG-UI reasoning messages: their text is reasoning.
+                    let text = m
+                        .content
+                        .iter()
+                        .map(|p| match p {
+                            Part::Text { text } | Part::Reasoning { text } => text.as_str(),
+                            _ => "",
+                        })
+                        .collect::<String>();
+                    parts.push(json!({"type": "reasoning", "text": text, "state": "done"}));
+                } else {
+                    parts.extend(m.content.iter().map(|p| ui_part(p, true)));
+                }
+                for call in &m.tool_calls {
+                    parts.push(tool_call_part(call, resume, used));
+                }
+                prev_was_tool = false;
+            }
+            Role::Tool => {
+                let id = m.tool_call_id.clone().unwrap_or_default();
+                let target = parts
+                    .iter_mut()
+                    .rev()
+                    .find(|p| part_call_id(p) == Some(&id));
+                match target {
+                    Some(part) => apply_result(part, m),
+                    None => {
+                        // A result for a call of an earlier answer updates
+                        // that answer; one for a call never seen gets a part.
+                        let earlier = out
+                            .iter_mut()
+                            .rev()
+                            .filter_map(|msg| msg.get_mut("parts").and_then(Value::as_array_mut))
+                            .flat_map(|ps| ps.iter_mut())
+                            .find(|p| part_call_id(p) == Some(&id));
+                        match earlier {
+                            Some(part) => apply_result(part, m),
+                            None => {
+                                let mut part = json!({
+                                    "type": "dynamic-tool",
+                                    "toolName": crate::wire::UNKNOWN_TOOL_NAME,
+                                    "toolCallId": id,
+                                    "state": "input-available",
+                                    "input": {},
+                                });
+                                apply_result(&mut part, m);
+                                parts.push(part);
+                            }
+                        }
+                    }
+                }
+                prev_was_tool = true;
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    out.push(ui_message(
+        &group_id,
+        "assistant",
+        first.extra.get("metadata"),
+        parts,
+    ));
+    i
+}
+
+fn part_call_id(p: &Value) -> Option<&String> {
+    match p.get("toolCallId") {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn tool_call_part(call: &ToolCall, resume: &[ResumeEntry], used: &mut [bool]) -> Value {
+    let dynamic = call.extra.get("dynamic") == Some(&Value::Bool(true));
+    let mut o = Map::new();
+    if dynamic {
+        o.insert("type".into(), Value::String("dynamic-tool".into()));
+        o.insert("toolName".into(), Value::String(call.name.clone()));
+    } else {
+        o.insert("type".into(), Value::String(format!("tool-{}", call.name)));
+    }
+    o.insert("toolCallId".into(), Value::String(call.id.clone()));
+    let input = if call.arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()))
+    };
+    // Without a result: waiting for its input to be used, or for a human.
+    let mut state = "input-available";
+    let mut approval = call.extra.get("approval").cloned();
+    if let Some(Value::Object(a)) = &mut approval {
+        state = if a.get("approved").is_some_and(Value::is_boolean) {
+            "approval-responded"
+        } else {
+            "approval-requested"
+        };
+        let approval_id = a.get("id").and_then(Value::as_str).map(str::to_string);
+        if let Some(aid) = approval_id {
+            if let Some(k) = resume.iter().position(|e| e.interrupt_id == aid) {
+                used[k] = true;
+                let entry = &resume[k];
+                let approved = match entry.payload.as_ref().and_then(|p| p.get("approved")) {
+                    Some(Value::Bool(b)) => *b,
+                    _ => entry.status != "cancelled",
+                };
+                a.insert("approved".into(), Value::Bool(approved));
+                if let Some(r) = entry.payload.as_ref().and_then(|p| p.get("reason")) {
+                    a.insert("reason".into(), r.clone());
+                }
+                state = "approval-responded";
+            }
+        }
+    }
+    o.insert("state".into(), Value::String(state.into()));
+    o.insert("input".into(), input);
+    for (k, v) in &call.extra {
+        if k == "dynamic" {
+            continue;
+        }
+        if k == "approval" {
+            if let Some(a) = &approval {
+                o.insert(k.clone(), a.clone());
+            }
+            continue;
+        }
+        o.insert(k.clone(), v.clone());
+    }
+    Value::Object(o)
+}
+
+/// Writes a tool message's result into its tool part.
+fn apply_result(part: &mut Value, m: &Message) {
+    let Some(o) = part.as_object_mut() else {
+        return;
+    };
+    let text = m.text();
+    let denied = m.extra.get("state").and_then(Value::as_str) == Some("output-denied");
+    if denied {
+        o.insert("state".into(), Value::String("output-denied".into()));
+    } else if let Some(err) = &m.error {
+        o.insert("state".into(), Value::String("output-error".into()));
+        o.insert("errorText".into(), Value::String(err.clone()));
+    } else {
+        let output = match m.extra.get("output") {
+            Some(v) => v.clone(),
+            None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        };
+        o.insert("state".into(), Value::String("output-available".into()));
+        o.insert("output".into(), output);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<RunRequest, RequestError> {
+        VercelRequests.parse_request(v.to_string().as_bytes())
+    }
+
+    fn build(r: &RunRequest) -> Value {
+        VercelRequests.build_request(r).unwrap()
+    }
+
+    /// What useChat sends after a front-end tool ran: the whole history with
+    /// the answer being continued last.
+    fn continuation_body() -> Value {
+        json!({
+            "id": "chat-1",
+            "messages": [
+                {"id": "u1", "role": "user", "parts": [
+                    {"type": "text", "text": "make it red"},
+                    {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AAAA", "filename": "a.png"}
+                ]},
+                {"id": "a1", "role": "assistant", "metadata": {"model": "m"}, "parts": [
+                    {"type": "step-start"},
+                    {"type": "reasoning", "text": "think", "state": "done"},
+                    {"type": "text", "text": "Sure.", "state": "done"},
+                    {"type": "tool-change_background", "toolCallId": "tc-1", "state": "output-available",
+                     "input": {"color": "#ff0000"}, "output": {"ok": true}},
+                    {"type": "dynamic-tool", "toolName": "lookup", "toolCallId": "tc-2", "state": "output-error",
+                     "input": {"q": 1}, "errorText": "boom"},
+                    {"type": "step-start"},
+                    {"type": "text", "text": "Done.", "state": "done"},
+                    {"type": "data-state", "id": "state", "data": {"counter": 2}},
+                    {"type": "source-url", "sourceId": "s1", "url": "https://x"}
+                ]}
+            ],
+            "trigger": "submit-message",
+            "messageId": "a1",
+            "sessionId": "abc"
+        })
+    }
+
+    #[test]
+    fn parse_splits_assistant_messages_at_steps() {
+        let r = parse(continuation_body()).unwrap();
+        assert_eq!(r.thread_id, "chat-1");
+        assert_eq!(r.run_id, "");
+        assert_eq!(r.trigger, Some(Trigger::SubmitMessage));
+        assert_eq!(r.continue_message_id.as_deref(), Some("a1"));
+        assert_eq!(r.forwarded_props, Some(json!({"sessionId": "abc"})));
+        assert_eq!(r.state, Some(json!({"counter": 2})));
+        let roles: Vec<_> = r.messages.iter().map(|m| (m.id.as_str(), m.role)).collect();
+        assert_eq!(
+            roles,
+            [
+                ("u1", Role::User),
+                ("a1", Role::Assistant),
+                ("tc-1-result", Role::Tool),
+                ("tc-2-result", Role::Tool),
+                ("a1:2", Role::Assistant),
+            ]
+        );
+        let user = &r.messages[0];
+        assert!(user.content_is_parts);
+        assert_eq!(
+            user.content[1],
+            Part::Media {
+                media: MediaKind::Image,
+                source: MediaSource::Data {
+                    value: "AAAA".into(),
+                    media_type: "image/png".into()
+                },
+                filename: Some("a.png".into())
+            }
+        );
+        let a1 = &r.messages[1];
+        assert_eq!(a1.extra.get("metadata"), Some(&json!({"model": "m"})));
+        assert_eq!(
+            a1.content,
+            [
+                Part::Reasoning {
+                    text: "think".into()
+                },
+                Part::Text {
+                    text: "Sure.".into()
+                }
+            ]
+        );
+        assert_eq!(a1.tool_calls[0].name, "change_background");
+        assert_eq!(a1.tool_calls[0].arguments, r##"{"color":"#ff0000"}"##);
+        assert_eq!(a1.tool_calls[1].name, "lookup");
+        assert_eq!(a1.tool_calls[1].extra.get("dynamic"), Some(&json!(true)));
+        assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("tc-1"));
+        assert_eq!(r.messages[2].text(), r#"{"ok":true}"#);
+        assert_eq!(r.messages[3].error.as_deref(), Some("boom"));
+        let a2 = &r.messages[4];
+        assert_eq!(a2.text(), "Done.");
+        assert!(matches!(a2.content[1], Part::Other { .. }));
+    }
+
+    #[test]
+    fn parse_build_parse_is_stable() {
+        let first = parse(continuation_body()).unwrap();
+        let built = build(&first);
+        assert_eq!(built["id"], "chat-1");
+        assert_eq!(built["trigger"], "submit-message");
+        assert_eq!(built["messageId"], "a1");
+        assert_eq!(built["sessionId"], "abc");
+        let again = parse(built.clone()).unwrap();
+        assert_eq!(again, first);
+        // and the assistant answer is one UI message again, with its steps
+        let a = &built["messages"][1];
+        assert_eq!(a["id"], "a1");
+        let types: Vec<_> = a["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["type"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "step-start",
+                "reasoning",
+                "text",
+                "tool-change_background",
+                "dynamic-tool",
+                "step-start",
+                "text",
+                "data-state",
+                "source-url"
+            ]
+        );
+        assert_eq!(a["parts"][3]["state"], "output-available");
+        assert_eq!(a["parts"][3]["output"], json!({"ok": true}));
+        assert_eq!(a["parts"][4]["state"], "output-error");
+        assert_eq!(a["parts"][4]["toolName"], "lookup");
+    }
+
+    #[test]
+    fn approvals_become_resume_entries_and_back() {
+        let body = json!({
+            "id": "c",
+            "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete it"}]},
+                {"id": "a1", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "tool-confirm_action", "toolCallId": "tc-1", "state": "approval-responded",
+                     "input": {"path": "/tmp/x"}, "approval": {"id": "int-1", "approved": false, "reason": "no"}},
+                    {"type": "tool-other", "toolCallId": "tc-2", "state": "output-denied",
+                     "input": {}, "approval": {"id": "int-2", "approved": false}}
+                ]}
+            ],
+            "trigger": "submit-message",
+            "messageId": "a1",
+            "resume": [{"interruptId": "int-9", "status": "cancelled"}]
+        });
+        let r = parse(body).unwrap();
+        assert_eq!(
+            r.resume,
+            [
+                ResumeEntry {
+                    interrupt_id: "int-1".into(),
+                    status: "resolved".into(),
+                    payload: Some(json!({"approved": false, "reason": "no"}))
+                },
+                ResumeEntry {
+                    interrupt_id: "int-9".into(),
+                    status: "cancelled".into(),
+                    payload: None
+                }
+            ]
+        );
+        // the denied call answers with the ai package's words
+        assert_eq!(r.messages[2].error.as_deref(), Some(DENIED_TEXT));
+        let built = build(&r);
+        assert_eq!(
+            built["messages"][1]["parts"][1]["state"],
+            "approval-responded"
+        );
+        assert_eq!(built["messages"][1]["parts"][2]["state"], "output-denied");
+        assert_eq!(
+            built["resume"],
+            json!([{"interruptId": "int-9", "status": "cancelled"}])
+        );
+        assert_eq!(parse(built).unwrap(), r);
+    }
+
+    #[test]
+    fn build_groups_ag_ui_style_history() {
+        // AG-UI history: assistant with a call, its tool message, then text.
+        let r = RunRequest {
+            thread_id: "t".into(),
+            messages: vec![
+                Message::text_message("u", Role::User, "weather?"),
+                Message {
+                    id: "m1".into(),
+                    role: Role::Assistant,
+                    tool_calls: vec![ToolCall {
+                        id: "tc".into(),
+                        name: "get_weather".into(),
+                        arguments: r#"{"city":"北京"}"#.into(),
+                        extra: Map::new(),
+                    }],
+                    ..Default::default()
+                },
+                Message {
+                    id: "r1".into(),
+                    role: Role::Tool,
+                    content: vec![Part::Text {
+                        text: "sunny".into(),
+                    }],
+                    tool_call_id: Some("tc".into()),
+                    ..Default::default()
+                },
+                Message::text_message("m2", Role::Assistant, "It is sunny."),
+                Message::text_message("m3", Role::Assistant, "Anything else?"),
+            ],
+            ..Default::default()
+        };
+        let built = build(&r);
+        let msgs = built["messages"].as_array().unwrap();
+        assert_eq!(msgs.len(), 3, "{built:#}");
+        assert_eq!(
+            msgs[1]["parts"],
+            json!([
+                {"type": "step-start"},
+                {"type": "tool-get_weather", "toolCallId": "tc", "state": "output-available",
+                 "input": {"city": "北京"}, "output": "sunny"},
+                {"type": "step-start"},
+                {"type": "text", "text": "It is sunny.", "state": "done"}
+            ])
+        );
+        assert_eq!(msgs[2]["id"], "m3");
+        assert_eq!(built["trigger"], "submit-message");
+        assert!(built.get("messageId").is_none());
+    }
+
+    #[test]
+    fn regenerate_drops_the_answer_being_replaced() {
+        let body = json!({
+            "id": "c",
+            "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+                {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "old"}]}
+            ],
+            "trigger": "regenerate-message",
+            "messageId": "a1"
+        });
+        let r = parse(body).unwrap();
+        assert_eq!(r.messages.len(), 1);
+        assert_eq!(r.trigger, Some(Trigger::RegenerateMessage));
+        assert_eq!(r.continue_message_id, None);
+        assert_eq!(r.extra.get("messageId"), Some(&json!("a1")));
+        let built = build(&r);
+        assert_eq!(built["trigger"], "regenerate-message");
+        assert_eq!(built["messageId"], "a1");
+        assert_eq!(parse(built).unwrap(), r);
+    }
+
+    #[test]
+    fn message_id_of_a_user_message_is_not_a_continuation() {
+        let body = json!({
+            "id": "c",
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "edited"}]}],
+            "trigger": "submit-message",
+            "messageId": "u1"
+        });
+        let r = parse(body).unwrap();
+        assert_eq!(r.continue_message_id, None);
+        assert_eq!(r.extra.get("messageId"), Some(&json!("u1")));
+    }
+
+    #[test]
+    fn tools_context_and_state_from_body() {
+        let body = json!({
+            "id": "c",
+            "messages": [],
+            "tools": [{"name": "change_background", "description": "d", "parameters": {"type": "object"}}],
+            "context": [{"description": "user", "value": "Ada"}],
+            "state": {"a": 1},
+            "threadHint": 3,
+            "trigger": "submit-message"
+        });
+        let r = parse(body).unwrap();
+        assert_eq!(r.tools[0].name, "change_background");
+        assert_eq!(r.context[0].value, "Ada");
+        assert_eq!(r.state, Some(json!({"a": 1})));
+        assert_eq!(r.forwarded_props, Some(json!({"threadHint": 3})));
+        assert_eq!(parse(build(&r)).unwrap(), r);
+        // a tools field of another shape is the app's own: forwarded
+        let r = parse(json!({"id": "c", "messages": [], "tools": {"x": 1}})).unwrap();
+        assert!(r.tools.is_empty());
+        assert_eq!(r.forwarded_props, Some(json!({"tools": {"x": 1}})));
+    }
+
+    #[test]
+    fn state_replays_envelope_parts() {
+        let body = json!({
+            "id": "c",
+            "messages": [{"id": "a", "role": "assistant", "parts": [
+                {"type": "data-state", "data": {"type": "snapshot", "snapshot": {"items": ["a"]}}},
+                {"type": "data-state", "data": {"type": "delta", "delta": [{"op": "add", "path": "/items/-", "value": "b"}]}}
+            ]}]
+        });
+        assert_eq!(
+            parse(body).unwrap().state,
+            Some(json!({"items": ["a", "b"]}))
+        );
+    }
+
+    #[test]
+    fn string_outputs_that_look_like_json_stay_strings() {
+        let body = json!({
+            "id": "c",
+            "messages": [{"id": "a", "role": "assistant", "parts": [
+                {"type": "tool-t", "toolCallId": "x", "state": "output-available", "input": {}, "output": "42"},
+                {"type": "tool-t", "toolCallId": "y", "state": "output-available", "input": {}, "output": "plain"}
+            ]}],
+            "trigger": "submit-message"
+        });
+        let r = parse(body).unwrap();
+        let built = build(&r);
+        assert_eq!(built["messages"][0]["parts"][1]["output"], json!("42"));
+        assert_eq!(built["messages"][0]["parts"][2]["output"], json!("plain"));
+        assert_eq!(parse(built).unwrap(), r);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (json!([]), None),
+            (json!({"messages": []}), Some("id")),
+            (json!({"id": 1, "messages": []}), Some("id")),
+            (json!({"id": "c"}), Some("messages")),
+            (json!({"id": "c", "messages": {}}), Some("messages")),
+            (
+                json!({"id": "c", "messages": [], "trigger": "resume"}),
+                Some("trigger"),
+            ),
+            (
+                json!({"id": "c", "messages": [], "messageId": 3}),
+                Some("messageId"),
+            ),
+            (json!({"id": "c", "messages": [7]}), Some("messages[0]")),
+            (
+                json!({"id": "c", "messages": [{"role": "user", "parts": []}]}),
+                Some("messages[0].id"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "tool", "parts": []}]}),
+                Some("messages[0].role"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "user"}]}),
+                Some("messages[0].parts"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "user", "parts": [{"type": "text"}]}]}),
+                Some("messages[0].parts[0].text"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "user", "parts": [{"text": "a"}]}]}),
+                Some("messages[0].parts[0].type"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "assistant", "parts": [
+                    {"type": "tool-a", "toolCallId": "t", "state": "weird"}]}]}),
+                Some("messages[0].parts[0].state"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "assistant", "parts": [
+                    {"type": "dynamic-tool", "toolCallId": "t", "state": "input-available"}]}]}),
+                Some("messages[0].parts[0].toolName"),
+            ),
+            (
+                json!({"id": "c", "messages": [{"id": "x", "role": "user", "parts": [
+                    {"type": "file", "url": "https://x"}]}]}),
+                Some("messages[0].parts[0].mediaType"),
+            ),
+        ];
+        for (body, field) in cases {
+            let err = parse(body.clone()).unwrap_err();
+            assert_eq!(err.field.as_deref(), field, "{body}: {err}");
+        }
+        let err = VercelRequests.parse_request(b"{oops").unwrap_err();
+        assert!(err.message.contains("not valid JSON"), "{err}");
+    }
+
+    /// Bodies the `ai` package's chat client sent (testdata/make-client-requests.mjs).
+    fn client_request(name: &str) -> Value {
+        let text = include_str!("../testdata/client_requests.json");
+        let all: Value = serde_json::from_str(text).unwrap();
+        all[name].clone()
+    }
+
+    #[test]
+    fn real_client_resubmit_after_a_front_end_tool() {
+        let body = client_request("frontend");
+        let r = parse(body.clone()).unwrap();
+        assert_eq!(r.thread_id, "chat-1");
+        assert_eq!(r.continue_message_id.as_deref(), Some("msg-1"));
+        assert_eq!(r.forwarded_props, Some(json!({"sessionId": "s-1"})));
+        // user, assistant(text + call), tool result: what an AG-UI agent expects
+        let shape: Vec<_> = r
+            .messages
+            .iter()
+            .map(|m| (m.role, m.text(), m.tool_calls.len(), m.tool_call_id.clone()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (Role::User, "hello".to_string(), 0, None),
+                (
+                    Role::Assistant,
+                    "Sure, changing the background to red.".to_string(),
+                    1,
+                    None
+                ),
+                (
+                    Role::Tool,
+                    r#"{"ok":true}"#.to_string(),
+                    0,
+                    Some("tc-1".to_string())
+                ),
+            ]
+        );
+        assert_eq!(
+            r.messages[1].tool_calls[0].arguments,
+            r##"{"color":"#ff0000"}"##
+        );
+        // building it back gives the client's messages again
+        let built = build(&r);
+        assert_eq!(built["messages"], body["messages"]);
+        assert_eq!(parse(built).unwrap(), r);
+    }
+
+    #[test]
+    fn real_client_resubmit_after_an_approval() {
+        let body = client_request("approval");
+        let r = parse(body.clone()).unwrap();
+        assert_eq!(
+            r.resume,
+            [ResumeEntry {
+                interrupt_id: "appr-1".into(),
+                status: "resolved".into(),
+                payload: Some(json!({"approved": false, "reason": "not that file"}))
+            }]
+        );
+        // the call is in the history, unanswered: the agent answers it
+        assert_eq!(r.messages.len(), 2);
+        assert_eq!(r.messages[1].tool_calls[0].name, "confirm_action");
+        let built = build(&r);
+        assert_eq!(built["messages"], body["messages"]);
+        assert_eq!(parse(built).unwrap(), r);
+    }
+
+    #[test]
+    fn real_client_regenerate() {
+        let r = parse(client_request("regenerate")).unwrap();
+        assert_eq!(r.trigger, Some(Trigger::RegenerateMessage));
+        assert_eq!(r.messages.len(), 1);
+        assert_eq!(r.continue_message_id, None);
+        assert_eq!(parse(build(&r)).unwrap(), r);
+    }
+
+    #[test]
+    fn input_streaming_parts_are_no_calls_yet() {
+        let body = json!({"id": "c", "messages": [{"id": "a", "role": "assistant", "parts": [
+            {"type": "text", "text": "x", "state": "done"},
+            {"type": "tool-t", "toolCallId": "t", "state": "input-streaming", "input": {"a": "par"}}
+        ]}]});
+        let r = parse(body).unwrap();
+        assert!(r.messages[0].tool_calls.is_empty());
+    }
+}

@@ -1,0 +1,165 @@
+//! Constants and small helpers of the UI message stream v1 wire format, as the
+//! `ai` package (7.x) defines it in `uiMessageChunkSchema` and
+//! `UI_MESSAGE_STREAM_HEADERS`.
+
+use babelgate_core::{EventKind, Extra};
+use serde_json::{Map, Value};
+
+/// Response headers of a UI message stream besides the content type
+/// (`UI_MESSAGE_STREAM_HEADERS`).
+pub const HEADERS: &[(&str, &str)] = &[
+    ("x-vercel-ai-ui-message-stream", "v1"),
+    ("cache-control", "no-cache"),
+    ("connection", "keep-alive"),
+    ("x-accel-buffering", "no"),
+];
+
+/// The only `finish.finishReason` values the client's schema accepts.
+pub const FINISH_REASONS: [&str; 7] = [
+    "stop",
+    "length",
+    "content-filter",
+    "tool-calls",
+    "error",
+    "interrupted",
+    "other",
+];
+
+/// A finish reason the client accepts: unknown ones become `other`.
+pub fn finish_reason(reason: &str) -> &str {
+    if FINISH_REASONS.contains(&reason) {
+        reason
+    } else {
+        "other"
+    }
+}
+
+/// Chunk types that newer (7.x) clients know but the core has no event for:
+/// the decoder keeps them as `Unknown` and the encoder writes them back as
+/// they came when they came from a Vercel upstream.
+pub const PASSTHROUGH_TYPES: [&str; 4] = [
+    "custom",
+    "tool-approval-response",
+    "reset-step",
+    "steering-message",
+];
+
+/// Tool name used when a tool call has to be shown to the client but no event
+/// ever named its tool.
+pub const UNKNOWN_TOOL_NAME: &str = "unknown";
+
+/// The id of the one `data-state` part that holds the current state.
+pub const STATE_PART_ID: &str = "state";
+
+/// Keys of `Event::extra` that are not wire fields but notes the decoder leaves
+/// for the encoder of its own dialect, so that a Vercel stream comes back
+/// unchanged. They start with `_` and are never written to the wire.
+pub mod marker {
+    /// The decoder made this event up (a `ToolCallStart`/`ToolCallArgs` for a
+    /// bare `tool-input-available`): nothing is written for it.
+    pub const SYNTHESIZED: &str = "_synthesized";
+    /// This `MessageMetadata` was a field of `start` or `finish` (value
+    /// `"start"`/`"finish"`), which carry it again in their own extras.
+    pub const CARRIED_BY: &str = "_carriedBy";
+    /// This `ToolCallEnd` came from a `tool-input-error`: the `ToolCallError`
+    /// that follows writes it.
+    pub const INPUT_ERROR: &str = "_inputError";
+    /// A `data-state` part in the `{type: "snapshot"|"delta", ...}` envelope.
+    pub const FORM: &str = "_form";
+    /// The chunk type an event came from, where the event alone does not tell
+    /// (`reasoning-file` -> `File`, `data-unknown` -> `Unknown`).
+    pub const TYPE: &str = "_type";
+}
+
+/// Whether `key` is one of the decoder's notes rather than a wire field.
+pub fn is_marker(key: &str) -> bool {
+    key.starts_with('_')
+}
+
+/// An extra map holding one marker.
+pub fn marked(key: &str, value: Value) -> Extra {
+    let mut m = Extra::new();
+    m.insert(key.to_string(), value);
+    m
+}
+
+/// Core kinds with no chunk of their own travel as `data-<name>` parts whose
+/// `data` holds the event's fields (snake_case, as the core serializes them).
+/// These are the part names, paired with the core kind names.
+pub const KIND_PARTS: [(&str, &str); 10] = [
+    ("reasoning-encrypted", "reasoning_encrypted"),
+    ("activity-snapshot", "activity_snapshot"),
+    ("activity-delta", "activity_delta"),
+    ("collab-start", "collab_start"),
+    ("collab-content", "collab_content"),
+    ("collab-end", "collab_end"),
+    ("subagent-started", "subagent_started"),
+    ("subagent-finished", "subagent_finished"),
+    ("subagent-error", "subagent_error"),
+    ("raw", "raw"),
+];
+
+/// The `data-<name>` part name for a core kind carried whole.
+pub fn kind_part_name(kind: &EventKind) -> Option<&'static str> {
+    let name = kind.name();
+    KIND_PARTS
+        .iter()
+        .find(|(_, k)| *k == name)
+        .map(|(part, _)| *part)
+}
+
+/// The event's fields without the `kind` tag.
+pub fn kind_fields(kind: &EventKind) -> Value {
+    match serde_json::to_value(kind) {
+        Ok(Value::Object(mut m)) => {
+            // shift, not swap: the fields keep their order
+            m.shift_remove("kind");
+            Value::Object(m)
+        }
+        // EventKind always serializes to an object; keep the value if not.
+        Ok(other) => other,
+        Err(_) => Value::Null,
+    }
+}
+
+/// Reads a `data-<part>` payload back into the core kind it carries, when the
+/// part name is one of [`KIND_PARTS`] and the data has that kind's shape.
+pub fn kind_from_part(part: &str, data: &Value) -> Option<EventKind> {
+    let (_, kind) = KIND_PARTS.iter().find(|(p, _)| *p == part)?;
+    let mut obj: Map<String, Value> = data.as_object()?.clone();
+    obj.insert("kind".into(), Value::String((*kind).to_string()));
+    serde_json::from_value(Value::Object(obj)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_finish_reasons_become_other() {
+        assert_eq!(finish_reason("tool-calls"), "tool-calls");
+        assert_eq!(finish_reason("end_turn"), "other");
+    }
+
+    #[test]
+    fn kind_parts_round_trip() {
+        let k = EventKind::CollabStart {
+            message_id: "c1".into(),
+            from: Some("a".into()),
+            to: None,
+        };
+        assert_eq!(kind_part_name(&k), Some("collab-start"));
+        let data = kind_fields(&k);
+        assert_eq!(data, json!({"message_id": "c1", "from": "a"}));
+        assert_eq!(kind_from_part("collab-start", &data), Some(k));
+        assert_eq!(kind_from_part("collab-start", &json!({"x": 1})), None);
+        assert_eq!(kind_from_part("weather", &data), None);
+        assert_eq!(
+            kind_part_name(&EventKind::TextEnd {
+                message_id: "m".into()
+            }),
+            None
+        );
+    }
+}

@@ -1,0 +1,192 @@
+// Starts the real software the end-to-end tests talk to, on free loopback
+// ports chosen at run time: the Python AG-UI agent (official SDK), the `ai`
+// helper agent, and `babelgate serve` on a generated config routing every
+// client dialect to them. Each process writes stdout/stderr to files under
+// target/e2e-logs/<suite>/, and every child is killed on stop() and, as a
+// last resort, when this process exits.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+// BABELGATE_BIN runs the suite against another build (a release one, say).
+const BABELGATE = process.env.BABELGATE_BIN ? path.resolve(process.env.BABELGATE_BIN) : path.join(REPO_ROOT, 'target', 'debug', 'babelgate');
+const PYTHON = path.join(REPO_ROOT, 'target', 'py-venv', 'bin', 'python');
+const READY_TIMEOUT_MS = 60_000;
+
+// Every child of this process, so none outlives it even if after() never runs.
+const children = new Set();
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
+for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  process.once(sig, () => process.exit(code)); // runs the 'exit' handler above
+}
+
+/** A port nothing listens on right now (the OS picks it). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function tail(file, lines = 30) {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/** Spawn `cmd` with its output in `<logDir>/<name>.{out,err}.log`. */
+function launch(name, cmd, args, logDir) {
+  if (!fs.existsSync(cmd)) throw new Error(`${name}: ${path.relative(REPO_ROOT, cmd)} does not exist (run ./tests/run.sh, which builds and installs it)`);
+  const out = path.join(logDir, `${name}.out.log`);
+  const err = path.join(logDir, `${name}.err.log`);
+  const fds = [fs.openSync(out, 'w'), fs.openSync(err, 'w')];
+  const child = spawn(cmd, args, {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', ...fds],
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  for (const fd of fds) fs.closeSync(fd); // the child has its own copies
+  children.add(child);
+  const proc = { name, child, out, err, exited: null };
+  child.on('exit', (code, signal) => {
+    children.delete(child);
+    proc.exited = { code, signal };
+  });
+  child.on('error', (e) => {
+    proc.exited = { error: e.message };
+  });
+  return proc;
+}
+
+/** Poll `url` until it answers 2xx; fail early if the process died. */
+async function waitReady(proc, url) {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let last = 'no answer yet';
+  for (let attempt = 1; Date.now() < deadline; attempt++) {
+    if (proc.exited) {
+      throw new Error(`${proc.name} exited before it was ready (${JSON.stringify(proc.exited)}); stderr:\n${tail(proc.err)}`);
+    }
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      if (res.ok) return;
+      last = `HTTP ${res.status}`;
+    } catch (e) {
+      last = e.cause?.code ?? e.message;
+    }
+    await sleep(Math.min(50 * attempt, 500)); // readiness polling, not an assertion
+  }
+  throw new Error(`${proc.name} not ready at ${url} after ${READY_TIMEOUT_MS / 1000}s (${last}); stderr:\n${tail(proc.err)}`);
+}
+
+async function stopProc(proc) {
+  if (proc.exited) return;
+  const gone = new Promise((resolve) => proc.child.once('exit', resolve));
+  proc.child.kill('SIGTERM');
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), 5000);
+  await gone;
+  clearTimeout(timer);
+}
+
+/** An agent started by the stack: its URL and its request log. */
+class Agent {
+  constructor(base) {
+    this.base = base;
+    this.url = `${base}/agent`;
+  }
+
+  async requests() {
+    const res = await fetch(`${this.base}/requests`);
+    if (!res.ok) throw new Error(`GET ${this.base}/requests: HTTP ${res.status}`);
+    return res.json();
+  }
+
+  async clear() {
+    const res = await fetch(`${this.base}/requests`, { method: 'DELETE' });
+    if (!res.ok) throw new Error(`DELETE ${this.base}/requests: HTTP ${res.status}`);
+  }
+}
+
+const toml = (s) => JSON.stringify(s); // JSON strings are valid TOML basic strings
+
+function gatewayToml({ gatewayPort, agui, vercel, closedPort }) {
+  const route = (p, client, upstream, upstreamProtocol, extra = '') => `
+[[routes]]
+path = ${toml(p)}
+client = ${toml(client)}
+upstream = ${toml(upstream)}
+upstream_protocol = ${toml(upstreamProtocol)}
+idle_timeout_ms = 60000
+${extra}`;
+  const changeBackground = `
+[[routes.client_tools]]
+name = "change_background"
+description = "Change the page background colour."
+parameters = { type = "object", properties = { color = { type = "string", description = "A CSS colour" } }, required = ["color"] }
+`;
+  return [
+    '# Generated by tests/node/e2e/lib/stack.mjs for one test file; do not edit.',
+    `[server]\nlisten = ${toml(`127.0.0.1:${gatewayPort}`)}`,
+    route('/vercel-to-agui', 'vercel', agui.url, 'ag-ui', changeBackground),
+    route('/agui-to-vercel', 'ag-ui', vercel.url, 'vercel'),
+    route('/agkit-to-agui', 'agkit', agui.url, 'ag-ui'),
+    route('/hai-to-agui', 'hai', agui.url, 'ag-ui'),
+    // Nothing listens there: the upstream-down case.
+    route('/agui-to-closed-port', 'ag-ui', `http://127.0.0.1:${closedPort}/agent`, 'ag-ui', 'connect_timeout_ms = 5000\n'),
+  ].join('\n');
+}
+
+/**
+ * Start both agents and the gateway for one test file. `suite` names the log
+ * and config files. Returns { gateway, agui, vercel, logDir, stop }.
+ */
+export async function startStack(suite) {
+  const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', suite);
+  const confDir = path.join(REPO_ROOT, 'target', 'e2e');
+  fs.rmSync(logDir, { recursive: true, force: true });
+  fs.mkdirSync(logDir, { recursive: true });
+  fs.mkdirSync(confDir, { recursive: true });
+
+  const [aguiPort, vercelPort, gatewayPort, closedPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const procs = [];
+  const stop = async () => {
+    await Promise.all(procs.map(stopProc));
+  };
+  try {
+    const py = launch('agui-agent', PYTHON, [path.join(REPO_ROOT, 'tests/python/agui_agent.py'), '--port', String(aguiPort)], logDir);
+    procs.push(py);
+    const va = launch('vercel-agent', process.execPath, [path.join(REPO_ROOT, 'tests/node/vercel-agent.mjs'), '--port', String(vercelPort)], logDir);
+    procs.push(va);
+    const agui = new Agent(`http://127.0.0.1:${aguiPort}`);
+    const vercel = new Agent(`http://127.0.0.1:${vercelPort}`);
+
+    const config = path.join(confDir, `${suite}.gateway.toml`);
+    fs.writeFileSync(config, gatewayToml({ gatewayPort, agui, vercel, closedPort }));
+    const gw = launch('babelgate', BABELGATE, ['serve', '--config', config], logDir);
+    procs.push(gw);
+    const gateway = `http://127.0.0.1:${gatewayPort}`;
+
+    await Promise.all([
+      waitReady(py, `${agui.base}/healthz`),
+      waitReady(va, `${vercel.base}/healthz`),
+      waitReady(gw, `${gateway}/healthz`),
+    ]);
+    return { gateway, agui, vercel, logDir, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
