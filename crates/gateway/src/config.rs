@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use babelgate_core::request::Tool;
@@ -31,6 +31,35 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<Spanned<String>>,
+    tls: Option<RawTls>,
+    header_read_timeout_ms: Option<u64>,
+    shutdown_grace_ms: Option<u64>,
+    log_format: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert: Spanned<String>,
+    key: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    #[serde(default)]
+    bearer_env: Vec<Spanned<String>>,
+    #[serde(default)]
+    bearer_files: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCors {
+    allow_origins: Vec<Spanned<String>>,
+    #[serde(default)]
+    allow_headers: Vec<Spanned<String>>,
+    max_age_s: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,7 +81,11 @@ struct RawRoute {
     #[serde(default)]
     client_tools: Vec<RawTool>,
     #[serde(default)]
-    upstream_headers: BTreeMap<String, String>,
+    upstream_headers: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    forward_headers: Vec<Spanned<String>>,
+    auth: Option<Spanned<RawAuth>>,
+    cors: Option<RawCors>,
     max_body_bytes: Option<usize>,
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
@@ -73,8 +106,48 @@ struct RawTool {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    pub tls: Option<Tls>,
+    /// A connection whose request head has not fully arrived after this long
+    /// is closed (slow-loris protection).
+    pub header_read_timeout: Duration,
+    /// On shutdown, streams get this long to finish before they are ended
+    /// with their dialect's error.
+    pub shutdown_grace: Duration,
+    pub log_format: LogFormat,
     pub demo_agent: Option<DemoAgent>,
     pub routes: Vec<Route>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// PEM files for HTTPS on the listener.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Accepted bearer keys. Debug never prints them.
+#[derive(Clone, Default)]
+pub struct Keys(pub Vec<String>);
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Keys(<{} redacted>)", self.0.len())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Cors {
+    /// `*` allows any origin.
+    pub allow_origins: Vec<String>,
+    pub allow_headers: Vec<String>,
+    pub max_age: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -93,7 +166,14 @@ pub struct Route {
     /// Tools the client runs, forwarded to the upstream (Vercel clients send
     /// no tool definitions).
     pub client_tools: Vec<Tool>,
-    pub upstream_headers: Vec<(String, String)>,
+    /// Sent to the upstream, `${ENV}` already interpolated (secrets: never
+    /// logged, see the Debug impl).
+    pub upstream_headers: Redacted<Vec<(String, String)>>,
+    /// Client request headers passed on to the upstream (lower case).
+    pub forward_headers: Vec<String>,
+    /// Bearer keys a client must present; `None`: no authentication.
+    pub auth: Option<Keys>,
+    pub cors: Option<Cors>,
     pub max_body_bytes: usize,
     pub connect_timeout: Duration,
     /// No upstream bytes for this long ends the stream with an error.
@@ -102,6 +182,42 @@ pub struct Route {
     /// balancers keep the stream open. `None` turns it off (`heartbeat_ms = 0`).
     pub heartbeat: Option<Duration>,
 }
+
+/// A value that Debug output never shows.
+#[derive(Clone, Default)]
+pub struct Redacted<T>(pub T);
+
+impl<T> fmt::Debug for Redacted<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl<T> std::ops::Deref for Redacted<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Headers that describe one connection (RFC 9110 section 7.6.1) and those
+/// the gateway sets itself: never forwarded.
+pub const NEVER_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "content-type",
+    "accept",
+    "accept-encoding",
+];
 
 /// One problem in the file, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,6 +289,104 @@ impl Collector<'_> {
         }
     }
 
+    /// A path from the file, relative to the file's directory.
+    fn file(&mut self, v: &Spanned<String>, base: &Path, key: &str) -> PathBuf {
+        let p = base.join(v.get_ref());
+        if !p.is_file() {
+            self.at(
+                v,
+                format!("{key}: `{}` is not a readable file", p.display()),
+            );
+        }
+        p
+    }
+
+    /// `${NAME}` replaced by the environment variable NAME; `$$` is a `$`.
+    fn interpolate(
+        &mut self,
+        v: &Spanned<String>,
+        env: &dyn Fn(&str) -> Option<String>,
+        key: &str,
+    ) -> Option<String> {
+        let src = v.get_ref();
+        let mut out = String::with_capacity(src.len());
+        let mut rest = src.as_str();
+        while let Some(i) = rest.find('$') {
+            out.push_str(&rest[..i]);
+            rest = &rest[i + 1..];
+            if let Some(r) = rest.strip_prefix('$') {
+                out.push('$');
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix('{') {
+                let Some(end) = r.find('}') else {
+                    self.at(v, format!("{key}: `${{` without a closing `}}`"));
+                    return None;
+                };
+                let name = &r[..end];
+                match env(name) {
+                    Some(val) => out.push_str(&val),
+                    None => {
+                        self.at(
+                            v,
+                            format!("{key}: environment variable `{name}` is not set"),
+                        );
+                        return None;
+                    }
+                }
+                rest = &r[end + 1..];
+            } else {
+                out.push('$');
+            }
+        }
+        out.push_str(rest);
+        Some(out)
+    }
+
+    fn keys(
+        &mut self,
+        a: &Spanned<RawAuth>,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Keys {
+        let raw = a.get_ref();
+        let mut keys = Vec::new();
+        for name in &raw.bearer_env {
+            match env(name.get_ref()).map(|k| k.trim().to_string()) {
+                Some(k) if !k.is_empty() => keys.push(k),
+                _ => self.at(
+                    name,
+                    format!(
+                        "routes.auth.bearer_env: environment variable `{}` is not set or empty",
+                        name.get_ref()
+                    ),
+                ),
+            }
+        }
+        for f in &raw.bearer_files {
+            let p = base.join(f.get_ref());
+            match std::fs::read_to_string(&p) {
+                // One key per line; blank lines and `#` comments ignored.
+                Ok(text) => keys.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(String::from),
+                ),
+                Err(e) => self.at(
+                    f,
+                    format!("routes.auth.bearer_files: `{}`: {e}", p.display()),
+                ),
+            }
+        }
+        if keys.is_empty() && self.errors.is_empty() {
+            self.at(
+                a,
+                "routes.auth: no keys (name `bearer_env` variables or `bearer_files`)",
+            );
+        }
+        Keys(keys)
+    }
+
     fn addr(&mut self, v: &Spanned<String>, key: &str) -> Option<SocketAddr> {
         match v.get_ref().parse() {
             Ok(a) => Some(a),
@@ -201,10 +415,22 @@ impl Config {
                 message: format!("cannot read: {e}"),
             }],
         })?;
-        Config::parse(&src).map_err(|errors| ConfigErrors { file, errors })
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse_with(&src, base, &|k| std::env::var(k).ok())
+            .map_err(|errors| ConfigErrors { file, errors })
     }
 
+    /// Parses a file's text; relative paths are taken from the working
+    /// directory and `${NAME}` from the process environment.
     pub fn parse(src: &str) -> Result<Config, Vec<ConfigError>> {
+        Config::parse_with(src, Path::new("."), &|k| std::env::var(k).ok())
+    }
+
+    pub fn parse_with(
+        src: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, Vec<ConfigError>> {
         let raw: RawConfig = toml::from_str(src).map_err(|e| {
             let (line, column) = e.span().map_or((0, 0), |s| position(src, s.start));
             vec![ConfigError {
@@ -220,6 +446,26 @@ impl Config {
         let listen = match &raw.server.listen {
             Some(l) => c.addr(l, "server.listen"),
             None => Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+        };
+        let tls = raw.server.tls.as_ref().map(|t| Tls {
+            cert: c.file(&t.cert, base, "server.tls.cert"),
+            key: c.file(&t.key, base, "server.tls.key"),
+        });
+        let log_format = match raw
+            .server
+            .log_format
+            .as_ref()
+            .map(|v| (v, v.get_ref().as_str()))
+        {
+            None | Some((_, "text")) => LogFormat::Text,
+            Some((_, "json")) => LogFormat::Json,
+            Some((v, other)) => {
+                c.at(
+                    v,
+                    format!("server.log_format: `{other}` is not text or json"),
+                );
+                LogFormat::Text
+            }
         };
         let demo_agent = raw.demo_agent.as_ref().and_then(|d| {
             let listen = c.addr(&d.listen, "demo_agent.listen");
@@ -265,6 +511,79 @@ impl Config {
                     None
                 }
             };
+            let upstream_headers = r
+                .upstream_headers
+                .iter()
+                .filter_map(|(k, v)| {
+                    if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                        c.at(
+                            v,
+                            format!("routes.upstream_headers: `{k}` is not a header name"),
+                        );
+                        return None;
+                    }
+                    let value = c.interpolate(v, env, "routes.upstream_headers")?;
+                    if http::HeaderValue::from_str(&value).is_err() {
+                        // The value may hold a secret: say where, not what.
+                        c.at(
+                            v,
+                            format!("routes.upstream_headers.{k}: not a valid header value"),
+                        );
+                        return None;
+                    }
+                    Some((k.to_ascii_lowercase(), value))
+                })
+                .collect();
+            let forward_headers = r
+                .forward_headers
+                .iter()
+                .filter_map(|h| {
+                    let name = h.get_ref().to_ascii_lowercase();
+                    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                        c.at(h, format!("routes.forward_headers: `{name}` is not a header name"));
+                        None
+                    } else if NEVER_FORWARDED.contains(&name.as_str()) {
+                        c.at(h, format!("routes.forward_headers: `{name}` is hop-by-hop or set by the gateway; it is never forwarded"));
+                        None
+                    } else {
+                        Some(name)
+                    }
+                })
+                .collect();
+            let auth = r.auth.as_ref().map(|a| c.keys(a, base, env));
+            let cors = r.cors.as_ref().map(|cors| Cors {
+                allow_origins: cors
+                    .allow_origins
+                    .iter()
+                    .map(|o| {
+                        let v = o.get_ref();
+                        if v != "*" && http::HeaderValue::from_str(v).is_err() {
+                            c.at(
+                                o,
+                                format!("routes.cors.allow_origins: `{v}` is not an origin"),
+                            );
+                        }
+                        v.clone()
+                    })
+                    .collect(),
+                allow_headers: if cors.allow_headers.is_empty() {
+                    [
+                        "content-type",
+                        "authorization",
+                        "accept",
+                        "x-request-id",
+                        "last-event-id",
+                    ]
+                    .map(String::from)
+                    .to_vec()
+                } else {
+                    cors.allow_headers
+                        .iter()
+                        .map(|h| h.get_ref().to_ascii_lowercase())
+                        .collect()
+                },
+                max_age: Duration::from_secs(cors.max_age_s.unwrap_or(600)),
+            });
             let client_tools = r
                 .client_tools
                 .iter()
@@ -286,11 +605,10 @@ impl Config {
                     upstream,
                     upstream_protocol,
                     client_tools,
-                    upstream_headers: r
-                        .upstream_headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
+                    upstream_headers: Redacted(upstream_headers),
+                    forward_headers,
+                    auth,
+                    cors,
                     max_body_bytes: r.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
                     connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
                     idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
@@ -306,6 +624,12 @@ impl Config {
         }
         Ok(Config {
             listen: listen.expect("checked"),
+            tls,
+            header_read_timeout: Duration::from_millis(
+                raw.server.header_read_timeout_ms.unwrap_or(10_000).max(1),
+            ),
+            shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms.unwrap_or(30_000)),
+            log_format,
             demo_agent,
             routes,
         })

@@ -1,9 +1,12 @@
 //! The babelgate gateway: routes, server, store and the `babelgate` CLI.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod metrics;
 pub mod registry;
 pub mod server;
 pub mod store;
+pub mod tls;

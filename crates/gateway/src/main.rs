@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelgate::config::Config;
+use babelgate::config::{Config, LogFormat};
 use babelgate::server::Gateway;
 use babelgate::{demo, registry};
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
@@ -219,7 +219,6 @@ fn init_tracing(json: bool) {
 }
 
 fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode {
-    init_tracing(log_json);
     let config = match Config::load(&path) {
         Ok(c) => c,
         Err(e) => {
@@ -227,6 +226,7 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
             return ExitCode::from(1);
         }
     };
+    init_tracing(log_json || config.log_format == LogFormat::Json);
     runtime().block_on(async move {
         let addr = listen.unwrap_or(config.listen);
         if let Some(demo) = config.demo_agent.clone() {
@@ -241,6 +241,13 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
                 }
             }
         }
+        let tls = match config.tls.as_ref().map(babelgate::tls::acceptor).transpose() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("babelgate: TLS: {e}");
+                return ExitCode::from(1);
+            }
+        };
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) => {
@@ -248,9 +255,7 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
                 return ExitCode::from(1);
             }
         };
-        for r in &config.routes {
-            tracing::info!(path = %r.path, client = %r.client, upstream = %r.upstream, upstream_protocol = %r.upstream_protocol, "route");
-        }
+        log_routes(&config);
         let gateway = match Gateway::new(config) {
             Ok(g) => Arc::new(g),
             Err(e) => {
@@ -258,11 +263,98 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
                 return ExitCode::from(1);
             }
         };
-        tracing::info!(%addr, "babelgate listening");
-        tokio::select! {
-            _ = gateway.serve(listener) => {}
-            _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
-        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!(%addr, %scheme, "babelgate listening");
+        tokio::spawn(watch_config(gateway.clone(), path));
+        gateway.serve_until(listener, tls, shutdown_signal()).await;
+        tracing::info!("stopped");
         ExitCode::SUCCESS
     })
+}
+
+fn log_routes(config: &Config) {
+    for r in &config.routes {
+        // Upstream headers may hold secrets: only their names are logged.
+        let headers: Vec<&str> = r.upstream_headers.iter().map(|(k, _)| k.as_str()).collect();
+        tracing::info!(path = %r.path, client = %r.client, upstream = %r.upstream, upstream_protocol = %r.upstream_protocol, auth = r.auth.is_some(), ?headers, "route");
+    }
+}
+
+/// SIGTERM or ctrl-c.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutdown requested: no new connections; open streams may finish");
+}
+
+/// Reloads the routes on SIGHUP and when the file changes. A file that does
+/// not check is refused: the running routes stay, and the reasons are logged.
+async fn watch_config(gateway: Arc<Gateway>, path: PathBuf) {
+    let stamp = |p: &PathBuf| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    let mut last = stamp(&path);
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        #[cfg(unix)]
+        let by_signal = async {
+            match hup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let by_signal = std::future::pending::<()>();
+        let why = tokio::select! {
+            () = by_signal => "SIGHUP",
+            _ = tick.tick() => {
+                let now = stamp(&path);
+                if now == last {
+                    continue;
+                }
+                last = now;
+                "file changed"
+            }
+        };
+        match Config::load(&path) {
+            Ok(config) => {
+                let routes = config.routes.len();
+                log_routes(&config);
+                match gateway.reload(config) {
+                    Ok(()) => tracing::info!(why, routes, "configuration reloaded"),
+                    Err(e) => {
+                        tracing::error!(why, error = %e, "reload refused; the running configuration stays")
+                    }
+                }
+            }
+            Err(e) => {
+                for err in &e.errors {
+                    tracing::error!(why, file = %e.file, line = err.line, column = err.column, error = %err.message, "reload refused; the running configuration stays");
+                }
+            }
+        }
+    }
 }

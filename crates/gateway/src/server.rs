@@ -24,8 +24,18 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+use arc_swap::ArcSwap;
+use hyper_util::rt::TokioTimer;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::access;
 use crate::config::{Config, Route};
 use crate::error::{json_response, Body, GatewayError};
+use crate::metrics::Metrics;
 use crate::registry;
 use crate::store::{ConversationStore, MemoryStore};
 
@@ -33,12 +43,44 @@ use crate::store::{ConversationStore, MemoryStore};
 /// client applies backpressure instead of growing memory.
 const STREAM_BUFFER_CHUNKS: usize = 16;
 
-/// Shared state of a running gateway.
-pub struct Gateway {
+/// Routes and their HTTP clients: swapped whole on reload, so a stream keeps
+/// the route it started with.
+struct Routes {
     config: Config,
-    store: Arc<dyn ConversationStore>,
     /// One client per route: timeouts are per route.
     clients: HashMap<String, reqwest::Client>,
+}
+
+impl Routes {
+    fn build(config: Config) -> Result<Routes, GatewayError> {
+        let mut clients = HashMap::new();
+        for r in &config.routes {
+            let client = reqwest::Client::builder()
+                .connect_timeout(r.connect_timeout)
+                .tcp_nodelay(true)
+                // Never ask for compression: SSE must arrive event by event.
+                .no_gzip()
+                // Only the configured upstream is ever contacted: a redirect
+                // must not send the request (and its headers) elsewhere.
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| GatewayError::internal(format!("HTTP client: {e}")))?;
+            clients.insert(r.path.clone(), client);
+        }
+        Ok(Routes { config, clients })
+    }
+}
+
+/// Shared state of a running gateway.
+pub struct Gateway {
+    routes: ArcSwap<Routes>,
+    store: Arc<dyn ConversationStore>,
+    metrics: Arc<Metrics>,
+    /// Cancelled when the shutdown grace period is over: open streams end
+    /// with their dialect's error.
+    shutdown: CancellationToken,
+    /// Every stream pump, so that shutdown can wait for them.
+    pumps: TaskTracker,
 }
 
 impl Gateway {
@@ -50,116 +92,297 @@ impl Gateway {
         config: Config,
         store: Arc<dyn ConversationStore>,
     ) -> Result<Gateway, GatewayError> {
-        let mut clients = HashMap::new();
-        for r in &config.routes {
-            let client = reqwest::Client::builder()
-                .connect_timeout(r.connect_timeout)
-                .tcp_nodelay(true)
-                // Never ask for compression: SSE must arrive event by event.
-                .no_gzip()
-                .build()
-                .map_err(|e| GatewayError::internal(format!("HTTP client: {e}")))?;
-            clients.insert(r.path.clone(), client);
-        }
         Ok(Gateway {
-            config,
+            routes: ArcSwap::from_pointee(Routes::build(config)?),
             store,
-            clients,
+            metrics: Arc::new(Metrics::default()),
+            shutdown: CancellationToken::new(),
+            pumps: TaskTracker::new(),
         })
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The configuration new requests use.
+    pub fn config(&self) -> Config {
+        self.routes.load().config.clone()
+    }
+
+    /// Replaces the routes: streams already running keep the old ones.
+    pub fn reload(&self, config: Config) -> Result<(), GatewayError> {
+        let old = self.routes.load();
+        if old.config.listen != config.listen || old.config.tls.is_some() != config.tls.is_some() {
+            tracing::warn!("`[server] listen` and `tls` changes apply after a restart");
+        }
+        self.routes.store(Arc::new(Routes::build(config)?));
+        Ok(())
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Client streams open now.
+    pub fn active_streams(&self) -> usize {
+        self.pumps.len()
     }
 
     /// Serves on `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        self.serve_until(listener, None, std::future::pending())
+            .await
+    }
+
+    /// Serves until `stop` completes, then stops accepting, lets streams
+    /// finish for `[server] shutdown_grace`, ends the rest with their
+    /// dialect's error, and returns when every connection is closed.
+    pub async fn serve_until(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let connections = GracefulShutdown::new();
+        tokio::pin!(stop);
         loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut stop => break,
             };
             let _ = stream.set_nodelay(true);
             let gw = self.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req| {
-                    let gw = gw.clone();
-                    async move { Ok::<_, Infallible>(gw.handle(req, peer).await) }
-                });
-                if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await
-                {
-                    tracing::debug!(error = %e, %peer, "connection ended with an error");
-                }
+            let svc = service_fn(move |req| {
+                let gw = gw.clone();
+                async move { Ok::<_, Infallible>(gw.handle(req, peer).await) }
             });
+            let header_timeout = self.routes.load().config.header_read_timeout;
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            builder.http2().timer(TokioTimer::new());
+            match &tls {
+                None => {
+                    let conn = builder
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .into_owned();
+                    let conn = connections.watch(conn);
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, %peer, "connection ended with an error");
+                        }
+                    });
+                }
+                Some(acceptor) => {
+                    let acceptor = acceptor.clone();
+                    let cancel = self.shutdown.clone();
+                    tokio::spawn(async move {
+                        let tls = tokio::select! {
+                            r = tokio::time::timeout(header_timeout, acceptor.accept(stream)) => r,
+                            () = cancel.cancelled() => return,
+                        };
+                        let stream = match tls {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                                return;
+                            }
+                        };
+                        let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                        tokio::pin!(conn);
+                        let mut draining = false;
+                        loop {
+                            tokio::select! {
+                                r = conn.as_mut() => {
+                                    if let Err(e) = r {
+                                        tracing::debug!(error = %e, %peer, "connection ended with an error");
+                                    }
+                                    break;
+                                }
+                                () = cancel.cancelled(), if !draining => {
+                                    conn.as_mut().graceful_shutdown();
+                                    draining = true;
+                                }
+                            }
+                        }
+                    });
+                }
+            }
         }
+        drop(listener);
+        self.drain().await;
+        // The streams have ended; idle keep-alive connections are closed.
+        let _ = tokio::time::timeout(Duration::from_secs(5), connections.shutdown()).await;
+    }
+
+    /// Waits for open streams for the grace period, then ends the rest.
+    async fn drain(&self) {
+        let grace = self.routes.load().config.shutdown_grace;
+        self.pumps.close();
+        let open = self.pumps.len();
+        if open > 0 {
+            tracing::info!(open, ?grace, "waiting for open streams to finish");
+        }
+        if tokio::time::timeout(grace, self.pumps.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = self.pumps.len(),
+                "grace period over: ending open streams with an error"
+            );
+        }
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.pumps.wait()).await;
     }
 
     pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        let started = tokio::time::Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
-        let resp = match self.route_request(req).await {
-            Ok(resp) => resp,
-            Err(e) => {
-                tracing::info!(%method, %path, %peer, status = e.status.as_u16(), fault = e.fault.as_str(), error = %e.message, "request refused");
-                e.into_response()
+        let req_headers = req.headers().clone();
+        let request_id = access::request_id(&req_headers, &mut IdGen::default());
+        let routes = self.routes.load_full();
+        let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
+        let result = self
+            .route_request(&routes, req, &request_id, started)
+            .instrument(span.clone())
+            .await;
+        let (route_path, mut resp) = match result {
+            Ok(x) => x,
+            Err((route_path, e)) => {
+                let _g = span.enter();
+                tracing::info!(status = e.status.as_u16(), fault = e.fault.as_str(), code = e.code, error = %e.message, "request refused");
+                (route_path, e.into_response())
             }
         };
-        tracing::debug!(%method, %path, status = resp.status().as_u16(), "response started");
+        if let Some(rp) = &route_path {
+            self.metrics.request(rp, resp.status().as_u16());
+        }
+        access::decorate(
+            route_path.as_deref().and_then(|p| routes.config.route(p)),
+            &req_headers,
+            &mut resp,
+        );
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            resp.headers_mut().insert("x-request-id", v);
+        }
         resp
     }
 
-    async fn route_request(&self, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    /// The response, and the route it was for (for metrics and CORS).
+    async fn route_request(
+        &self,
+        routes: &Routes,
+        req: Request<Incoming>,
+        request_id: &str,
+        started: tokio::time::Instant,
+    ) -> Result<(Option<String>, Response<Body>), (Option<String>, GatewayError)> {
         let path = req.uri().path().to_string();
-        if path == "/healthz" || path == "/readyz" {
-            return Ok(json_response(StatusCode::OK, &json!({"status": "ok"})));
+        match path.as_str() {
+            "/healthz" => {
+                return Ok((
+                    None,
+                    json_response(StatusCode::OK, &json!({"status": "ok"})),
+                ))
+            }
+            "/readyz" => {
+                return Ok((
+                    None,
+                    if self.shutdown.is_cancelled() || self.pumps.is_closed() {
+                        json_response(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            &json!({"status": "shutting down"}),
+                        )
+                    } else {
+                        json_response(StatusCode::OK, &json!({"status": "ready"}))
+                    },
+                ))
+            }
+            "/metrics" => {
+                let mut resp = Response::new(crate::error::full(self.metrics.render()));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                );
+                return Ok((None, resp));
+            }
+            _ => {}
         }
-        if let Some(route) = self.config.route(&path) {
+        if let Some(route) = routes.config.route(&path) {
+            let rp = Some(route.path.clone());
+            if access::is_preflight(req.method(), req.headers()) {
+                return access::preflight(route, req.headers())
+                    .map(|r| (rp.clone(), r))
+                    .map_err(|e| (rp, e));
+            }
             if req.method() != Method::POST {
-                return Err(GatewayError::client(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "method_not_allowed",
-                    format!("{} {path}: this route takes POST", req.method()),
+                return Err((
+                    rp,
+                    GatewayError::client(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "method_not_allowed",
+                        format!("{} {path}: this route takes POST", req.method()),
+                    ),
                 ));
             }
-            return self.proxy(route, req).await;
+            if let Err(e) = access::authorize(route, req.headers()) {
+                return Err((rp, e));
+            }
+            let client = routes.clients.get(&route.path).expect("a client per route");
+            return self
+                .proxy(route, client, req, request_id, started)
+                .await
+                .map(|r| (rp.clone(), r))
+                .map_err(|e| (rp, e));
         }
         // `useChat({resume: true})` asks `GET {api}/{chatId}/stream` on load;
         // 204 says nothing is running for that chat.
-        if req.method() == Method::GET {
-            if let Some(route) = self.resume_route(&path) {
-                let _ = route;
+        if let Some(route) = resume_route(&routes.config, &path) {
+            let rp = Some(route.path.clone());
+            if access::is_preflight(req.method(), req.headers()) {
+                return access::preflight(route, req.headers())
+                    .map(|r| (rp.clone(), r))
+                    .map_err(|e| (rp, e));
+            }
+            if req.method() == Method::GET {
+                if let Err(e) = access::authorize(route, req.headers()) {
+                    return Err((rp, e));
+                }
                 let mut resp = Response::new(crate::error::full(Bytes::new()));
                 *resp.status_mut() = StatusCode::NO_CONTENT;
-                return Ok(resp);
+                return Ok((rp, resp));
             }
         }
-        Err(GatewayError::client(
-            StatusCode::NOT_FOUND,
-            "no_route",
-            format!("no route for {path}"),
+        Err((
+            None,
+            GatewayError::client(
+                StatusCode::NOT_FOUND,
+                "no_route",
+                format!("no route for {path}"),
+            ),
         ))
-    }
-
-    fn resume_route(&self, path: &str) -> Option<&Route> {
-        let rest = path.strip_suffix("/stream")?;
-        let (base, chat) = rest.rsplit_once('/')?;
-        if chat.is_empty() {
-            return None;
-        }
-        self.config.route(base)
     }
 
     async fn proxy(
         &self,
         route: &Route,
+        client: &reqwest::Client,
         req: Request<Incoming>,
+        request_id: &str,
+        started: tokio::time::Instant,
     ) -> Result<Response<Body>, GatewayError> {
+        let forwarded = access::forwarded(route, req.headers());
         let body = read_body(req.into_body(), route.max_body_bytes).await?;
         let mut ids = IdGen::default();
         let mut run = registry::requests(route.client)
@@ -198,18 +421,24 @@ impl Gateway {
             .build_request(&upstream_view)
             .map_err(|e| GatewayError::internal(format!("building the upstream request: {e}")))?;
 
-        let client = self.clients.get(&route.path).expect("a client per route");
         let resp = client
             .post(route.upstream.clone())
+            .headers(forwarded)
+            .headers(upstream_headers(route))
             .header(header::ACCEPT, "text/event-stream")
             .header(header::CONTENT_TYPE, "application/json")
-            .headers(upstream_headers(route))
+            .header("x-request-id", request_id)
             .body(upstream_body.to_string())
             .send()
             .await
-            .map_err(upstream_send_error)?;
+            .map_err(|e| {
+                let g = upstream_send_error(e);
+                self.metrics.upstream_error(g.code);
+                g
+            })?;
         let status = resp.status();
         if !status.is_success() {
+            self.metrics.upstream_error("upstream_status");
             let text = resp.text().await.unwrap_or_default();
             let text: String = text.chars().take(2048).collect();
             return Err(GatewayError::upstream(
@@ -225,6 +454,7 @@ impl Gateway {
             .unwrap_or("")
             .to_string();
         if !ctype.starts_with("text/event-stream") {
+            self.metrics.upstream_error("upstream_content_type");
             return Err(GatewayError::upstream(
                 StatusCode::BAD_GATEWAY,
                 "upstream_content_type",
@@ -257,12 +487,29 @@ impl Gateway {
             store: (route.client == Dialect::AgKit).then(|| self.store.clone()),
             thread_id: run.thread_id.clone(),
             new_from_client,
+            shutdown: self.shutdown.clone(),
+            report: Some(Report {
+                metrics: self.metrics.clone(),
+                route: route.path.clone(),
+                pair: (route.upstream_protocol, route.client),
+                started,
+            }),
         };
         let upstream = resp.bytes_stream().map(|r| r.map_err(|e| error_chain(&e)));
-        tokio::spawn(pump.run(upstream));
+        self.pumps
+            .spawn(pump.run(upstream).instrument(tracing::Span::current()));
 
         Ok(sse_response(rx, headers))
     }
+}
+
+fn resume_route<'a>(config: &'a Config, path: &str) -> Option<&'a Route> {
+    let rest = path.strip_suffix("/stream")?;
+    let (base, chat) = rest.rsplit_once('/')?;
+    if chat.is_empty() {
+        return None;
+    }
+    config.route(base)
 }
 
 /// A streaming `text/event-stream` response fed by `rx`, one body frame per
@@ -314,7 +561,7 @@ fn upstream_request(dialect: Dialect, run: &RunRequest) -> RunRequest {
 
 fn upstream_headers(route: &Route) -> http::HeaderMap {
     let mut map = http::HeaderMap::new();
-    for (k, v) in &route.upstream_headers {
+    for (k, v) in route.upstream_headers.iter() {
         if let (Ok(k), Ok(v)) = (
             http::HeaderName::from_bytes(k.as_bytes()),
             HeaderValue::from_str(v),
@@ -384,6 +631,29 @@ struct Pump {
     store: Option<Arc<dyn ConversationStore>>,
     thread_id: String,
     new_from_client: Vec<Message>,
+    /// The gateway is shutting down and the grace period is over.
+    shutdown: CancellationToken,
+    report: Option<Report>,
+}
+
+/// Where a stream's numbers go.
+struct Report {
+    metrics: Arc<Metrics>,
+    route: String,
+    pair: (Dialect, Dialect),
+    started: tokio::time::Instant,
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The run ended (finished, interrupted or with the agent's own error).
+    Complete,
+    /// The client went away; the upstream request was dropped.
+    ClientGone,
+    /// The upstream broke the stream: closed early, sent garbage or went quiet.
+    Upstream(&'static str),
+    Shutdown,
 }
 
 impl Pump {
@@ -391,6 +661,8 @@ impl Pump {
     where
         S: futures_util::Stream<Item = Result<Bytes, String>> + Unpin,
     {
+        let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
+        let mut first_sent = false;
         let mut out = Vec::with_capacity(4096);
         let idle = tokio::time::sleep(self.idle);
         tokio::pin!(idle);
@@ -400,7 +672,8 @@ impl Pump {
             .unwrap_or(Duration::from_secs(365 * 24 * 3600));
         let beat = tokio::time::sleep(beat_every);
         tokio::pin!(beat);
-        let complete = loop {
+        let shutdown = self.shutdown.clone();
+        let end = loop {
             let next = tokio::select! {
                 next = upstream.next() => next,
                 () = &mut idle => {
@@ -408,26 +681,35 @@ impl Pump {
                     self.translator.fail(&msg, Some("upstream_idle"), &mut out);
                     self.remember();
                     send(&self.tx, &mut out).await;
-                    break false;
+                    break End::Upstream("upstream_idle");
                 }
                 () = &mut beat => {
                     beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
                     babelgate_core::sse::write_comment(&mut out, "ping");
                     if !send(&self.tx, &mut out).await {
-                        break false;
+                        break End::ClientGone;
                     }
                     continue;
                 }
+                () = shutdown.cancelled() => {
+                    self.translator.fail("the gateway is shutting down", Some("shutdown"), &mut out);
+                    self.remember();
+                    send(&self.tx, &mut out).await;
+                    break End::Shutdown;
+                }
                 // The client went away: dropping `upstream` cancels the request.
-                _ = self.tx.closed() => break false,
+                _ = self.tx.closed() => break End::ClientGone,
             };
-            let ok = match next {
-                None => self.translator.finish_live(&mut out).unwrap_or(false),
+            let end = match next {
+                None => match self.translator.finish_live(&mut out) {
+                    Ok(true) => End::Complete,
+                    _ => End::Upstream("upstream_disconnected"),
+                },
                 Some(Err(e)) => {
                     let msg = format!("the upstream connection failed: {e}");
                     self.translator
                         .fail(&msg, Some("upstream_disconnected"), &mut out);
-                    false
+                    End::Upstream("upstream_disconnected")
                 }
                 Some(Ok(bytes)) => {
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
@@ -436,26 +718,54 @@ impl Pump {
                         if !out.is_empty() {
                             beat.as_mut()
                                 .reset(tokio::time::Instant::now() + beat_every);
+                            if !first_sent {
+                                first_sent = true;
+                                if let Some(r) = &self.report {
+                                    r.metrics.first_event(&r.route, r.started.elapsed());
+                                }
+                            }
                         }
                         if !send(&self.tx, &mut out).await {
-                            break false;
+                            break End::ClientGone;
                         }
                         continue;
                     }
-                    false
+                    End::Upstream("upstream_malformed")
                 }
             };
             // History first: the client may post its next turn the moment it
             // reads the end of this one.
             self.remember();
             send(&self.tx, &mut out).await;
-            break ok;
+            break end;
         };
-        tracing::debug!(
-            complete,
-            events = self.translator.events_translated,
-            "stream ended"
-        );
+        let events = self.translator.events_translated;
+        if let Some(r) = &self.report {
+            let lasted = r.started.elapsed();
+            r.metrics
+                .events(r.pair.0.as_str(), r.pair.1.as_str(), events);
+            r.metrics.stream_ended(&r.route, lasted);
+            match end {
+                End::Upstream(kind) => r.metrics.upstream_error(kind),
+                End::ClientGone => r.metrics.request(&r.route, 499),
+                _ => {}
+            }
+        }
+        match end {
+            // Logged as 499, as proxies do, though the response began as 200.
+            End::ClientGone => tracing::info!(
+                status = 499,
+                events,
+                "client went away; upstream request cancelled"
+            ),
+            End::Upstream(kind) => tracing::warn!(
+                kind,
+                events,
+                "upstream stream failed; client got its dialect's error"
+            ),
+            End::Shutdown => tracing::info!(events, "stream ended by shutdown"),
+            End::Complete => tracing::debug!(events, "stream complete"),
+        }
     }
 
     fn remember(&mut self) {
@@ -464,6 +774,22 @@ impl Pump {
             turn.extend(self.translator.take_messages());
             store.append(&self.thread_id, turn);
         }
+    }
+}
+
+/// Counts a stream in `active_streams` while it lives.
+struct ActiveGuard(prometheus_client::metrics::gauge::Gauge);
+
+impl ActiveGuard {
+    fn new(m: &Metrics) -> Self {
+        m.active_streams.inc();
+        ActiveGuard(m.active_streams.clone())
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 
@@ -499,6 +825,8 @@ mod tests {
             store: None,
             thread_id: "t".into(),
             new_from_client: Vec::new(),
+            shutdown: CancellationToken::new(),
+            report: None,
         };
         (p, rx)
     }

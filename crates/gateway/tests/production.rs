@@ -1,0 +1,871 @@
+//! Production proxying over real sockets: upstream failures, bad client
+//! input, disconnects and backpressure, security, TLS and observability.
+//! Reload, shutdown and JSON logs of the binary are in tests/lifecycle.rs.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use babelgate::config::Config;
+use babelgate::server::Gateway;
+use babelgate::{demo, registry};
+use babelgate_core::request::{Message, RunRequest};
+use babelgate_core::sse::SseFramer;
+use babelgate_core::{Dialect, Role};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+async fn listener() -> (TcpListener, SocketAddr) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    (l, a)
+}
+
+async fn start_gateway(toml: &str) -> (SocketAddr, Arc<Gateway>) {
+    let config = Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
+    let (l, a) = listener().await;
+    let gw = Arc::new(Gateway::new(config).unwrap());
+    tokio::spawn(gw.clone().serve(l));
+    (a, gw)
+}
+
+fn route(path: &str, client: Dialect, upstream: SocketAddr, protocol: Dialect) -> String {
+    format!(
+        "[[routes]]\npath = \"{path}\"\nclient = \"{client}\"\nupstream = \"http://{upstream}/agent\"\nupstream_protocol = \"{protocol}\"\n"
+    )
+}
+
+fn user(text: &str) -> Message {
+    Message::text_message("u1", Role::User, text)
+}
+
+fn body(dialect: Dialect, text: &str) -> Vec<u8> {
+    let run = RunRequest {
+        thread_id: "thread-1".into(),
+        run_id: "run-1".into(),
+        messages: vec![user(text)],
+        ..Default::default()
+    };
+    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
+}
+
+fn post(gw: SocketAddr, path: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(format!("http://{gw}{path}"))
+        .header("content-type", "application/json")
+        .body(body)
+}
+
+/// The `data:` payloads of an SSE body, parsed when JSON.
+fn data_lines(bytes: &[u8]) -> Vec<Value> {
+    let mut framer = SseFramer::new(1 << 20);
+    let mut frames = Vec::new();
+    framer.push(bytes, &mut frames).unwrap();
+    framer.finish(&mut frames).unwrap();
+    frames
+        .iter()
+        .map(|f| serde_json::from_str(&f.data).unwrap_or_else(|_| Value::String(f.data.clone())))
+        .collect()
+}
+
+fn types(values: &[Value]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            v => v["type"].as_str().unwrap_or("?").to_string(),
+        })
+        .collect()
+}
+
+// ---- a scripted upstream ---------------------------------------------------
+
+#[derive(Clone)]
+enum Step {
+    Write(String),
+    Sleep(u64),
+    /// Keep the connection open and say nothing.
+    Hang,
+}
+
+/// What the scripted upstream saw.
+#[derive(Default)]
+struct Seen {
+    requests: Mutex<Vec<String>>,
+    /// Bytes of the response body written so far.
+    written: AtomicU64,
+    /// A write failed or the peer closed: the gateway let go.
+    closed: AtomicBool,
+}
+
+/// An upstream on a raw socket: reads one request, answers `head` then the
+/// steps. Nothing here is an HTTP library, so it can misbehave on purpose.
+async fn scripted(head: &str, steps: Vec<Step>) -> (SocketAddr, Arc<Seen>) {
+    let (l, addr) = listener().await;
+    let seen = Arc::new(Seen::default());
+    let head = head.to_string();
+    let s = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = l.accept().await else {
+                return;
+            };
+            let head = head.clone();
+            let steps = steps.clone();
+            let seen = s.clone();
+            tokio::spawn(async move {
+                let req = read_request(&mut sock).await;
+                seen.requests.lock().unwrap().push(req);
+                if sock.write_all(head.as_bytes()).await.is_err() {
+                    seen.closed.store(true, Ordering::SeqCst);
+                    return;
+                }
+                for step in steps {
+                    match step {
+                        Step::Write(chunk) => {
+                            // Chunked framing, so that a cut is visible as one.
+                            let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+                            if sock.write_all(framed.as_bytes()).await.is_err() {
+                                seen.closed.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                            seen.written.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                        }
+                        Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                        Step::Hang => {
+                            let mut buf = [0u8; 64];
+                            // Returns when the gateway closes its side.
+                            let _ = sock.read(&mut buf).await;
+                            seen.closed.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                    }
+                }
+                // Dropping the socket without the last chunk: an abrupt close.
+            });
+        }
+    });
+    (addr, seen)
+}
+
+async fn read_request(sock: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = sock.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+const SSE_HEAD: &str =
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+fn agui(json: &str) -> Step {
+    Step::Write(format!("data: {json}\n\n"))
+}
+
+fn started_and_text() -> Vec<Step> {
+    vec![
+        agui(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#),
+        agui(r#"{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}"#),
+        agui(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"partial answer"}"#),
+    ]
+}
+
+/// Posts to a gateway route in front of `upstream` and returns the status
+/// and the whole body.
+async fn through(client: Dialect, upstream: SocketAddr, extra: &str) -> (u16, Vec<u8>) {
+    let (gw, _) = start_gateway(&(route("/r", client, upstream, Dialect::AgUi) + extra)).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), async {
+        let r = post(gw, "/r", body(client, "hi")).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.bytes().await.unwrap().to_vec())
+    })
+    .await
+    .expect("the gateway answers and ends the stream");
+    r
+}
+
+// ---- 1. upstream failures ---------------------------------------------------
+
+#[tokio::test]
+async fn connection_refused_is_502_json() {
+    let (l, dead) = listener().await;
+    drop(l);
+    let (status, body) = through(Dialect::Vercel, dead, "").await;
+    assert_eq!(status, 502);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["type"], "upstream");
+    assert_eq!(v["error"]["code"], "upstream_unreachable");
+}
+
+#[tokio::test]
+async fn connect_timeout_is_504_json() {
+    // A listener with a backlog of one that never accepts: once its queue is
+    // full the kernel ignores new SYNs, so connecting hangs.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let full = sock.listen(1).unwrap();
+    let addr = full.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await
+        {
+            fillers.push(s);
+        }
+    }
+    let (status, body) = through(Dialect::AgUi, addr, "connect_timeout_ms = 300\n").await;
+    assert_eq!(status, 504, "{}", String::from_utf8_lossy(&body));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_timeout");
+    drop(full);
+}
+
+#[tokio::test]
+async fn a_non_2xx_status_becomes_502_with_the_upstream_body_as_message() {
+    let (up, _) = scripted(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 19\r\n\r\nmodel is overloaded",
+        vec![],
+    )
+    .await;
+    let (status, body) = through(Dialect::Hai, up, "").await;
+    assert_eq!(status, 502);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_status");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("503") && msg.contains("model is overloaded"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_content_type_is_502() {
+    let (up, _) = scripted(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+        vec![],
+    )
+    .await;
+    let (status, body) = through(Dialect::AgKit, up, "").await;
+    assert_eq!(status, 502);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_content_type");
+}
+
+/// After the stream started: the client dialect's own error, with the open
+/// message closed first, then the end of the stream.
+async fn fails_mid_stream(steps: Vec<Step>, extra: &str, code: &str) {
+    let (up, _) = scripted(SSE_HEAD, steps).await;
+    // Vercel: text-end, error, finish, [DONE].
+    let (status, bytes) = through(Dialect::Vercel, up, extra).await;
+    assert_eq!(status, 200);
+    let v = data_lines(&bytes);
+    let t = types(&v);
+    let err = t
+        .iter()
+        .position(|x| x == "error")
+        .unwrap_or_else(|| panic!("{t:?}"));
+    assert!(t[..err].contains(&"text-end".to_string()), "{t:?}");
+    assert_eq!(
+        &t[err..],
+        ["error", "finish-step", "finish", "[DONE]"],
+        "{t:?}"
+    );
+    assert_eq!(v[err + 2]["finishReason"], "error");
+    assert!(
+        v[err]["errorText"].as_str().unwrap().len() > 10,
+        "{:?}",
+        v[err]
+    );
+    // AG-UI: TEXT_MESSAGE_END then RUN_ERROR, the last event.
+    let (_, bytes) = through(Dialect::AgUi, up, extra).await;
+    let v = data_lines(&bytes);
+    let t = types(&v);
+    assert_eq!(
+        &t[t.len() - 2..],
+        ["TEXT_MESSAGE_END", "RUN_ERROR"],
+        "{t:?}"
+    );
+    assert_eq!(v.last().unwrap()["code"], code);
+    // HAI: RUN_ERROR last.
+    let (_, bytes) = through(Dialect::Hai, up, extra).await;
+    let t = types(&data_lines(&bytes));
+    assert_eq!(t.last().unwrap(), "RUN_ERROR", "{t:?}");
+    // AG-Kit: the error frame then [DONE].
+    let (_, bytes) = through(Dialect::AgKit, up, extra).await;
+    let t = types(&data_lines(&bytes));
+    assert_eq!(&t[t.len() - 2..], ["error", "[DONE]"], "{t:?}");
+}
+
+#[tokio::test]
+async fn a_malformed_json_line_ends_the_stream_with_the_dialects_error() {
+    let mut steps = started_and_text();
+    steps.push(Step::Write(
+        "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"mess\n\n".into(),
+    ));
+    steps.push(Step::Hang);
+    fails_mid_stream(steps, "", "upstream_malformed").await;
+}
+
+#[tokio::test]
+async fn an_abrupt_close_mid_message_ends_the_stream_with_the_dialects_error() {
+    // The socket closes without the chunked terminator.
+    fails_mid_stream(started_and_text(), "", "upstream_disconnected").await;
+}
+
+#[tokio::test]
+async fn an_idle_upstream_ends_the_stream_with_the_dialects_error() {
+    let mut steps = started_and_text();
+    steps.push(Step::Hang);
+    fails_mid_stream(steps, "idle_timeout_ms = 300\n", "upstream_idle").await;
+}
+
+#[tokio::test]
+async fn an_unknown_event_passes_without_error() {
+    let mut steps = started_and_text();
+    steps.push(agui(r#"{"type":"SOMETHING_NEW","detail":{"x":1}}"#));
+    steps.push(agui(r#"{"type":"TEXT_MESSAGE_END","messageId":"m1"}"#));
+    steps.push(agui(
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+    ));
+    steps.push(Step::Write(String::new())); // the chunked terminator
+    let (up, _) = scripted(SSE_HEAD, steps).await;
+    let (_, bytes) = through(Dialect::AgUi, up, "").await;
+    let v = data_lines(&bytes);
+    assert!(v.iter().any(|e| e["type"] == "SOMETHING_NEW"), "{v:?}");
+    assert_eq!(types(&v).last().unwrap(), "RUN_FINISHED");
+    let (_, bytes) = through(Dialect::Vercel, up, "").await;
+    let t = types(&data_lines(&bytes));
+    assert!(!t.contains(&"error".to_string()), "{t:?}");
+    assert_eq!(&t[t.len() - 2..], ["finish", "[DONE]"]);
+}
+
+// ---- 2. bad client input ------------------------------------------------------
+
+#[tokio::test]
+async fn bad_client_input_gets_4xx_json_and_the_next_request_is_served() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let (gw, _) = start_gateway(
+        &(route("/chat", Dialect::Vercel, agent, Dialect::AgUi) + "max_body_bytes = 1000\n"),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let check = |status: u16, code: &'static str| {
+        move |r: (u16, Value)| {
+            assert_eq!(r.0, status, "{}", r.1);
+            assert_eq!(r.1["error"]["code"], code, "{}", r.1);
+            assert_eq!(r.1["error"]["type"], "client");
+            r.1
+        }
+    };
+    async fn ask(r: reqwest::RequestBuilder) -> (u16, Value) {
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+    check(400, "invalid_request")(ask(post(gw, "/chat", b"{\"id\": ".to_vec())).await);
+    let v = check(400, "invalid_request")(
+        ask(post(
+            gw,
+            "/chat",
+            br#"{"id":"c","messages":"hello"}"#.to_vec(),
+        ))
+        .await,
+    );
+    assert_eq!(
+        v["error"]["field"], "messages",
+        "the message names the field: {v}"
+    );
+    check(405, "method_not_allowed")(ask(client.put(format!("http://{gw}/chat"))).await);
+    check(404, "no_route")(ask(client.post(format!("http://{gw}/elsewhere"))).await);
+    check(413, "body_too_large")(ask(post(gw, "/chat", vec![b' '; 5000])).await);
+    // A body that never ends is refused as soon as it passes the limit.
+    let endless = futures_util::stream::repeat_with(|| Ok::<_, std::io::Error>(vec![b' '; 512]));
+    let r = client
+        .post(format!("http://{gw}/chat"))
+        .body(reqwest::Body::wrap_stream(endless))
+        .send()
+        .await;
+    if let Ok(r) = r {
+        assert_eq!(r.status(), 413);
+    }
+    let r = post(gw, "/chat", body(Dialect::Vercel, "hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = String::from_utf8_lossy(&r.bytes().await.unwrap()).into_owned();
+    assert!(
+        text.contains(": hell") && text.contains("\"finish\""),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn headers_that_arrive_too_slowly_are_cut_off() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let (gw, _) = start_gateway(&format!(
+        "[server]\nheader_read_timeout_ms = 200\n{}",
+        route("/chat", Dialect::AgUi, agent, Dialect::AgUi)
+    ))
+    .await;
+    let mut slow = TcpStream::connect(gw).await.unwrap();
+    slow.write_all(b"POST /chat HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    // The gateway closes the connection (possibly after a 408) instead of
+    // waiting forever for the rest of the head.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "connection still open");
+    let r = post(gw, "/chat", body(Dialect::AgUi, "hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+// ---- 3. disconnects and backpressure ------------------------------------------
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_the_upstream_and_counts_as_499() {
+    let mut steps = vec![agui(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#)];
+    for i in 0..600 {
+        steps.push(Step::Sleep(50));
+        steps.push(agui(&format!(
+            r#"{{"type":"CUSTOM","name":"tick","value":{i}}}"#
+        )));
+    }
+    let (up, seen) = scripted(SSE_HEAD, steps).await;
+    let (gw, _) = start_gateway(&route("/r", Dialect::AgUi, up, Dialect::AgUi)).await;
+    let mut r = post(gw, "/r", body(Dialect::AgUi, "hi"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.chunk().await.unwrap().is_some());
+    drop(r);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !seen.closed.load(Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream connection was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let metrics = reqwest::get(format!("http://{gw}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"babelgate_requests_total{route="/r",status="499"} 1"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_client_pauses_the_upstream_instead_of_growing_memory() {
+    // 100 000 events of ~1 KiB: 100 MiB if nothing pushed back.
+    let event = format!(
+        "data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"{}\"}}\n\n",
+        "x".repeat(1000)
+    );
+    let mut steps = started_and_text();
+    for _ in 0..1000 {
+        steps.push(Step::Write(event.repeat(100)));
+    }
+    let (up, seen) = scripted(SSE_HEAD, steps).await;
+    let (gw, _) = start_gateway(&route("/r", Dialect::AgUi, up, Dialect::AgUi)).await;
+    let mut r = post(gw, "/r", body(Dialect::AgUi, "hi"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.chunk().await.unwrap().is_some());
+    // The client now reads nothing. The upstream's writes must stall once the
+    // socket buffers and the gateway's bounded queue are full.
+    let mut last = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = seen.written.load(Ordering::SeqCst);
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    let written = seen.written.load(Ordering::SeqCst);
+    assert!(
+        written < 40 << 20,
+        "the upstream wrote {written} bytes to a client that reads nothing"
+    );
+    // And the stream still works when the client reads again.
+    let mut got = 0usize;
+    while let Some(c) = r.chunk().await.unwrap() {
+        got += c.len();
+        if got > 60 << 20 {
+            break;
+        }
+    }
+    assert!(got > 60 << 20, "only {got} bytes after resuming");
+}
+
+// ---- 5. security ----------------------------------------------------------------
+
+#[tokio::test]
+async fn routes_with_keys_refuse_requests_without_them() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let dir = tempdir();
+    std::fs::write(dir.join("keys"), "# team keys\nfile-key-1\n\nfile-key-2\n").unwrap();
+    let toml = format!(
+        "{}[routes.auth]\nbearer_env = [\"BG_TEST_KEY\"]\nbearer_files = [\"{}\"]\n",
+        route("/chat", Dialect::AgUi, agent, Dialect::AgUi),
+        dir.join("keys").display()
+    );
+    let env = |k: &str| (k == "BG_TEST_KEY").then(|| "env-key".to_string());
+    let config = Config::parse_with(&toml, &dir, &env).unwrap();
+    let (l, gw) = listener().await;
+    tokio::spawn(Arc::new(Gateway::new(config).unwrap()).serve(l));
+    let ask = |key: Option<&'static str>| {
+        let mut r = post(gw, "/chat", body(Dialect::AgUi, "hi"));
+        if let Some(k) = key {
+            r = r.header("authorization", format!("Bearer {k}"));
+        }
+        async move { r.send().await.unwrap() }
+    };
+    for bad in [None, Some("wrong"), Some("env-ke"), Some("file-key-3")] {
+        let r = ask(bad).await;
+        assert_eq!(r.status(), 401, "{bad:?}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "unauthorized");
+    }
+    for good in ["env-key", "file-key-1", "file-key-2"] {
+        assert_eq!(ask(Some(good)).await.status(), 200, "{good}");
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn only_allowed_headers_reach_the_upstream_and_secrets_are_not_logged() {
+    // Everything runs on this thread, so the subscriber sees every log line.
+    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let writer = logs.clone();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || LogWriter(writer.clone()))
+            .finish(),
+    );
+    let mut steps = started_and_text();
+    steps.push(Step::Write(String::new()));
+    let (up, seen) = scripted(SSE_HEAD, steps).await;
+    let toml = format!(
+        "{}forward_headers = [\"x-user-id\", \"X-Tenant\"]\nupstream_headers = {{ authorization = \"Bearer ${{BG_AGENT_TOKEN}}\", x-static = \"cost$$center\" }}\n",
+        route("/r", Dialect::AgUi, up, Dialect::AgUi)
+    );
+    let env = |k: &str| (k == "BG_AGENT_TOKEN").then(|| "s3cret-token-value".to_string());
+    let config = Config::parse_with(&toml, std::path::Path::new("."), &env).unwrap();
+    tracing::debug!(?config, "loaded");
+    let (l, gw) = listener().await;
+    tokio::spawn(Arc::new(Gateway::new(config).unwrap()).serve(l));
+    let r = post(gw, "/r", body(Dialect::AgUi, "hi"))
+        .header("x-user-id", "u-42")
+        .header("x-tenant", "acme")
+        .header("cookie", "session=abc")
+        .header("x-other", "nope")
+        .header("x-request-id", "req-from-client")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-request-id"], "req-from-client");
+    r.bytes().await.unwrap();
+    let req = seen.requests.lock().unwrap()[0].to_lowercase();
+    assert!(
+        req.contains("x-user-id: u-42") && req.contains("x-tenant: acme"),
+        "{req}"
+    );
+    assert!(
+        req.contains("authorization: bearer s3cret-token-value"),
+        "{req}"
+    );
+    assert!(req.contains("x-static: cost$center"), "{req}");
+    assert!(req.contains("x-request-id: req-from-client"), "{req}");
+    for never in ["cookie", "x-other", "session=abc"] {
+        assert!(!req.contains(never), "{never} was forwarded: {req}");
+    }
+    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("req-from-client"),
+        "logs carry the request id: {logs}"
+    );
+    assert!(
+        !logs.contains("s3cret"),
+        "a secret reached the logs: {logs}"
+    );
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_missing_environment_variable_is_a_located_config_error() {
+    let toml = "[[routes]]\npath = \"/r\"\nclient = \"ag-ui\"\nupstream = \"http://127.0.0.1:1/\"\nupstream_protocol = \"ag-ui\"\nupstream_headers = { authorization = \"Bearer ${NOT_SET_ANYWHERE}\" }\nforward_headers = [\"connection\"]\n";
+    let errs = Config::parse_with(toml, std::path::Path::new("."), &|_| None).unwrap_err();
+    let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|e| e.starts_with("6:") && e.contains("NOT_SET_ANYWHERE")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|e| e.starts_with("7:") && e.contains("never forwarded")),
+        "{text:?}"
+    );
+}
+
+#[tokio::test]
+async fn cors_answers_preflights_for_allowed_origins_only() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let (gw, _) = start_gateway(
+        &(route("/chat", Dialect::Vercel, agent, Dialect::AgUi)
+            + "[routes.cors]\nallow_origins = [\"https://app.example\"]\n"),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let preflight = |origin: &'static str| {
+        client
+            .request(reqwest::Method::OPTIONS, format!("http://{gw}/chat"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+    };
+    let r = preflight("https://app.example").await.unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    assert!(r.headers()["access-control-allow-methods"]
+        .to_str()
+        .unwrap()
+        .contains("POST"));
+    assert!(r.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .contains("content-type"));
+    let r = preflight("https://evil.example").await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    let r = post(gw, "/chat", body(Dialect::Vercel, "hi"))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let r = post(gw, "/chat", body(Dialect::Vercel, "hi"))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn the_gateway_is_not_an_open_proxy() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    // An upstream that redirects elsewhere is not followed.
+    let (redirecting, seen) = scripted(
+        &format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{agent}/agent\r\ncontent-length: 0\r\n\r\n"),
+        vec![],
+    )
+    .await;
+    let (gw, _) = start_gateway(&route("/r", Dialect::AgUi, redirecting, Dialect::AgUi)).await;
+    let r = post(gw, "/r", body(Dialect::AgUi, "hi"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 502);
+    assert_eq!(seen.requests.lock().unwrap().len(), 1);
+    // An absolute-form request naming another host is routed by its path only.
+    let mut s = TcpStream::connect(gw).await.unwrap();
+    let b = body(Dialect::AgUi, "hi");
+    s.write_all(
+        format!(
+            "POST http://{agent}/agent HTTP/1.1\r\nhost: {agent}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            b.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    s.write_all(&b).await.unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).await.unwrap();
+    assert!(resp.starts_with("HTTP/1.1 404"), "{resp}");
+}
+
+#[tokio::test]
+async fn tls_on_the_listener() {
+    use tokio_rustls::rustls;
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let dir = tempdir();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
+    let toml = format!(
+        "[server]\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n{}",
+        route("/chat", Dialect::AgUi, agent, Dialect::AgUi)
+    );
+    let config = Config::parse_with(&toml, &dir, &|_| None).unwrap();
+    let acceptor = babelgate::tls::acceptor(config.tls.as_ref().unwrap()).unwrap();
+    let (l, gw) = listener().await;
+    let gateway = Arc::new(Gateway::new(config).unwrap());
+    tokio::spawn(gateway.serve_until(l, Some(acceptor), std::future::pending()));
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = TcpStream::connect(gw).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let b = body(Dialect::AgUi, "hello over tls");
+    tls.write_all(
+        format!(
+            "POST /chat HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            b.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    tls.write_all(&b).await.unwrap();
+    let mut resp = Vec::new();
+    let _ = tls.read_to_end(&mut resp).await;
+    let resp = String::from_utf8_lossy(&resp);
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("RUN_FINISHED"), "{resp}");
+}
+
+// ---- 8. observability -------------------------------------------------------------
+
+#[tokio::test]
+async fn metrics_health_and_request_ids() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let (gw, _) = start_gateway(&route("/chat", Dialect::Vercel, agent, Dialect::AgUi)).await;
+    let r = post(gw, "/chat", body(Dialect::Vercel, "hello"))
+        .send()
+        .await
+        .unwrap();
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(id.starts_with("req_"), "a request id is minted: {id}");
+    r.bytes().await.unwrap();
+    let _ = post(gw, "/chat", b"nope".to_vec()).send().await.unwrap();
+    for p in ["/healthz", "/readyz"] {
+        assert_eq!(
+            reqwest::get(format!("http://{gw}{p}"))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    // The pump records its numbers as the stream ends, just after the body.
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = reqwest::get(format!("http://{gw}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains("babelgate_stream_duration_seconds_count") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for needle in [
+        r#"babelgate_requests_total{route="/chat",status="200"} 1"#,
+        r#"babelgate_requests_total{route="/chat",status="400"} 1"#,
+        r#"babelgate_events_translated_total{from="ag-ui",to="vercel"}"#,
+        r#"babelgate_time_to_first_event_seconds_count{route="/chat"} 1"#,
+        r#"babelgate_stream_duration_seconds_count{route="/chat"} 1"#,
+        "babelgate_active_streams 0",
+    ] {
+        assert!(text.contains(needle), "missing {needle}:\n{text}");
+    }
+    let (l, dead) = listener().await;
+    drop(l);
+    let (gw, _) = start_gateway(&route("/down", Dialect::AgUi, dead, Dialect::AgUi)).await;
+    let _ = post(gw, "/down", body(Dialect::AgUi, "hi"))
+        .send()
+        .await
+        .unwrap();
+    let text = reqwest::get(format!("http://{gw}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains(r#"babelgate_upstream_errors_total{kind="upstream_unreachable"} 1"#),
+        "{text}"
+    );
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "babelgate-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
