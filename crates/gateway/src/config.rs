@@ -705,4 +705,38 @@ upstream_protocol = "ag-ui"
             );
         }
     }
+
+    /// Every ```toml example in the README and docs is a valid file (with
+    /// the files and variables it names provided).
+    #[test]
+    fn every_documented_example_checks() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let base = std::env::temp_dir().join(format!("babelgate-examples-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        for f in ["cert.pem", "key.pem", "keys.txt"] {
+            std::fs::write(base.join(f), "k\n").unwrap();
+        }
+        let mut docs = vec![root.join("README.md")];
+        for dir in [root.join("docs"), root.join("docs/mapping")] {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "md") {
+                    docs.push(p);
+                }
+            }
+        }
+        let mut checked = 0;
+        for doc in docs {
+            let text = std::fs::read_to_string(&doc).unwrap();
+            for (n, block) in text.split("```toml\n").skip(1).enumerate() {
+                let block = block.split("```").next().unwrap();
+                Config::parse_with(block, &base, &|_| Some("value".into())).unwrap_or_else(|e| {
+                    panic!("{} example {}: {e:?}\n{block}", doc.display(), n + 1)
+                });
+                checked += 1;
+            }
+        }
+        assert!(checked >= 1);
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }
