@@ -22,6 +22,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 struct RawConfig {
     #[serde(default)]
     server: RawServer,
+    store: Option<RawStore>,
     demo_agent: Option<RawDemo>,
     #[serde(default)]
     routes: Vec<RawRoute>,
@@ -35,6 +36,15 @@ struct RawServer {
     header_read_timeout_ms: Option<u64>,
     shutdown_grace_ms: Option<u64>,
     log_format: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    backend: Spanned<String>,
+    url: Option<Spanned<String>>,
+    lease_ms: Option<u64>,
+    history_ttl_s: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,6 +97,8 @@ struct RawRoute {
     auth: Option<Spanned<RawAuth>>,
     cors: Option<RawCors>,
     max_body_bytes: Option<usize>,
+    on_disconnect: Option<Spanned<String>>,
+    retention_s: Option<u64>,
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
@@ -114,8 +126,57 @@ pub struct Config {
     /// with their dialect's error.
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
+    pub store: Store,
     pub demo_agent: Option<DemoAgent>,
     pub routes: Vec<Route>,
+}
+
+/// Where conversation histories and run logs live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Store {
+    pub backend: Backend,
+    /// A run whose gateway stops renewing this lease is lost.
+    pub lease: Duration,
+    /// Conversation histories expire after this long unused.
+    pub history_ttl: Duration,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// Redacted in Debug output: the URL may hold a password.
+    Redis {
+        url: String,
+    },
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backend::Memory => f.write_str("Memory"),
+            Backend::Redis { .. } => f.write_str("Redis { url: <redacted> }"),
+        }
+    }
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store {
+            backend: Backend::Memory,
+            lease: Duration::from_secs(10),
+            history_ttl: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// What happens to the upstream run when its client goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDisconnect {
+    /// The upstream request is cancelled.
+    #[default]
+    Cancel,
+    /// The run goes on and stays resumable; `POST {path}/{id}/stop` ends it.
+    Keep,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -175,6 +236,9 @@ pub struct Route {
     pub auth: Option<Keys>,
     pub cors: Option<Cors>,
     pub max_body_bytes: usize,
+    pub on_disconnect: OnDisconnect,
+    /// A run's event log is kept this long after the run ends.
+    pub retention: Duration,
     pub connect_timeout: Duration,
     /// No upstream bytes for this long ends the stream with an error.
     pub idle_timeout: Duration,
@@ -447,6 +511,47 @@ impl Config {
             Some(l) => c.addr(l, "server.listen"),
             None => Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
         };
+        let store = match &raw.store {
+            None => Store::default(),
+            Some(st) => {
+                let backend = match (st.backend.get_ref().as_str(), &st.url) {
+                    ("memory", None) => Backend::Memory,
+                    ("memory", Some(u)) => {
+                        c.at(u, "store.url: only the redis backend takes a url");
+                        Backend::Memory
+                    }
+                    ("redis", Some(u)) => {
+                        let url = c.interpolate(u, env, "store.url").unwrap_or_default();
+                        if !(url.starts_with("redis://")
+                            || url.starts_with("rediss://")
+                            || url.starts_with("redis+unix://"))
+                        {
+                            c.at(u, "store.url: expected redis://host:port");
+                        }
+                        Backend::Redis { url }
+                    }
+                    ("redis", None) => {
+                        c.at(&st.backend, "store.url: the redis backend needs a url");
+                        Backend::Memory
+                    }
+                    (other, _) => {
+                        c.at(
+                            &st.backend,
+                            format!("store.backend: `{other}` is not memory or redis"),
+                        );
+                        Backend::Memory
+                    }
+                };
+                let d = Store::default();
+                Store {
+                    backend,
+                    lease: st
+                        .lease_ms
+                        .map_or(d.lease, |ms| Duration::from_millis(ms.max(100))),
+                    history_ttl: st.history_ttl_s.map_or(d.history_ttl, Duration::from_secs),
+                }
+            }
+        };
         let tls = raw.server.tls.as_ref().map(|t| Tls {
             cert: c.file(&t.cert, base, "server.tls.cert"),
             key: c.file(&t.key, base, "server.tls.key"),
@@ -584,6 +689,17 @@ impl Config {
                 },
                 max_age: Duration::from_secs(cors.max_age_s.unwrap_or(600)),
             });
+            let on_disconnect = match r.on_disconnect.as_ref().map(|v| (v, v.get_ref().as_str())) {
+                None | Some((_, "cancel")) => OnDisconnect::Cancel,
+                Some((_, "keep")) => OnDisconnect::Keep,
+                Some((v, other)) => {
+                    c.at(
+                        v,
+                        format!("routes.on_disconnect: `{other}` is not cancel or keep"),
+                    );
+                    OnDisconnect::Cancel
+                }
+            };
             let client_tools = r
                 .client_tools
                 .iter()
@@ -610,6 +726,8 @@ impl Config {
                     auth,
                     cors,
                     max_body_bytes: r.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+                    on_disconnect,
+                    retention: Duration::from_secs(r.retention_s.unwrap_or(300)),
                     connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
                     idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
                     heartbeat: match r.heartbeat_ms.unwrap_or(15_000) {
@@ -630,6 +748,7 @@ impl Config {
             ),
             shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms.unwrap_or(30_000)),
             log_format,
+            store,
             demo_agent,
             routes,
         })

@@ -7,6 +7,6 @@ pub mod demo;
 pub mod error;
 pub mod metrics;
 pub mod registry;
+pub mod resume;
 pub mod server;
-pub mod store;
 pub mod tls;

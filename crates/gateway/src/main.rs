@@ -256,7 +256,18 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
             }
         };
         log_routes(&config);
-        let gateway = match Gateway::new(config) {
+        let stores = match babelgate::server::store_config(&config).build().await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("babelgate: store: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        if let Err(e) = stores.ping().await {
+            // Not fatal: /readyz says so and service starts when it is back.
+            tracing::warn!(error = %e, "the store does not answer yet");
+        }
+        let gateway = match Gateway::with_stores(config, stores) {
             Ok(g) => Arc::new(g),
             Err(e) => {
                 eprintln!("babelgate: {e}");

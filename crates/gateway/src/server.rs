@@ -33,11 +33,15 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::access;
-use crate::config::{Config, Route};
+use crate::config::{Backend, Config, OnDisconnect, Route};
 use crate::error::{json_response, Body, GatewayError};
 use crate::metrics::Metrics;
 use crate::registry;
-use crate::store::{ConversationStore, MemoryStore};
+use crate::resume::{self, Mode, Recorder};
+use babelgate_store::{
+    run_key, EventId, MemoryConfig, MemoryConversationStore, MemoryRunLog, RunOutcome, RunWriter,
+    StoreConfig, StoreError, Stores,
+};
 
 /// Client bytes buffered per stream before the upstream is paused: a slow
 /// client applies backpressure instead of growing memory.
@@ -74,7 +78,9 @@ impl Routes {
 /// Shared state of a running gateway.
 pub struct Gateway {
     routes: ArcSwap<Routes>,
-    store: Arc<dyn ConversationStore>,
+    stores: Stores,
+    /// This instance, as the owner of the runs it proxies.
+    owner: String,
     metrics: Arc<Metrics>,
     /// Cancelled when the shutdown grace period is over: open streams end
     /// with their dialect's error.
@@ -84,17 +90,29 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// A gateway with the in-memory store (whatever `[store]` says: use
+    /// [`store_config`] and [`Gateway::with_stores`] for that).
     pub fn new(config: Config) -> Result<Gateway, GatewayError> {
-        Gateway::with_store(config, Arc::new(MemoryStore::default()))
+        let memory = MemoryConfig {
+            history_ttl: config.store.history_ttl,
+            ..MemoryConfig::default()
+        };
+        let stores = Stores {
+            conversations: Arc::new(MemoryConversationStore::new(
+                memory.history_ttl,
+                memory.max_threads,
+                memory.max_messages,
+            )),
+            runs: Arc::new(MemoryRunLog::new(&memory)),
+        };
+        Gateway::with_stores(config, stores)
     }
 
-    pub fn with_store(
-        config: Config,
-        store: Arc<dyn ConversationStore>,
-    ) -> Result<Gateway, GatewayError> {
+    pub fn with_stores(config: Config, stores: Stores) -> Result<Gateway, GatewayError> {
         Ok(Gateway {
             routes: ArcSwap::from_pointee(Routes::build(config)?),
-            store,
+            stores,
+            owner: babelgate_store::new_id(),
             metrics: Arc::new(Metrics::default()),
             shutdown: CancellationToken::new(),
             pumps: TaskTracker::new(),
@@ -111,6 +129,9 @@ impl Gateway {
         let old = self.routes.load();
         if old.config.listen != config.listen || old.config.tls.is_some() != config.tls.is_some() {
             tracing::warn!("`[server] listen` and `tls` changes apply after a restart");
+        }
+        if old.config.store != config.store {
+            tracing::warn!("`[store]` changes apply after a restart");
         }
         self.routes.store(Arc::new(Routes::build(config)?));
         Ok(())
@@ -346,23 +367,36 @@ impl Gateway {
                 .map(|r| (rp.clone(), r))
                 .map_err(|e| (rp, e));
         }
-        // `useChat({resume: true})` asks `GET {api}/{chatId}/stream` on load;
-        // 204 says nothing is running for that chat.
-        if let Some(route) = resume_route(&routes.config, &path) {
+        // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
+        if let Some((route, id, action)) = sub_route(&routes.config, &path) {
             let rp = Some(route.path.clone());
             if access::is_preflight(req.method(), req.headers()) {
                 return access::preflight(route, req.headers())
                     .map(|r| (rp.clone(), r))
                     .map_err(|e| (rp, e));
             }
-            if req.method() == Method::GET {
-                if let Err(e) = access::authorize(route, req.headers()) {
-                    return Err((rp, e));
-                }
-                let mut resp = Response::new(crate::error::full(Bytes::new()));
-                *resp.status_mut() = StatusCode::NO_CONTENT;
-                return Ok((rp, resp));
+            let wanted = match action {
+                SubAction::Stream => Method::GET,
+                SubAction::Stop => Method::POST,
+            };
+            if req.method() != wanted {
+                return Err((
+                    rp,
+                    GatewayError::client(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "method_not_allowed",
+                        format!("{} {path}: this takes {wanted}", req.method()),
+                    ),
+                ));
             }
+            if let Err(e) = access::authorize(route, req.headers()) {
+                return Err((rp, e));
+            }
+            let r = match action {
+                SubAction::Stream => self.resume(route, id, req.headers()).await,
+                SubAction::Stop => self.stop(route, id).await,
+            };
+            return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
         }
         Err((
             None,
@@ -407,7 +441,12 @@ impl Gateway {
         // What the client said this turn, kept for dialects that send only that.
         let new_from_client = run.messages.clone();
         if route.client == Dialect::AgKit {
-            let mut history = self.store.history(&run.thread_id);
+            let mut history = self
+                .stores
+                .conversations
+                .history(&run.thread_id)
+                .await
+                .map_err(store_error)?;
             history.append(&mut run.messages);
             run.messages = history;
         }
@@ -462,6 +501,8 @@ impl Gateway {
             ));
         }
 
+        let recorder = self.begin_log(route, &run).await?;
+
         let ctx = EncodeContext {
             ids: IdGen::default(),
             thread_id: Some(run.thread_id.clone()),
@@ -481,10 +522,12 @@ impl Gateway {
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         let pump = Pump {
             translator,
-            tx,
+            tx: Some(tx),
             idle: route.idle_timeout,
             heartbeat: route.heartbeat,
-            store: (route.client == Dialect::AgKit).then(|| self.store.clone()),
+            recorder,
+            on_disconnect: route.on_disconnect,
+            store: (route.client == Dialect::AgKit).then(|| self.stores.conversations.clone()),
             thread_id: run.thread_id.clone(),
             new_from_client,
             shutdown: self.shutdown.clone(),
@@ -501,15 +544,176 @@ impl Gateway {
 
         Ok(sse_response(rx, headers))
     }
+
+    /// Starts the log of a run about to be proxied. Without a store the
+    /// stream still goes (it just cannot be resumed), unless the route
+    /// promises that (`on_disconnect = "keep"`): then 503.
+    async fn begin_log(
+        &self,
+        route: &Route,
+        run: &RunRequest,
+    ) -> Result<Option<Recorder>, GatewayError> {
+        let lease = self.routes.load().config.store.lease;
+        let run_id = babelgate_store::new_id();
+        let key = run_key(&route.path, &run.thread_id);
+        match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
+            Ok((writer, _previous)) => {
+                if matches!(route.client, Dialect::AgUi | Dialect::Hai) {
+                    // What a snapshot on reconnect starts with.
+                    if let Err(e) = self
+                        .stores
+                        .conversations
+                        .append(&input_key(&run_id), run.messages.clone())
+                        .await
+                    {
+                        tracing::warn!(error = %e, "could not keep the run's input for snapshots");
+                    }
+                }
+                Ok(Some(Recorder::new(writer, route.retention)))
+            }
+            Err(e) if route.on_disconnect == OnDisconnect::Keep => Err(store_error(e)),
+            Err(e) => {
+                tracing::warn!(error = %e, "run log unavailable: this stream cannot be resumed");
+                Ok(None)
+            }
+        }
+    }
+
+    /// `GET {path}/{id}/stream`: the client comes back to a run.
+    async fn resume(
+        &self,
+        route: &Route,
+        id: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<Response<Body>, GatewayError> {
+        let runs = self.stores.runs.clone();
+        let key = run_key(&route.path, id);
+        let Some(info) = runs.latest(&key).await.map_err(store_error)? else {
+            return Ok(no_content());
+        };
+        let last_event_id = match headers.get("last-event-id").map(|v| v.to_str()) {
+            None => None,
+            Some(Ok(v)) => Some(v.parse::<EventId>().map_err(|e| {
+                let mut g =
+                    GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.to_string());
+                g.field = Some("last-event-id".into());
+                g
+            })?),
+            Some(Err(_)) => None,
+        };
+        let running = info.is_running();
+        let mode = match (route.client, last_event_id) {
+            // useChat asks on every page load: only a running answer is resumed.
+            (Dialect::Vercel, _) if !running => return Ok(no_content()),
+            (Dialect::Vercel, _) => Mode::After(None),
+            (_, Some(after)) => Mode::After(Some(after)),
+            (_, None) if !running => return Ok(no_content()),
+            (Dialect::AgKit, None) => Mode::After(None),
+            (_, None) => Mode::Snapshot,
+        };
+        let (last, input) = if mode == Mode::Snapshot {
+            let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
+            let input = self
+                .stores
+                .conversations
+                .history(&input_key(&info.run_id))
+                .await
+                .map_err(store_error)?;
+            (last, input)
+        } else {
+            (None, Vec::new())
+        };
+        tracing::info!(run = %info.run_id, ?mode, "resuming");
+        let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
+        self.pumps.spawn(
+            resume::follow(runs, info.run_id, route.client, mode, last, input, tx)
+                .instrument(tracing::Span::current()),
+        );
+        let headers = registry::encoder(route.client, EncodeContext::default()).headers();
+        Ok(sse_response(rx, headers))
+    }
+
+    /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
+    async fn stop(&self, route: &Route, id: &str) -> Result<Response<Body>, GatewayError> {
+        let runs = &self.stores.runs;
+        let info = runs
+            .latest(&run_key(&route.path, id))
+            .await
+            .map_err(store_error)?;
+        let stopped = match &info {
+            Some(i) if i.is_running() => runs.request_stop(&i.run_id).await.map_err(store_error)?,
+            _ => false,
+        };
+        if !stopped {
+            return Err(GatewayError::client(
+                StatusCode::NOT_FOUND,
+                "no_active_run",
+                format!("nothing is running for {id}"),
+            ));
+        }
+        Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"status": "stopping"}),
+        ))
+    }
 }
 
-fn resume_route<'a>(config: &'a Config, path: &str) -> Option<&'a Route> {
-    let rest = path.strip_suffix("/stream")?;
-    let (base, chat) = rest.rsplit_once('/')?;
-    if chat.is_empty() {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubAction {
+    Stream,
+    Stop,
+}
+
+/// `{route}/{id}/stream` or `{route}/{id}/stop`.
+fn sub_route<'a, 'p>(config: &'a Config, path: &'p str) -> Option<(&'a Route, &'p str, SubAction)> {
+    let (rest, action) = if let Some(r) = path.strip_suffix("/stream") {
+        (r, SubAction::Stream)
+    } else if let Some(r) = path.strip_suffix("/stop") {
+        (r, SubAction::Stop)
+    } else {
+        return None;
+    };
+    let (base, id) = rest.rsplit_once('/')?;
+    if id.is_empty() {
         return None;
     }
-    config.route(base)
+    Some((config.route(base)?, id, action))
+}
+
+/// The store could not be reached: our side, and worth a retry.
+fn store_error(e: StoreError) -> GatewayError {
+    let mut g = GatewayError::internal(format!("the store failed: {e}"));
+    if e.is_unavailable() {
+        g.status = StatusCode::SERVICE_UNAVAILABLE;
+        g.code = "store_unavailable";
+    }
+    g
+}
+
+/// The store settings of `[store]`, for [`Gateway::with_stores`].
+pub fn store_config(config: &Config) -> StoreConfig {
+    match &config.store.backend {
+        Backend::Memory => StoreConfig::Memory(MemoryConfig {
+            history_ttl: config.store.history_ttl,
+            ..MemoryConfig::default()
+        }),
+        Backend::Redis { url } => {
+            let mut c = babelgate_store::RedisConfig::new(url.clone());
+            c.history_ttl = config.store.history_ttl;
+            StoreConfig::Redis(c)
+        }
+    }
+}
+
+/// Where a run's input messages are kept for snapshots.
+fn input_key(run_id: &str) -> String {
+    format!("run-input:{run_id}")
+}
+
+fn no_content() -> Response<Body> {
+    let mut resp = Response::new(crate::error::full(Bytes::new()));
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp
 }
 
 /// A streaming `text/event-stream` response fed by `rx`, one body frame per
@@ -624,11 +828,15 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> 
 /// Moves one upstream response to one client, translating as it goes.
 struct Pump {
     translator: Translator,
-    tx: mpsc::Sender<Bytes>,
+    /// `None` once a client of a `keep` route has gone away.
+    tx: Option<mpsc::Sender<Bytes>>,
     idle: Duration,
     heartbeat: Option<Duration>,
+    /// The run's log, when the store works.
+    recorder: Option<Recorder>,
+    on_disconnect: OnDisconnect,
     /// Set when the client dialect needs the gateway to keep history.
-    store: Option<Arc<dyn ConversationStore>>,
+    store: Option<Arc<dyn babelgate_store::ConversationStore>>,
     thread_id: String,
     new_from_client: Vec<Message>,
     /// The gateway is shutting down and the grace period is over.
@@ -654,6 +862,8 @@ enum End {
     /// The upstream broke the stream: closed early, sent garbage or went quiet.
     Upstream(&'static str),
     Shutdown,
+    /// `POST {path}/{id}/stop`.
+    Stopped,
 }
 
 impl Pump {
@@ -674,31 +884,60 @@ impl Pump {
         tokio::pin!(beat);
         let shutdown = self.shutdown.clone();
         let end = loop {
+            let client_gone = {
+                let tx = self.tx.clone();
+                async move {
+                    match tx {
+                        Some(tx) => tx.closed().await,
+                        None => std::future::pending().await,
+                    }
+                }
+            };
+            let stop = async {
+                match &self.recorder {
+                    Some(r) => r.stop_requested().await,
+                    None => std::future::pending().await,
+                }
+            };
             let next = tokio::select! {
                 next = upstream.next() => next,
                 () = &mut idle => {
                     let msg = format!("the upstream sent nothing for {:?}", self.idle);
                     self.translator.fail(&msg, Some("upstream_idle"), &mut out);
-                    self.remember();
-                    send(&self.tx, &mut out).await;
+                    self.remember().await;
+                    self.deliver(&mut out).await;
                     break End::Upstream("upstream_idle");
                 }
                 () = &mut beat => {
                     beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
-                    babelgate_core::sse::write_comment(&mut out, "ping");
-                    if !send(&self.tx, &mut out).await {
-                        break End::ClientGone;
+                    if self.tx.is_some() {
+                        babelgate_core::sse::write_comment(&mut out, "ping");
+                        if !self.deliver(&mut out).await {
+                            break End::ClientGone;
+                        }
                     }
                     continue;
                 }
                 () = shutdown.cancelled() => {
                     self.translator.fail("the gateway is shutting down", Some("shutdown"), &mut out);
-                    self.remember();
-                    send(&self.tx, &mut out).await;
+                    self.remember().await;
+                    self.deliver(&mut out).await;
                     break End::Shutdown;
                 }
-                // The client went away: dropping `upstream` cancels the request.
-                _ = self.tx.closed() => break End::ClientGone,
+                () = stop => {
+                    self.translator.fail("the run was stopped", Some("stopped"), &mut out);
+                    self.remember().await;
+                    self.deliver(&mut out).await;
+                    break End::Stopped;
+                }
+                // The client went away: dropping `upstream` cancels the
+                // request, unless the route keeps the run going.
+                () = client_gone => {
+                    if self.detach() {
+                        continue;
+                    }
+                    break End::ClientGone;
+                }
             };
             let end = match next {
                 None => match self.translator.finish_live(&mut out) {
@@ -725,7 +964,7 @@ impl Pump {
                                 }
                             }
                         }
-                        if !send(&self.tx, &mut out).await {
+                        if !self.deliver(&mut out).await {
                             break End::ClientGone;
                         }
                         continue;
@@ -735,10 +974,18 @@ impl Pump {
             };
             // History first: the client may post its next turn the moment it
             // reads the end of this one.
-            self.remember();
-            send(&self.tx, &mut out).await;
+            self.remember().await;
+            self.deliver(&mut out).await;
             break end;
         };
+        if let Some(mut rec) = self.recorder.take() {
+            rec.end(match end {
+                End::Complete => RunOutcome::Completed,
+                End::ClientGone | End::Stopped => RunOutcome::Cancelled,
+                End::Upstream(_) | End::Shutdown => RunOutcome::Failed,
+            })
+            .await;
+        }
         let events = self.translator.events_translated;
         if let Some(r) = &self.report {
             let lasted = r.started.elapsed();
@@ -764,15 +1011,55 @@ impl Pump {
                 "upstream stream failed; client got its dialect's error"
             ),
             End::Shutdown => tracing::info!(events, "stream ended by shutdown"),
+            End::Stopped => tracing::info!(events, "run stopped on request"),
             End::Complete => tracing::debug!(events, "stream complete"),
         }
     }
 
-    fn remember(&mut self) {
+    /// The client went away: true when the run goes on without it.
+    fn detach(&mut self) -> bool {
+        self.tx = None;
+        let keep = self.on_disconnect == OnDisconnect::Keep && self.recorder.is_some();
+        if keep {
+            tracing::info!("client went away; the run goes on (on_disconnect = keep)");
+        }
+        keep
+    }
+
+    /// Logs what is buffered and sends it to the client, if one is there;
+    /// false when the client is gone and the run should stop.
+    async fn deliver(&mut self, out: &mut Vec<u8>) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        let chunk = match &mut self.recorder {
+            Some(rec) => {
+                let mut with_ids = Vec::with_capacity(out.len() + 64);
+                rec.record(out, &mut with_ids).await;
+                out.clear();
+                Bytes::from(with_ids)
+            }
+            None => Bytes::from(std::mem::take(out)),
+        };
+        match &self.tx {
+            None => true,
+            Some(tx) => {
+                if tx.send(chunk).await.is_ok() {
+                    true
+                } else {
+                    self.detach()
+                }
+            }
+        }
+    }
+
+    async fn remember(&mut self) {
         if let Some(store) = &self.store {
             let mut turn = std::mem::take(&mut self.new_from_client);
             turn.extend(self.translator.take_messages());
-            store.append(&self.thread_id, turn);
+            if let Err(e) = store.append(&self.thread_id, turn).await {
+                tracing::warn!(thread = %self.thread_id, error = %e, "could not keep the conversation history");
+            }
         }
     }
 }
@@ -793,16 +1080,6 @@ impl Drop for ActiveGuard {
     }
 }
 
-/// Sends what is buffered; false when the client is gone.
-async fn send(tx: &mpsc::Sender<Bytes>, out: &mut Vec<u8>) -> bool {
-    if out.is_empty() {
-        return true;
-    }
-    let chunk = Bytes::copy_from_slice(out);
-    out.clear();
-    tx.send(chunk).await.is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -819,9 +1096,11 @@ mod tests {
         );
         let p = Pump {
             translator,
-            tx,
+            tx: Some(tx),
             idle,
             heartbeat,
+            recorder: None,
+            on_disconnect: OnDisconnect::Cancel,
             store: None,
             thread_id: "t".into(),
             new_from_client: Vec::new(),

@@ -1,0 +1,320 @@
+//! Resumable streams: every event a client is sent is first written to the
+//! run's log (babelgate-store), with the log's id as the SSE `id:`; a client
+//! that reconnects reads the log back from where it was, then follows the
+//! live tail, on any instance that shares the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate_core::assemble::MessageAssembler;
+use babelgate_core::request::Message;
+use babelgate_core::sse::{SseFramer, DEFAULT_MAX_EVENT_BYTES};
+use babelgate_core::track::OpenTracker;
+use babelgate_core::{Decoder, Dialect, EncodeContext, Encoder, Event, EventKind};
+use babelgate_store::{EventId, LogItem, RunLog, RunOutcome, RunWriter};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::registry;
+
+/// The SSE events in an encoder's output: each ends with a blank line, and
+/// encoders never write one inside an event (JSON escapes newlines).
+pub fn events(out: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = out;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map_or(rest.len(), |i| i + 2);
+        let (event, tail) = rest.split_at(end);
+        rest = tail;
+        Some(event)
+    })
+}
+
+/// Writes `id: <id>` and the event.
+pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(id.to_string().as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(event);
+}
+
+/// The writing side of one run's log, owned by the stream's pump.
+pub struct Recorder {
+    /// `None` once the store failed mid-run: the stream goes on without ids
+    /// (it can no longer be resumed) rather than failing the client.
+    writer: Option<RunWriter>,
+    retention: Duration,
+}
+
+impl Recorder {
+    pub fn new(writer: RunWriter, retention: Duration) -> Self {
+        Recorder {
+            writer: Some(writer),
+            retention,
+        }
+    }
+
+    /// Logs each event of `out` and writes it, with its id, to `client`.
+    /// Comments (heartbeats) are not logged.
+    pub async fn record(&mut self, out: &[u8], client: &mut Vec<u8>) {
+        for event in events(out) {
+            let Some(writer) = self.writer.as_ref().filter(|_| !event.starts_with(b":")) else {
+                client.extend_from_slice(event);
+                continue;
+            };
+            match writer.append(Bytes::copy_from_slice(event)).await {
+                Ok(id) => with_id(id, event, client),
+                Err(e) => {
+                    tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
+                    self.writer = None;
+                    client.extend_from_slice(event);
+                }
+            }
+        }
+    }
+
+    /// Resolves when someone asked to stop the run (`POST .../stop`, any
+    /// instance); pending forever otherwise.
+    pub async fn stop_requested(&self) {
+        match &self.writer {
+            Some(w) => w.stop_requested().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    pub async fn end(&mut self, outcome: RunOutcome) {
+        if let Some(w) = self.writer.take() {
+            let run = w.run_id().to_string();
+            if let Err(e) = w.end(outcome, self.retention).await {
+                tracing::warn!(%run, error = %e, "could not end the run log");
+            }
+        }
+    }
+}
+
+/// Decodes the client-dialect bytes a log holds back into core events.
+struct Reader {
+    framer: SseFramer,
+    decoder: Box<dyn Decoder>,
+}
+
+impl Reader {
+    fn new(dialect: Dialect) -> Self {
+        Reader {
+            framer: SseFramer::new(DEFAULT_MAX_EVENT_BYTES),
+            decoder: registry::decoder(dialect),
+        }
+    }
+
+    fn read(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
+        let mut frames = Vec::new();
+        // The log holds what our own encoder wrote: it decodes.
+        let _ = self.framer.push(bytes, &mut frames);
+        for f in &frames {
+            let _ = self.decoder.decode(f, out);
+        }
+    }
+}
+
+/// How a reconnecting client is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every event after this id, as sent (`Last-Event-ID`); `None`: from
+    /// the start (Vercel's resume, AG-Kit).
+    After(Option<EventId>),
+    /// A snapshot of the messages so far, open items re-opened, then the
+    /// tail (AG-UI and HAI without `Last-Event-ID`). `last` is the log's
+    /// last id when the client came back; `input` is prepended to the
+    /// snapshot's messages.
+    Snapshot,
+}
+
+/// Streams a run's log to a reconnecting client: the replay, then the live
+/// tail, each event with its id; a lost run or a broken store ends with the
+/// dialect's error, after closing what the replay left open.
+pub async fn follow(
+    runs: Arc<dyn RunLog>,
+    run_id: String,
+    dialect: Dialect,
+    mode: Mode,
+    last: Option<EventId>,
+    input: Vec<Message>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let after = match mode {
+        Mode::After(a) => a,
+        Mode::Snapshot => None,
+    };
+    let mut log = runs.read(&run_id, after);
+    // A client-to-client translator fed with everything sent, so that an
+    // error at any point closes exactly what the client has open.
+    let mut shadow = registry::translator(
+        dialect,
+        dialect,
+        EncodeContext::default(),
+        DEFAULT_MAX_EVENT_BYTES,
+    );
+    let mut sink = Vec::new();
+    let mut out = Vec::new();
+    // Snapshot mode: events up to `last` are held, then summarised.
+    let mut held: Option<(Reader, Vec<Event>, EventId)> = match (mode, last) {
+        (Mode::Snapshot, Some(last)) => Some((Reader::new(dialect), Vec::new(), last)),
+        _ => None,
+    };
+    while let Some(item) = log.next().await {
+        match item {
+            Ok(LogItem::Event { id, data }) => {
+                let _ = shadow.push(&data, &mut sink);
+                sink.clear();
+                if let Some((reader, events, last)) = held.as_mut() {
+                    reader.read(&data, events);
+                    if id >= *last {
+                        let (_, events, _) = held.take().expect("held");
+                        snapshot(dialect, &input, events, &mut out);
+                        // The summary's last event carries the id it covers.
+                        tag_last(&mut out, id);
+                    }
+                } else {
+                    with_id(id, &data, &mut out);
+                }
+            }
+            Ok(LogItem::End(_)) => break,
+            Ok(LogItem::Lost) => {
+                shadow.fail(
+                    "the gateway instance serving this run went away",
+                    Some("run_lost"),
+                    &mut out,
+                );
+                break;
+            }
+            Ok(LogItem::Truncated) => {
+                shadow.fail(
+                    "the events since the last one received are no longer kept",
+                    Some("resume_truncated"),
+                    &mut out,
+                );
+                break;
+            }
+            Err(e) => {
+                shadow.fail(
+                    &format!("reading the run failed: {e}"),
+                    Some("store_unavailable"),
+                    &mut out,
+                );
+                break;
+            }
+        }
+        if !out.is_empty()
+            && tx
+                .send(Bytes::from(std::mem::take(&mut out)))
+                .await
+                .is_err()
+        {
+            return; // the client went away again; the run is not affected
+        }
+    }
+    if let Some((_, events, _)) = held.take() {
+        // The log ended before reaching `last` (it was trimmed): summarise
+        // what there is.
+        snapshot(dialect, &input, events, &mut out);
+    }
+    if !out.is_empty() {
+        let _ = tx.send(Bytes::from(out)).await;
+    }
+}
+
+/// Puts `id:` on the last event of `out`, so that a later reconnect with
+/// `Last-Event-ID` continues after what the snapshot covered.
+fn tag_last(out: &mut Vec<u8>, id: EventId) {
+    let body = out.strip_suffix(b"\n\n").unwrap_or(out);
+    let start = body
+        .windows(2)
+        .rposition(|w| w == b"\n\n")
+        .map_or(0, |i| i + 2);
+    let event = out.split_off(start);
+    with_id(id, &event, out);
+}
+
+/// What a client without `Last-Event-ID` gets first: the run's start, a
+/// messages snapshot (the run's input and what is complete so far), then the
+/// items still open, re-opened with what they hold.
+fn snapshot(dialect: Dialect, input: &[Message], events: Vec<Event>, out: &mut Vec<u8>) {
+    let mut tracker = OpenTracker::default();
+    let mut split = events.len();
+    let mut open_since: Vec<(usize, String)> = Vec::new();
+    for (i, ev) in events.iter().enumerate() {
+        tracker.observe(ev);
+        if let Some(id) = item_start(&ev.kind) {
+            open_since.push((i, id));
+        }
+        open_since.retain(|(_, id)| {
+            tracker.text_open(id) || tracker.tool_call_open(id) || tracker.reasoning_open(id)
+        });
+    }
+    if let Some((i, _)) = open_since.first() {
+        split = *i;
+    }
+    let (done, open) = events.split_at(split);
+    let mut assembler = MessageAssembler::new(None);
+    for ev in done {
+        assembler.observe(ev);
+    }
+    let mut messages = input.to_vec();
+    messages.extend(assembler.finish());
+
+    let mut encoder: Box<dyn Encoder> = registry::encoder(dialect, EncodeContext::default());
+    if let Some(start) = done
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::RunStarted { .. }))
+    {
+        encoder.encode(start, out);
+    }
+    encoder.encode(&Event::new(EventKind::MessagesSnapshot { messages }), out);
+    for ev in open {
+        if !matches!(ev.kind, EventKind::RunStarted { .. }) {
+            encoder.encode(ev, out);
+        }
+    }
+    // No `finish`: the live tail continues the run.
+}
+
+fn item_start(kind: &EventKind) -> Option<String> {
+    match kind {
+        EventKind::TextStart { message_id, .. } => Some(message_id.clone()),
+        EventKind::ToolCallStart { tool_call_id, .. } => Some(tool_call_id.clone()),
+        EventKind::ReasoningStart { message_id, .. } => Some(message_id.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoder_output_splits_into_events() {
+        let out = b"data: {\"a\":1}\n\n: ping\n\ndata: [DONE]\n\n";
+        let v: Vec<&[u8]> = events(out).collect();
+        assert_eq!(
+            v,
+            [
+                &b"data: {\"a\":1}\n\n"[..],
+                &b": ping\n\n"[..],
+                &b"data: [DONE]\n\n"[..]
+            ]
+        );
+    }
+
+    #[test]
+    fn the_last_event_gets_the_id() {
+        let mut out = b"data: 1\n\ndata: 2\n\n".to_vec();
+        tag_last(&mut out, EventId::new(5, 1));
+        assert_eq!(out, b"data: 1\n\nid: 5-1\ndata: 2\n\n");
+    }
+}

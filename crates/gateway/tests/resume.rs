@@ -1,0 +1,283 @@
+//! Resumable streams on the in-memory store: every event has an id, a client
+//! that comes back gets what it missed (or a snapshot) and then the live
+//! tail; `keep` runs outlive their client and `stop` ends them. The same over
+//! Redis with two gateway processes is in tests/node/e2e/resume.test.mjs.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate::config::Config;
+use babelgate::server::Gateway;
+use babelgate::{demo, registry};
+use babelgate_core::request::{Message, RunRequest};
+use babelgate_core::sse::SseFramer;
+use babelgate_core::{Dialect, Role};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+async fn listener() -> (TcpListener, SocketAddr) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    (l, a)
+}
+
+/// A gateway in front of the demo agent (ag-ui, 10 ms between events).
+async fn gateway(client: Dialect, extra: &str) -> SocketAddr {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::from_millis(10)));
+    let toml = format!(
+        "[[routes]]\npath = \"/chat\"\nclient = \"{client}\"\nupstream = \"http://{agent}/agent\"\nupstream_protocol = \"ag-ui\"\n{extra}"
+    );
+    let (l, gw) = listener().await;
+    tokio::spawn(Arc::new(Gateway::new(Config::parse(&toml).unwrap()).unwrap()).serve(l));
+    gw
+}
+
+fn body(dialect: Dialect, thread: &str, text: &str) -> Vec<u8> {
+    let run = RunRequest {
+        thread_id: thread.into(),
+        run_id: "run-1".into(),
+        messages: vec![Message::text_message("u1", Role::User, text)],
+        ..Default::default()
+    };
+    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
+}
+
+async fn start(gw: SocketAddr, dialect: Dialect, thread: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .body(body(dialect, thread, "a long answer please"))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// (id, data) of each SSE event.
+fn events(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
+    let mut framer = SseFramer::new(1 << 20);
+    let mut frames = Vec::new();
+    framer.push(bytes, &mut frames).unwrap();
+    framer.finish(&mut frames).unwrap();
+    frames
+        .into_iter()
+        .filter(|f| !f.data.is_empty())
+        .map(|f| {
+            let v = serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone()));
+            (f.id.clone(), v)
+        })
+        .collect()
+}
+
+/// Reads until at least `n` whole events have arrived.
+async fn read_some(r: &mut reqwest::Response, n: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    while let Some(c) = r.chunk().await.unwrap() {
+        got.extend_from_slice(&c);
+        if got.windows(2).filter(|w| w == b"\n\n").count() >= n && got.ends_with(b"\n\n") {
+            break;
+        }
+    }
+    got
+}
+
+async fn get(gw: SocketAddr, path: &str, last_event_id: Option<&str>) -> reqwest::Response {
+    let mut r = reqwest::Client::new().get(format!("http://{gw}{path}"));
+    if let Some(id) = last_event_id {
+        r = r.header("last-event-id", id);
+    }
+    r.send().await.unwrap()
+}
+
+/// The text of the AG-UI text message deltas in `events`.
+fn agui_text(events: &[(Option<String>, Value)]) -> String {
+    events
+        .iter()
+        .filter(|(_, v)| v["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|(_, v)| v["delta"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn full_long_text() -> String {
+    (0..200).map(|i| format!("{i} ")).collect()
+}
+
+#[tokio::test]
+async fn every_event_carries_an_increasing_id() {
+    let gw = gateway(Dialect::AgUi, "").await;
+    let r = start(gw, Dialect::AgUi, "t-ids").await;
+    let ev = events(&r.bytes().await.unwrap());
+    let ids: Vec<String> = ev
+        .iter()
+        .map(|(id, _)| id.clone().expect("an id"))
+        .collect();
+    let parsed: Vec<(u64, u64)> = ids
+        .iter()
+        .map(|s| {
+            let (a, b) = s.split_once('-').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert!(parsed.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
+
+#[tokio::test]
+async fn last_event_id_gets_exactly_the_missed_events_then_the_tail() {
+    let gw = gateway(Dialect::AgUi, "on_disconnect = \"keep\"\n").await;
+    let mut r = start(gw, Dialect::AgUi, "t-resume").await;
+    let first = events(&read_some(&mut r, 20).await);
+    drop(r);
+    let last_id = first.last().unwrap().0.clone().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await; // events pile up meanwhile
+    let rest = events(
+        &get(gw, "/chat/t-resume/stream", Some(&last_id))
+            .await
+            .bytes()
+            .await
+            .unwrap(),
+    );
+    let mut all = first.clone();
+    all.extend(rest.clone());
+    let ids: Vec<_> = all.iter().map(|(id, _)| id.clone().unwrap()).collect();
+    let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+    assert_eq!(agui_text(&all), full_long_text(), "nothing missing");
+    assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED");
+    assert_ne!(
+        rest[0].1["type"], "RUN_STARTED",
+        "the replay starts after the id"
+    );
+}
+
+#[tokio::test]
+async fn without_last_event_id_ag_ui_gets_a_snapshot_and_the_open_message_reopened() {
+    let gw = gateway(Dialect::AgUi, "on_disconnect = \"keep\"\n").await;
+    let mut r = start(gw, Dialect::AgUi, "t-snap").await;
+    let first = events(&read_some(&mut r, 30).await);
+    drop(r);
+    let back = events(
+        &get(gw, "/chat/t-snap/stream", None)
+            .await
+            .bytes()
+            .await
+            .unwrap(),
+    );
+    let types: Vec<&str> = back
+        .iter()
+        .map(|(_, v)| v["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &types[..3],
+        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "TEXT_MESSAGE_START"],
+        "{types:?}"
+    );
+    let snapshot = &back[1].1["messages"];
+    assert_eq!(snapshot[0]["role"], "user", "the run's input: {snapshot}");
+    assert_eq!(
+        agui_text(&back),
+        full_long_text(),
+        "the open message holds everything"
+    );
+    assert_eq!(*types.last().unwrap(), "RUN_FINISHED");
+    assert!(first.len() > 5);
+    // Only one start and one end of the text message.
+    assert_eq!(
+        types.iter().filter(|t| **t == "TEXT_MESSAGE_START").count(),
+        1
+    );
+    assert_eq!(
+        types.iter().filter(|t| **t == "TEXT_MESSAGE_END").count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn vercel_resume_is_204_when_idle_and_replays_the_running_answer() {
+    let gw = gateway(Dialect::Vercel, "").await;
+    assert_eq!(get(gw, "/chat/nothing/stream", None).await.status(), 204);
+    let r = start(gw, Dialect::Vercel, "chat-v").await;
+    // A second tab opens while the answer streams.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = get(gw, "/chat/chat-v/stream", None).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.headers()["x-vercel-ai-ui-message-stream"], "v1");
+    let replay = events(&again.bytes().await.unwrap());
+    let original = events(&r.bytes().await.unwrap());
+    let strip =
+        |v: &[(Option<String>, Value)]| v.iter().map(|(_, x)| x.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        strip(&replay),
+        strip(&original),
+        "the whole answer from its start"
+    );
+    assert_eq!(replay[0].1["type"], "start");
+    // Finished now: nothing to resume.
+    assert_eq!(get(gw, "/chat/chat-v/stream", None).await.status(), 204);
+}
+
+#[tokio::test]
+async fn cancel_policy_ends_the_run_with_its_client() {
+    let gw = gateway(Dialect::AgUi, "").await;
+    let mut r = start(gw, Dialect::AgUi, "t-cancel").await;
+    read_some(&mut r, 5).await;
+    drop(r);
+    let mut status = 0;
+    for _ in 0..100 {
+        status = get(gw, "/chat/t-cancel/stream", None)
+            .await
+            .status()
+            .as_u16();
+        if status == 204 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 204, "the run ended when its client left");
+}
+
+#[tokio::test]
+async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
+    let gw = gateway(Dialect::Hai, "on_disconnect = \"keep\"\n").await;
+    let mut r = start(gw, Dialect::Hai, "t-stop").await;
+    let first = events(&read_some(&mut r, 5).await);
+    drop(r);
+    let follower = get(
+        gw,
+        "/chat/t-stop/stream",
+        Some(first.last().unwrap().0.as_deref().unwrap()),
+    )
+    .await;
+    assert_eq!(follower.status(), 200);
+    let stop = reqwest::Client::new()
+        .post(format!("http://{gw}/chat/t-stop/stop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), 202);
+    let rest = events(&follower.bytes().await.unwrap());
+    let last = &rest.last().unwrap().1;
+    assert_eq!(last["type"], "RUN_ERROR", "{last}");
+    assert!(agui_text(&rest).len() < full_long_text().len());
+    let again = reqwest::Client::new()
+        .post(format!("http://{gw}/chat/t-stop/stop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404, "nothing runs any more");
+}
+
+#[tokio::test]
+async fn a_bad_last_event_id_is_a_400() {
+    let gw = gateway(Dialect::AgUi, "").await;
+    let r = get(gw, "/chat/x/stream", Some("not-an-id")).await;
+    // No run for x: nothing to resume, whatever the header says.
+    assert_eq!(r.status(), 204);
+    let mut s = start(gw, Dialect::AgUi, "t-bad").await;
+    read_some(&mut s, 2).await;
+    let r = get(gw, "/chat/t-bad/stream", Some("not-an-id")).await;
+    assert_eq!(r.status(), 400);
+    let v: BTreeMap<String, Value> = r.json().await.unwrap();
+    assert_eq!(v["error"]["field"], "last-event-id");
+}

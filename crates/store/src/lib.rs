@@ -1,0 +1,573 @@
+//! Storage layer of babelgate: conversation histories and resumable run logs,
+//! behind two `dyn`-compatible async traits with two backends, memory (one
+//! process) and Redis (shared by every gateway instance).
+//!
+//! # What is stored
+//!
+//! - [`ConversationStore`]: the message history of a thread, for dialects
+//!   whose clients send only what is new (AG-Kit). Expires after a TTL of
+//!   inactivity (reads and appends both refresh it) and keeps at most
+//!   `max_messages` per thread, dropping the oldest.
+//! - [`RunLog`]: for every run the gateway proxies, the client-facing SSE
+//!   events it sent (opaque bytes, one entry per SSE event, already encoded in
+//!   the client's dialect), each with an [`EventId`] to send as the SSE `id:`.
+//!   A second index maps a conversation key ([`run_key`]: route path + chat or
+//!   thread id) to the latest run begun for it, so a reconnecting client can
+//!   find it. [`RunLog::read`] replays a log from any point and then follows it
+//!   live until the run ends ([`LogItem::End`]) or is lost ([`LogItem::Lost`]).
+//!
+//! # Life of a run
+//!
+//! 1. [`RunLog::begin`] records the run as running for its key, owned by an
+//!    instance (`owner`, e.g. [`new_id`] minted once at start-up) under a lease.
+//!    A run already running for the key is not stopped: it stays readable by its
+//!    own id, the key now points to the new run, and `begin` returns the old
+//!    one's [`RunInfo`] so the caller can [`request_stop`](RunLog::request_stop)
+//!    it if it wants one run per conversation.
+//! 2. [`RunLog::append`] for every SSE event, in order, awaited one by one;
+//!    it returns the id to write on the event.
+//! 3. [`RunLog::renew`] at least every lease / 3 (the lease keep-alive), and
+//!    [`RunLog::stop_requested`] polled to learn of `POST .../stop` requests made
+//!    on any instance. [`RunWriter`] does both in a background task.
+//! 4. [`RunLog::end`] with the outcome and the route's retention: readers get
+//!    [`LogItem::End`], the log and the key's pointer stay readable for the
+//!    retention (at least [`MIN_RETENTION`]) and then expire.
+//!
+//! # Leases and lost runs
+//!
+//! The owner proves it is alive by renewing the lease. When the lease runs out
+//! without [`RunLog::end`] (the instance died, or its task was dropped without
+//! ending the run), the run is *lost*: the first reader or lookup that notices
+//! records it as lost for good (a later `renew`, `append` or `end` fails with
+//! [`StoreError::NotRunning`]), every reader gets [`LogItem::Lost`] within about
+//! the lease time plus a third of it (never waiting forever), and the log stays
+//! readable for `lost_retention`. While a run is running, its data lives until
+//! `lease + lost_retention` after the last renewal, so nothing leaks when no one
+//! is left to end it. Both backends implement the same semantics; the memory one
+//! just cannot outlive its process.
+//!
+//! # Event ids
+//!
+//! An [`EventId`] is `<ms>-<seq>` (a Redis stream id; the memory backend mints
+//! ids of the same form from its clock, strictly increasing), so ids of a later
+//! run of the same conversation are greater than those of an earlier one: a
+//! `Last-Event-ID` left over from a previous run replays the current run whole.
+//! Parse a `Last-Event-ID` header with [`EventId::from_str`](std::str::FromStr).
+//!
+//! # Caps
+//!
+//! A run log keeps at most `max_run_entries` entries and `max_run_bytes` bytes
+//! of event data; past that the oldest entries are dropped, and a reader that
+//! asked for dropped entries gets [`LogItem::Truncated`] before the rest (the
+//! gateway should then answer with an error rather than a gap in the stream).
+//! The memory backend also keeps at most `max_runs` runs (ended and lost ones
+//! are evicted first, then the oldest running one) and `max_threads`
+//! conversations (least recently used evicted).
+//!
+//! # Data layout in Redis
+//!
+//! Every key starts with the configured prefix (`babelgate` by default); the
+//! braces are Redis hash tags, keeping one run's keys in one cluster slot.
+//!
+//! | key | type | content | expiry |
+//! | --- | --- | --- | --- |
+//! | `{p}:conv:{thread}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` | `history_ttl`, refreshed by reads and appends |
+//! | `{p}:run:{id}:log` | stream | a begin marker (`b`), one entry per SSE event (field `d` = bytes), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: retention; lost: `lost_retention` |
+//! | `{p}:run:{id}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id) | as the log |
+//! | `{p}:run:{id}:lease` | string | the owner, `SET ... PX lease` on begin and renew | the lease |
+//! | `{p}:latest:{key}` | string | id of the latest run begun for the conversation key | as that run's log |
+//!
+//! State changes (begin, append with trimming, renew, end, marking lost,
+//! stop requests) are Lua scripts, atomic on the server. Readers block with
+//! `XREAD BLOCK` for a third of the lease (at most 2 s) on a connection of their
+//! own, so a blocked reader never holds up other commands; after each empty
+//! block they check the lease key and, if it has expired while the run is still
+//! `running`, mark the run lost (which appends the lost marker every other
+//! reader then sees). Stop requests set `stop` in the meta hash; the owner polls
+//! it. Every other command goes through one multiplexed connection that
+//! reconnects by itself; every call is bounded by `op_timeout` and a Redis that
+//! cannot be reached gives [`StoreError::Unavailable`] (answer 503), never a
+//! panic, and calls work again once Redis is back. [`RedisStore::open`] does not
+//! connect, so the gateway starts while Redis is down and `ping` (readiness)
+//! fails until it is up. Redis without persistence loses everything on a
+//! restart: logs then answer [`StoreError::UnknownRun`], owners get
+//! [`StoreError::UnknownRun`] on their next append or renew.
+#![forbid(unsafe_code)]
+
+mod memory;
+mod redis_store;
+mod writer;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+pub use babelgate_core::request::Message;
+pub use bytes::Bytes;
+pub use futures_util::stream::BoxStream;
+
+pub use memory::{MemoryConversationStore, MemoryRunLog};
+pub use redis_store::RedisStore;
+pub use writer::RunWriter;
+
+/// Retentions shorter than this are raised to it, so readers following a run
+/// still see its end.
+pub const MIN_RETENTION: Duration = Duration::from_secs(1);
+
+/// What can go wrong with a store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The backend cannot be reached or did not answer in time (the gateway
+    /// answers 503). Transient: the same call may succeed later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The backend holds data this crate cannot read.
+    #[error("store data corrupt: {0}")]
+    Corrupt(String),
+    /// No such run: never begun, expired, evicted or lost with its data.
+    #[error("unknown run {0}")]
+    UnknownRun(String),
+    /// The run exists but is no longer running (ended or lost), or another
+    /// instance holds its lease: nothing more can be written to it.
+    #[error("run {0} is not running")]
+    NotRunning(String),
+    /// The configuration cannot work (bad URL, ...).
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+}
+
+impl StoreError {
+    /// Whether the backend was unreachable (the 503 case).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// Identifies an entry of a run log; sent to clients as the SSE `id:`.
+///
+/// Written and parsed as `<ms>-<seq>`; ordered by `ms`, then `seq`. A bare
+/// `<ms>` parses as `<ms>-0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct EventId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl EventId {
+    pub const ZERO: EventId = EventId { ms: 0, seq: 0 };
+
+    pub fn new(ms: u64, seq: u64) -> Self {
+        EventId { ms, seq }
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// A string that is not an [`EventId`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an event id: {0:?}")]
+pub struct InvalidEventId(pub String);
+
+impl FromStr for EventId {
+    type Err = InvalidEventId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || InvalidEventId(s.to_string());
+        let digits = |part: &str| {
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            part.parse::<u64>().map_err(|_| bad())
+        };
+        let s = s.trim();
+        match s.split_once('-') {
+            Some((ms, seq)) => Ok(EventId::new(digits(ms)?, digits(seq)?)),
+            None => Ok(EventId::new(digits(s)?, 0)),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunOutcome {
+    /// The upstream finished the run (interrupts included).
+    Completed,
+    /// The run ended with an error.
+    Failed,
+    /// The run was stopped (stop request or client disconnect with the cancel
+    /// policy).
+    Cancelled,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "completed" => Some(RunOutcome::Completed),
+            "failed" => Some(RunOutcome::Failed),
+            "cancelled" => Some(RunOutcome::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Its owner holds the lease.
+    Running,
+    /// Ended by its owner; the log is kept for the retention.
+    Ended(RunOutcome),
+    /// Its lease ran out without an end.
+    Lost,
+}
+
+/// A run as [`RunLog::latest`] and [`RunLog::info`] see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    pub run_id: String,
+    /// The conversation key it was begun for.
+    pub key: String,
+    /// The instance that proxies it.
+    pub owner: String,
+    pub status: RunStatus,
+}
+
+impl RunInfo {
+    pub fn is_running(&self) -> bool {
+        self.status == RunStatus::Running
+    }
+}
+
+/// What [`RunLog::read`] yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogItem {
+    /// One SSE event as it was sent, with its id.
+    Event { id: EventId, data: Bytes },
+    /// Entries the reader asked for were dropped by the per-run caps; comes
+    /// first, then what is left.
+    Truncated,
+    /// The run ended; nothing follows.
+    End(RunOutcome),
+    /// The run's lease ran out without an end; nothing follows.
+    Lost,
+}
+
+/// Conversation histories by thread id.
+///
+/// AG-Kit clients send only the messages new since their last request, so the
+/// gateway keeps what it received plus what the agent said.
+#[async_trait]
+pub trait ConversationStore: Send + Sync {
+    /// The history of `thread`, oldest first (empty when unknown or expired).
+    /// Refreshes its expiry.
+    async fn history(&self, thread: &str) -> Result<Vec<Message>, StoreError>;
+    /// Appends messages to `thread`'s history and refreshes its expiry.
+    async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError>;
+    /// Whether the backend answers (readiness).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Logs of the runs the gateway proxies, for resuming streams (see the crate
+/// documentation for the life of a run and the lease).
+#[async_trait]
+pub trait RunLog: Send + Sync {
+    /// Records `run_id` as the running run of conversation `key`, owned by
+    /// `owner` for `lease`. Run ids must be unique (mint them, e.g. with
+    /// [`new_id`]; never reuse a client-supplied run id): an existing log with
+    /// the same id is replaced. Returns the run that was running for `key`
+    /// before, if any; it is left running (see the crate documentation).
+    async fn begin(
+        &self,
+        key: &str,
+        run_id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<RunInfo>, StoreError>;
+
+    /// Appends one SSE event to a running run's log; returns its id. Call in
+    /// order and await each call: ids increase in call order.
+    /// [`StoreError::NotRunning`] once the run has ended or was lost,
+    /// [`StoreError::UnknownRun`] when its data is gone.
+    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError>;
+
+    /// Extends the lease of a running run to `lease` from now. Call at least
+    /// every `lease / 3`. [`StoreError::NotRunning`] when the run ended, was
+    /// lost, or another owner holds the lease.
+    async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError>;
+
+    /// Ends a running run: readers get [`LogItem::End`], the log and the key's
+    /// pointer to it expire after `retention` (at least [`MIN_RETENTION`]).
+    async fn end(
+        &self,
+        run_id: &str,
+        outcome: RunOutcome,
+        retention: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// The latest run begun for `key` while its data lasts: running, ended
+    /// (within its retention) or lost. `None` when there is none. A run whose
+    /// lease has run out is reported (and recorded) as lost.
+    async fn latest(&self, key: &str) -> Result<Option<RunInfo>, StoreError>;
+
+    /// The run `run_id`, as [`latest`](RunLog::latest) reports it.
+    async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError>;
+
+    /// The id of the last event appended so far (`None`: none yet, or no
+    /// such run). A reconnecting client is summarised up to it, then follows.
+    async fn last_id(&self, run_id: &str) -> Result<Option<EventId>, StoreError>;
+
+    /// Every entry after `after` (all when `None`), then the live ones as they
+    /// are appended, then [`LogItem::End`] or [`LogItem::Lost`], and the stream
+    /// ends. `Err(UnknownRun)` when the run does not exist (or its data expires
+    /// while reading); on any error the stream yields it and ends. A backend
+    /// failure never makes the stream wait forever.
+    fn read(
+        &self,
+        run_id: &str,
+        after: Option<EventId>,
+    ) -> BoxStream<'static, Result<LogItem, StoreError>>;
+
+    /// Asks the owner of a running run to stop it (the owner may be another
+    /// instance). `false` when the run is not running (ended, lost, unknown).
+    async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Whether a stop was requested for `run_id` (the owner polls this).
+    async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Whether the backend answers (readiness).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// The conversation key of a run: route path and chat/thread id, joined so
+/// that no two different pairs give the same key.
+pub fn run_key(route_path: &str, conversation_id: &str) -> String {
+    format!("{}:{}{}", route_path.len(), route_path, conversation_id)
+}
+
+/// A fresh random id (32 hex digits) for instance ids and run ids.
+pub fn new_id() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // RandomState is seeded from the OS once per thread and varied per
+    // instance: two hashes of the same input under fresh states differ.
+    let word = |salt: u64| {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u128(nanos);
+        h.write_u64(count);
+        h.write_u32(std::process::id());
+        h.write_u64(salt);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", word(1), word(2))
+}
+
+/// The two stores a gateway needs, built from one [`StoreConfig`].
+#[derive(Clone)]
+pub struct Stores {
+    pub conversations: Arc<dyn ConversationStore>,
+    pub runs: Arc<dyn RunLog>,
+}
+
+impl Stores {
+    /// Whether both stores answer (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.conversations.ping().await?;
+        self.runs.ping().await
+    }
+}
+
+impl fmt::Debug for Stores {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stores").finish_non_exhaustive()
+    }
+}
+
+/// Which backend to use, with its settings (`[store]` in gateway.toml).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreConfig {
+    Memory(MemoryConfig),
+    Redis(RedisConfig),
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig::Memory(MemoryConfig::default())
+    }
+}
+
+impl StoreConfig {
+    /// Builds the stores. Never connects: with Redis down this succeeds and
+    /// [`Stores::ping`] fails until Redis is up. Must be called within a Tokio
+    /// runtime. Fails only on a configuration that cannot work (bad URL).
+    pub async fn build(&self) -> Result<Stores, StoreError> {
+        match self {
+            StoreConfig::Memory(cfg) => Ok(Stores {
+                conversations: Arc::new(MemoryConversationStore::new(
+                    cfg.history_ttl,
+                    cfg.max_threads,
+                    cfg.max_messages,
+                )),
+                runs: Arc::new(MemoryRunLog::new(cfg)),
+            }),
+            StoreConfig::Redis(cfg) => {
+                let store = Arc::new(RedisStore::open(cfg.clone()).await?);
+                Ok(Stores {
+                    conversations: store.clone(),
+                    runs: store,
+                })
+            }
+        }
+    }
+}
+
+/// Settings of the in-memory backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryConfig {
+    /// A conversation untouched this long is forgotten.
+    pub history_ttl: Duration,
+    /// Past this many conversations the least recently used is forgotten.
+    pub max_threads: usize,
+    /// A conversation keeps at most this many messages (oldest dropped).
+    pub max_messages: usize,
+    /// Past this many run logs, ended and lost ones are evicted first, then the
+    /// oldest running one.
+    pub max_runs: usize,
+    /// A run log keeps at most this many entries (oldest dropped).
+    pub max_run_entries: usize,
+    /// A run log keeps at most this many bytes of event data (oldest dropped).
+    pub max_run_bytes: usize,
+    /// How long the log of a lost run stays readable.
+    pub lost_retention: Duration,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            history_ttl: Duration::from_secs(24 * 3600),
+            max_threads: 10_000,
+            max_messages: 1_000,
+            max_runs: 1_000,
+            max_run_entries: 100_000,
+            max_run_bytes: 16 << 20,
+            lost_retention: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Settings of the Redis backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port[/db]`.
+    pub url: String,
+    /// Prefix of every key (instances sharing data must use the same).
+    pub prefix: String,
+    /// A conversation untouched this long expires.
+    pub history_ttl: Duration,
+    /// A conversation keeps at most this many messages (oldest dropped).
+    pub max_messages: usize,
+    /// A run log keeps at most this many entries (oldest dropped).
+    pub max_run_entries: usize,
+    /// A run log keeps at most this many bytes of event data (oldest dropped).
+    pub max_run_bytes: usize,
+    /// How long the log of a lost run stays readable.
+    pub lost_retention: Duration,
+    /// Bound on every call (connecting included); past it the call fails with
+    /// [`StoreError::Unavailable`].
+    pub op_timeout: Duration,
+    /// Bound on establishing a connection.
+    pub connect_timeout: Duration,
+}
+
+impl RedisConfig {
+    /// Defaults for everything but the URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisConfig {
+            url: url.into(),
+            prefix: "babelgate".to_string(),
+            history_ttl: Duration::from_secs(24 * 3600),
+            max_messages: 1_000,
+            max_run_entries: 100_000,
+            max_run_bytes: 16 << 20,
+            lost_retention: Duration::from_secs(600),
+            op_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_print_parse_and_order() {
+        let a = EventId::new(1_700_000_000_000, 0);
+        let b = EventId::new(1_700_000_000_000, 7);
+        let c = EventId::new(1_700_000_000_001, 0);
+        assert!(a < b && b < c);
+        assert_eq!(b.to_string(), "1700000000000-7");
+        assert_eq!("1700000000000-7".parse::<EventId>(), Ok(b));
+        assert_eq!(" 1700000000000 ".parse::<EventId>(), Ok(a));
+        for bad in [
+            "",
+            "-",
+            "1-",
+            "-1",
+            "a-1",
+            "1-2-3",
+            "+1-0",
+            "99999999999999999999-0",
+        ] {
+            assert!(bad.parse::<EventId>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn run_keys_do_not_collide() {
+        assert_ne!(run_key("/a", "b:c"), run_key("/a:b", "c"));
+        assert_ne!(run_key("/a", "1"), run_key("/a1", ""));
+        assert_eq!(run_key("/api/chat", "x"), run_key("/api/chat", "x"));
+    }
+
+    #[test]
+    fn new_ids_are_distinct() {
+        let ids: std::collections::HashSet<_> = (0..1000).map(|_| new_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids.iter().all(|id| id.len() == 32));
+    }
+
+    #[test]
+    fn outcomes_round_trip() {
+        for o in [
+            RunOutcome::Completed,
+            RunOutcome::Failed,
+            RunOutcome::Cancelled,
+        ] {
+            assert_eq!(RunOutcome::parse(o.as_str()), Some(o));
+        }
+        assert_eq!(RunOutcome::parse("other"), None);
+    }
+}

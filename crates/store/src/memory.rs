@@ -1,0 +1,626 @@
+//! The in-memory backend: one process, bounded, with expiry.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::{self, BoxStream, StreamExt};
+use tokio::sync::watch;
+
+use crate::{
+    ConversationStore, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
+    RunStatus, StoreError, MIN_RETENTION,
+};
+
+/// Entries a reader takes per lock.
+const READ_BATCH: usize = 256;
+
+/// Conversation histories in memory, bounded both ways: entries expire after
+/// `ttl` idle, and past `max_threads` the least recently used thread is
+/// evicted; a thread keeps at most `max_messages` (the oldest are dropped).
+pub struct MemoryConversationStore {
+    ttl: Duration,
+    max_threads: usize,
+    max_messages: usize,
+    inner: Mutex<HashMap<String, Thread>>,
+}
+
+struct Thread {
+    messages: Vec<Message>,
+    touched: Instant,
+}
+
+impl MemoryConversationStore {
+    pub fn new(ttl: Duration, max_threads: usize, max_messages: usize) -> Self {
+        MemoryConversationStore {
+            ttl,
+            max_threads: max_threads.max(1),
+            max_messages: max_messages.max(1),
+            inner: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Thread>> {
+        lock(&self.inner)
+    }
+}
+
+impl Default for MemoryConversationStore {
+    fn default() -> Self {
+        let cfg = MemoryConfig::default();
+        MemoryConversationStore::new(cfg.history_ttl, cfg.max_threads, cfg.max_messages)
+    }
+}
+
+#[async_trait]
+impl ConversationStore for MemoryConversationStore {
+    async fn history(&self, thread: &str) -> Result<Vec<Message>, StoreError> {
+        let mut map = self.lock();
+        Ok(match map.get_mut(thread) {
+            Some(t) if t.touched.elapsed() <= self.ttl => {
+                t.touched = Instant::now();
+                t.messages.clone()
+            }
+            Some(_) => {
+                map.remove(thread);
+                Vec::new()
+            }
+            None => Vec::new(),
+        })
+    }
+
+    async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError> {
+        let mut map = self.lock();
+        let now = Instant::now();
+        map.retain(|_, t| now.duration_since(t.touched) <= self.ttl);
+        if !map.contains_key(thread) && map.len() >= self.max_threads {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, t)| t.touched)
+                .map(|(k, _)| k.clone())
+            {
+                map.remove(&oldest);
+            }
+        }
+        let t = map.entry(thread.to_string()).or_insert_with(|| Thread {
+            messages: Vec::new(),
+            touched: now,
+        });
+        t.touched = now;
+        t.messages.extend(messages);
+        let excess = t.messages.len().saturating_sub(self.max_messages);
+        t.messages.drain(..excess);
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// Run logs in memory (see the crate documentation for the semantics, which
+/// are the Redis backend's).
+#[derive(Clone)]
+pub struct MemoryRunLog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    max_runs: usize,
+    max_entries: usize,
+    max_bytes: usize,
+    lost_retention: Duration,
+    state: Mutex<Runs>,
+}
+
+#[derive(Default)]
+struct Runs {
+    runs: HashMap<String, Run>,
+    /// Conversation key -> id of the latest run begun for it.
+    latest: HashMap<String, String>,
+    last_id: EventId,
+}
+
+struct Run {
+    key: String,
+    owner: String,
+    started: Instant,
+    entries: VecDeque<(EventId, Bytes)>,
+    bytes: usize,
+    /// The last entry dropped by the caps.
+    trimmed: Option<EventId>,
+    state: State,
+    lease_until: Instant,
+    /// When the whole run is forgotten.
+    expires: Instant,
+    stop: bool,
+    /// Bumped on every change readers care about; dropped with the run.
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    Ended(RunOutcome),
+    Lost,
+}
+
+impl Run {
+    fn status(&self) -> RunStatus {
+        match self.state {
+            State::Running => RunStatus::Running,
+            State::Ended(o) => RunStatus::Ended(o),
+            State::Lost => RunStatus::Lost,
+        }
+    }
+
+    fn info(&self, run_id: &str) -> RunInfo {
+        RunInfo {
+            run_id: run_id.to_string(),
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            status: self.status(),
+        }
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+impl Runs {
+    /// The run, after applying its expiry and lease: `None` once it expired
+    /// (then forgotten); a running run past its lease becomes lost.
+    fn get(&mut self, run_id: &str, now: Instant, lost_retention: Duration) -> Option<&mut Run> {
+        if self.runs.get(run_id).is_some_and(|r| r.expires <= now) {
+            self.runs.remove(run_id);
+        }
+        let run = self.runs.get_mut(run_id)?;
+        if run.state == State::Running && run.lease_until <= now {
+            run.state = State::Lost;
+            run.expires = now + lost_retention;
+            run.bump();
+        }
+        Some(run)
+    }
+
+    fn next_id(&mut self) -> EventId {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let id = if now_ms > self.last_id.ms {
+            EventId::new(now_ms, 0)
+        } else {
+            EventId::new(self.last_id.ms, self.last_id.seq + 1)
+        };
+        self.last_id = id;
+        id
+    }
+
+    fn remove(&mut self, run_id: &str) {
+        if let Some(run) = self.runs.remove(run_id) {
+            if self.latest.get(&run.key).is_some_and(|id| id == run_id) {
+                self.latest.remove(&run.key);
+            }
+        }
+    }
+
+    /// Forgets expired runs and dangling pointers, then evicts until there is
+    /// room for one more run.
+    fn make_room(&mut self, now: Instant, max_runs: usize) {
+        self.runs.retain(|_, r| r.expires > now);
+        let runs = &self.runs;
+        self.latest.retain(|_, id| runs.contains_key(id));
+        while self.runs.len() >= max_runs {
+            let finished = self
+                .runs
+                .iter()
+                .filter(|(_, r)| r.state != State::Running)
+                .min_by_key(|(_, r)| r.expires)
+                .map(|(id, _)| id.clone());
+            let victim = finished.or_else(|| {
+                self.runs
+                    .iter()
+                    .min_by_key(|(_, r)| r.started)
+                    .map(|(id, _)| id.clone())
+            });
+            match victim {
+                Some(id) => self.remove(&id),
+                None => break,
+            }
+        }
+    }
+}
+
+impl MemoryRunLog {
+    pub fn new(cfg: &MemoryConfig) -> Self {
+        MemoryRunLog {
+            shared: Arc::new(Shared {
+                max_runs: cfg.max_runs.max(1),
+                max_entries: cfg.max_run_entries.max(1),
+                max_bytes: cfg.max_run_bytes.max(1),
+                lost_retention: cfg.lost_retention,
+                state: Mutex::new(Runs::default()),
+            }),
+        }
+    }
+}
+
+impl Default for MemoryRunLog {
+    fn default() -> Self {
+        MemoryRunLog::new(&MemoryConfig::default())
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Runs> {
+        lock(&self.state)
+    }
+}
+
+#[async_trait]
+impl RunLog for MemoryRunLog {
+    async fn begin(
+        &self,
+        key: &str,
+        run_id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<RunInfo>, StoreError> {
+        let sh = &self.shared;
+        let now = Instant::now();
+        let mut runs = sh.lock();
+        let previous = match runs.latest.get(key).cloned() {
+            Some(prev) if prev != run_id => runs
+                .get(&prev, now, sh.lost_retention)
+                .filter(|r| r.state == State::Running)
+                .map(|r| r.info(&prev)),
+            _ => None,
+        };
+        runs.remove(run_id);
+        runs.make_room(now, sh.max_runs);
+        let (changed, _) = watch::channel(0);
+        runs.runs.insert(
+            run_id.to_string(),
+            Run {
+                key: key.to_string(),
+                owner: owner.to_string(),
+                started: now,
+                entries: VecDeque::new(),
+                bytes: 0,
+                trimmed: None,
+                state: State::Running,
+                lease_until: now + lease,
+                expires: now + lease + sh.lost_retention,
+                stop: false,
+                changed,
+            },
+        );
+        runs.latest.insert(key.to_string(), run_id.to_string());
+        Ok(previous)
+    }
+
+    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
+        let sh = &self.shared;
+        let now = Instant::now();
+        let mut runs = sh.lock();
+        let Some(state) = runs.get(run_id, now, sh.lost_retention).map(|r| r.state) else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        if state != State::Running {
+            return Err(StoreError::NotRunning(run_id.to_string()));
+        }
+        let id = runs.next_id();
+        let Some(run) = runs.runs.get_mut(run_id) else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        run.bytes += data.len();
+        run.entries.push_back((id, data));
+        while run.entries.len() > 1
+            && (run.entries.len() > sh.max_entries || run.bytes > sh.max_bytes)
+        {
+            if let Some((old, dropped)) = run.entries.pop_front() {
+                run.bytes -= dropped.len();
+                run.trimmed = Some(old);
+            }
+        }
+        run.bump();
+        Ok(id)
+    }
+
+    async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
+        let sh = &self.shared;
+        let now = Instant::now();
+        let mut runs = sh.lock();
+        let Some(run) = runs.get(run_id, now, sh.lost_retention) else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        if run.state != State::Running || run.owner != owner {
+            return Err(StoreError::NotRunning(run_id.to_string()));
+        }
+        run.lease_until = now + lease;
+        run.expires = now + lease + sh.lost_retention;
+        Ok(())
+    }
+
+    async fn end(
+        &self,
+        run_id: &str,
+        outcome: RunOutcome,
+        retention: Duration,
+    ) -> Result<(), StoreError> {
+        let sh = &self.shared;
+        let now = Instant::now();
+        let mut runs = sh.lock();
+        let Some(run) = runs.get(run_id, now, sh.lost_retention) else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        if run.state != State::Running {
+            return Err(StoreError::NotRunning(run_id.to_string()));
+        }
+        run.state = State::Ended(outcome);
+        run.expires = now + retention.max(MIN_RETENTION);
+        run.bump();
+        Ok(())
+    }
+
+    async fn latest(&self, key: &str) -> Result<Option<RunInfo>, StoreError> {
+        let sh = &self.shared;
+        let now = Instant::now();
+        let mut runs = sh.lock();
+        let Some(run_id) = runs.latest.get(key).cloned() else {
+            return Ok(None);
+        };
+        match runs.get(&run_id, now, sh.lost_retention) {
+            Some(run) => Ok(Some(run.info(&run_id))),
+            None => {
+                runs.latest.remove(key);
+                Ok(None)
+            }
+        }
+    }
+
+    async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        let sh = &self.shared;
+        let mut runs = sh.lock();
+        Ok(runs
+            .get(run_id, Instant::now(), sh.lost_retention)
+            .map(|r| r.info(run_id)))
+    }
+
+    async fn last_id(&self, run_id: &str) -> Result<Option<EventId>, StoreError> {
+        let sh = &self.shared;
+        let mut runs = sh.lock();
+        Ok(runs
+            .get(run_id, Instant::now(), sh.lost_retention)
+            .and_then(|r| r.entries.back().map(|(id, _)| *id)))
+    }
+
+    fn read(
+        &self,
+        run_id: &str,
+        after: Option<EventId>,
+    ) -> BoxStream<'static, Result<LogItem, StoreError>> {
+        let reader = Reader {
+            shared: self.shared.clone(),
+            run_id: run_id.to_string(),
+            cursor: after,
+            started: false,
+            changes: None,
+            pending: VecDeque::new(),
+            done: false,
+        };
+        stream::unfold(reader, |mut r| async move {
+            loop {
+                if let Some(item) = r.pending.pop_front() {
+                    return Some((item, r));
+                }
+                if r.done {
+                    return None;
+                }
+                r.fill().await;
+            }
+        })
+        .boxed()
+    }
+
+    async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError> {
+        let sh = &self.shared;
+        let mut runs = sh.lock();
+        match runs.get(run_id, Instant::now(), sh.lost_retention) {
+            Some(run) if run.state == State::Running => {
+                run.stop = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        let sh = &self.shared;
+        let mut runs = sh.lock();
+        Ok(runs
+            .get(run_id, Instant::now(), sh.lost_retention)
+            .is_some_and(|r| r.stop))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+struct Reader {
+    shared: Arc<Shared>,
+    run_id: String,
+    /// The last id yielded (or asked to start after).
+    cursor: Option<EventId>,
+    started: bool,
+    changes: Option<watch::Receiver<u64>>,
+    pending: VecDeque<Result<LogItem, StoreError>>,
+    done: bool,
+}
+
+impl Reader {
+    /// Queues what is there to yield, or waits for a change (at most until
+    /// the lease runs out) and queues nothing.
+    async fn fill(&mut self) {
+        let deadline = {
+            let sh = &self.shared;
+            let mut runs = sh.lock();
+            let Some(run) = runs.get(&self.run_id, Instant::now(), sh.lost_retention) else {
+                self.pending
+                    .push_back(Err(StoreError::UnknownRun(self.run_id.clone())));
+                self.done = true;
+                return;
+            };
+            let changes = self.changes.get_or_insert_with(|| run.changed.subscribe());
+            changes.borrow_and_update();
+            if !self.started {
+                self.started = true;
+                let asked_for_dropped = match (run.trimmed, self.cursor) {
+                    (Some(t), Some(c)) => t > c,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                if asked_for_dropped {
+                    self.pending.push_back(Ok(LogItem::Truncated));
+                }
+            }
+            let from = match self.cursor {
+                Some(c) => run.entries.partition_point(|(id, _)| *id <= c),
+                None => 0,
+            };
+            for (id, data) in run.entries.range(from..).take(READ_BATCH) {
+                self.pending.push_back(Ok(LogItem::Event {
+                    id: *id,
+                    data: data.clone(),
+                }));
+                self.cursor = Some(*id);
+            }
+            if !self.pending.is_empty() {
+                return;
+            }
+            match run.state {
+                State::Ended(outcome) => {
+                    self.pending.push_back(Ok(LogItem::End(outcome)));
+                    self.done = true;
+                    return;
+                }
+                State::Lost => {
+                    self.pending.push_back(Ok(LogItem::Lost));
+                    self.done = true;
+                    return;
+                }
+                State::Running => run.lease_until,
+            }
+        };
+        if let Some(changes) = self.changes.as_mut() {
+            // A dropped sender (run forgotten) returns at once; the next fill
+            // then reports the run unknown.
+            let wait = changes.changed();
+            let _ =
+                tokio::time::timeout_at((deadline + Duration::from_millis(1)).into(), wait).await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves plain data behind; keep
+    // serving rather than poison every later request.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use babelgate_core::Role;
+
+    fn msg(id: &str) -> Message {
+        Message::text_message(id, Role::User, id)
+    }
+
+    async fn ids(s: &MemoryConversationStore, thread: &str) -> Vec<String> {
+        s.history(thread)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn evicts_least_recently_used_thread_past_the_cap() {
+        let s = MemoryConversationStore::new(Duration::from_secs(60), 2, 10);
+        s.append("a", vec![msg("1")]).await.unwrap();
+        s.append("b", vec![msg("2")]).await.unwrap();
+        let _ = s.history("a").await; // a is now fresher than b
+        s.append("c", vec![msg("3")]).await.unwrap();
+        assert!(ids(&s, "b").await.is_empty());
+        assert_eq!(ids(&s, "a").await, ["1"]);
+        assert_eq!(ids(&s, "c").await, ["3"]);
+    }
+
+    #[tokio::test]
+    async fn ids_increase_within_one_millisecond() {
+        let mut runs = Runs::default();
+        let ids: Vec<_> = (0..1000).map(|_| runs.next_id()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[tokio::test]
+    async fn evicts_finished_runs_first_then_the_oldest_running() {
+        let cfg = MemoryConfig {
+            max_runs: 2,
+            ..MemoryConfig::default()
+        };
+        let log = MemoryRunLog::new(&cfg);
+        let lease = Duration::from_secs(60);
+        log.begin("k1", "r1", "me", lease).await.unwrap();
+        log.begin("k2", "r2", "me", lease).await.unwrap();
+        log.end("r1", RunOutcome::Completed, Duration::from_secs(60))
+            .await
+            .unwrap();
+        log.begin("k3", "r3", "me", lease).await.unwrap();
+        assert_eq!(log.info("r1").await.unwrap(), None, "ended run evicted");
+        assert!(log.info("r2").await.unwrap().is_some());
+        log.begin("k4", "r4", "me", lease).await.unwrap();
+        assert_eq!(
+            log.info("r2").await.unwrap(),
+            None,
+            "oldest running evicted"
+        );
+        assert_eq!(log.latest("k2").await.unwrap(), None);
+        assert!(log.info("r3").await.unwrap().is_some());
+        assert!(log.info("r4").await.unwrap().is_some());
+        assert_eq!(
+            log.append("r2", Bytes::from_static(b"x")).await,
+            Err(StoreError::UnknownRun("r2".into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reader_of_an_evicted_run_is_told() {
+        let cfg = MemoryConfig {
+            max_runs: 1,
+            ..MemoryConfig::default()
+        };
+        let log = MemoryRunLog::new(&cfg);
+        log.begin("k1", "r1", "me", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let mut reader = log.read("r1", None);
+        let waiting = tokio::spawn(async move { reader.next().await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        log.begin("k2", "r2", "me", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, Some(Err(StoreError::UnknownRun("r1".into()))));
+    }
+}

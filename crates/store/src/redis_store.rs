@@ -1,0 +1,762 @@
+//! The Redis backend (data layout in the crate documentation).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::{self, BoxStream, StreamExt};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::streams::StreamReadReply;
+use redis::{AsyncConnectionConfig, ErrorKind, RedisError, Script, Value};
+
+use crate::{
+    ConversationStore, EventId, LogItem, Message, RedisConfig, RunInfo, RunLog, RunOutcome,
+    RunStatus, StoreError, MIN_RETENTION,
+};
+
+/// Entries a reader takes per `XREAD`.
+const READ_BATCH: usize = 256;
+/// Bounds of one `XREAD BLOCK` (a third of the lease in between).
+const MIN_BLOCK: Duration = Duration::from_millis(50);
+const MAX_BLOCK: Duration = Duration::from_secs(2);
+
+/// Lua shared by the scripts. `lost` records a running run whose lease ran
+/// out as lost: state, marker entry for readers, expiry.
+const PRELUDE: &str = r#"
+local function lost(log, meta, keep_ms)
+  redis.call('HSET', meta, 'state', 'lost')
+  redis.call('XADD', log, '*', 'l', '1')
+  redis.call('PEXPIRE', log, keep_ms)
+  redis.call('PEXPIRE', meta, keep_ms)
+end
+-- The state of the run after applying its lease: false when unknown.
+local function settle(log, meta, lease, keep_ms)
+  local st = redis.call('HGET', meta, 'state')
+  if st == 'running' and redis.call('EXISTS', lease) == 0 then
+    lost(log, meta, keep_ms)
+    st = 'lost'
+  end
+  return st
+end
+"#;
+
+/// KEYS log meta lease latest; ARGV run_id key owner lease_ms keep_ms.
+const BEGIN: &str = r#"
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('HSET', KEYS[2], 'key', ARGV[2], 'owner', ARGV[3], 'state', 'running',
+  'lease_ms', ARGV[4], 'entries', 0, 'bytes', 0)
+redis.call('XADD', KEYS[1], '*', 'b', '1')
+redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return 1
+"#;
+
+/// KEYS log meta lease; ARGV data max_entries max_bytes lost_ms.
+/// Returns {0} unknown, {1} not running, {2, id}.
+const APPEND: &str = r#"
+local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[4])
+if not st then return {0} end
+if st ~= 'running' then return {1} end
+local id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[1])
+local n = redis.call('HINCRBY', KEYS[2], 'entries', 1)
+local b = redis.call('HINCRBY', KEYS[2], 'bytes', string.len(ARGV[1]))
+local max_n = tonumber(ARGV[2])
+local max_b = tonumber(ARGV[3])
+local trimmed = false
+while n > 1 and (n > max_n or b > max_b) do
+  local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+  if not first then break end
+  redis.call('XDEL', KEYS[1], first[1])
+  local fields = first[2]
+  if fields[1] == 'd' then
+    n = n - 1
+    b = b - string.len(fields[2])
+    trimmed = first[1]
+  end
+end
+if trimmed then
+  redis.call('HSET', KEYS[2], 'entries', n, 'bytes', b, 'trimmed', trimmed)
+end
+return {2, id}
+"#;
+
+/// KEYS log meta lease; ARGV owner lease_ms keep_ms run_id prefix lost_ms.
+/// Returns 0 unknown, 1 not running (or not the owner), 2 renewed.
+const RENEW: &str = r#"
+local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[6])
+if not st then return 0 end
+if st ~= 'running' or redis.call('GET', KEYS[3]) ~= ARGV[1] then return 1 end
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[2], 'lease_ms', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local latest = ARGV[5] .. ':latest:' .. redis.call('HGET', KEYS[2], 'key')
+if redis.call('GET', latest) == ARGV[4] then redis.call('PEXPIRE', latest, ARGV[3]) end
+return 2
+"#;
+
+/// KEYS log meta lease; ARGV outcome retention_ms run_id prefix lost_ms.
+/// Returns 0 unknown, 1 not running, 2 ended.
+const END: &str = r#"
+local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
+if not st then return 0 end
+if st ~= 'running' then return 1 end
+redis.call('HSET', KEYS[2], 'state', 'ended', 'outcome', ARGV[1])
+redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
+redis.call('DEL', KEYS[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local latest = ARGV[4] .. ':latest:' .. redis.call('HGET', KEYS[2], 'key')
+if redis.call('GET', latest) == ARGV[3] then redis.call('PEXPIRE', latest, ARGV[2]) end
+return 2
+"#;
+
+/// KEYS log meta lease; ARGV lost_ms.
+/// Returns nil when unknown, else {state, key, owner, outcome, lease_ms, trimmed}.
+const STATUS: &str = r#"
+local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+if not st then return false end
+local f = redis.call('HMGET', KEYS[2], 'key', 'owner', 'outcome', 'lease_ms', 'trimmed')
+return {st, f[1] or '', f[2] or '', f[3] or '', f[4] or '', f[5] or ''}
+"#;
+
+/// KEYS log meta lease; ARGV lost_ms. Returns 1 when recorded.
+const STOP: &str = r#"
+if settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1]) ~= 'running' then return 0 end
+redis.call('HSET', KEYS[2], 'stop', '1')
+return 1
+"#;
+
+/// Conversation histories and run logs in Redis; cheap to clone, every clone
+/// shares one connection (which reconnects by itself).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: RedisConfig,
+    client: redis::Client,
+    conn: ConnectionManager,
+    scripts: Scripts,
+}
+
+struct Scripts {
+    begin: Script,
+    append: Script,
+    renew: Script,
+    end: Script,
+    status: Script,
+    stop: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        let s = |body: &str| Script::new(&format!("{PRELUDE}\n{body}"));
+        Scripts {
+            begin: s(BEGIN),
+            append: s(APPEND),
+            renew: s(RENEW),
+            end: s(END),
+            status: s(STATUS),
+            stop: s(STOP),
+        }
+    }
+}
+
+/// A run as the status script reports it.
+struct Status {
+    state: String,
+    key: String,
+    owner: String,
+    outcome: String,
+    lease: Duration,
+    trimmed: Option<EventId>,
+}
+
+impl Status {
+    fn run_status(&self) -> Result<RunStatus, StoreError> {
+        match self.state.as_str() {
+            "running" => Ok(RunStatus::Running),
+            "lost" => Ok(RunStatus::Lost),
+            "ended" => Ok(RunStatus::Ended(self.outcome()?)),
+            other => Err(StoreError::Corrupt(format!("run state {other:?}"))),
+        }
+    }
+
+    fn outcome(&self) -> Result<RunOutcome, StoreError> {
+        RunOutcome::parse(&self.outcome)
+            .ok_or_else(|| StoreError::Corrupt(format!("run outcome {:?}", self.outcome)))
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    (d.as_millis() as u64).max(1)
+}
+
+fn map_err(e: RedisError) -> StoreError {
+    match e.kind() {
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => StoreError::Corrupt(e.to_string()),
+        _ if e.code() == Some("WRONGTYPE") => StoreError::Corrupt(e.to_string()),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn parse_id(s: &str) -> Result<EventId, StoreError> {
+    s.parse()
+        .map_err(|_| StoreError::Corrupt(format!("stream id {s:?}")))
+}
+
+impl RedisStore {
+    /// A store on `cfg.url`. Does not connect (the first call does), so it
+    /// succeeds while Redis is down; fails only on a malformed URL. Must be
+    /// called within a Tokio runtime.
+    pub async fn open(cfg: RedisConfig) -> Result<Self, StoreError> {
+        let client = redis::Client::open(cfg.url.as_str())
+            .map_err(|e| StoreError::Config(format!("redis url {:?}: {e}", cfg.url)))?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(cfg.connect_timeout))
+            .set_response_timeout(Some(cfg.op_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                cfg,
+                client,
+                conn,
+                scripts: Scripts::new(),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    fn run_keys(&self, run_id: &str) -> [String; 3] {
+        let p = &self.cfg.prefix;
+        [
+            format!("{p}:run:{{{run_id}}}:log"),
+            format!("{p}:run:{{{run_id}}}:meta"),
+            format!("{p}:run:{{{run_id}}}:lease"),
+        ]
+    }
+
+    fn latest_key(&self, key: &str) -> String {
+        format!("{}:latest:{key}", self.cfg.prefix)
+    }
+
+    fn conv_key(&self, thread: &str) -> String {
+        format!("{}:conv:{{{thread}}}", self.cfg.prefix)
+    }
+
+    fn lost_ms(&self) -> u64 {
+        ms(self.cfg.lost_retention)
+    }
+
+    /// Runs one exchange with Redis, bounded by `op_timeout`.
+    async fn call<T>(
+        &self,
+        fut: impl Future<Output = Result<T, RedisError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.cfg.op_timeout, fut).await {
+            Ok(r) => r.map_err(map_err),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "redis did not answer within {:?}",
+                self.cfg.op_timeout
+            ))),
+        }
+    }
+
+    async fn script<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<T, StoreError> {
+        let mut con = self.conn.clone();
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(*k);
+        }
+        for a in args {
+            inv.arg(*a);
+        }
+        self.call(async { inv.invoke_async(&mut con).await }).await
+    }
+
+    async fn status(&self, run_id: &str) -> Result<Option<Status>, StoreError> {
+        let [log, meta, lease] = self.run_keys(run_id);
+        let v: Value = self
+            .script(
+                &self.scripts.status,
+                &[&log, &meta, &lease],
+                &[self.lost_ms().to_string().as_bytes()],
+            )
+            .await?;
+        let fields = match v {
+            Value::Nil => return Ok(None),
+            Value::Array(items) => items.iter().map(text).collect::<Option<Vec<_>>>(),
+            _ => None,
+        };
+        let Some([state, key, owner, outcome, lease_ms, trimmed]) =
+            fields.and_then(|f| <[String; 6]>::try_from(f).ok())
+        else {
+            return Err(StoreError::Corrupt(format!("run {run_id} meta")));
+        };
+        let lease = Duration::from_millis(lease_ms.parse().unwrap_or(0));
+        let trimmed = match trimmed.as_str() {
+            "" => None,
+            id => Some(parse_id(id)?),
+        };
+        Ok(Some(Status {
+            state,
+            key,
+            owner,
+            outcome,
+            lease,
+            trimmed,
+        }))
+    }
+
+    async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        let Some(st) = self.status(run_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(RunInfo {
+            run_id: run_id.to_string(),
+            status: st.run_status()?,
+            key: st.key,
+            owner: st.owner,
+        }))
+    }
+
+    /// A connection of a reader's own, for `XREAD BLOCK`.
+    async fn blocking_connection(&self) -> Result<MultiplexedConnection, StoreError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.cfg.connect_timeout))
+            .set_response_timeout(Some(MAX_BLOCK + self.cfg.op_timeout));
+        self.call(
+            self.client
+                .get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+    }
+}
+
+/// Turns a script's 0 / 1 / 2 answer into the run errors.
+fn verdict(code: i64, run_id: &str) -> Result<(), StoreError> {
+    match code {
+        0 => Err(StoreError::UnknownRun(run_id.to_string())),
+        1 => Err(StoreError::NotRunning(run_id.to_string())),
+        _ => Ok(()),
+    }
+}
+
+#[async_trait]
+impl ConversationStore for RedisStore {
+    async fn history(&self, thread: &str) -> Result<Vec<Message>, StoreError> {
+        let inner = &self.inner;
+        let key = inner.conv_key(thread);
+        let mut con = inner.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("LRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(-1)
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(ms(inner.cfg.history_ttl))
+            .ignore();
+        let (items,): (Vec<Vec<u8>>,) = inner.call(pipe.query_async(&mut con)).await?;
+        items
+            .iter()
+            .map(|raw| {
+                serde_json::from_slice(raw)
+                    .map_err(|e| StoreError::Corrupt(format!("history of {thread:?}: {e}")))
+            })
+            .collect()
+    }
+
+    async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let key = inner.conv_key(thread);
+        let ttl = ms(inner.cfg.history_ttl);
+        let mut con = inner.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        if !messages.is_empty() {
+            let mut push = redis::cmd("RPUSH");
+            push.arg(&key);
+            for m in &messages {
+                let json = serde_json::to_vec(m)
+                    .map_err(|e| StoreError::Corrupt(format!("message {:?}: {e}", m.id)))?;
+                push.arg(json);
+            }
+            pipe.add_command(push).ignore();
+            let max = inner.cfg.max_messages.max(1) as i64;
+            pipe.cmd("LTRIM").arg(&key).arg(-max).arg(-1).ignore();
+        }
+        pipe.cmd("PEXPIRE").arg(&key).arg(ttl).ignore();
+        inner.call(pipe.query_async::<()>(&mut con)).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        RunLog::ping(self).await
+    }
+}
+
+#[async_trait]
+impl RunLog for RedisStore {
+    async fn begin(
+        &self,
+        key: &str,
+        run_id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<RunInfo>, StoreError> {
+        let inner = &self.inner;
+        let previous = match RunLog::latest(self, key).await? {
+            Some(prev) if prev.is_running() && prev.run_id != run_id => Some(prev),
+            _ => None,
+        };
+        let [log, meta, lease_key] = inner.run_keys(run_id);
+        let latest = inner.latest_key(key);
+        let lease_ms = ms(lease).to_string();
+        let keep_ms = (ms(lease) + inner.lost_ms()).to_string();
+        let _: i64 = inner
+            .script(
+                &inner.scripts.begin,
+                &[&log, &meta, &lease_key, &latest],
+                &[
+                    run_id.as_bytes(),
+                    key.as_bytes(),
+                    owner.as_bytes(),
+                    lease_ms.as_bytes(),
+                    keep_ms.as_bytes(),
+                ],
+            )
+            .await?;
+        Ok(previous)
+    }
+
+    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
+        let inner = &self.inner;
+        let [log, meta, lease] = inner.run_keys(run_id);
+        let max_entries = inner.cfg.max_run_entries.max(1).to_string();
+        let max_bytes = inner.cfg.max_run_bytes.max(1).to_string();
+        let lost_ms = inner.lost_ms().to_string();
+        let v: Value = inner
+            .script(
+                &inner.scripts.append,
+                &[&log, &meta, &lease],
+                &[
+                    &data,
+                    max_entries.as_bytes(),
+                    max_bytes.as_bytes(),
+                    lost_ms.as_bytes(),
+                ],
+            )
+            .await?;
+        match v {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(2), id] => {
+                    let id = text(id).ok_or_else(|| StoreError::Corrupt("XADD id".into()))?;
+                    parse_id(&id)
+                }
+                [Value::Int(code)] => verdict(*code, run_id).map(|_| EventId::ZERO),
+                _ => Err(StoreError::Corrupt("append answer".into())),
+            },
+            _ => Err(StoreError::Corrupt("append answer".into())),
+        }
+    }
+
+    async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let [log, meta, lease_key] = inner.run_keys(run_id);
+        let lease_ms = ms(lease).to_string();
+        let keep_ms = (ms(lease) + inner.lost_ms()).to_string();
+        let lost_ms = inner.lost_ms().to_string();
+        let code: i64 = inner
+            .script(
+                &inner.scripts.renew,
+                &[&log, &meta, &lease_key],
+                &[
+                    owner.as_bytes(),
+                    lease_ms.as_bytes(),
+                    keep_ms.as_bytes(),
+                    run_id.as_bytes(),
+                    inner.cfg.prefix.as_bytes(),
+                    lost_ms.as_bytes(),
+                ],
+            )
+            .await?;
+        verdict(code, run_id)
+    }
+
+    async fn end(
+        &self,
+        run_id: &str,
+        outcome: RunOutcome,
+        retention: Duration,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let [log, meta, lease] = inner.run_keys(run_id);
+        let retention_ms = ms(retention.max(MIN_RETENTION)).to_string();
+        let lost_ms = inner.lost_ms().to_string();
+        let code: i64 = inner
+            .script(
+                &inner.scripts.end,
+                &[&log, &meta, &lease],
+                &[
+                    outcome.as_str().as_bytes(),
+                    retention_ms.as_bytes(),
+                    run_id.as_bytes(),
+                    inner.cfg.prefix.as_bytes(),
+                    lost_ms.as_bytes(),
+                ],
+            )
+            .await?;
+        verdict(code, run_id)
+    }
+
+    async fn latest(&self, key: &str) -> Result<Option<RunInfo>, StoreError> {
+        let inner = &self.inner;
+        let mut con = inner.conn.clone();
+        let latest = inner.latest_key(key);
+        let run_id: Option<String> = inner
+            .call(redis::cmd("GET").arg(&latest).query_async(&mut con))
+            .await?;
+        match run_id {
+            Some(run_id) => inner.info(&run_id).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        self.inner.info(run_id).await
+    }
+
+    async fn last_id(&self, run_id: &str) -> Result<Option<EventId>, StoreError> {
+        let inner = &self.inner;
+        let [log, _, _] = inner.run_keys(run_id);
+        let mut con = inner.conn.clone();
+        // The newest entries, newest first; markers (begin, end, lost) carry
+        // no `d` field and are skipped.
+        let entries: redis::streams::StreamRangeReply = inner
+            .call(
+                redis::cmd("XREVRANGE")
+                    .arg(&log)
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(4)
+                    .query_async(&mut con),
+            )
+            .await?;
+        for entry in entries.ids {
+            if entry.map.contains_key("d") {
+                let id = entry
+                    .id
+                    .parse::<EventId>()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    fn read(
+        &self,
+        run_id: &str,
+        after: Option<EventId>,
+    ) -> BoxStream<'static, Result<LogItem, StoreError>> {
+        let reader = Reader {
+            inner: self.inner.clone(),
+            run_id: run_id.to_string(),
+            after,
+            cursor: after.unwrap_or(EventId::ZERO).to_string(),
+            conn: None,
+            block: MIN_BLOCK,
+            finished: None,
+            pending: VecDeque::new(),
+            done: false,
+        };
+        stream::unfold(reader, |mut r| async move {
+            loop {
+                if let Some(item) = r.pending.pop_front() {
+                    return Some((item, r));
+                }
+                if r.done {
+                    return None;
+                }
+                if let Err(e) = r.fill().await {
+                    r.pending.push_back(Err(e));
+                    r.done = true;
+                }
+            }
+        })
+        .boxed()
+    }
+
+    async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let [log, meta, lease] = inner.run_keys(run_id);
+        let code: i64 = inner
+            .script(
+                &inner.scripts.stop,
+                &[&log, &meta, &lease],
+                &[inner.lost_ms().to_string().as_bytes()],
+            )
+            .await?;
+        Ok(code == 1)
+    }
+
+    async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let [_, meta, _] = inner.run_keys(run_id);
+        let mut con = inner.conn.clone();
+        let stop: Option<String> = inner
+            .call(
+                redis::cmd("HGET")
+                    .arg(&meta)
+                    .arg("stop")
+                    .query_async(&mut con),
+            )
+            .await?;
+        Ok(stop.is_some())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let mut con = inner.conn.clone();
+        let _: String = inner.call(redis::cmd("PING").query_async(&mut con)).await?;
+        Ok(())
+    }
+}
+
+struct Reader {
+    inner: Arc<Inner>,
+    run_id: String,
+    after: Option<EventId>,
+    /// The last stream id read (or asked to start after).
+    cursor: String,
+    /// Opened on the first fill.
+    conn: Option<MultiplexedConnection>,
+    block: Duration,
+    /// Set once the run was seen ended or lost: one more non-blocking read
+    /// drains what came before the marker, then this is reported.
+    finished: Option<LogItem>,
+    pending: VecDeque<Result<LogItem, StoreError>>,
+    done: bool,
+}
+
+impl Reader {
+    /// Checks the run and adopts its lease; on the first call also reports
+    /// truncation.
+    async fn check(&mut self, first: bool) -> Result<(), StoreError> {
+        let Some(st) = self.inner.status(&self.run_id).await? else {
+            return Err(StoreError::UnknownRun(self.run_id.clone()));
+        };
+        self.block = (st.lease / 3).clamp(MIN_BLOCK, MAX_BLOCK);
+        if first {
+            let asked_for_dropped = match (st.trimmed, self.after) {
+                (Some(t), Some(a)) => t > a,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if asked_for_dropped {
+                self.pending.push_back(Ok(LogItem::Truncated));
+            }
+        }
+        match st.run_status()? {
+            RunStatus::Running => {}
+            RunStatus::Ended(o) => self.finished = Some(LogItem::End(o)),
+            RunStatus::Lost => self.finished = Some(LogItem::Lost),
+        }
+        Ok(())
+    }
+
+    /// Queues what is there to yield; at most one blocking read.
+    async fn fill(&mut self) -> Result<(), StoreError> {
+        if self.conn.is_none() {
+            self.check(true).await?;
+            self.conn = Some(self.inner.blocking_connection().await?);
+        }
+        let [log, _, _] = self.inner.run_keys(&self.run_id);
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT").arg(READ_BATCH);
+        let blocking = self.finished.is_none();
+        if blocking {
+            cmd.arg("BLOCK").arg(self.block.as_millis() as u64);
+        }
+        cmd.arg("STREAMS").arg(&log).arg(&self.cursor);
+        let bound = self.block + self.inner.cfg.op_timeout;
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let reply: Option<StreamReadReply> =
+            match tokio::time::timeout(bound, cmd.query_async(conn)).await {
+                Ok(r) => r.map_err(map_err)?,
+                Err(_) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "redis did not answer within {bound:?}"
+                    )))
+                }
+            };
+        let entries: Vec<_> = reply
+            .into_iter()
+            .flat_map(|r| r.keys)
+            .flat_map(|k| k.ids)
+            .collect();
+        if entries.is_empty() {
+            if let Some(item) = self.finished.take() {
+                // Drained: the marker itself was dropped or never written.
+                self.pending.push_back(Ok(item));
+                self.done = true;
+                return Ok(());
+            }
+            // A quiet block: the lease decides whether to keep waiting.
+            return self.check(false).await;
+        }
+        for entry in entries {
+            let id = parse_id(&entry.id)?;
+            self.cursor = entry.id.clone();
+            if let Some(v) = entry.map.get("d") {
+                let data = match v {
+                    Value::BulkString(b) => Bytes::from(b.clone()),
+                    _ => return Err(StoreError::Corrupt(format!("entry {id}"))),
+                };
+                self.pending.push_back(Ok(LogItem::Event { id, data }));
+            } else if let Some(v) = entry.map.get("e") {
+                let outcome = text(v)
+                    .as_deref()
+                    .and_then(RunOutcome::parse)
+                    .ok_or_else(|| StoreError::Corrupt(format!("end marker {id}")))?;
+                self.pending.push_back(Ok(LogItem::End(outcome)));
+                self.done = true;
+                return Ok(());
+            } else if entry.map.contains_key("l") {
+                self.pending.push_back(Ok(LogItem::Lost));
+                self.done = true;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

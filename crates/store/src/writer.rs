@@ -1,0 +1,125 @@
+//! The owner's side of one run: appends, with the lease renewed and stop
+//! requests watched in the background.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::{EventId, RunInfo, RunLog, RunOutcome, StoreError};
+
+/// How often a writer asks whether a stop was requested (at most).
+const STOP_POLL: Duration = Duration::from_millis(250);
+
+/// The pump's handle on a run it proxies.
+///
+/// [`RunWriter::begin`] begins the run and starts a background task that
+/// renews the lease every `lease / 3` and polls for stop requests (every
+/// 250 ms, or `lease / 3` when shorter). [`RunWriter::end`] ends the run;
+/// dropping the writer without ending it stops the renewals, so the run is
+/// reported lost once the lease runs out. Renewal failures while the backend
+/// is unreachable are retried on the next tick; if the lease runs out in the
+/// meantime the run is lost and `append` fails with
+/// [`StoreError::NotRunning`].
+pub struct RunWriter {
+    log: Arc<dyn RunLog>,
+    run_id: String,
+    stop: watch::Receiver<bool>,
+    keeper: JoinHandle<()>,
+}
+
+impl RunWriter {
+    /// Begins `run_id` for conversation `key` (see [`RunLog::begin`]);
+    /// returns the writer and the run that was running for `key` before, if
+    /// any. Must be called within a Tokio runtime.
+    pub async fn begin(
+        log: Arc<dyn RunLog>,
+        key: &str,
+        run_id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<(RunWriter, Option<RunInfo>), StoreError> {
+        let previous = log.begin(key, run_id, owner, lease).await?;
+        let (tx, stop) = watch::channel(false);
+        let keeper = tokio::spawn(keep(
+            log.clone(),
+            run_id.to_string(),
+            owner.to_string(),
+            lease,
+            tx,
+        ));
+        let writer = RunWriter {
+            log,
+            run_id: run_id.to_string(),
+            stop,
+            keeper,
+        };
+        Ok((writer, previous))
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Appends one SSE event; returns its id (see [`RunLog::append`]).
+    pub async fn append(&self, data: Bytes) -> Result<EventId, StoreError> {
+        self.log.append(&self.run_id, data).await
+    }
+
+    /// Whether a stop was requested (as last polled).
+    pub fn is_stop_requested(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Resolves once a stop is requested; pending forever otherwise.
+    /// Cancel-safe: use it in `select!` beside the upstream read.
+    pub async fn stop_requested(&self) {
+        let mut stop = self.stop.clone();
+        if stop.wait_for(|s| *s).await.is_err() {
+            // The keeper gave up (run no longer running): never resolve.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Ends the run (see [`RunLog::end`]) and stops the background task.
+    pub async fn end(self, outcome: RunOutcome, retention: Duration) -> Result<(), StoreError> {
+        self.keeper.abort();
+        self.log.end(&self.run_id, outcome, retention).await
+    }
+}
+
+impl Drop for RunWriter {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+async fn keep(
+    log: Arc<dyn RunLog>,
+    run_id: String,
+    owner: String,
+    lease: Duration,
+    stop: watch::Sender<bool>,
+) {
+    let renew_every = lease / 3;
+    let tick = STOP_POLL.min(renew_every).max(Duration::from_millis(10));
+    let mut renewed = Instant::now();
+    loop {
+        tokio::time::sleep(tick).await;
+        if renewed.elapsed() >= renew_every {
+            match log.renew(&run_id, &owner, lease).await {
+                Ok(()) => renewed = Instant::now(),
+                Err(StoreError::NotRunning(_) | StoreError::UnknownRun(_)) => return,
+                // Unreachable for now: try again on the next tick.
+                Err(_) => {}
+            }
+        }
+        if !*stop.borrow() {
+            if let Ok(true) = log.stop_requested(&run_id).await {
+                stop.send_replace(true);
+            }
+        }
+    }
+}

@@ -1,0 +1,793 @@
+//! One behaviour suite run against both backends (memory, and Redis on a
+//! private `redis-server`), then what only Redis does: sharing between
+//! instances and surviving an outage.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use babelgate_core::Role;
+use babelgate_store::{
+    BoxStream, Bytes, EventId, LogItem, MemoryConfig, Message, RedisConfig, RunInfo, RunLog,
+    RunOutcome, RunStatus, RunWriter, StoreConfig, StoreError, Stores,
+};
+use futures_util::StreamExt;
+use support::RedisServer;
+
+/// Generous bound on anything that should happen "soon" (2 loaded cores).
+const SOON: Duration = Duration::from_secs(10);
+const LONG_LEASE: Duration = Duration::from_secs(60);
+const SHORT_LEASE: Duration = Duration::from_millis(300);
+const RETENTION: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Memory,
+    Redis,
+}
+
+struct Limits {
+    history_ttl: Duration,
+    max_messages: usize,
+    max_run_entries: usize,
+    max_run_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            history_ttl: Duration::from_secs(3600),
+            max_messages: 100,
+            max_run_entries: 10_000,
+            max_run_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A backend under test. `stores` and `other()` are two instances: with
+/// Redis, two independent clients of one server (two gateway instances); in
+/// memory, the same stores.
+struct Backend {
+    stores: Stores,
+    config: StoreConfig,
+    server: Option<RedisServer>,
+}
+
+impl Backend {
+    async fn new(kind: Kind, limits: Limits) -> Self {
+        let (config, server) = match kind {
+            Kind::Memory => (
+                StoreConfig::Memory(MemoryConfig {
+                    history_ttl: limits.history_ttl,
+                    max_messages: limits.max_messages,
+                    max_run_entries: limits.max_run_entries,
+                    max_run_bytes: limits.max_run_bytes,
+                    ..MemoryConfig::default()
+                }),
+                None,
+            ),
+            Kind::Redis => {
+                let server = RedisServer::start();
+                let mut cfg = RedisConfig::new(server.url());
+                cfg.history_ttl = limits.history_ttl;
+                cfg.max_messages = limits.max_messages;
+                cfg.max_run_entries = limits.max_run_entries;
+                cfg.max_run_bytes = limits.max_run_bytes;
+                cfg.op_timeout = Duration::from_secs(1);
+                cfg.connect_timeout = Duration::from_millis(500);
+                (StoreConfig::Redis(cfg), Some(server))
+            }
+        };
+        let stores = config.build().await.expect("stores build");
+        Backend {
+            stores,
+            config,
+            server,
+        }
+    }
+
+    async fn default(kind: Kind) -> Self {
+        Backend::new(kind, Limits::default()).await
+    }
+
+    /// Another instance on the same data.
+    async fn other(&self) -> Stores {
+        match self.config {
+            StoreConfig::Memory(_) => self.stores.clone(),
+            StoreConfig::Redis(_) => self.config.build().await.expect("stores build"),
+        }
+    }
+
+    fn runs(&self) -> Arc<dyn RunLog> {
+        self.stores.runs.clone()
+    }
+}
+
+fn msg(id: &str) -> Message {
+    Message::text_message(id, Role::User, format!("text of {id}"))
+}
+
+async fn history_ids(stores: &Stores, thread: &str) -> Vec<String> {
+    stores
+        .conversations
+        .history(thread)
+        .await
+        .expect("history")
+        .into_iter()
+        .map(|m| m.id)
+        .collect()
+}
+
+fn ev(data: &str) -> Bytes {
+    Bytes::from(data.to_string())
+}
+
+/// Reads until the stream ends, within `SOON`.
+async fn collect(mut stream: BoxStream<'static, Result<LogItem, StoreError>>) -> Vec<LogItem> {
+    let mut items = Vec::new();
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(item))) => items.push(item),
+            Ok(Some(Err(e))) => panic!("read failed after {items:?}: {e}"),
+            Ok(None) => return items,
+            Err(_) => panic!("read did not end within {SOON:?}; got {items:?}"),
+        }
+    }
+}
+
+async fn next_item(stream: &mut BoxStream<'static, Result<LogItem, StoreError>>) -> LogItem {
+    match tokio::time::timeout(SOON, stream.next()).await {
+        Ok(Some(Ok(item))) => item,
+        other => panic!("expected an item within {SOON:?}, got {other:?}"),
+    }
+}
+
+fn events(items: &[LogItem]) -> Vec<(EventId, String)> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            LogItem::Event { id, data } => Some((*id, String::from_utf8_lossy(data).into_owned())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn datas(items: &[LogItem]) -> Vec<String> {
+    events(items).into_iter().map(|(_, d)| d).collect()
+}
+
+fn strictly_increasing(ids: &[EventId]) -> bool {
+    ids.windows(2).all(|w| w[0] < w[1])
+}
+
+async fn append_all(log: &dyn RunLog, run: &str, datas: &[&str]) -> Vec<EventId> {
+    let mut ids = Vec::new();
+    for d in datas {
+        ids.push(log.append(run, ev(d)).await.expect("append"));
+    }
+    ids
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn memory() {
+                    super::$name(super::Kind::Memory).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn redis() {
+                    super::$name(super::Kind::Redis).await
+                }
+            }
+        )*
+    };
+}
+
+on_both_backends!(
+    history_appends_in_order_and_keeps_the_newest,
+    history_expires_when_idle_and_reads_refresh_it,
+    history_round_trips_messages_whole,
+    log_replays_everything_then_the_end,
+    log_reads_after_an_id_without_duplicates_or_gaps,
+    log_follows_live_appends,
+    log_resumes_mid_run_from_the_last_id,
+    log_ids_grow_across_runs,
+    lapsed_lease_makes_the_run_lost,
+    renewed_lease_keeps_the_run,
+    dropped_writer_makes_the_run_lost,
+    stop_request_reaches_the_owner,
+    begin_displaces_the_running_run,
+    ended_log_expires_after_retention,
+    unknown_runs_are_reported,
+    caps_drop_the_oldest_entries_and_readers_are_told,
+    ping_answers,
+);
+
+async fn history_appends_in_order_and_keeps_the_newest(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_messages: 3,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let c = &b.stores.conversations;
+    c.append("t", vec![msg("a"), msg("b")]).await.unwrap();
+    c.append("t", vec![msg("c"), msg("d")]).await.unwrap();
+    c.append("t", vec![]).await.unwrap();
+    assert_eq!(history_ids(&b.stores, "t").await, ["b", "c", "d"]);
+    assert!(history_ids(&b.stores, "other").await.is_empty());
+    c.append("u", vec![msg("x")]).await.unwrap();
+    assert_eq!(history_ids(&b.other().await, "u").await, ["x"]);
+}
+
+async fn history_expires_when_idle_and_reads_refresh_it(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            history_ttl: Duration::from_secs(2),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let c = &b.stores.conversations;
+    c.append("t", vec![msg("a")]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(history_ids(&b.stores, "t").await, ["a"], "read refreshes");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // 2.4 s after the append, 1.2 s after the read.
+    assert_eq!(history_ids(&b.stores, "t").await, ["a"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(history_ids(&b.stores, "t").await.is_empty(), "expired");
+}
+
+async fn history_round_trips_messages_whole(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let mut m = Message::text_message("m1", Role::Assistant, "héllo\nworld");
+    m.tool_call_id = Some("call-1".into());
+    m.extra
+        .insert("custom".into(), serde_json::json!({"nested": [1, 2, 3]}));
+    let other = msg("m2");
+    b.stores
+        .conversations
+        .append(
+            "thread with spaces/and:colons{}",
+            vec![m.clone(), other.clone()],
+        )
+        .await
+        .unwrap();
+    let got = b
+        .other()
+        .await
+        .conversations
+        .history("thread with spaces/and:colons{}")
+        .await
+        .unwrap();
+    assert_eq!(got, vec![m, other]);
+}
+
+async fn log_replays_everything_then_the_end(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    assert_eq!(log.begin("k", "r1", "me", LONG_LEASE).await.unwrap(), None);
+    let info = log.latest("k").await.unwrap().expect("latest");
+    assert_eq!(
+        info,
+        RunInfo {
+            run_id: "r1".into(),
+            key: "k".into(),
+            owner: "me".into(),
+            status: RunStatus::Running,
+        }
+    );
+    let payloads = [
+        "data: one\n\n",
+        "id: x\ndata: two\n\n",
+        "",
+        "data: four\n\n",
+    ];
+    let ids = append_all(&*log, "r1", &payloads).await;
+    let binary = Bytes::from_static(&[0, 255, 10, 13, 128]);
+    let last = log.append("r1", binary.clone()).await.unwrap();
+    assert!(strictly_increasing(&ids) && ids[3] < last);
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+
+    let items = collect(log.read("r1", None)).await;
+    assert_eq!(items.len(), 6, "{items:?}");
+    assert_eq!(datas(&items[..4]), payloads);
+    assert_eq!(
+        items[4],
+        LogItem::Event {
+            id: last,
+            data: binary
+        }
+    );
+    assert_eq!(items[5], LogItem::End(RunOutcome::Completed));
+    let got: Vec<_> = events(&items).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(got[..4], ids[..]);
+    // Ids survive the trip through their text form (the SSE `id:`).
+    assert_eq!(ids[1].to_string().parse::<EventId>(), Ok(ids[1]));
+
+    let info = b.other().await.runs.latest("k").await.unwrap().unwrap();
+    assert_eq!(info.status, RunStatus::Ended(RunOutcome::Completed));
+    assert_eq!(
+        log.append("r1", ev("late")).await,
+        Err(StoreError::NotRunning("r1".into()))
+    );
+    assert_eq!(
+        log.end("r1", RunOutcome::Failed, RETENTION).await,
+        Err(StoreError::NotRunning("r1".into()))
+    );
+    assert!(!log.request_stop("r1").await.unwrap());
+}
+
+async fn log_reads_after_an_id_without_duplicates_or_gaps(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let payloads: Vec<String> = (0..10).map(|i| format!("e{i}")).collect();
+    let refs: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    let ids = append_all(&*log, "r1", &refs).await;
+    log.end("r1", RunOutcome::Failed, RETENTION).await.unwrap();
+    for cut in [0, 3, 8, 9] {
+        let items = collect(log.read("r1", Some(ids[cut]))).await;
+        let got = events(&items);
+        let want: Vec<_> = ids[cut + 1..]
+            .iter()
+            .copied()
+            .zip(payloads[cut + 1..].iter().cloned())
+            .collect();
+        assert_eq!(got, want, "after #{cut}");
+        assert_eq!(items.last(), Some(&LogItem::End(RunOutcome::Failed)));
+    }
+    // An id from before the run (an earlier run's) replays it whole.
+    let items = collect(log.read("r1", Some(EventId::new(1, 0)))).await;
+    assert_eq!(events(&items).len(), 10);
+}
+
+async fn log_follows_live_appends(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let writer = b.runs();
+    let reader_side = b.other().await.runs;
+    writer.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let reading = tokio::spawn(collect(reader_side.read("r1", None)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(writer.append("r1", ev(&format!("live {i}"))).await.unwrap());
+        if i % 5 == 0 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+    writer
+        .end("r1", RunOutcome::Cancelled, RETENTION)
+        .await
+        .unwrap();
+    let items = reading.await.unwrap();
+    let got = events(&items);
+    assert_eq!(
+        got.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ids,
+        "every event once, in order"
+    );
+    assert_eq!(got[7].1, "live 7");
+    assert_eq!(items.last(), Some(&LogItem::End(RunOutcome::Cancelled)));
+}
+
+async fn log_resumes_mid_run_from_the_last_id(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    append_all(&*log, "r1", &["a", "b", "c"]).await;
+    let mut first = b.other().await.runs.read("r1", None);
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        match next_item(&mut first).await {
+            LogItem::Event { id, data } => seen.push((id, data)),
+            other => panic!("{other:?}"),
+        }
+    }
+    drop(first); // the client disconnects after "b"
+    append_all(&*log, "r1", &["d", "e"]).await;
+    let resumed = tokio::spawn(collect(log.read("r1", Some(seen[1].0))));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    append_all(&*log, "r1", &["f"]).await;
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let items = resumed.await.unwrap();
+    assert_eq!(datas(&items), ["c", "d", "e", "f"]);
+    assert_eq!(items.last(), Some(&LogItem::End(RunOutcome::Completed)));
+}
+
+async fn log_ids_grow_across_runs(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let first = append_all(&*log, "r1", &["a", "b"]).await;
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    log.begin("k", "r2", "me", LONG_LEASE).await.unwrap();
+    let second = append_all(&*log, "r2", &["c"]).await;
+    assert!(first[1] < second[0]);
+    log.end("r2", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    // A Last-Event-ID of the first run replays the second whole.
+    let items = collect(log.read("r2", Some(first[1]))).await;
+    assert_eq!(datas(&items), ["c"]);
+}
+
+async fn lapsed_lease_makes_the_run_lost(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", SHORT_LEASE).await.unwrap();
+    append_all(&*log, "r1", &["a", "b"]).await;
+    let started = Instant::now();
+    // Another instance follows the run; its owner never renews.
+    let items = collect(b.other().await.runs.read("r1", None)).await;
+    assert_eq!(datas(&items), ["a", "b"]);
+    assert_eq!(items.last(), Some(&LogItem::Lost));
+    assert!(started.elapsed() < SOON);
+    let info = log.latest("k").await.unwrap().unwrap();
+    assert_eq!(info.status, RunStatus::Lost);
+    let not_running = Err(StoreError::NotRunning("r1".into()));
+    assert_eq!(log.append("r1", ev("c")).await.map(|_| ()), not_running);
+    assert_eq!(log.renew("r1", "me", SHORT_LEASE).await, not_running);
+    assert_eq!(
+        log.end("r1", RunOutcome::Completed, RETENTION).await,
+        not_running
+    );
+    // Lost stays lost for every later reader.
+    let again = collect(log.read("r1", None)).await;
+    assert_eq!(again.last(), Some(&LogItem::Lost));
+
+    // Without a reader, a lookup notices the lapse too.
+    log.begin("k2", "r2", "me", SHORT_LEASE).await.unwrap();
+    let deadline = Instant::now() + SOON;
+    loop {
+        let status = log.info("r2").await.unwrap().unwrap().status;
+        if status == RunStatus::Lost {
+            break;
+        }
+        assert_eq!(status, RunStatus::Running);
+        assert!(Instant::now() < deadline, "r2 never reported lost");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn renewed_lease_keeps_the_run(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let (writer, previous) = RunWriter::begin(b.runs(), "k", "r1", "me", SHORT_LEASE)
+        .await
+        .unwrap();
+    assert_eq!(previous, None);
+    assert_eq!(writer.run_id(), "r1");
+    let reading = tokio::spawn(collect(b.other().await.runs.read("r1", None)));
+    // Several leases long, with quiet spells longer than a lease.
+    for i in 0..4 {
+        writer.append(ev(&format!("tick {i}"))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    assert!(b.runs().info("r1").await.unwrap().unwrap().is_running());
+    // Renewing as another owner fails.
+    assert_eq!(
+        b.runs().renew("r1", "someone else", SHORT_LEASE).await,
+        Err(StoreError::NotRunning("r1".into()))
+    );
+    writer.end(RunOutcome::Completed, RETENTION).await.unwrap();
+    let items = reading.await.unwrap();
+    assert_eq!(datas(&items), ["tick 0", "tick 1", "tick 2", "tick 3"]);
+    assert_eq!(items.last(), Some(&LogItem::End(RunOutcome::Completed)));
+}
+
+async fn dropped_writer_makes_the_run_lost(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let (writer, _) = RunWriter::begin(b.runs(), "k", "r1", "me", SHORT_LEASE)
+        .await
+        .unwrap();
+    writer.append(ev("a")).await.unwrap();
+    let reading = tokio::spawn(collect(b.other().await.runs.read("r1", None)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(writer); // the pump died without ending the run
+    let items = reading.await.unwrap();
+    assert_eq!(datas(&items), ["a"]);
+    assert_eq!(items.last(), Some(&LogItem::Lost));
+}
+
+async fn stop_request_reaches_the_owner(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let (writer, _) = RunWriter::begin(b.runs(), "k", "r1", "me", LONG_LEASE)
+        .await
+        .unwrap();
+    assert!(!writer.is_stop_requested());
+    // The stop endpoint runs on another instance: it finds the run by key.
+    let other = b.other().await.runs;
+    let run = other.latest("k").await.unwrap().unwrap();
+    assert!(run.is_running());
+    assert!(other.request_stop(&run.run_id).await.unwrap());
+    tokio::time::timeout(SOON, writer.stop_requested())
+        .await
+        .expect("the owner learns of the stop");
+    assert!(writer.is_stop_requested());
+    assert!(b.runs().stop_requested("r1").await.unwrap());
+    writer.end(RunOutcome::Cancelled, RETENTION).await.unwrap();
+    assert!(!other.request_stop("r1").await.unwrap(), "not running");
+    // Without the writer: the flag alone.
+    let log = b.runs();
+    log.begin("k2", "r2", "me", LONG_LEASE).await.unwrap();
+    assert!(!log.stop_requested("r2").await.unwrap());
+    assert!(log.request_stop("r2").await.unwrap());
+    assert!(log.stop_requested("r2").await.unwrap());
+}
+
+async fn begin_displaces_the_running_run(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "a", LONG_LEASE).await.unwrap();
+    append_all(&*log, "r1", &["one"]).await;
+    let previous = log.begin("k", "r2", "b", LONG_LEASE).await.unwrap();
+    assert_eq!(
+        previous,
+        Some(RunInfo {
+            run_id: "r1".into(),
+            key: "k".into(),
+            owner: "a".into(),
+            status: RunStatus::Running,
+        })
+    );
+    assert_eq!(log.latest("k").await.unwrap().unwrap().run_id, "r2");
+    // The displaced run goes on under its own id; its end leaves the key alone.
+    append_all(&*log, "r1", &["two"]).await;
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let latest = log.latest("k").await.unwrap().unwrap();
+    assert_eq!(
+        (latest.run_id.as_str(), latest.status),
+        ("r2", RunStatus::Running)
+    );
+    assert_eq!(datas(&collect(log.read("r1", None)).await), ["one", "two"]);
+    // An ended run is not reported as displaced.
+    log.end("r2", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    assert_eq!(log.begin("k", "r3", "b", LONG_LEASE).await.unwrap(), None);
+}
+
+async fn ended_log_expires_after_retention(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    append_all(&*log, "r1", &["a"]).await;
+    log.end("r1", RunOutcome::Completed, Duration::ZERO)
+        .await
+        .unwrap();
+    // Retention is at least MIN_RETENTION (1 s): readable right after.
+    assert_eq!(datas(&collect(log.read("r1", None)).await), ["a"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(log.info("r1").await.unwrap(), None);
+    assert_eq!(log.latest("k").await.unwrap(), None);
+    let first = log.read("r1", None).next().await;
+    assert_eq!(first, Some(Err(StoreError::UnknownRun("r1".into()))));
+}
+
+async fn unknown_runs_are_reported(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    let unknown = StoreError::UnknownRun("nope".into());
+    let mut read = log.read("nope", None);
+    assert_eq!(read.next().await, Some(Err(unknown.clone())));
+    assert_eq!(read.next().await, None);
+    assert_eq!(log.info("nope").await.unwrap(), None);
+    assert_eq!(log.latest("nope").await.unwrap(), None);
+    assert!(!log.request_stop("nope").await.unwrap());
+    assert!(!log.stop_requested("nope").await.unwrap());
+    assert_eq!(
+        log.append("nope", ev("x")).await.map(|_| ()),
+        Err(unknown.clone())
+    );
+    assert_eq!(
+        log.renew("nope", "me", LONG_LEASE).await,
+        Err(unknown.clone())
+    );
+    assert_eq!(
+        log.end("nope", RunOutcome::Completed, RETENTION).await,
+        Err(unknown)
+    );
+}
+
+async fn caps_drop_the_oldest_entries_and_readers_are_told(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_run_entries: 3,
+            max_run_bytes: 10,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let ids = append_all(&*log, "r1", &["a", "b", "c", "d", "e"]).await;
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let all = collect(log.read("r1", None)).await;
+    assert_eq!(all.first(), Some(&LogItem::Truncated));
+    assert_eq!(datas(&all), ["c", "d", "e"], "entry cap");
+    let cut = collect(log.read("r1", Some(ids[0]))).await;
+    assert_eq!(cut.first(), Some(&LogItem::Truncated), "b was dropped");
+    let whole = collect(log.read("r1", Some(ids[1]))).await;
+    assert_eq!(datas(&whole), ["c", "d", "e"]);
+    assert!(
+        !whole.contains(&LogItem::Truncated),
+        "nothing asked for was dropped"
+    );
+
+    log.begin("k", "r2", "me", LONG_LEASE).await.unwrap();
+    append_all(&*log, "r2", &["1234", "5678", "9abc"]).await;
+    log.end("r2", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let items = collect(log.read("r2", None)).await;
+    assert_eq!(items.first(), Some(&LogItem::Truncated));
+    assert_eq!(datas(&items), ["5678", "9abc"], "byte cap");
+}
+
+async fn ping_answers(kind: Kind) {
+    let b = Backend::default(kind).await;
+    b.stores.ping().await.unwrap();
+    b.stores.conversations.ping().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_instances_share_histories_and_logs() {
+    let b = Backend::default(Kind::Redis).await;
+    let a = &b.stores;
+    let other = b.other().await;
+    a.conversations
+        .append("t", vec![msg("1"), msg("2")])
+        .await
+        .unwrap();
+    other
+        .conversations
+        .append("t", vec![msg("3")])
+        .await
+        .unwrap();
+    assert_eq!(history_ids(a, "t").await, ["1", "2", "3"]);
+
+    a.runs
+        .begin("k", "r1", "instance-a", LONG_LEASE)
+        .await
+        .unwrap();
+    let found = other.runs.latest("k").await.unwrap().unwrap();
+    assert_eq!(
+        (found.run_id.as_str(), found.owner.as_str()),
+        ("r1", "instance-a")
+    );
+    let reading = tokio::spawn(collect(other.runs.read("r1", None)));
+    append_all(&*a.runs, "r1", &["x", "y"]).await;
+    a.runs
+        .end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let items = reading.await.unwrap();
+    assert_eq!(datas(&items), ["x", "y"]);
+    assert_eq!(items.last(), Some(&LogItem::End(RunOutcome::Completed)));
+
+    // Different prefixes do not see each other.
+    let StoreConfig::Redis(mut cfg) = b.config.clone() else {
+        unreachable!()
+    };
+    cfg.prefix = "elsewhere".into();
+    let apart = StoreConfig::Redis(cfg).build().await.unwrap();
+    assert!(history_ids(&apart, "t").await.is_empty());
+    assert_eq!(apart.runs.latest("k").await.unwrap(), None);
+}
+
+/// Runs `op` and checks it fails with `Unavailable`, quickly.
+async fn unavailable<T: std::fmt::Debug>(
+    what: &str,
+    op: impl std::future::Future<Output = Result<T, StoreError>>,
+) {
+    let started = Instant::now();
+    let got = tokio::time::timeout(SOON, op)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung with Redis down"));
+    assert!(
+        matches!(got, Err(StoreError::Unavailable(_))),
+        "{what}: {got:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{what} took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_outage_gives_unavailable_and_service_resumes() {
+    let mut b = Backend::default(Kind::Redis).await;
+    let s = b.stores.clone();
+    s.conversations.append("t", vec![msg("1")]).await.unwrap();
+    s.runs.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    s.runs.append("r1", ev("a")).await.unwrap();
+    let mut follower = s.runs.read("r1", None);
+    assert!(matches!(
+        next_item(&mut follower).await,
+        LogItem::Event { .. }
+    ));
+
+    b.server.as_mut().unwrap().stop();
+    // A follower is told, rather than left waiting.
+    match tokio::time::timeout(SOON, follower.next()).await {
+        Ok(Some(Err(StoreError::Unavailable(_)))) => {}
+        other => panic!("follower during the outage: {other:?}"),
+    }
+    assert_eq!(tokio::time::timeout(SOON, follower.next()).await, Ok(None));
+
+    unavailable("ping", s.ping()).await;
+    unavailable("history", s.conversations.history("t")).await;
+    unavailable(
+        "append history",
+        s.conversations.append("t", vec![msg("2")]),
+    )
+    .await;
+    unavailable("begin", s.runs.begin("k", "r2", "me", LONG_LEASE)).await;
+    unavailable("append", s.runs.append("r1", ev("b"))).await;
+    unavailable("renew", s.runs.renew("r1", "me", LONG_LEASE)).await;
+    unavailable("end", s.runs.end("r1", RunOutcome::Completed, RETENTION)).await;
+    unavailable("latest", s.runs.latest("k")).await;
+    unavailable("request_stop", s.runs.request_stop("r1")).await;
+    unavailable("stop_requested", s.runs.stop_requested("r1")).await;
+    unavailable("read", async {
+        match s.runs.read("r1", None).next().await {
+            Some(Err(e)) => Err(e),
+            other => Ok(other),
+        }
+    })
+    .await;
+    // A store built while Redis is down builds, and is not ready.
+    let late = b.config.build().await.expect("builds without Redis");
+    unavailable("ping of a store built during the outage", late.ping()).await;
+
+    b.server.as_mut().unwrap().restart();
+    for stores in [&s, &late] {
+        let deadline = Instant::now() + SOON;
+        while let Err(e) = stores.ping().await {
+            assert!(Instant::now() < deadline, "no recovery: {e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // The server kept nothing (no persistence), and works again.
+    assert!(history_ids(&s, "t").await.is_empty());
+    s.conversations.append("t", vec![msg("3")]).await.unwrap();
+    assert_eq!(history_ids(&late, "t").await, ["3"]);
+    assert_eq!(
+        s.runs.append("r1", ev("b")).await,
+        Err(StoreError::UnknownRun("r1".into()))
+    );
+    s.runs.begin("k", "r3", "me", LONG_LEASE).await.unwrap();
+    s.runs.append("r3", ev("c")).await.unwrap();
+    s.runs
+        .end("r3", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    assert_eq!(datas(&collect(late.runs.read("r3", None)).await), ["c"]);
+}
+
+#[tokio::test]
+async fn a_malformed_redis_url_is_a_config_error() {
+    let cfg = StoreConfig::Redis(RedisConfig::new("not a url"));
+    assert!(matches!(cfg.build().await, Err(StoreError::Config(_))));
+}
