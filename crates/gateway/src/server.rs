@@ -325,6 +325,11 @@ impl Gateway {
                             StatusCode::SERVICE_UNAVAILABLE,
                             &json!({"status": "shutting down"}),
                         )
+                    } else if let Err(e) = self.stores.ping().await {
+                        json_response(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            &json!({"status": "store unavailable", "error": e.to_string()}),
+                        )
                     } else {
                         json_response(StatusCode::OK, &json!({"status": "ready"}))
                     },

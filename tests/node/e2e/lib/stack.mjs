@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
 // BABELGATE_BIN runs the suite against another build (a release one, say).
-const BABELGATE = process.env.BABELGATE_BIN ? path.resolve(process.env.BABELGATE_BIN) : path.join(REPO_ROOT, 'target', 'debug', 'babelgate');
-const PYTHON = path.join(REPO_ROOT, 'target', 'py-venv', 'bin', 'python');
+export const BABELGATE = process.env.BABELGATE_BIN ? path.resolve(process.env.BABELGATE_BIN) : path.join(REPO_ROOT, 'target', 'debug', 'babelgate');
+export const PYTHON = path.join(REPO_ROOT, 'target', 'py-venv', 'bin', 'python');
 const READY_TIMEOUT_MS = 60_000;
 
 // Every child of this process, so none outlives it even if after() never runs.
@@ -49,7 +49,7 @@ function tail(file, lines = 30) {
 }
 
 /** Spawn `cmd` with its output in `<logDir>/<name>.{out,err}.log`. */
-function launch(name, cmd, args, logDir) {
+export function launch(name, cmd, args, logDir) {
   if (!fs.existsSync(cmd)) throw new Error(`${name}: ${path.relative(REPO_ROOT, cmd)} does not exist (run ./tests/run.sh, which builds and installs it)`);
   const out = path.join(logDir, `${name}.out.log`);
   const err = path.join(logDir, `${name}.err.log`);
@@ -73,7 +73,7 @@ function launch(name, cmd, args, logDir) {
 }
 
 /** Poll `url` until it answers 2xx; fail early if the process died. */
-async function waitReady(proc, url) {
+export async function waitReady(proc, url) {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let last = 'no answer yet';
   for (let attempt = 1; Date.now() < deadline; attempt++) {
@@ -92,7 +92,7 @@ async function waitReady(proc, url) {
   throw new Error(`${proc.name} not ready at ${url} after ${READY_TIMEOUT_MS / 1000}s (${last}); stderr:\n${tail(proc.err)}`);
 }
 
-async function stopProc(proc) {
+export async function stopProc(proc) {
   if (proc.exited) return;
   const gone = new Promise((resolve) => proc.child.once('exit', resolve));
   proc.child.kill('SIGTERM');
@@ -102,7 +102,7 @@ async function stopProc(proc) {
 }
 
 /** An agent started by the stack: its URL and its request log. */
-class Agent {
+export class Agent {
   constructor(base) {
     this.base = base;
     this.url = `${base}/agent`;
