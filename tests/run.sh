@@ -21,7 +21,7 @@ PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/target/py-venv"
 GOLDEN="$ROOT/target/golden"
 # Debian packages the tests need beyond Node 20, Python 3.11 and Rust.
-APT_PACKAGES="chromium"
+APT_PACKAGES="chromium redis-server"
 
 step() { printf '\n==> %s\n' "$*"; }
 

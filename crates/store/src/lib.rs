@@ -66,16 +66,19 @@
 //!
 //! # Data layout in Redis
 //!
-//! Every key starts with the configured prefix (`babelgate` by default); the
-//! braces are Redis hash tags, keeping one run's keys in one cluster slot.
+//! Every key starts with the configured prefix `<p>` (`babelgate` by
+//! default); `<id>`, `<thread>` and `<key>` stand for a run id, a thread id
+//! and a conversation key. The braces are literal: Redis hash tags, keeping
+//! one run's keys together. Standalone Redis only (the scripts also touch the
+//! `latest` key by name, which Redis Cluster forbids).
 //!
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
-//! | `{p}:conv:{thread}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` | `history_ttl`, refreshed by reads and appends |
-//! | `{p}:run:{id}:log` | stream | a begin marker (`b`), one entry per SSE event (field `d` = bytes), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: retention; lost: `lost_retention` |
-//! | `{p}:run:{id}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id) | as the log |
-//! | `{p}:run:{id}:lease` | string | the owner, `SET ... PX lease` on begin and renew | the lease |
-//! | `{p}:latest:{key}` | string | id of the latest run begun for the conversation key | as that run's log |
+//! | `<p>:conv:{<thread>}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` | `history_ttl`, refreshed by reads and appends |
+//! | `<p>:run:{<id>}:log` | stream | a begin marker (field `b`), one entry per SSE event (field `d` = the bytes), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: the retention; lost: `lost_retention` |
+//! | `<p>:run:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id) | as the log |
+//! | `<p>:run:{<id>}:lease` | string | the owner, `SET ... PX <lease>` on begin and renew | the lease |
+//! | `<p>:latest:<key>` | string | id of the latest run begun for the conversation key | as that run's log |
 //!
 //! State changes (begin, append with trimming, renew, end, marking lost,
 //! stop requests) are Lua scripts, atomic on the server. Readers block with
