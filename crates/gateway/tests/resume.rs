@@ -281,3 +281,61 @@ async fn a_bad_last_event_id_is_a_400() {
     let v: BTreeMap<String, Value> = r.json().await.unwrap();
     assert_eq!(v["error"]["field"], "last-event-id");
 }
+
+#[tokio::test]
+async fn without_last_event_id_hai_gets_its_message_snapshot() {
+    let gw = gateway(Dialect::Hai, "on_disconnect = \"keep\"\n").await;
+    let mut r = start(gw, Dialect::Hai, "t-hai").await;
+    read_some(&mut r, 20).await;
+    drop(r);
+    let back = events(
+        &get(gw, "/chat/t-hai/stream", None)
+            .await
+            .bytes()
+            .await
+            .unwrap(),
+    );
+    let types: Vec<&str> = back
+        .iter()
+        .map(|(_, v)| v["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(types[0], "RUN_STARTED", "{types:?}");
+    assert_eq!(types[1], "MESSAGE_SNAPSHOT", "{types:?}");
+    assert_eq!(*types.last().unwrap(), "RUN_FINISHED", "{types:?}");
+    // Decoded back, the reconnect holds the whole answer.
+    let body: Vec<u8> = back
+        .iter()
+        .flat_map(|(_, v)| format!("data: {v}\n\n").into_bytes())
+        .collect();
+    let mut tr = registry::translator(Dialect::Hai, Dialect::AgUi, Default::default(), 1 << 20);
+    let mut out = Vec::new();
+    tr.push(&body, &mut out).unwrap();
+    tr.finish(&mut out).unwrap();
+    let text = agui_text(&events(&out));
+    assert!(
+        text.ends_with(&full_long_text()[full_long_text().len() - 20..]),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn without_last_event_id_agkit_gets_the_run_from_its_start() {
+    let gw = gateway(Dialect::AgKit, "on_disconnect = \"keep\"\n").await;
+    let mut r = start(gw, Dialect::AgKit, "t-agkit").await;
+    read_some(&mut r, 10).await;
+    drop(r);
+    let back = events(
+        &get(gw, "/chat/t-agkit/stream", None)
+            .await
+            .bytes()
+            .await
+            .unwrap(),
+    );
+    let text: String = back
+        .iter()
+        .filter(|(_, v)| v["type"] == "text")
+        .map(|(_, v)| v["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, full_long_text());
+    assert_eq!(back.last().unwrap().1, Value::String("[DONE]".into()));
+}
