@@ -869,3 +869,25 @@ fn tempdir() -> std::path::PathBuf {
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
+
+#[tokio::test]
+async fn h2c_clients_are_served() {
+    let (l, agent) = listener().await;
+    tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::ZERO));
+    let (gw, _) = start_gateway(&route("/chat", Dialect::AgUi, agent, Dialect::AgUi)).await;
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let r = client
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .body(body(Dialect::AgUi, "hi"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    assert_eq!(r.status(), 200);
+    let t = types(&data_lines(&r.bytes().await.unwrap()));
+    assert_eq!(t.last().unwrap(), "RUN_FINISHED");
+}
