@@ -462,6 +462,9 @@ pub struct MemoryConfig {
     pub max_run_entries: usize,
     /// A run log keeps at most this many bytes of event data (oldest dropped).
     pub max_run_bytes: usize,
+    /// All run logs together keep at most this many bytes: finished runs are
+    /// evicted first, then the oldest entries of the largest logs.
+    pub max_total_bytes: usize,
     /// How long the log of a lost run stays readable.
     pub lost_retention: Duration,
 }
@@ -475,6 +478,7 @@ impl Default for MemoryConfig {
             max_runs: 1_000,
             max_run_entries: 100_000,
             max_run_bytes: 16 << 20,
+            max_total_bytes: 256 << 20,
             lost_retention: Duration::from_secs(600),
         }
     }

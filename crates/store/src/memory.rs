@@ -111,6 +111,7 @@ struct Shared {
     max_runs: usize,
     max_entries: usize,
     max_bytes: usize,
+    max_total_bytes: usize,
     lost_retention: Duration,
     state: Mutex<Runs>,
 }
@@ -121,6 +122,8 @@ struct Runs {
     /// Conversation key -> id of the latest run begun for it.
     latest: HashMap<String, String>,
     last_id: EventId,
+    /// Event bytes held by all runs together.
+    total_bytes: usize,
 }
 
 struct Run {
@@ -175,7 +178,7 @@ impl Runs {
     /// (then forgotten); a running run past its lease becomes lost.
     fn get(&mut self, run_id: &str, now: Instant, lost_retention: Duration) -> Option<&mut Run> {
         if self.runs.get(run_id).is_some_and(|r| r.expires <= now) {
-            self.runs.remove(run_id);
+            self.remove(run_id);
         }
         let run = self.runs.get_mut(run_id)?;
         if run.state == State::Running && run.lease_until <= now {
@@ -202,6 +205,7 @@ impl Runs {
 
     fn remove(&mut self, run_id: &str) {
         if let Some(run) = self.runs.remove(run_id) {
+            self.total_bytes -= run.bytes;
             if self.latest.get(&run.key).is_some_and(|id| id == run_id) {
                 self.latest.remove(&run.key);
             }
@@ -211,7 +215,15 @@ impl Runs {
     /// Forgets expired runs and dangling pointers, then evicts until there is
     /// room for one more run.
     fn make_room(&mut self, now: Instant, max_runs: usize) {
-        self.runs.retain(|_, r| r.expires > now);
+        let expired: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.remove(&id);
+        }
         let runs = &self.runs;
         self.latest.retain(|_, id| runs.contains_key(id));
         while self.runs.len() >= max_runs {
@@ -242,6 +254,7 @@ impl MemoryRunLog {
                 max_runs: cfg.max_runs.max(1),
                 max_entries: cfg.max_run_entries.max(1),
                 max_bytes: cfg.max_run_bytes.max(1),
+                max_total_bytes: cfg.max_total_bytes.max(1),
                 lost_retention: cfg.lost_retention,
                 state: Mutex::new(Runs::default()),
             }),
@@ -317,8 +330,10 @@ impl RunLog for MemoryRunLog {
         let Some(run) = runs.runs.get_mut(run_id) else {
             return Err(StoreError::UnknownRun(run_id.to_string()));
         };
-        run.bytes += data.len();
+        let added = data.len();
+        run.bytes += added;
         run.entries.push_back((id, data));
+        let before = run.bytes;
         while run.entries.len() > 1
             && (run.entries.len() > sh.max_entries || run.bytes > sh.max_bytes)
         {
@@ -327,7 +342,37 @@ impl RunLog for MemoryRunLog {
                 run.trimmed = Some(old);
             }
         }
+        let trimmed = before - run.bytes;
         run.bump();
+        runs.total_bytes = runs.total_bytes + added - trimmed;
+        // All runs together stay under the total: finished runs go first,
+        // then the oldest entries of the largest running logs.
+        while runs.total_bytes > sh.max_total_bytes {
+            let finished = runs
+                .runs
+                .iter()
+                .filter(|(id, r)| r.state != State::Running && id.as_str() != run_id)
+                .min_by_key(|(_, r)| r.expires)
+                .map(|(id, _)| id.clone());
+            if let Some(victim) = finished {
+                runs.remove(&victim);
+                continue;
+            }
+            let Some(largest) = runs
+                .runs
+                .values_mut()
+                .filter(|r| r.entries.len() > 1)
+                .max_by_key(|r| r.bytes)
+            else {
+                break;
+            };
+            if let Some((old, dropped)) = largest.entries.pop_front() {
+                largest.bytes -= dropped.len();
+                largest.trimmed = Some(old);
+                largest.bump();
+                runs.total_bytes -= dropped.len();
+            }
+        }
         Ok(id)
     }
 
@@ -568,6 +613,44 @@ mod tests {
         let mut runs = Runs::default();
         let ids: Vec<_> = (0..1000).map(|_| runs.next_id()).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[tokio::test]
+    async fn all_logs_together_stay_under_the_total_cap() {
+        let cfg = MemoryConfig {
+            max_total_bytes: 1000,
+            ..MemoryConfig::default()
+        };
+        let log = MemoryRunLog::new(&cfg);
+        let lease = Duration::from_secs(60);
+        let chunk = Bytes::from(vec![b'x'; 100]);
+        log.begin("k1", "done", "me", lease).await.unwrap();
+        for _ in 0..5 {
+            log.append("done", chunk.clone()).await.unwrap();
+        }
+        log.end("done", RunOutcome::Completed, Duration::from_secs(60))
+            .await
+            .unwrap();
+        log.begin("k2", "big", "me", lease).await.unwrap();
+        log.begin("k3", "small", "me", lease).await.unwrap();
+        log.append("small", chunk.clone()).await.unwrap();
+        for _ in 0..8 {
+            log.append("big", chunk.clone()).await.unwrap();
+        }
+        // 500 + 100 + 800 > 1000: the finished run goes first.
+        assert_eq!(log.info("done").await.unwrap(), None);
+        for _ in 0..5 {
+            log.append("big", chunk.clone()).await.unwrap();
+        }
+        // Then the largest running log loses its oldest entries.
+        let shared = log.shared.lock();
+        assert!(shared.total_bytes <= 1000, "{}", shared.total_bytes);
+        assert_eq!(shared.runs["small"].entries.len(), 1);
+        assert_eq!(shared.runs["big"].entries.len(), 9);
+        assert_eq!(
+            shared.total_bytes,
+            shared.runs.values().map(|r| r.bytes).sum::<usize>()
+        );
     }
 
     #[tokio::test]
