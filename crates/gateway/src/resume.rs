@@ -146,6 +146,7 @@ pub async fn follow(
     last: Option<EventId>,
     input: Vec<Message>,
     tx: mpsc::Sender<Bytes>,
+    shutdown: tokio_util::sync::CancellationToken,
 ) {
     let after = match mode {
         Mode::After(a) => a,
@@ -167,7 +168,17 @@ pub async fn follow(
         (Mode::Snapshot, Some(last)) => Some((Reader::new(dialect), Vec::new(), last)),
         _ => None,
     };
-    while let Some(item) = log.next().await {
+    loop {
+        let item = tokio::select! {
+            item = log.next() => match item {
+                Some(item) => item,
+                None => break,
+            },
+            () = shutdown.cancelled() => {
+                shadow.fail("the gateway is shutting down", Some("shutdown"), &mut out);
+                break;
+            }
+        };
         match item {
             Ok(LogItem::Event { id, data }) => {
                 let _ = shadow.push(&data, &mut sink);

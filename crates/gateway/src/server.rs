@@ -631,8 +631,17 @@ impl Gateway {
         tracing::info!(run = %info.run_id, ?mode, "resuming");
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         self.pumps.spawn(
-            resume::follow(runs, info.run_id, route.client, mode, last, input, tx)
-                .instrument(tracing::Span::current()),
+            resume::follow(
+                runs,
+                info.run_id,
+                route.client,
+                mode,
+                last,
+                input,
+                tx,
+                self.shutdown.clone(),
+            )
+            .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
         Ok(sse_response(rx, headers))
