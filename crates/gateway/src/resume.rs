@@ -15,6 +15,7 @@ use babelgate_store::{EventId, LogItem, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::registry;
 
@@ -135,108 +136,122 @@ pub enum Mode {
     Snapshot,
 }
 
-/// Streams a run's log to a reconnecting client: the replay, then the live
-/// tail, each event with its id; a lost run or a broken store ends with the
-/// dialect's error, after closing what the replay left open.
-pub async fn follow(
-    runs: Arc<dyn RunLog>,
-    run_id: String,
-    dialect: Dialect,
-    mode: Mode,
-    last: Option<EventId>,
-    input: Vec<Message>,
-    tx: mpsc::Sender<Bytes>,
-    shutdown: tokio_util::sync::CancellationToken,
-) {
-    let after = match mode {
-        Mode::After(a) => a,
-        Mode::Snapshot => None,
-    };
-    let mut log = runs.read(&run_id, after);
-    // A client-to-client translator fed with everything sent, so that an
-    // error at any point closes exactly what the client has open.
-    let mut shadow = registry::translator(
-        dialect,
-        dialect,
-        EncodeContext::default(),
-        DEFAULT_MAX_EVENT_BYTES,
-    );
-    let mut sink = Vec::new();
-    let mut out = Vec::new();
-    // Snapshot mode: events up to `last` are held, then summarised.
-    let mut held: Option<(Reader, Vec<Event>, EventId)> = match (mode, last) {
-        (Mode::Snapshot, Some(last)) => Some((Reader::new(dialect), Vec::new(), last)),
-        _ => None,
-    };
-    loop {
-        let item = tokio::select! {
-            item = log.next() => match item {
-                Some(item) => item,
-                None => break,
-            },
-            () = shutdown.cancelled() => {
-                shadow.fail("the gateway is shutting down", Some("shutdown"), &mut out);
-                break;
-            }
+/// A reconnecting client's view of a run.
+pub struct Follow {
+    pub runs: Arc<dyn RunLog>,
+    pub run_id: String,
+    /// The client's dialect (the log holds its bytes).
+    pub dialect: Dialect,
+    pub mode: Mode,
+    /// Snapshot mode: the log's last id when the client came back.
+    pub last: Option<EventId>,
+    /// Snapshot mode: the run's input, first in the snapshot.
+    pub input: Vec<Message>,
+}
+
+impl Follow {
+    /// Streams the log to the client: the replay, then the live tail, each
+    /// event with its id; a lost run, a broken store or shutdown ends with the
+    /// dialect's error, after closing what the replay left open.
+    pub async fn run(self, tx: mpsc::Sender<Bytes>, shutdown: CancellationToken) {
+        let Follow {
+            runs,
+            run_id,
+            dialect,
+            mode,
+            last,
+            input,
+        } = self;
+        let after = match mode {
+            Mode::After(a) => a,
+            Mode::Snapshot => None,
         };
-        match item {
-            Ok(LogItem::Event { id, data }) => {
-                let _ = shadow.push(&data, &mut sink);
-                sink.clear();
-                if let Some((reader, events, last)) = held.as_mut() {
-                    reader.read(&data, events);
-                    if id >= *last {
-                        let (_, events, _) = held.take().expect("held");
-                        snapshot(dialect, &input, events, &mut out);
-                        // The summary's last event carries the id it covers.
-                        tag_last(&mut out, id);
+        let mut log = runs.read(&run_id, after);
+        // A client-to-client translator fed with everything sent, so that an
+        // error at any point closes exactly what the client has open.
+        let mut shadow = registry::translator(
+            dialect,
+            dialect,
+            EncodeContext::default(),
+            DEFAULT_MAX_EVENT_BYTES,
+        );
+        let mut sink = Vec::new();
+        let mut out = Vec::new();
+        // Snapshot mode: events up to `last` are held, then summarised.
+        let mut held: Option<(Reader, Vec<Event>, EventId)> = match (mode, last) {
+            (Mode::Snapshot, Some(last)) => Some((Reader::new(dialect), Vec::new(), last)),
+            _ => None,
+        };
+        loop {
+            let item = tokio::select! {
+                item = log.next() => match item {
+                    Some(item) => item,
+                    None => break,
+                },
+                () = shutdown.cancelled() => {
+                    shadow.fail("the gateway is shutting down", Some("shutdown"), &mut out);
+                    break;
+                }
+            };
+            match item {
+                Ok(LogItem::Event { id, data }) => {
+                    let _ = shadow.push(&data, &mut sink);
+                    sink.clear();
+                    if let Some((reader, events, last)) = held.as_mut() {
+                        reader.read(&data, events);
+                        if id >= *last {
+                            let (_, events, _) = held.take().expect("held");
+                            snapshot(dialect, &input, events, &mut out);
+                            // The summary's last event carries the id it covers.
+                            tag_last(&mut out, id);
+                        }
+                    } else {
+                        with_id(id, &data, &mut out);
                     }
-                } else {
-                    with_id(id, &data, &mut out);
+                }
+                Ok(LogItem::End(_)) => break,
+                Ok(LogItem::Lost) => {
+                    shadow.fail(
+                        "the gateway instance serving this run went away",
+                        Some("run_lost"),
+                        &mut out,
+                    );
+                    break;
+                }
+                Ok(LogItem::Truncated) => {
+                    shadow.fail(
+                        "the events since the last one received are no longer kept",
+                        Some("resume_truncated"),
+                        &mut out,
+                    );
+                    break;
+                }
+                Err(e) => {
+                    shadow.fail(
+                        &format!("reading the run failed: {e}"),
+                        Some("store_unavailable"),
+                        &mut out,
+                    );
+                    break;
                 }
             }
-            Ok(LogItem::End(_)) => break,
-            Ok(LogItem::Lost) => {
-                shadow.fail(
-                    "the gateway instance serving this run went away",
-                    Some("run_lost"),
-                    &mut out,
-                );
-                break;
-            }
-            Ok(LogItem::Truncated) => {
-                shadow.fail(
-                    "the events since the last one received are no longer kept",
-                    Some("resume_truncated"),
-                    &mut out,
-                );
-                break;
-            }
-            Err(e) => {
-                shadow.fail(
-                    &format!("reading the run failed: {e}"),
-                    Some("store_unavailable"),
-                    &mut out,
-                );
-                break;
+            if !out.is_empty()
+                && tx
+                    .send(Bytes::from(std::mem::take(&mut out)))
+                    .await
+                    .is_err()
+            {
+                return; // the client went away again; the run is not affected
             }
         }
-        if !out.is_empty()
-            && tx
-                .send(Bytes::from(std::mem::take(&mut out)))
-                .await
-                .is_err()
-        {
-            return; // the client went away again; the run is not affected
+        if let Some((_, events, _)) = held.take() {
+            // The log ended before reaching `last` (it was trimmed): summarise
+            // what there is.
+            snapshot(dialect, &input, events, &mut out);
         }
-    }
-    if let Some((_, events, _)) = held.take() {
-        // The log ended before reaching `last` (it was trimmed): summarise
-        // what there is.
-        snapshot(dialect, &input, events, &mut out);
-    }
-    if !out.is_empty() {
-        let _ = tx.send(Bytes::from(out)).await;
+        if !out.is_empty() {
+            let _ = tx.send(Bytes::from(out)).await;
+        }
     }
 }
 

@@ -631,16 +631,15 @@ impl Gateway {
         tracing::info!(run = %info.run_id, ?mode, "resuming");
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         self.pumps.spawn(
-            resume::follow(
+            resume::Follow {
                 runs,
-                info.run_id,
-                route.client,
+                run_id: info.run_id,
+                dialect: route.client,
                 mode,
                 last,
                 input,
-                tx,
-                self.shutdown.clone(),
-            )
+            }
+            .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
