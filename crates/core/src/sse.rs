@@ -7,15 +7,21 @@
 //! blank line dispatches, `:` starts a comment, one leading space after the
 //! colon is dropped, a leading BOM is skipped. Bytes may arrive cut anywhere,
 //! including inside a UTF-8 character or between a CR and its LF; the result
-//! never depends on where. Limits: one event (its data plus the line being
-//! read) may hold at most [`SseFramer::max_event_bytes`] bytes; past that the
-//! framer fails with [`FrameError::EventTooLarge`] rather than grow without bound.
+//! never depends on where. Limits: one event (every line of it, field names,
+//! comments and one byte per line end included, plus the line being read) may
+//! hold at most [`SseFramer::max_event_bytes`] bytes; past that the framer
+//! fails with [`FrameError::EventTooLarge`] rather than grow without bound.
+//! Whole lines count, not only values, so that a line still being read, which
+//! is checked before its end arrives, can never be refused when the same line
+//! read in one piece would not be.
 
 use serde::Serialize;
 
 /// Default cap for one event: generous for tool results and snapshots, small
 /// enough that a runaway upstream cannot exhaust memory.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -64,7 +70,7 @@ pub struct SseFramer {
     /// The event being assembled.
     pending: Frame,
     has_data: bool,
-    /// Bytes held by `pending` so far (data plus field values).
+    /// Bytes of the lines of `pending` so far, each with one for its end.
     pending_bytes: usize,
     /// The last byte seen was a CR: an LF right after it ends nothing.
     after_cr: bool,
@@ -138,7 +144,7 @@ impl SseFramer {
             }
         }
         self.line.extend_from_slice(input);
-        if self.pending_bytes + self.line.len() > self.max_event_bytes {
+        if self.pending_bytes + self.partial_line_bytes() > self.max_event_bytes {
             let err = FrameError::EventTooLarge {
                 line: self.current_line(),
                 limit: self.max_event_bytes,
@@ -163,6 +169,22 @@ impl SseFramer {
         Ok(())
     }
 
+    /// What the line being read counts so far: never more than it will count
+    /// once complete (a first line that may still turn out to open with a
+    /// BOM does not count the BOM's bytes).
+    fn partial_line_bytes(&self) -> usize {
+        let bom = match self.lines_done {
+            0 => self
+                .line
+                .iter()
+                .zip(BOM)
+                .take_while(|(a, b)| a == b)
+                .count(),
+            _ => 0,
+        };
+        self.line.len() - bom
+    }
+
     fn fail_on(&mut self, r: Result<(), FrameError>) -> Result<(), FrameError> {
         if let Err(e) = &r {
             self.failed = Some(e.clone());
@@ -173,7 +195,7 @@ impl SseFramer {
     fn process_line(&mut self, line: &[u8], out: &mut Vec<Frame>) -> Result<(), FrameError> {
         // A BOM can only open the first line: CR and LF never occur inside it.
         let line = match self.lines_done {
-            0 => line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line),
+            0 => line.strip_prefix(BOM).unwrap_or(line),
             _ => line,
         };
         self.lines_done += 1;
@@ -181,6 +203,13 @@ impl SseFramer {
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
+        }
+        self.pending_bytes += line.len() + 1;
+        if self.pending_bytes > self.max_event_bytes {
+            return Err(FrameError::EventTooLarge {
+                line: line_no,
+                limit: self.max_event_bytes,
+            });
         }
         if line[0] == b':' {
             return Ok(()); // comment (heartbeat)
@@ -192,13 +221,6 @@ impl SseFramer {
             }
             None => (line, &b""[..]),
         };
-        self.pending_bytes += value.len() + 1;
-        if self.pending_bytes > self.max_event_bytes {
-            return Err(FrameError::EventTooLarge {
-                line: line_no,
-                limit: self.max_event_bytes,
-            });
-        }
         let value =
             std::str::from_utf8(value).map_err(|_| FrameError::InvalidUtf8 { line: line_no })?;
         if self.pending.line == 0 {
@@ -388,11 +410,12 @@ mod tests {
         assert!(matches!(err, FrameError::EventTooLarge { limit: 16, .. }));
         assert!(f.push(b"\n\n", &mut out).is_err(), "stays failed");
 
-        let mut f = SseFramer::new(16);
+        // whole lines count: 17 bytes for the first, 34 with the second
+        let mut f = SseFramer::new(32);
         let err = f
             .push(b"data: 0123456789\ndata: 0123456789\n", &mut out)
             .unwrap_err();
-        assert_eq!(err, FrameError::EventTooLarge { line: 2, limit: 16 });
+        assert_eq!(err, FrameError::EventTooLarge { line: 2, limit: 32 });
         assert!(err.to_string().contains("line 2"));
     }
 
@@ -420,5 +443,38 @@ mod tests {
             ["a\nb", "{\"t\":\"x\\ny\u{2028}\"}", "[DONE]"]
         );
         assert_eq!(frames[0].id.as_deref(), Some("3"));
+    }
+
+    /// Found by the `sse_framer` fuzz target: the line being read was measured
+    /// whole while a complete line counted only its value, so the same stream
+    /// failed with `EventTooLarge` or not (or with another error) depending on
+    /// where its bytes were cut.
+    #[test]
+    fn size_limit_does_not_depend_on_where_the_input_is_cut() {
+        let inputs: [&[u8]; 4] = [
+            b"data: 1\nan-unknown-and-rather-long-field-name: \xff\n\n",
+            b"\xEF\xBB\xBFdata: 0123456789\n\ndata: x\n\n",
+            b": a heartbeat comment that goes on\n\ndata: x\r\n\r\n",
+            b"data:{\"a\":\n\xC5\xCE\x82\n\n",
+        ];
+        for input in inputs {
+            for limit in 1..input.len() + 2 {
+                let run = |cut: usize| {
+                    let mut f = SseFramer::new(limit);
+                    let mut out = Vec::new();
+                    f.push(&input[..cut], &mut out)
+                        .and_then(|_| f.push(&input[cut..], &mut out))
+                        .and_then(|_| f.finish(&mut out))
+                        .map(|_| out)
+                };
+                let whole = run(input.len());
+                for cut in 0..=input.len() {
+                    assert_eq!(run(cut), whole, "limit {limit}, cut at {cut}: {input:?}");
+                }
+                if let Ok(frames) = whole {
+                    assert!(frames.iter().all(|f| f.data.len() <= limit));
+                }
+            }
+        }
     }
 }

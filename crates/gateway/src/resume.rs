@@ -130,9 +130,7 @@ pub enum Mode {
     /// the start (Vercel's resume, AG-Kit).
     After(Option<EventId>),
     /// A snapshot of the messages so far, open items re-opened, then the
-    /// tail (AG-UI and HAI without `Last-Event-ID`). `last` is the log's
-    /// last id when the client came back; `input` is prepended to the
-    /// snapshot's messages.
+    /// tail (AG-UI and HAI without `Last-Event-ID`).
     Snapshot,
 }
 
