@@ -134,6 +134,9 @@ fi
 echo
 echo "validators: $total_passed passed, $total_failed failed"
 
+step "fuzz: every cargo-fuzz target in fuzz/ for a bounded time (tests/fuzz.sh)"
+./tests/fuzz.sh || status=1
+
 step "end to end: real clients -> babelgate serve -> real agents (node --test tests/node/e2e/)"
 # The suite runs target/debug/babelgate; make sure it is this tree's.
 cargo build -p babelgate

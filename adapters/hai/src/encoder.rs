@@ -949,16 +949,22 @@ impl HaiEncoder {
                 self.write(out, wire::RAW, f, Some(ev), false);
             }
             K::Unknown { raw } => {
-                if hai {
+                let typed = raw
+                    .as_object()
+                    .is_some_and(|o| o.get("type").is_some_and(Value::is_string));
+                if hai && typed {
                     // A HAI frame this adapter does not know: back as it came.
                     babelgate_core::sse::write_json(out, raw);
                 } else {
-                    // Another dialect's: passed through untranslated.
+                    // Another dialect's, or something no HAI client could
+                    // read (an AG-Kit `unknown` envelope may claim any JSON
+                    // is HAI's): passed through untranslated. The latter in
+                    // a RAW of our own making, timestamp included.
                     let mut f = vec![("event", raw.clone())];
                     if let Some(o) = ev.origin {
                         f.push(("source", json!(o.as_str())));
                     }
-                    self.write(out, wire::RAW, f, Some(ev), false);
+                    self.write(out, wire::RAW, f, (!hai).then_some(ev), false);
                 }
             }
         }
@@ -2056,5 +2062,43 @@ mod tests {
                 prop_assert!(false, "{}", msg);
             }
         }
+    }
+
+    /// Found by the `decode_agkit` fuzz target: an AG-Kit `unknown` envelope
+    /// naming HAI can carry any JSON, and the encoder wrote it back verbatim
+    /// as a HAI event, which no HAI client (nor the HAI decoder) reads. Only a
+    /// typed object goes back as it came; anything else travels in a RAW.
+    #[test]
+    fn own_unknown_events_that_are_not_typed_objects_travel_in_raw() {
+        let own = |raw: Value| Event::new(EventKind::Unknown { raw }).with_origin(Dialect::Hai);
+        for raw in [
+            json!({"typg": "FUTURE_EVENT", "x": 1}),
+            json!({"type": 5}),
+            json!("keep-alive"),
+            json!([1, 2]),
+        ] {
+            let mut e = enc();
+            let mut out = Vec::new();
+            e.encode(&own(raw.clone()), &mut out);
+            e.finish(&mut out);
+            check_stream(&out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let raw_frame = text
+                .split("\n\n")
+                .map(|f| serde_json::from_str::<Value>(f.trim_start_matches("data: ")))
+                .find_map(|v| v.ok().filter(|v| v["type"] == "RAW"))
+                .unwrap_or_else(|| panic!("no RAW frame in {text}"));
+            assert_eq!(raw_frame["event"], raw);
+            assert_eq!(raw_frame["source"], "hai");
+        }
+        // a typed HAI event this adapter does not know still goes back as it came
+        let mut e = enc();
+        let mut out = Vec::new();
+        e.encode(&own(json!({"type": "FUTURE_EVENT", "x": 1})), &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("data: {\"type\":\"FUTURE_EVENT\",\"x\":1}\n\n"),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,397 @@
+//! Writes the seed corpus `fuzz/corpus/<target>/` anew, from the fixtures
+//! (`tests/fixtures/<dialect>/*.sse`), the bodies `ai`'s chat client sent
+//! (`adapters/vercel/testdata/client_requests.json`) and the request bodies
+//! below. Run from `fuzz/`: `cargo run --example make_corpus`.
+//!
+//! - `sse_framer`: two control bytes (size limit, cut point) then a stream:
+//!   hand-made edge cases and a few fixtures.
+//! - `decode_<dialect>`: the dialect's fixtures, and some fixtures of the other
+//!   dialects translated into it.
+//! - `request_<dialect>`: request bodies of the dialect, and the bodies of the
+//!   other dialects translated into it (parse there, build here).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use babelgate_core::Dialect;
+use babelgate_fuzz::{decoder, encoder, requests};
+use serde_json::{json, Value};
+
+/// Fixtures of other dialects that are also translated into each dialect.
+const CROSS_SCENARIOS: [&str; 5] = [
+    "parallel_tools",
+    "hitl_confirm",
+    "reasoning",
+    "state",
+    "unknown_events",
+];
+
+fn main() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = fuzz.parent().expect("fuzz/ is inside the repository");
+    let corpus = fuzz.join("corpus");
+    let fixtures = repo.join("tests/fixtures");
+
+    let mut framer = Vec::new();
+    framer_seeds(&mut framer);
+    for (i, d) in [Dialect::AgUi, Dialect::Vercel].into_iter().enumerate() {
+        for (j, scenario) in ["chat", "unknown_events"].into_iter().enumerate() {
+            let mut seed = vec![(4 * i + j) as u8 * 4 + 3, 100 + 40 * j as u8];
+            seed.extend(read(&fixture(&fixtures, d, scenario)));
+            framer.push((format!("fixture-{d}-{scenario}"), seed));
+        }
+    }
+    write_dir(&corpus.join("sse_framer"), &framer);
+
+    for d in Dialect::ALL {
+        let mut seeds = Vec::new();
+        for path in sse_files(&fixtures.join(d.as_str())) {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            seeds.push((format!("fixture-{name}.sse"), read(&path)));
+        }
+        for from in Dialect::ALL.into_iter().filter(|&f| f != d) {
+            for scenario in CROSS_SCENARIOS {
+                let input = read(&fixture(&fixtures, from, scenario));
+                seeds.push((
+                    format!("from-{from}-{scenario}.sse"),
+                    translate(from, d, &input),
+                ));
+            }
+        }
+        write_dir(&corpus.join(format!("decode_{}", target_name(d))), &seeds);
+    }
+
+    let vercel_client: Value = serde_json::from_slice(&read(
+        &repo.join("adapters/vercel/testdata/client_requests.json"),
+    ))
+    .expect("client_requests.json is JSON");
+    let mut bodies: Vec<(Dialect, String, Value)> = request_bodies();
+    for (name, body) in vercel_client.as_object().expect("an object of bodies") {
+        bodies.push((Dialect::Vercel, format!("ai-client-{name}"), body.clone()));
+    }
+    for d in Dialect::ALL {
+        let mut seeds = Vec::new();
+        for (from, name, body) in &bodies {
+            if *from == d {
+                seeds.push((format!("{name}.json"), pretty(body)));
+                continue;
+            }
+            let Ok(mut request) = requests(*from).parse_request(&pretty(body)) else {
+                continue;
+            };
+            babelgate_fuzz::complete(&mut request);
+            if let Ok(built) = requests(d).build_request(&request) {
+                seeds.push((format!("from-{from}-{name}.json"), pretty(&built)));
+            }
+        }
+        write_dir(&corpus.join(format!("request_{}", target_name(d))), &seeds);
+    }
+}
+
+fn target_name(d: Dialect) -> String {
+    d.as_str().replace('-', "_")
+}
+
+fn fixture(fixtures: &Path, d: Dialect, scenario: &str) -> PathBuf {
+    fixtures.join(d.as_str()).join(format!("{scenario}.sse"))
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn sse_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn pretty(v: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(v).expect("JSON values serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+fn write_dir(dir: &Path, seeds: &[(String, Vec<u8>)]) {
+    if dir.exists() {
+        fs::remove_dir_all(dir).expect("remove the old corpus");
+    }
+    fs::create_dir_all(dir).expect("create the corpus directory");
+    for (name, bytes) in seeds {
+        fs::write(dir.join(name), bytes).expect("write a seed");
+    }
+    println!("{}: {} seeds", dir.display(), seeds.len());
+}
+
+/// What `babelgate translate --deterministic` writes.
+fn translate(from: Dialect, to: Dialect, input: &[u8]) -> Vec<u8> {
+    let mut t = babelgate_core::Translator::new(
+        babelgate_core::SseFramer::default(),
+        decoder(from),
+        encoder(to, babelgate_core::EncodeContext::deterministic()),
+    );
+    let mut out = Vec::new();
+    t.push(input, &mut out).expect("fixtures translate");
+    t.finish(&mut out).expect("fixtures translate");
+    out
+}
+
+/// Streams for the framer, each after its two control bytes: the first picks
+/// the size limit (`% 4`: 0 default, 1 tiny, 2 small, 3 4 KiB), the second
+/// where the input is cut.
+fn framer_seeds(seeds: &mut Vec<(String, Vec<u8>)>) {
+    let streams: [(&str, u8, &[u8]); 12] = [
+        ("lf", 0, b"data: one\n\ndata: two\n\n"),
+        ("cr", 0, b"data: one\r\rdata: two\r\r"),
+        ("crlf-cut-between", 3, b"data: one\r\n\r\ndata: two\r\n\r\n"),
+        ("mixed-ends", 2, b"data: a\r\n\rdata: b\n\r\ndata: c\r\r"),
+        ("bom", 0, b"\xEF\xBB\xBFdata: after a BOM\n\n"),
+        (
+            "fields",
+            3,
+            b": heartbeat\n\nevent: delta\nid: 42\nretry: 3000\ndata: {\"a\":\ndata: 1}\n\n",
+        ),
+        (
+            "id-with-nul",
+            0,
+            b"id: a\0b\ndata: x\n\nid: 7\n\nretry: 10\n\n",
+        ),
+        (
+            "unicode",
+            3,
+            "data: {\"t\":\"雪\u{2028}🎈\u{2029}é\"}\n\n".as_bytes(),
+        ),
+        (
+            "done-and-spaces",
+            2,
+            b"data:[DONE]\n\ndata:  two\n\ndata\n\n",
+        ),
+        ("no-final-newline", 0, b"data: a\n\ndata: b"),
+        ("invalid-utf8", 0, b"data: ok\n\ndata: \xC3\x28\n\n"),
+        (
+            "over-a-small-limit",
+            1 + 4 * 6,
+            b"data: 0123456789\ndata: 0123456789\n\nunknown-field-with-a-long-name: v\n\n",
+        ),
+    ];
+    for (i, (name, pick, stream)) in streams.into_iter().enumerate() {
+        let mut seed = vec![pick, (37 * i % 256) as u8];
+        seed.extend_from_slice(stream);
+        seeds.push((name.to_string(), seed));
+    }
+}
+
+/// Request bodies of each dialect, in the shapes their clients send.
+fn request_bodies() -> Vec<(Dialect, String, Value)> {
+    let ag_ui = [
+        (
+            "http-agent",
+            json!({
+                "threadId": "thread-7",
+                "runId": "run-3",
+                "protocolVersion": "1.0",
+                "state": {"step": 2, "items": ["a"]},
+                "tools": [{"name": "set_theme", "description": "Switch the page theme",
+                           "parameters": {"type": "object", "properties": {"theme": {"type": "string"}}}}],
+                "context": [{"description": "timezone", "value": "Europe/Paris"}],
+                "forwardedProps": {"tenant": "acme"},
+                "messages": [
+                    {"id": "sys-1", "role": "system", "content": "Answer briefly."},
+                    {"id": "dev-1", "role": "developer", "content": "No markdown.", "name": "ops"},
+                    {"id": "usr-1", "role": "user", "content": "Make it dark, s'il vous plaît"},
+                    {"id": "ast-1", "role": "assistant", "content": "Switching.", "toolCalls": [
+                        {"id": "call-9", "type": "function",
+                         "function": {"name": "set_theme", "arguments": "{\"theme\":\"dark\"}"}}
+                    ]},
+                    {"id": "tool-1", "role": "tool", "toolCallId": "call-9", "content": "{\"ok\":true}"},
+                    {"id": "rsn-1", "role": "reasoning", "content": "the user wants dark"},
+                    {"id": "act-1", "role": "activity", "activityType": "progress", "content": {"done": 3}}
+                ]
+            }),
+        ),
+        (
+            "media-parts",
+            json!({
+                "threadId": "thread-8",
+                "runId": "run-1",
+                "messages": [{"id": "usr-1", "role": "user", "content": [
+                    {"type": "text", "text": "compare these"},
+                    {"type": "image", "source": {"type": "url", "value": "https://example.test/cat.jpg", "mimeType": "image/jpeg"}},
+                    {"type": "document", "source": {"type": "data", "value": "JVBERi0=", "mimeType": "application/pdf"},
+                     "metadata": {"filename": "spec.pdf"}},
+                    {"type": "audio", "source": {"type": "file", "value": "file-abc", "provider": "openai"}},
+                    {"type": "binary", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+                ]}],
+                "tools": [],
+                "context": []
+            }),
+        ),
+        (
+            "resume",
+            json!({
+                "threadId": "thread-9",
+                "runId": "run-2",
+                "parentRunId": "run-1",
+                "messages": [{"id": "usr-1", "role": "user", "content": "delete it"}],
+                "resume": [
+                    {"interruptId": "int-4", "status": "resolved", "payload": {"approved": true}},
+                    {"interruptId": "int-5", "status": "cancelled"}
+                ]
+            }),
+        ),
+        (
+            "minimal",
+            json!({"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": [],
+                   "state": {}, "forwardedProps": {}}),
+        ),
+        (
+            "bad-role",
+            json!({"threadId": "t", "runId": "r", "messages": [{"id": "x", "role": "robot"}]}),
+        ),
+    ];
+    let hai = [
+        (
+            "spec",
+            json!({
+                "threadId": "thread-h1",
+                "runId": "run-h1",
+                "messages": [
+                    {"id": "m1", "role": "user", "content": "查一下天气", "timestamp": 1_700_000_000_000_i64,
+                     "extra": {"channel": "app"}},
+                    {"id": "m2", "role": "assistant", "content": "", "toolCalls": [
+                        {"id": "tc-4", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"city\":\"Lyon\"}"}}
+                    ]},
+                    {"id": "m3", "role": "tool", "toolCallId": "tc-4", "content": "sunny"},
+                    {"id": "m4", "role": "user", "content": [
+                        {"type": "text", "text": "and this picture?"},
+                        {"type": "image", "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"}}
+                    ]}
+                ],
+                "tools": [{"name": "get_weather", "description": "Weather by city",
+                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+                "context": [{"description": "units", "value": "metric"}],
+                "forwardedProps": {},
+                "state": {"widgets": []}
+            }),
+        ),
+        (
+            "resume",
+            json!({
+                "threadId": "thread-h2",
+                "runId": "run-h2",
+                "messages": [],
+                "resume": [{"interruptId": "int-1", "status": "resolved", "payload": "yes"}]
+            }),
+        ),
+        (
+            "minimal",
+            json!({"threadId": "t", "runId": "r", "messages": []}),
+        ),
+    ];
+    let vercel = [
+        (
+            "continuation",
+            json!({
+                "id": "chat-5",
+                "trigger": "submit-message",
+                "messageId": "ast-1",
+                "messages": [
+                    {"id": "usr-1", "role": "user", "parts": [
+                        {"type": "text", "text": "what's in the file?"},
+                        {"type": "file", "mediaType": "text/plain", "url": "data:text/plain;base64,aGk=", "filename": "hi.txt"}
+                    ]},
+                    {"id": "ast-1", "role": "assistant", "metadata": {"model": "small"}, "parts": [
+                        {"type": "step-start"},
+                        {"type": "reasoning", "text": "read it first", "state": "done"},
+                        {"type": "tool-read_file", "toolCallId": "tc-1", "state": "output-available",
+                         "input": {"name": "hi.txt"}, "output": "hi"},
+                        {"type": "dynamic-tool", "toolName": "search", "toolCallId": "tc-2",
+                         "state": "output-error", "input": {"q": "hi"}, "errorText": "offline"},
+                        {"type": "step-start"},
+                        {"type": "text", "text": "It says hi.", "state": "done"},
+                        {"type": "source-url", "sourceId": "src-1", "url": "https://example.test"},
+                        {"type": "data-state", "data": {"type": "snapshot", "snapshot": {"n": 1}}},
+                        {"type": "data-state", "data": {"type": "delta",
+                         "delta": [{"op": "replace", "path": "/n", "value": 2}]}}
+                    ]}
+                ]
+            }),
+        ),
+        (
+            "regenerate",
+            json!({
+                "id": "chat-6",
+                "trigger": "regenerate-message",
+                "messageId": "ast-2",
+                "messages": [
+                    {"id": "usr-1", "role": "user", "parts": [{"type": "text", "text": "a haiku"}]},
+                    {"id": "ast-2", "role": "assistant", "parts": [{"type": "text", "text": "old one"}]}
+                ]
+            }),
+        ),
+        (
+            "tools-and-state",
+            json!({
+                "id": "chat-7",
+                "messages": [{"id": "usr-1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+                "tools": [{"name": "navigate", "description": "Open a page", "parameters": {"type": "object"}}],
+                "context": [{"description": "page", "value": "/home"}],
+                "state": {"route": "/home"},
+                "clientHint": true
+            }),
+        ),
+    ];
+    let agkit = [
+        (
+            "client",
+            json!({
+                "conversationId": "conv-1",
+                "messages": [
+                    {"role": "user", "content": "换成蓝色"},
+                    {"role": "tool", "content": "done", "toolCallId": "call_3"}
+                ],
+                "tools": [{"name": "set_color", "description": "Set the color.",
+                           "parameters": "{\"type\":\"object\",\"properties\":{\"color\":{\"type\":\"string\"}}}"}]
+            }),
+        ),
+        (
+            "snake-case",
+            json!({
+                "conversationId": "conv-2",
+                "messages": [
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_4", "function": {"name": "f", "arguments": {"x": [1, 2]}}}
+                    ]},
+                    {"role": "tool", "content": "ok", "tool_call_id": "call_4"}
+                ],
+                "tools": [{"name": "f", "parameters": {"type": "object"}}],
+                "appField": {"kept": true}
+            }),
+        ),
+        (
+            "resume",
+            json!({
+                "conversationId": "conv-3",
+                "resume": {"interruptId": "interrupt_1", "payload": "{\"approved\":false}"}
+            }),
+        ),
+        ("minimal", json!({"conversationId": "c", "messages": []})),
+    ];
+    let mut all = Vec::new();
+    for (d, list) in [
+        (Dialect::AgUi, &ag_ui[..]),
+        (Dialect::Hai, &hai[..]),
+        (Dialect::Vercel, &vercel[..]),
+        (Dialect::AgKit, &agkit[..]),
+    ] {
+        for (name, body) in list {
+            all.push((d, name.to_string(), body.clone()));
+        }
+    }
+    all
+}
