@@ -13,7 +13,7 @@ use babelgate_core::event::Interrupt;
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, Outcome, Role};
 use serde_json::{json, Map, Value};
 
-use crate::chunks::{lane_effect, Chunk, ChunkKind, Lanes, Pending};
+use crate::chunks::{lane_effect, Chunk, ChunkKind, LaneEffect, Lanes, Pending};
 use crate::request::message_from_wire;
 use crate::wire::*;
 
@@ -511,6 +511,259 @@ impl AgUiDecoder {
     }
 }
 
+/// The fields the fast path knows, as slots of [`Flat`].
+const KEYS: [&str; 9] = [
+    "type",
+    "messageId",
+    "toolCallId",
+    "toolCallName",
+    "parentMessageId",
+    "role",
+    "name",
+    "delta",
+    "content",
+];
+const TYPE: usize = 0;
+const MESSAGE_ID: usize = 1;
+const TOOL_CALL_ID: usize = 2;
+const TOOL_CALL_NAME: usize = 3;
+const PARENT_MESSAGE_ID: usize = 4;
+const ROLE: usize = 5;
+const NAME: usize = 6;
+const DELTA: usize = 7;
+const CONTENT: usize = 8;
+
+/// A flat JSON object whose keys are all in [`KEYS`] (each at most once) and
+/// whose values are all strings, borrowed from the frame with their quotes:
+/// the shape of the events that make most of a stream. Anything else (an
+/// unknown or escaped key, a duplicate, a nested or non-string value, a
+/// control character, bad syntax) is `None`, and the general path reads it.
+struct Flat<'a> {
+    slots: [Option<&'a str>; KEYS.len()],
+}
+
+impl<'a> Flat<'a> {
+    fn parse(data: &'a str) -> Option<Flat<'a>> {
+        let b = data.as_bytes();
+        let mut i = skip_ws(b, 0);
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        let mut flat = Flat {
+            slots: [None; KEYS.len()],
+        };
+        i = skip_ws(b, i + 1);
+        if b.get(i) == Some(&b'}') {
+            return (skip_ws(b, i + 1) == b.len()).then_some(flat);
+        }
+        loop {
+            let (key, escaped, next) = string_at(b, i)?;
+            if escaped {
+                return None;
+            }
+            let slot = KEYS.iter().position(|k| k.as_bytes() == &b[key.0..key.1])?;
+            if flat.slots[slot].is_some() {
+                return None;
+            }
+            i = skip_ws(b, next);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(b, i + 1);
+            let (_, _, end) = string_at(b, i)?;
+            // The value keeps its quotes (and escapes) until it is taken.
+            flat.slots[slot] = Some(&data[i..end]);
+            i = skip_ws(b, end);
+            match b.get(i) {
+                Some(b',') => i = skip_ws(b, i + 1),
+                Some(b'}') => break,
+                _ => return None,
+            }
+        }
+        (skip_ws(b, i + 1) == b.len()).then_some(flat)
+    }
+
+    fn has(&self, slot: usize) -> bool {
+        self.slots[slot].is_some()
+    }
+
+    /// The value in `slot`, unescaped.
+    fn string(&self, slot: usize) -> Option<String> {
+        let raw = self.slots[slot]?;
+        unescape(&raw[1..raw.len() - 1])
+    }
+
+    /// An optional field: absent is `Some(None)`, a bad string `None`.
+    fn opt_string(&self, slot: usize) -> Option<Option<String>> {
+        match self.slots[slot] {
+            None => Some(None),
+            Some(_) => self.string(slot).map(Some),
+        }
+    }
+
+    /// Whether only these slots are filled.
+    fn has_only(&self, allowed: &[usize]) -> bool {
+        self.slots
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.is_none() || allowed.contains(&i))
+    }
+}
+
+/// The content of a JSON string (between its quotes); `None` on an invalid
+/// escape or a lone surrogate, which the general path reports.
+fn unescape(inner: &str) -> Option<String> {
+    let Some(first) = inner.find('\\') else {
+        return Some(inner.to_string());
+    };
+    let mut out = String::with_capacity(inner.len());
+    out.push_str(&inner[..first]);
+    let mut rest = &inner[first..];
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let esc = rest.as_bytes().get(at + 1)?;
+        rest = &rest[at + 2..];
+        let c = match esc {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(rest)?;
+                rest = &rest[4..];
+                if (0xD800..0xDC00).contains(&hi) {
+                    let lo = hex4(rest.strip_prefix("\\u")?)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    rest = &rest[6..];
+                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
+                } else {
+                    char::from_u32(hi)?
+                }
+            }
+            _ => return None,
+        };
+        out.push(c);
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn hex4(s: &str) -> Option<u32> {
+    let h = s.get(..4)?;
+    if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(h, 16).ok()
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Bytes that end a run of plain string content: `"`, `\` and controls.
+const STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// The JSON string starting at `i`: its content's byte range, whether it has
+/// escapes, and the index after its closing quote. `None` if there is no
+/// string there, or it holds a raw control character (invalid JSON).
+fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    let mut escaped = false;
+    loop {
+        // Plain bytes first, one table look-up each.
+        while b.get(j).is_some_and(|&c| !STOP[usize::from(c)]) {
+            j += 1;
+        }
+        match *b.get(j)? {
+            b'"' => return Some(((i + 1, j), escaped, j + 1)),
+            b'\\' => {
+                escaped = true;
+                // An escape is two bytes at least; `unescape` checks the rest.
+                j += 2;
+            }
+            c if c < 0x20 => return None,
+            _ => j += 1,
+        }
+    }
+}
+
+/// The events that make most of a stream, read without building a JSON map:
+/// only these fields, each a string, nothing else (no `timestamp`, no
+/// `rawEvent`, no unknown field, no duplicate). Anything else takes the
+/// general path, which gives the same event for what this accepts.
+fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
+    let f = Flat::parse(data)?;
+    let ty = f.slots[TYPE]?;
+    let ty = &ty[1..ty.len() - 1];
+    let kind = match ty {
+        TEXT_MESSAGE_CONTENT if f.has_only(&[TYPE, MESSAGE_ID, DELTA]) => EventKind::TextDelta {
+            message_id: f.string(MESSAGE_ID)?,
+            delta: f.string(DELTA)?,
+        },
+        TOOL_CALL_ARGS if f.has_only(&[TYPE, TOOL_CALL_ID, DELTA]) => EventKind::ToolCallArgs {
+            tool_call_id: f.string(TOOL_CALL_ID)?,
+            delta: f.string(DELTA)?,
+        },
+        // Without a role the general path marks the event.
+        TEXT_MESSAGE_START if f.has_only(&[TYPE, MESSAGE_ID, ROLE, NAME]) => EventKind::TextStart {
+            message_id: f.string(MESSAGE_ID)?,
+            role: Role::parse(&f.string(ROLE)?)?,
+            name: f.opt_string(NAME)?,
+        },
+        TEXT_MESSAGE_END if f.has_only(&[TYPE, MESSAGE_ID]) => EventKind::TextEnd {
+            message_id: f.string(MESSAGE_ID)?,
+        },
+        TOOL_CALL_START if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_CALL_NAME, PARENT_MESSAGE_ID]) => {
+            EventKind::ToolCallStart {
+                tool_call_id: f.string(TOOL_CALL_ID)?,
+                tool_name: f.string(TOOL_CALL_NAME)?,
+                parent_message_id: f.opt_string(PARENT_MESSAGE_ID)?,
+            }
+        }
+        TOOL_CALL_END if f.has_only(&[TYPE, TOOL_CALL_ID]) => EventKind::ToolCallEnd {
+            tool_call_id: f.string(TOOL_CALL_ID)?,
+        },
+        // A string result; `role` has no slot and stays in extra, as the
+        // general path leaves it.
+        TOOL_CALL_RESULT if f.has_only(&[TYPE, MESSAGE_ID, TOOL_CALL_ID, CONTENT, ROLE]) => {
+            let mut extra = Map::new();
+            if f.has(ROLE) {
+                extra.insert("role".into(), Value::String(f.string(ROLE)?));
+            }
+            let kind = EventKind::ToolCallResult {
+                tool_call_id: f.string(TOOL_CALL_ID)?,
+                message_id: f.opt_string(MESSAGE_ID)?,
+                content: Value::String(f.string(CONTENT)?),
+            };
+            return Some((kind, extra));
+        }
+        _ => return None,
+    };
+    Some((kind, Map::new()))
+}
+
 const DEPRECATED: [&str; 5] = [
     THINKING_START,
     THINKING_END,
@@ -532,6 +785,59 @@ impl Decoder for AgUiDecoder {
             self.done = true;
             return Ok(());
         }
+        if let Some((kind, extra)) = fast_event(&frame.data) {
+            // What `lane_effect` gives these types when they carry no tag.
+            if !self.lanes.is_empty() {
+                let closed = self.lanes.apply(&LaneEffect::Lane(None));
+                out.extend(closed.into_iter().map(derived_end));
+            }
+            // Built in place: an event is large and moves cost.
+            out.push(Event {
+                kind,
+                timestamp: None,
+                origin: Some(Dialect::AgUi),
+                extra,
+            });
+            return Ok(());
+        }
+        if let Some(patch) = fast_state_delta(&frame.data) {
+            if !self.lanes.is_empty() {
+                let closed = self.lanes.apply(&LaneEffect::Lane(None));
+                out.extend(closed.into_iter().map(derived_end));
+            }
+            out.push(Event {
+                kind: EventKind::StateDelta { patch },
+                timestamp: None,
+                origin: Some(Dialect::AgUi),
+                extra: Map::new(),
+            });
+            return Ok(());
+        }
+        self.decode_general(frame, out)
+    }
+}
+
+/// `{"type":"STATE_DELTA","delta":...}` and nothing else: the patch read
+/// straight into its value, without the map of the general path.
+fn fast_state_delta(data: &str) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct StateDelta<'a> {
+        #[serde(rename = "type")]
+        ty: &'a str,
+        delta: Value,
+    }
+    // Producers write the type first; anything else is not worth a try.
+    if !data.trim_start().starts_with(r#"{"type":"STATE_DELTA""#) {
+        return None;
+    }
+    let d: StateDelta = serde_json::from_str(data).ok()?;
+    (d.ty == STATE_DELTA).then_some(d.delta)
+}
+
+impl AgUiDecoder {
+    /// Any frame, through a JSON map (see [`fast_event`] for the hot path).
+    fn decode_general(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         let v: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
         let Value::Object(mut obj) = v else {
             return Err(DecodeError::new("an AG-UI event must be a JSON object"));
@@ -573,6 +879,96 @@ impl Decoder for AgUiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_state_delta_agrees_with_the_general_path() {
+        for data in [
+            r#"{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/a","value":{"b":[1,2]}}]}"#,
+            r#"{"type":"STATE_DELTA","delta":null}"#,
+            r#"{"type":"STATE_DELTA","delta":[]}"#,
+        ] {
+            let mut fast = Vec::new();
+            AgUiDecoder::new().decode(&frame(data), &mut fast).unwrap();
+            let mut general = Vec::new();
+            AgUiDecoder::new()
+                .decode_general(&frame(data), &mut general)
+                .unwrap();
+            assert_eq!(fast, general, "{data}");
+            assert!(fast_state_delta(data).is_some(), "{data}");
+        }
+        for data in [
+            r#"{"type":"STATE_DELTA","delta":[],"timestamp":1}"#,
+            r#"{"type":"STATE_DELTA","delta":[],"delta":[]}"#,
+            r#"{"type":"STATE_DELTA"}"#,
+            r#"{"type":"STATE_DELTA","delta":[],"type":"RAW"}"#,
+        ] {
+            assert!(fast_state_delta(data).is_none(), "{data}");
+        }
+    }
+
+    /// The fast path gives exactly what the general path gives, and leaves
+    /// to it everything it does not take.
+    #[test]
+    fn fast_path_agrees_with_the_general_path() {
+        let cases = [
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}"#,
+            r#" { "type" : "TEXT_MESSAGE_CONTENT" , "delta" : "x\"\n\u00e9\ud83d\ude00" , "messageId":"m" } "#,
+            "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"raw \u{2028} 北\"}",
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m\/\\","delta":"\b\f\r\t\u0000\uFFFF\u20AC\\u"}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"user","name":"n"}"#,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}"#,
+            r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}"#,
+            r#"{"type":"TOOL_CALL_END","toolCallId":"c"}"#,
+            r#"{"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":"{\"a\":1}","role":"tool"}"#,
+            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"x"}"#,
+        ];
+        for data in cases {
+            let fast = fast_event(data).unwrap_or_else(|| panic!("not fast: {data}"));
+            let fast = Event::new(fast.0)
+                .with_origin(Dialect::AgUi)
+                .with_extra(fast.1);
+            let mut general = Vec::new();
+            AgUiDecoder::new()
+                .decode_general(&frame(data), &mut general)
+                .unwrap();
+            assert_eq!(general, vec![fast], "{data}");
+        }
+        // Left to the general path (which keeps, marks or refuses them).
+        let general_only = [
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":1}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","rawEvent":"x"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","future":"x"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","delta":"b"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","type":"TEXT_MESSAGE_END"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":null}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"bad \x"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"lone \ud83d"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"lone \ude00"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"short \u12"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\ud83d\u0041"}"#,
+            r#"{"type":"TEXT_\u004dESSAGE_END","messageId":"m"}"#,
+            "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"tab\there\"}",
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"} x"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a",}"#,
+            r#"{"typ\u0065":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"robot"}"#,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m","delta":"a"}"#,
+            r#"{"type":"TOOL_CALL_ARGS","messageId":"m","toolCallId":"c","delta":"a"}"#,
+            r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"}"#,
+            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":{"a":1}}"#,
+            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"x","role":null}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","subagentRunId":"s"}"#,
+        ];
+        for data in general_only {
+            assert!(fast_event(data).is_none(), "fast: {data}");
+        }
+    }
 
     fn frame(data: &str) -> Frame {
         Frame {

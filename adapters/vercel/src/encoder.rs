@@ -167,6 +167,12 @@ fn write_chunk(out: &mut Vec<u8>, mut obj: Map<String, Value>, event: Option<&Ev
     write_json(out, &Value::Object(obj));
 }
 
+/// Appends `data: {"type":ty,"k1":"v1",...}` with string values: the bytes
+/// `write_chunk` gives for the same map without extras, without building it.
+fn write_fields(out: &mut Vec<u8>, ty: &str, fields: &[(&str, &str)]) {
+    babelgate_core::json::write_string_event(out, "type", ty, fields);
+}
+
 /// A tool result for the client: AG-UI and HAI carry JSON results as JSON
 /// text; a UI shows them better as the objects they are.
 fn output_value(content: &Value, from_vercel: bool) -> Value {
@@ -737,11 +743,29 @@ impl Encoder for VercelEncoder {
                     self.emit(out, c, None);
                     self.tracker.observe(&Event::new(start));
                 }
-                let mut c = chunk(if reasoning {
+                let ty = if reasoning {
                     "reasoning-delta"
                 } else {
                     "text-delta"
-                });
+                };
+                if event.extra_from(Dialect::Vercel).is_none() {
+                    // The hot path: the same bytes as the map below, written
+                    // straight out.
+                    if self.any_step {
+                        self.committed = true;
+                    }
+                    out.extend_from_slice(if reasoning {
+                        b"data: {\"type\":\"reasoning-delta\",\"id\":"
+                    } else {
+                        b"data: {\"type\":\"text-delta\",\"id\":"
+                    });
+                    babelgate_core::json::write_str(out, message_id);
+                    out.extend_from_slice(b",\"delta\":");
+                    babelgate_core::json::write_str(out, delta);
+                    out.extend_from_slice(b"}\n\n");
+                    return;
+                }
+                let mut c = chunk(ty);
                 c.insert("id".into(), s(message_id));
                 c.insert("delta".into(), s(delta));
                 self.emit(out, c, Some(event));
@@ -812,6 +836,17 @@ impl Encoder for VercelEncoder {
                             c.insert("toolCallId".into(), s(tool_call_id));
                             c.insert("toolName".into(), s(&call.name));
                             self.emit(out, c, None);
+                        }
+                        if event.extra_from(Dialect::Vercel).is_none() {
+                            if self.any_step {
+                                self.committed = true;
+                            }
+                            write_fields(
+                                out,
+                                "tool-input-delta",
+                                &[("toolCallId", tool_call_id), ("inputTextDelta", delta)],
+                            );
+                            return;
                         }
                         let mut c = chunk("tool-input-delta");
                         c.insert("toolCallId".into(), s(tool_call_id));
@@ -896,13 +931,22 @@ impl Encoder for VercelEncoder {
             }
             EventKind::StateDelta { patch } => {
                 self.begin(out);
-                let mut next = self.state.clone();
-                let applied = apply_patch(&mut next, patch);
-                if applied {
-                    self.state = next;
-                }
+                // Unchanged when the patch does not apply.
+                let applied = apply_patch(&mut self.state, patch);
                 if from_vercel {
                     self.state_part(out, event, Value::Null, Some(patch));
+                } else if applied && event.extra_from(Dialect::Vercel).is_none() {
+                    // What state_part writes for this, without copying the
+                    // state into a chunk map first.
+                    self.ensure_step(out, false, false);
+                    if self.any_step {
+                        self.committed = true;
+                    }
+                    out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
+                    babelgate_core::json::write_str(out, STATE_PART_ID);
+                    out.extend_from_slice(b",\"data\":");
+                    serde_json::to_writer(&mut *out, &self.state).expect("JSON into memory");
+                    out.extend_from_slice(b"}\n\n");
                 } else if applied {
                     let full = self.state.clone();
                     self.state_part(out, event, full, None);

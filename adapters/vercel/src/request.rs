@@ -234,7 +234,9 @@ fn state_from_history(ui_messages: &[Value]) -> Option<Value> {
 
 /// Applies an RFC 6902 patch; false (and `doc` unchanged) when it does not apply.
 pub(crate) fn apply_patch(doc: &mut Value, patch: &Value) -> bool {
-    match serde_json::from_value::<Vec<json_patch::PatchOperation>>(patch.clone()) {
+    // Read from the borrowed patch (no clone); json_patch::patch reverts
+    // what it applied when an operation fails.
+    match <Vec<json_patch::PatchOperation> as serde::Deserialize>::deserialize(patch) {
         Ok(ops) => json_patch::patch(doc, &ops).is_ok(),
         Err(_) => false,
     }

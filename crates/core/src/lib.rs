@@ -10,6 +10,7 @@ pub mod codec;
 pub mod dialect;
 pub mod event;
 pub mod ids;
+pub mod json;
 pub mod request;
 pub mod sse;
 pub mod track;

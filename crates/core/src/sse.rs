@@ -23,6 +23,10 @@ pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// What [`SseFramer::recycle`] keeps at most: the buffers of a few dozen
+/// small events (the translator frames 4 KiB at a time).
+const SPARE_BYTES: usize = 8 * 1024;
+
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Frame {
@@ -77,6 +81,11 @@ pub struct SseFramer {
     /// Lines completed so far.
     lines_done: u64,
     failed: Option<FrameError>,
+    /// Buffers of frames handed back by [`SseFramer::recycle`], reused for the
+    /// data of the next ones (no allocation per event in a steady stream).
+    spare: Vec<String>,
+    /// Capacity held by `spare`.
+    spare_bytes: usize,
 }
 
 impl Default for SseFramer {
@@ -96,7 +105,27 @@ impl SseFramer {
             after_cr: false,
             lines_done: 0,
             failed: None,
+            spare: Vec::new(),
+            spare_bytes: 0,
         }
+    }
+
+    /// Hands a frame's buffer back once the frame is read, for the next one.
+    /// At most [`SPARE_BYTES`] are kept.
+    pub fn recycle(&mut self, frame: Frame) {
+        let mut data = frame.data;
+        let cap = data.capacity();
+        if cap > 0 && self.spare_bytes + cap <= SPARE_BYTES {
+            data.clear();
+            self.spare_bytes += cap;
+            self.spare.push(data);
+        }
+    }
+
+    fn take_spare(&mut self) -> String {
+        let data = self.spare.pop().unwrap_or_default();
+        self.spare_bytes -= data.capacity();
+        data
     }
 
     pub fn max_event_bytes(&self) -> usize {
@@ -120,7 +149,7 @@ impl SseFramer {
                 input = rest;
             }
         }
-        while let Some(pos) = input.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', input) {
             let is_cr = input[pos] == b'\r';
             let line_bytes = &input[..pos];
             let result = if self.line.is_empty() {
@@ -246,13 +275,19 @@ impl SseFramer {
     }
 
     fn dispatch(&mut self, out: &mut Vec<Frame>) {
-        let frame = std::mem::take(&mut self.pending);
+        let next = Frame {
+            data: self.take_spare(),
+            ..Frame::default()
+        };
+        let frame = std::mem::replace(&mut self.pending, next);
         let had_data = std::mem::replace(&mut self.has_data, false);
         self.pending_bytes = 0;
         // An event without data dispatches nothing, except that `id`/`retry`
         // alone still matter to a proxy; keep those as an empty frame.
         if had_data || frame.id.is_some() || frame.retry.is_some() {
             out.push(frame);
+        } else {
+            self.recycle(frame);
         }
     }
 }

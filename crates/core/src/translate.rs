@@ -26,6 +26,9 @@ impl TranslateError {
     }
 }
 
+/// Input is framed this many bytes at a time (see [`Translator::push`]).
+const PIECE: usize = 4096;
+
 /// A running translation. Feed upstream bytes with [`push`](Self::push);
 /// each call appends the client bytes it could produce to `out`, so the caller
 /// can flush per chunk.
@@ -111,11 +114,17 @@ impl Translator {
         if self.done {
             return Ok(());
         }
-        let framed = self.framer.push(bytes, &mut self.frames);
-        let decoded = self.drain_frames(out);
-        // Frames cut before a framing error are still delivered first.
-        let r = decoded.and(framed.map_err(TranslateError::from));
-        self.on_error(r, out)
+        // In pieces, so that the frames of one piece are decoded (and their
+        // buffers handed back to the framer) before the next piece is cut:
+        // a large read then reuses a few buffers instead of holding many.
+        for piece in bytes.chunks(PIECE) {
+            let framed = self.framer.push(piece, &mut self.frames);
+            let decoded = self.drain_frames(out);
+            // Frames cut before a framing error are still delivered first.
+            let r = decoded.and(framed.map_err(TranslateError::from));
+            self.on_error(r, out)?;
+        }
+        Ok(())
     }
 
     /// The upstream ended: flush the last event, close what is open, write the
@@ -170,6 +179,7 @@ impl Translator {
                 result = Err(e.into());
                 break;
             }
+            self.framer.recycle(frame);
         }
         self.frames.clear();
         self.encode_pending(out);
@@ -177,16 +187,18 @@ impl Translator {
     }
 
     fn encode_pending(&mut self, out: &mut Vec<u8>) {
-        for ev in self.events.drain(..) {
-            self.encoder.encode(&ev, out);
+        // By reference, then cleared: events are large, moving each out costs.
+        for ev in &self.events {
+            self.encoder.encode(ev, out);
             self.events_translated += 1;
             if ev.kind.is_terminal() {
                 self.run_ended = true;
             }
             if let Some(a) = &mut self.assembler {
-                a.observe(&ev);
+                a.observe(ev);
             }
         }
+        self.events.clear();
     }
 
     fn on_error(

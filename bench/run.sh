@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# The benchmark: ./bench/run.sh (from any directory). Not part of the tests.
+#
+# 1. installs what it needs: nginx-light from Debian if missing, the pinned
+#    npm packages of bench/node, a venv at target/bench-venv with
+#    bench/python/requirements.txt
+# 2. builds babelgate, core-bench and loadgen in release mode
+# 3. core: core-bench's events/s for the framer, each decoder and encoder,
+#    and the 16 pairs on the mixed stream
+# 4. whole process: a 200,000-event AG-UI stream made by the AG-UI Python SDK
+#    (bench/make_stream.py), translated to Vercel by `babelgate translate`,
+#    by the official Node SDKs (bench/node/translate.mjs) and by the Python
+#    SDK (bench/python/translate.py); best of 3 wall times
+# 5. load: one synthetic AG-UI upstream (loadgen upstream) and, side by side,
+#    (a) the upstream directly, (b) nginx as a pass-through proxy with
+#    buffering off, (c) babelgate serve translating AG-UI to Vercel, (d) the
+#    Node bridge (bench/node/server.mjs), (e) the Python bridge
+#    (bench/python/server.py); each gets the same workloads from loadgen run:
+#    saturation, 1,000 streams at 20 events/s, and (babelgate only) the most
+#    concurrent open streams the file limit allows
+# 6. bench/report.py writes the table into docs/benchmarks.md and the plot
+#    docs/benchmarks.png from this run's target/bench/*.json
+#
+# QUICK=1 runs every step with small sizes (a smoke run of the harness; its
+# numbers mean nothing). Results stay in target/bench.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="$ROOT/target/bench"
+VENV="$ROOT/target/bench-venv"
+PY="$VENV/bin/python"
+BIN="$ROOT/target/release"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.jsonl
+
+QUICK="${QUICK:-0}"
+if [ "$QUICK" = "1" ]; then
+  STREAM_EVENTS=20000; CORE_EVENTS=20000; CORE_SECS=0.2
+  SAT_STREAMS=4; SAT_EVENTS=2000
+  LAT_STREAMS=50; LAT_RATE=20; LAT_EVENTS=40
+  OPEN_STREAMS=500; OPEN_EVENTS=5
+else
+  STREAM_EVENTS=200000; CORE_EVENTS=200000; CORE_SECS=2
+  SAT_STREAMS=20; SAT_EVENTS=10000
+  LAT_STREAMS=1000; LAT_RATE=20; LAT_EVENTS=200
+  # The sandbox's hard limit is 20,000 open files per process; babelgate
+  # holds two per stream (client and upstream), so 9,900 is as far as it goes.
+  OPEN_STREAMS="${OPEN_STREAMS:-9900}"; OPEN_EVENTS=30
+fi
+
+step() { printf '\n==> %s\n' "$*"; }
+quiet() {
+  local log rc
+  log="$(mktemp)"
+  if "$@" >"$log" 2>&1; then rm -f "$log"; else
+    rc=$?; cat "$log" >&2; rm -f "$log"; echo "failed ($rc): $*" >&2; return "$rc"
+  fi
+}
+
+step "install benchmark dependencies"
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "apt-get install nginx-light"
+  quiet $sudo apt-get update
+  quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx-light
+fi
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+stamp="bench/node/node_modules/.babelgate-lock-sha"
+sha="$(sha256sum bench/node/package-lock.json bench/node/package.json | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$sha" ]; then
+  echo "npm ci (bench/node)"
+  quiet npm ci --prefix bench/node --no-audit --no-fund
+  echo "$sha" >"$stamp"
+fi
+if [ ! -x "$PY" ]; then
+  echo "python venv at target/bench-venv"
+  quiet "${PYTHON:-python3}" -m venv "$VENV"
+fi
+pstamp="$VENV/.babelgate-requirements-sha"
+psha="$(sha256sum bench/python/requirements.txt | cut -d' ' -f1)"
+if [ "$(cat "$pstamp" 2>/dev/null)" != "$psha" ]; then
+  echo "pip install -r bench/python/requirements.txt"
+  quiet "$PY" -m pip install --disable-pip-version-check -q -r bench/python/requirements.txt
+  echo "$psha" >"$pstamp"
+fi
+
+step "build (release)"
+cargo build --release -p babelgate -p babelgate-bench -p babelgate-loadgen
+
+step "machine"
+{
+  echo "{"
+  echo "  \"cpu\": $(lscpu | sed -n 's/^Model name: *//p' | head -1 | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))'),"
+  echo "  \"cores\": $(nproc),"
+  echo "  \"mem_gib\": $(free -g | awk '/^Mem:/{print $2}'),"
+  echo "  \"kernel\": \"$(uname -r)\","
+  echo "  \"rustc\": \"$(rustc --version)\","
+  echo "  \"node\": \"$(node --version)\","
+  echo "  \"python\": \"$("$PY" --version | cut -d' ' -f2)\","
+  echo "  \"nginx\": \"$("$NGINX" -v 2>&1 | sed 's/.*nginx\///')\","
+  echo "  \"load_before\": \"$(cut -d' ' -f1-3 /proc/loadavg)\","
+  echo "  \"quick\": $([ "$QUICK" = "1" ] && echo true || echo false)"
+  echo "}"
+} >"$OUT/machine.json"
+cat "$OUT/machine.json"
+
+step "core: framer, decoders, encoders, 16 pairs ($CORE_EVENTS-event mixed stream)"
+"$BIN/core-bench" --events "$CORE_EVENTS" --min-secs "$CORE_SECS" --json >"$OUT/core.json"
+"$PY" - "$OUT/core.json" <<'EOF'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    print(f"{r['name']:<26} {r['events_per_sec']:>12,.0f} events/s {r['bytes_in_per_sec']/1e6:>8.1f} MB/s in {r['bytes_out_per_sec']/1e6:>8.1f} MB/s out")
+EOF
+
+step "whole process: $STREAM_EVENTS AG-UI events (Python SDK) to Vercel"
+STREAM="$OUT/agui-$STREAM_EVENTS.sse"
+[ -s "$STREAM" ] || "$PY" bench/make_stream.py --events "$STREAM_EVENTS" "$STREAM"
+# best of 3 by wall time (bash's microsecond clock); /usr/bin/time gives
+# user and system seconds and the max RSS (KiB) of the same run
+timed() {
+  local name="$1"; shift
+  local best="" line t0 t1
+  for _ in 1 2 3; do
+    t0=$EPOCHREALTIME
+    /usr/bin/time -f '%U %S %M' -o "$OUT/time.txt" "$@" >"$OUT/translate-$name.out"
+    t1=$EPOCHREALTIME
+    line="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.4f", b-a}') $(tail -1 "$OUT/time.txt")"
+    if [ -z "$best" ] || awk -v a="${line%% *}" -v b="${best%% *}" 'BEGIN{exit !(a<b)}'; then best="$line"; fi
+  done
+  read -r wall user sys rss <<<"$best"
+  printf '{"name":"%s","wall_s":%s,"user_s":%s,"sys_s":%s,"max_rss_kib":%s,"out_bytes":%s}\n' \
+    "$name" "$wall" "$user" "$sys" "$rss" "$(wc -c <"$OUT/translate-$name.out")" >>"$OUT/translate.jsonl"
+  echo "$name: ${wall}s wall (${user}s user), max RSS ${rss} KiB"
+}
+timed babelgate "$BIN/babelgate" translate --from ag-ui --to vercel "$STREAM"
+timed node node bench/node/translate.mjs "$STREAM"
+timed python "$PY" bench/python/translate.py "$STREAM"
+
+step "load: (a) upstream, (b) nginx, (c) babelgate, (d) node, (e) python"
+UP=19100; P_NGINX=18080; P_BG=18081; P_NODE=18082; P_PY=18083
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+wait_port() {
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2; return 1
+}
+
+"$BIN/loadgen" upstream --listen "127.0.0.1:$UP" 2>"$OUT/upstream.log" &
+PIDS+=($!)
+
+mkdir -p "$OUT/nginx"
+cat >"$OUT/nginx/nginx.conf" <<EOF
+user root;
+worker_processes auto;
+worker_rlimit_nofile 20000;
+daemon off;
+pid $OUT/nginx/nginx.pid;
+error_log $OUT/nginx/error.log warn;
+events { worker_connections 10000; }
+http {
+  access_log off;
+  client_body_temp_path $OUT/nginx/body;
+  proxy_temp_path $OUT/nginx/proxy;
+  fastcgi_temp_path $OUT/nginx/fastcgi;
+  uwsgi_temp_path $OUT/nginx/uwsgi;
+  scgi_temp_path $OUT/nginx/scgi;
+  server {
+    listen 127.0.0.1:$P_NGINX backlog=4096;
+    location / {
+      proxy_pass http://127.0.0.1:$UP;
+      proxy_http_version 1.1;
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_read_timeout 600s;
+    }
+  }
+}
+EOF
+"$NGINX" -p "$OUT/nginx" -c "$OUT/nginx/nginx.conf" &
+PIDS+=($!)
+NGINX_MASTER=$!
+
+cat >"$OUT/gateway.toml" <<EOF
+[server]
+listen = "127.0.0.1:$P_BG"
+
+[[routes]]
+path = "/api/chat"
+client = "vercel"
+upstream = "http://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+forward_headers = ["x-bench"]
+EOF
+BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway.toml" 2>"$OUT/babelgate.log" &
+PIDS+=($!)
+BG=$!
+
+node bench/node/server.mjs --port "$P_NODE" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node.log" 2>&1 &
+PIDS+=($!)
+NODE=$!
+(cd bench/python && exec "$PY" server.py --port "$P_PY" --upstream "http://127.0.0.1:$UP/agent") >"$OUT/python.log" 2>&1 &
+PIDS+=($!)
+PYS=$!
+
+for p in $UP $P_NGINX $P_BG $P_NODE $P_PY; do wait_port "$p"; done
+NGINX_PIDS="$(echo "$NGINX_MASTER" $(pgrep -P "$NGINX_MASTER") | tr ' ' ',')"
+
+# name url body pids
+TARGETS=(
+  "upstream http://127.0.0.1:$UP/agent agui -"
+  "nginx http://127.0.0.1:$P_NGINX/agent agui $NGINX_PIDS"
+  "babelgate http://127.0.0.1:$P_BG/api/chat vercel $BG"
+  "node http://127.0.0.1:$P_NODE/api/chat vercel $NODE"
+  "python http://127.0.0.1:$P_PY/api/chat vercel $PYS"
+)
+load() {
+  local scenario="$1"; shift
+  local t name url body pids
+  for t in "${TARGETS[@]}"; do
+    read -r name url body pids <<<"$t"
+    local pid_arg=()
+    [ "$pids" = "-" ] || pid_arg=(--pids "$pids")
+    # warm-up, not recorded
+    "$BIN/loadgen" run --url "$url" --body "$body" --streams 4 --events 200 --rate 0 "${pid_arg[@]}" >/dev/null
+    "$BIN/loadgen" run --url "$url" --body "$body" --label "$scenario/$name" "${pid_arg[@]}" "$@" | tee -a "$OUT/load.jsonl"
+    sleep 1
+  done
+}
+echo "-- saturation: $SAT_STREAMS streams x $SAT_EVENTS events, as fast as possible"
+load saturation --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
+echo "-- latency: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events"
+load latency --streams "$LAT_STREAMS" --events "$LAT_EVENTS" --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120
+# Each time a fresh process: the run logs earlier scenarios left (kept for
+# the route's retention_s, 300 s by default) are not this scenario's memory.
+fresh_babelgate() {
+  kill "$BG"
+  wait "$BG" 2>/dev/null || true
+  BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway.toml" 2>>"$OUT/babelgate.log" &
+  PIDS+=($!)
+  BG=$!
+  wait_port "$P_BG"
+}
+for n in 3 "$OPEN_EVENTS"; do
+  echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events (babelgate)"
+  fresh_babelgate
+  "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG/api/chat" --body vercel --streams "$OPEN_STREAMS" \
+    --events "$n" --rate 1 --ramp-ms 10000 --timeout-s 120 --pids "$BG" --label "open$n/babelgate" | tee -a "$OUT/load.jsonl"
+done
+
+cleanup
+trap - EXIT
+
+step "report: docs/benchmarks.md (results section) and docs/benchmarks.png"
+echo "{\"load_after\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >"$OUT/machine-after.json"
+"$PY" bench/report.py "$OUT"

@@ -1,0 +1,141 @@
+//! Criterion benches of the translation core on the mixed stream (see
+//! `babelgate_bench::mixed_agui`): the SSE framer, each decoder, each encoder,
+//! and the 16 translation pairs. Throughput is in input events, so criterion
+//! prints events/s; the framer and translate groups also have a `bytes`
+//! variant in bytes/s of input.
+//!
+//!     cargo bench -p babelgate-bench
+//!     cargo bench -p babelgate-bench -- translate/ag-ui-vercel
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use babelgate_bench::{decoder, encoder, frames, mixed_stream, translate, translator};
+use babelgate_core::{Dialect, SseFramer};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+/// Per iteration: big enough to be a realistic long stream, small enough for
+/// criterion's sample count on two cores.
+const EVENTS: usize = 20_000;
+
+/// `cargo test --all-targets` runs this file once per benchmark as a smoke
+/// test (without `--bench`): a short stream keeps that out of the tests' time.
+fn events() -> usize {
+    if std::env::args().any(|a| a == "--bench") {
+        EVENTS
+    } else {
+        200
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let n = events();
+    let streams: Vec<(Dialect, Vec<u8>)> = Dialect::ALL
+        .iter()
+        .map(|&d| (d, mixed_stream(d, n)))
+        .collect();
+
+    let mut g = c.benchmark_group("framer");
+    for (d, s) in &streams {
+        for (unit, tp) in [
+            ("events", Throughput::Elements(frames(s).len() as u64)),
+            ("bytes", Throughput::Bytes(s.len() as u64)),
+        ] {
+            g.throughput(tp);
+            g.bench_with_input(BenchmarkId::new(d.as_str(), unit), s, |b, s| {
+                b.iter(|| {
+                    let mut f = SseFramer::default();
+                    let mut out = Vec::with_capacity(256);
+                    for chunk in s.chunks(64 * 1024) {
+                        f.push(chunk, &mut out).unwrap();
+                        black_box(&out);
+                        out.clear();
+                    }
+                    f.finish(&mut out).unwrap();
+                })
+            });
+        }
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("decode");
+    for (d, s) in &streams {
+        let fr = frames(s);
+        g.throughput(Throughput::Elements(fr.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(d.as_str()), &fr, |b, fr| {
+            b.iter(|| {
+                let mut dec = decoder(*d);
+                let mut out = Vec::with_capacity(16);
+                for f in fr {
+                    dec.decode(f, &mut out).unwrap();
+                    black_box(&out);
+                    out.clear();
+                }
+            })
+        });
+    }
+    g.finish();
+
+    let core_events = babelgate_bench::events(Dialect::AgUi, &streams[0].1);
+    let mut g = c.benchmark_group("encode");
+    g.throughput(Throughput::Elements(core_events.len() as u64));
+    for d in Dialect::ALL {
+        g.bench_with_input(
+            BenchmarkId::from_parameter(d.as_str()),
+            &core_events,
+            |b, evs| {
+                b.iter(|| {
+                    let mut enc = encoder(d);
+                    let mut out = Vec::with_capacity(64 * 1024);
+                    for ev in evs {
+                        enc.encode(ev, &mut out);
+                        if out.len() >= 60 * 1024 {
+                            black_box(&out);
+                            out.clear();
+                        }
+                    }
+                    enc.finish(&mut out);
+                    black_box(&out);
+                })
+            },
+        );
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("translate");
+    for (from, s) in &streams {
+        let n = frames(s).len() as u64;
+        for to in Dialect::ALL {
+            for (unit, tp) in [
+                ("events", Throughput::Elements(n)),
+                ("bytes", Throughput::Bytes(s.len() as u64)),
+            ] {
+                // bytes/s only for the pair the gateway benchmarks run.
+                if unit == "bytes" && !(*from == Dialect::AgUi && to == Dialect::Vercel) {
+                    continue;
+                }
+                g.throughput(tp);
+                g.bench_with_input(BenchmarkId::new(format!("{from}-{to}"), unit), s, |b, s| {
+                    b.iter(|| {
+                        let mut tr = translator(*from, to);
+                        let mut out = Vec::with_capacity(128 * 1024);
+                        translate(&mut tr, s, &mut out, |b| {
+                            black_box(b);
+                        });
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = core;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = benches
+}
+criterion_main!(core);
