@@ -248,7 +248,10 @@ fresh_babelgate() {
   BG=$!
   wait_port "$P_BG"
 }
-for n in 3 "$OPEN_EVENTS"; do
+# Streams open over 10 s and last one event per second: with 15 events or more
+# every stream is open at once for a while, so the peak is 9,900 open streams
+# (with fewer events the first ones end before the last ones start).
+for n in 15 "$OPEN_EVENTS"; do
   echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events (babelgate)"
   fresh_babelgate
   "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG/api/chat" --body vercel --streams "$OPEN_STREAMS" \

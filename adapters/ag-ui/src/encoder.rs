@@ -14,7 +14,8 @@
 //! Core kinds AG-UI has no event for become CUSTOM events named after the
 //! kind (see docs/mapping/ag-ui.md).
 
-use std::collections::HashMap;
+// foldhash: ids are hashed per event; SipHash showed in the profile.
+use foldhash::{HashMap, HashMapExt};
 
 use babelgate_core::event::Interrupt;
 use babelgate_core::sse::write_json;

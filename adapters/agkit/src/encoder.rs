@@ -22,7 +22,8 @@
 //!   `error` state only reflects non-2xx answers and broken bodies: it is
 //!   written for clients and gateways that know it, then `[DONE]`.
 
-use std::collections::HashMap;
+// foldhash: ids are hashed per event; SipHash showed in the profile.
+use foldhash::{HashMap, HashMapExt};
 
 use babelgate_core::event::SourceKind;
 use babelgate_core::sse;

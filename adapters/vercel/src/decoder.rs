@@ -13,7 +13,8 @@
 //! without one, to a `RunFinished` it emits at the end). The encoder writes the
 //! requests back before its deferred `finish-step`, so the order survives.
 
-use std::collections::{HashMap, HashSet};
+// foldhash: ids are hashed per event; SipHash showed in the profile.
+use foldhash::{HashMap, HashSet};
 
 use babelgate_core::event::SourceKind;
 use babelgate_core::{

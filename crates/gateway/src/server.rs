@@ -179,7 +179,10 @@ impl Gateway {
             let gw = self.clone();
             let svc = service_fn(move |req| {
                 let gw = gw.clone();
-                async move { Ok::<_, Infallible>(gw.handle(req, peer).await) }
+                // Boxed: hyper keeps room for the largest in-flight future
+                // for the connection's whole life; a box is freed once the
+                // response head is out (about 4 KiB per open stream).
+                Box::pin(async move { Ok::<_, Infallible>(gw.handle(req, peer).await) })
             });
             let header_timeout = self.routes.load().config.header_read_timeout;
             let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -886,7 +889,8 @@ impl Pump {
     {
         let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
         let mut first_sent = false;
-        let mut out = Vec::with_capacity(4096);
+        // Small to start: most streams are mostly idle, and it grows to fit.
+        let mut out = Vec::with_capacity(512);
         let idle = tokio::time::sleep(self.idle);
         tokio::pin!(idle);
         // Far in the future when heartbeats are off: one code path either way.
