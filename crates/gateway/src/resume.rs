@@ -27,10 +27,7 @@ pub fn events(out: &[u8]) -> impl Iterator<Item = &[u8]> {
         if rest.is_empty() {
             return None;
         }
-        let end = rest
-            .windows(2)
-            .position(|w| w == b"\n\n")
-            .map_or(rest.len(), |i| i + 2);
+        let end = memchr::memmem::find(rest, b"\n\n").map_or(rest.len(), |i| i + 2);
         let (event, tail) = rest.split_at(end);
         rest = tail;
         Some(event)
@@ -39,8 +36,12 @@ pub fn events(out: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// Writes `id: <id>` and the event.
 pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
+    // Once per event: itoa rather than the formatter and a String.
+    let mut num = itoa::Buffer::new();
     out.extend_from_slice(b"id: ");
-    out.extend_from_slice(id.to_string().as_bytes());
+    out.extend_from_slice(num.format(id.ms).as_bytes());
+    out.push(b'-');
+    out.extend_from_slice(num.format(id.seq).as_bytes());
     out.push(b'\n');
     out.extend_from_slice(event);
 }
@@ -64,18 +65,40 @@ impl Recorder {
     /// Logs each event of `out` and writes it, with its id, to `client`.
     /// Comments (heartbeats) are not logged.
     pub async fn record(&mut self, out: &[u8], client: &mut Vec<u8>) {
+        let Some(writer) = self.writer.as_ref() else {
+            client.extend_from_slice(out);
+            return;
+        };
+        // One copy of the chunk, each logged event a slice of it, and one
+        // store call for them all: an upstream read often holds many events.
+        let mut spans = Vec::new();
+        let mut at = 0;
         for event in events(out) {
-            let Some(writer) = self.writer.as_ref().filter(|_| !event.starts_with(b":")) else {
-                client.extend_from_slice(event);
-                continue;
-            };
-            match writer.append(Bytes::copy_from_slice(event)).await {
-                Ok(id) => with_id(id, event, client),
-                Err(e) => {
-                    tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
-                    self.writer = None;
-                    client.extend_from_slice(event);
-                }
+            spans.push((at..at + event.len(), !event.starts_with(b":")));
+            at += event.len();
+        }
+        let mut ids = Vec::new();
+        if spans.iter().any(|(_, logged)| *logged) {
+            let chunk = Bytes::copy_from_slice(out);
+            let logged: Vec<Bytes> = spans
+                .iter()
+                .filter(|(_, logged)| *logged)
+                .map(|(range, _)| chunk.slice(range.clone()))
+                .collect();
+            ids.reserve(logged.len());
+            if let Err(e) = writer.append_batch(logged, &mut ids).await {
+                tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
+                self.writer = None;
+            }
+        }
+        // Events the log took carry their id; the rest (comments, and what
+        // came after a store failure) go out without one.
+        let mut ids = ids.into_iter();
+        for (range, logged) in spans {
+            let id = if logged { ids.next() } else { None };
+            match id {
+                Some(id) => with_id(id, &out[range], client),
+                None => client.extend_from_slice(&out[range]),
             }
         }
     }
@@ -333,6 +356,51 @@ mod tests {
                 &b"data: [DONE]\n\n"[..]
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn recorded_events_get_the_ids_of_their_log_entries() {
+        use babelgate_store::{MemoryConfig, MemoryRunLog};
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
+        let lease = Duration::from_secs(60);
+        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", lease)
+            .await
+            .unwrap();
+        let mut rec = Recorder::new(writer, Duration::from_secs(1));
+        let mut client = Vec::new();
+        rec.record(b"data: 1\n\n: ping\n\ndata: 2\n\n", &mut client)
+            .await;
+        rec.record(b": ping\n\n", &mut client).await;
+        rec.record(b"data: 3\n\n", &mut client).await;
+        let mut logged = Vec::new();
+        let mut read = log.read("r1", None);
+        while logged.len() < 3 {
+            match read.next().await {
+                Some(Ok(LogItem::Event { id, data })) => logged.push((id, data)),
+                Some(Ok(_)) => {}
+                other => panic!("read: {other:?}"),
+            }
+        }
+        // the comments are not logged and carry no id; each event carries
+        // the id of its own entry
+        let [(a, d1), (b, d2), (c, d3)] = &logged[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            [&d1[..], &d2[..], &d3[..]],
+            [b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"]
+        );
+        let want = format!(
+            "id: {a}\ndata: 1\n\n: ping\n\nid: {b}\ndata: 2\n\n: ping\n\nid: {c}\ndata: 3\n\n"
+        );
+        assert_eq!(String::from_utf8(client).unwrap(), want);
+        // once the log fails (here: the run ended), events go out without ids
+        log.end("r1", RunOutcome::Completed, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let mut client = Vec::new();
+        rec.record(b"data: 4\n\ndata: 5\n\n", &mut client).await;
+        assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
     }
 
     #[test]

@@ -307,6 +307,22 @@ pub trait RunLog: Send + Sync {
     /// [`StoreError::UnknownRun`] when its data is gone.
     async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError>;
 
+    /// Appends several SSE events in order, as [`append`](RunLog::append)
+    /// one by one would, pushing each one's id to `ids`. On an error, `ids`
+    /// holds the ids of the events appended before it. Backends that can do
+    /// better than one call per event (the memory one: one lock) override it.
+    async fn append_batch(
+        &self,
+        run_id: &str,
+        data: Vec<Bytes>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        for d in data {
+            ids.push(self.append(run_id, d).await?);
+        }
+        Ok(())
+    }
+
     /// Extends the lease of a running run to `lease` from now. Call at least
     /// every `lease / 3`. [`StoreError::NotRunning`] when the run ended, was
     /// lost, or another owner holds the lease.

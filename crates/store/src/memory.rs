@@ -189,11 +189,8 @@ impl Runs {
         Some(run)
     }
 
-    fn next_id(&mut self) -> EventId {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+    /// The next id, at `now_ms` or just after the last one.
+    fn next_id(&mut self, now_ms: u64) -> EventId {
         let id = if now_ms > self.last_id.ms {
             EventId::new(now_ms, 0)
         } else {
@@ -317,8 +314,21 @@ impl RunLog for MemoryRunLog {
     }
 
     async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
+        let mut ids = Vec::with_capacity(1);
+        self.append_batch(run_id, vec![data], &mut ids).await?;
+        Ok(ids[0])
+    }
+
+    async fn append_batch(
+        &self,
+        run_id: &str,
+        data: Vec<Bytes>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
         let sh = &self.shared;
         let now = Instant::now();
+        // One lock, one clock read and one wake-up of the readers per batch:
+        // a chunk from the upstream often holds many events.
         let mut runs = sh.lock();
         let Some(state) = runs.get(run_id, now, sh.lost_retention).map(|r| r.state) else {
             return Err(StoreError::UnknownRun(run_id.to_string()));
@@ -326,13 +336,21 @@ impl RunLog for MemoryRunLog {
         if state != State::Running {
             return Err(StoreError::NotRunning(run_id.to_string()));
         }
-        let id = runs.next_id();
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let first = ids.len();
+        ids.extend(data.iter().map(|_| runs.next_id(now_ms)));
         let Some(run) = runs.runs.get_mut(run_id) else {
             return Err(StoreError::UnknownRun(run_id.to_string()));
         };
-        let added = data.len();
+        let mut added = 0;
+        for (id, d) in ids[first..].iter().zip(data) {
+            added += d.len();
+            run.entries.push_back((*id, d));
+        }
         run.bytes += added;
-        run.entries.push_back((id, data));
         let before = run.bytes;
         while run.entries.len() > 1
             && (run.entries.len() > sh.max_entries || run.bytes > sh.max_bytes)
@@ -373,7 +391,7 @@ impl RunLog for MemoryRunLog {
                 runs.total_bytes -= dropped.len();
             }
         }
-        Ok(id)
+        Ok(())
     }
 
     async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
@@ -611,8 +629,11 @@ mod tests {
     #[tokio::test]
     async fn ids_increase_within_one_millisecond() {
         let mut runs = Runs::default();
-        let ids: Vec<_> = (0..1000).map(|_| runs.next_id()).collect();
+        let ids: Vec<_> = (0..1000).map(|_| runs.next_id(5)).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        // a clock that steps back never makes an id go back
+        let later = runs.next_id(4);
+        assert!(later > ids[999], "{later} after {}", ids[999]);
     }
 
     #[tokio::test]

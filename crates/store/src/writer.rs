@@ -68,6 +68,15 @@ impl RunWriter {
         self.log.append(&self.run_id, data).await
     }
 
+    /// Appends several SSE events (see [`RunLog::append_batch`]).
+    pub async fn append_batch(
+        &self,
+        data: Vec<Bytes>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        self.log.append_batch(&self.run_id, data, ids).await
+    }
+
     /// Whether a stop was requested (as last polled).
     pub fn is_stop_requested(&self) -> bool {
         *self.stop.borrow()

@@ -195,6 +195,7 @@ on_both_backends!(
     log_replays_everything_then_the_end,
     log_reads_after_an_id_without_duplicates_or_gaps,
     log_follows_live_appends,
+    batches_append_in_order_with_single_appends,
     log_resumes_mid_run_from_the_last_id,
     log_ids_grow_across_runs,
     lapsed_lease_makes_the_run_lost,
@@ -351,6 +352,40 @@ async fn log_reads_after_an_id_without_duplicates_or_gaps(kind: Kind) {
     // An id from before the run (an earlier run's) replays it whole.
     let items = collect(log.read("r1", Some(EventId::new(1, 0)))).await;
     assert_eq!(events(&items).len(), 10);
+}
+
+async fn batches_append_in_order_with_single_appends(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let mut ids = append_all(&*log, "r1", &["a"]).await;
+    log.append_batch("r1", vec![ev("b"), ev("c"), ev("d")], &mut ids)
+        .await
+        .unwrap();
+    ids.extend(append_all(&*log, "r1", &["e"]).await);
+    log.append_batch("r1", Vec::new(), &mut ids).await.unwrap();
+    assert_eq!(ids.len(), 5);
+    assert!(strictly_increasing(&ids), "{ids:?}");
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    // Readers see each event of a batch with its own id, resumable from any.
+    let after_b = collect(log.read("r1", Some(ids[1]))).await;
+    assert_eq!(datas(&after_b), ["c", "d", "e"]);
+    let all = collect(log.read("r1", None)).await;
+    let want: Vec<_> = ids
+        .iter()
+        .copied()
+        .zip(["a", "b", "c", "d", "e"].map(String::from))
+        .collect();
+    assert_eq!(events(&all), want);
+    // An ended run takes no batch, and reports no id for it.
+    let mut more = Vec::new();
+    assert_eq!(
+        log.append_batch("r1", vec![ev("f")], &mut more).await,
+        Err(StoreError::NotRunning("r1".into()))
+    );
+    assert!(more.is_empty());
 }
 
 async fn log_follows_live_appends(kind: Kind) {
