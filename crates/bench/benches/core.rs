@@ -14,6 +14,11 @@ use babelgate_bench::{decoder, encoder, frames, mixed_stream, translate, transla
 use babelgate_core::{Dialect, SseFramer};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
+/// The allocator the `babelgate` binary ships with (as in core-bench).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Per iteration: big enough to be a realistic long stream, small enough for
 /// criterion's sample count on two cores.
 const EVENTS: usize = 20_000;

@@ -11,6 +11,12 @@ use std::time::{Duration, Instant};
 use babelgate_bench::{decoder, encoder, events, frames, mixed_stream, translate, translator};
 use babelgate_core::{Dialect, SseFramer};
 
+/// The allocator the `babelgate` binary ships with, so the core is measured
+/// as it runs there.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 struct Opts {
     events: usize,
     min: Duration,
