@@ -17,37 +17,11 @@ use babelgate_ag_ui::verify::RunPhase;
 use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::sse::{self, DEFAULT_MAX_EVENT_BYTES};
 use babelgate_core::{
-    Decoder, Dialect, EncodeContext, Encoder, EventKind, Frame, FrameError, RequestTranslator,
-    RunRequest, SseFramer, Translator,
+    Dialect, EncodeContext, EventKind, Frame, FrameError, RunRequest, SseFramer, Translator,
 };
 use serde_json::Value;
 
-pub fn decoder(dialect: Dialect) -> Box<dyn Decoder> {
-    match dialect {
-        Dialect::AgUi => Box::new(babelgate_ag_ui::AgUiDecoder::new()),
-        Dialect::Hai => Box::new(babelgate_hai::HaiDecoder::new()),
-        Dialect::Vercel => Box::new(babelgate_vercel::VercelDecoder::new()),
-        Dialect::AgKit => Box::new(babelgate_agkit::AgKitDecoder::new()),
-    }
-}
-
-pub fn encoder(dialect: Dialect, ctx: EncodeContext) -> Box<dyn Encoder> {
-    match dialect {
-        Dialect::AgUi => Box::new(babelgate_ag_ui::AgUiEncoder::new(ctx)),
-        Dialect::Hai => Box::new(babelgate_hai::HaiEncoder::new(ctx)),
-        Dialect::Vercel => Box::new(babelgate_vercel::VercelEncoder::new(ctx)),
-        Dialect::AgKit => Box::new(babelgate_agkit::AgKitEncoder::new(ctx)),
-    }
-}
-
-pub fn requests(dialect: Dialect) -> &'static dyn RequestTranslator {
-    match dialect {
-        Dialect::AgUi => &babelgate_ag_ui::AgUiRequests,
-        Dialect::Hai => &babelgate_hai::HaiRequests,
-        Dialect::Vercel => &babelgate_vercel::VercelRequests,
-        Dialect::AgKit => &babelgate_agkit::AgKitRequests,
-    }
-}
+pub use babelgate_registry::{decoder, encoder, requests};
 
 // ---- SSE framer ---------------------------------------------------------------
 

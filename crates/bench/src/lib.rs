@@ -11,9 +11,7 @@
 
 use std::fmt::Write as _;
 
-use babelgate_core::{
-    Decoder, Dialect, EncodeContext, Encoder, Event, Frame, SseFramer, Translator,
-};
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, Frame, SseFramer, Translator};
 
 const WORDS: [&str; 28] = [
     "The ",
@@ -118,23 +116,11 @@ pub fn mixed_agui(events: usize) -> Vec<u8> {
     out.into_bytes()
 }
 
-pub fn decoder(dialect: Dialect) -> Box<dyn Decoder> {
-    match dialect {
-        Dialect::AgUi => Box::new(babelgate_ag_ui::AgUiDecoder::new()),
-        Dialect::Hai => Box::new(babelgate_hai::HaiDecoder::new()),
-        Dialect::Vercel => Box::new(babelgate_vercel::VercelDecoder::new()),
-        Dialect::AgKit => Box::new(babelgate_agkit::AgKitDecoder::new()),
-    }
-}
+pub use babelgate_registry::decoder;
 
+/// A dialect's encoder with sequential ids and a fixed clock.
 pub fn encoder(dialect: Dialect) -> Box<dyn Encoder> {
-    let ctx = EncodeContext::deterministic();
-    match dialect {
-        Dialect::AgUi => Box::new(babelgate_ag_ui::AgUiEncoder::new(ctx)),
-        Dialect::Hai => Box::new(babelgate_hai::HaiEncoder::new(ctx)),
-        Dialect::Vercel => Box::new(babelgate_vercel::VercelEncoder::new(ctx)),
-        Dialect::AgKit => Box::new(babelgate_agkit::AgKitEncoder::new(ctx)),
-    }
+    babelgate_registry::encoder(dialect, EncodeContext::deterministic())
 }
 
 pub fn translator(from: Dialect, to: Dialect) -> Translator {

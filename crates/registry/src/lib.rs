@@ -1,0 +1,49 @@
+//! The one place that knows every adapter: builds a dialect's decoder,
+//! encoder and request translator by name, for the gateway, the benches and
+//! the fuzz targets alike. Adapters never see each other.
+#![forbid(unsafe_code)]
+
+use babelgate_core::{
+    Decoder, Dialect, EncodeContext, Encoder, RequestTranslator, SseFramer, Translator,
+};
+
+pub fn decoder(dialect: Dialect) -> Box<dyn Decoder> {
+    match dialect {
+        Dialect::AgUi => Box::new(babelgate_ag_ui::AgUiDecoder::new()),
+        Dialect::Hai => Box::new(babelgate_hai::HaiDecoder::new()),
+        Dialect::Vercel => Box::new(babelgate_vercel::VercelDecoder::new()),
+        Dialect::AgKit => Box::new(babelgate_agkit::AgKitDecoder::new()),
+    }
+}
+
+pub fn encoder(dialect: Dialect, ctx: EncodeContext) -> Box<dyn Encoder> {
+    match dialect {
+        Dialect::AgUi => Box::new(babelgate_ag_ui::AgUiEncoder::new(ctx)),
+        Dialect::Hai => Box::new(babelgate_hai::HaiEncoder::new(ctx)),
+        Dialect::Vercel => Box::new(babelgate_vercel::VercelEncoder::new(ctx)),
+        Dialect::AgKit => Box::new(babelgate_agkit::AgKitEncoder::new(ctx)),
+    }
+}
+
+pub fn requests(dialect: Dialect) -> &'static dyn RequestTranslator {
+    match dialect {
+        Dialect::AgUi => &babelgate_ag_ui::AgUiRequests,
+        Dialect::Hai => &babelgate_hai::HaiRequests,
+        Dialect::Vercel => &babelgate_vercel::VercelRequests,
+        Dialect::AgKit => &babelgate_agkit::AgKitRequests,
+    }
+}
+
+/// A translator from `from` (upstream) to `to` (client).
+pub fn translator(
+    from: Dialect,
+    to: Dialect,
+    ctx: EncodeContext,
+    max_event_bytes: usize,
+) -> Translator {
+    Translator::new(
+        SseFramer::new(max_event_bytes),
+        decoder(from),
+        encoder(to, ctx),
+    )
+}
