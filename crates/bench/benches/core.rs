@@ -10,8 +10,8 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use babelgate_bench::{decoder, encoder, frames, mixed_stream, translate, translator};
-use babelgate_core::{Dialect, SseFramer};
+use babelgate_bench::{decoder, encoder, frame_all, frames, mixed_stream, translate, translator};
+use babelgate_core::Dialect;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 /// The allocator the `babelgate` binary ships with (as in core-bench).
@@ -49,14 +49,9 @@ fn benches(c: &mut Criterion) {
             g.throughput(tp);
             g.bench_with_input(BenchmarkId::new(d.as_str(), unit), s, |b, s| {
                 b.iter(|| {
-                    let mut f = SseFramer::default();
-                    let mut out = Vec::with_capacity(256);
-                    for chunk in s.chunks(64 * 1024) {
-                        f.push(chunk, &mut out).unwrap();
-                        black_box(&out);
-                        out.clear();
-                    }
-                    f.finish(&mut out).unwrap();
+                    frame_all(s, |f| {
+                        black_box(f);
+                    })
                 })
             });
         }

@@ -131,6 +131,21 @@ pub fn translator(from: Dialect, to: Dialect) -> Translator {
 /// reused output buffer handed to `sink` after each read. Never inlined, so a
 /// profiler can count it alone (`--toggle-collect='*babelgate_bench::translate*'`).
 #[inline(never)]
+/// Frames `input` as the gateway reads it (64 KiB at a time), handing each
+/// read's frames to `sink`.
+pub fn frame_all(input: &[u8], mut sink: impl FnMut(&[Frame])) {
+    let mut f = SseFramer::default();
+    let mut out = Vec::with_capacity(256);
+    for chunk in input.chunks(64 * 1024) {
+        f.push(chunk, &mut out)
+            .expect("the benchmark stream frames");
+        sink(&out);
+        out.clear();
+    }
+    f.finish(&mut out).expect("the benchmark stream ends well");
+    sink(&out);
+}
+
 pub fn translate(
     tr: &mut Translator,
     input: &[u8],

@@ -8,8 +8,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use babelgate_bench::{decoder, encoder, events, frames, mixed_stream, translate, translator};
-use babelgate_core::{Dialect, SseFramer};
+use babelgate_bench::{
+    decoder, encoder, events, frame_all, frames, mixed_stream, translate, translator,
+};
+use babelgate_core::Dialect;
 
 /// The allocator the `babelgate` binary ships with, so the core is measured
 /// as it runs there.
@@ -118,14 +120,9 @@ fn main() {
         }
         let n = frames(s).len();
         let secs = time(&o, || {
-            let mut f = SseFramer::default();
-            let mut out = Vec::with_capacity(256);
-            for chunk in s.chunks(64 * 1024) {
-                f.push(chunk, &mut out).unwrap();
-                black_box(&out);
-                out.clear();
-            }
-            f.finish(&mut out).unwrap();
+            frame_all(s, |f| {
+                black_box(f);
+            })
         });
         rows.push(Row {
             name,
