@@ -25,7 +25,9 @@
 //!    one's [`RunInfo`] so the caller can [`request_stop`](RunLog::request_stop)
 //!    it if it wants one run per conversation.
 //! 2. [`RunLog::append`] for every SSE event, in order, awaited one by one;
-//!    it returns the id to write on the event.
+//!    it returns the id to write on the event. [`RunLog::append_batch`] does
+//!    the same for several events at once (memory: one lock; Redis: one
+//!    pipelined round trip).
 //! 3. [`RunLog::renew`] at least every lease / 3 (the lease keep-alive), and
 //!    [`RunLog::stop_requested`] polled to learn of `POST .../stop` requests made
 //!    on any instance. [`RunWriter`] does both in a background task.

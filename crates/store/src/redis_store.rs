@@ -273,13 +273,23 @@ impl Inner {
         &self,
         fut: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.cfg.op_timeout, fut).await {
-            Ok(r) => r.map_err(map_err),
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "redis did not answer within {:?}",
-                self.cfg.op_timeout
-            ))),
-        }
+        self.exchange(fut).await?.map_err(map_err)
+    }
+
+    /// As [`call`](Inner::call), but Redis's own error is the caller's to
+    /// look at; only a timeout is turned into [`StoreError::Unavailable`].
+    async fn exchange<T>(
+        &self,
+        fut: impl Future<Output = Result<T, RedisError>>,
+    ) -> Result<Result<T, RedisError>, StoreError> {
+        tokio::time::timeout(self.cfg.op_timeout, fut)
+            .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!(
+                    "redis did not answer within {:?}",
+                    self.cfg.op_timeout
+                ))
+            })
     }
 
     async fn script<T: redis::FromRedisValue>(
@@ -456,34 +466,66 @@ impl RunLog for RedisStore {
     }
 
     async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
+        let mut ids = Vec::with_capacity(1);
+        self.append_batch(run_id, vec![data], &mut ids).await?;
+        Ok(ids[0])
+    }
+
+    /// One round trip for the batch: the append script once per event in a
+    /// pipeline (each call atomic on the server, in order, as one by one
+    /// would be). A server that lost its script cache answers NOSCRIPT
+    /// before running any of them; the script is then loaded and the batch
+    /// sent again.
+    async fn append_batch(
+        &self,
+        run_id: &str,
+        data: Vec<Bytes>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        if data.is_empty() {
+            return Ok(());
+        }
         let inner = &self.inner;
         let [log, meta, lease] = inner.run_keys(run_id);
         let max_entries = inner.cfg.max_run_entries.max(1).to_string();
         let max_bytes = inner.cfg.max_run_bytes.max(1).to_string();
         let lost_ms = inner.lost_ms().to_string();
-        let v: Value = inner
-            .script(
-                &inner.scripts.append,
-                &[&log, &meta, &lease],
-                &[
-                    &data,
-                    max_entries.as_bytes(),
-                    max_bytes.as_bytes(),
-                    lost_ms.as_bytes(),
-                ],
-            )
-            .await?;
-        match v {
-            Value::Array(items) => match items.as_slice() {
-                [Value::Int(2), id] => {
-                    let id = text(id).ok_or_else(|| StoreError::Corrupt("XADD id".into()))?;
-                    parse_id(&id)
-                }
-                [Value::Int(code)] => verdict(*code, run_id).map(|_| EventId::ZERO),
-                _ => Err(StoreError::Corrupt("append answer".into())),
-            },
-            _ => Err(StoreError::Corrupt("append answer".into())),
+        let script = &inner.scripts.append;
+        let mut pipe = redis::pipe();
+        for d in &data {
+            let mut inv = script.key(&log);
+            inv.key(&meta)
+                .key(&lease)
+                .arg(&d[..])
+                .arg(max_entries.as_bytes())
+                .arg(max_bytes.as_bytes())
+                .arg(lost_ms.as_bytes());
+            pipe.invoke_script(&inv);
         }
+        let mut con = inner.conn.clone();
+        let answers: Vec<Value> = match inner.exchange(pipe.query_async(&mut con)).await? {
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                inner
+                    .call(script.prepare_invoke().load_async(&mut con))
+                    .await?;
+                inner.call(pipe.query_async(&mut con)).await?
+            }
+            r => r.map_err(map_err)?,
+        };
+        for v in &answers {
+            match v {
+                Value::Array(items) => match items.as_slice() {
+                    [Value::Int(2), id] => {
+                        let id = text(id).ok_or_else(|| StoreError::Corrupt("XADD id".into()))?;
+                        ids.push(parse_id(&id)?);
+                    }
+                    [Value::Int(code)] => return verdict(*code, run_id),
+                    _ => return Err(StoreError::Corrupt("append answer".into())),
+                },
+                _ => return Err(StoreError::Corrupt("append answer".into())),
+            }
+        }
+        Ok(())
     }
 
     async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {

@@ -686,6 +686,43 @@ async fn ping_answers(kind: Kind) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_batches_survive_a_flushed_script_cache() {
+    let b = Backend::default(Kind::Redis).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let mut ids = Vec::new();
+    log.append_batch("r1", vec![ev("a"), ev("b")], &mut ids)
+        .await
+        .unwrap();
+    // What a Redis restarted without persistence, or SCRIPT FLUSH, leaves.
+    let url = b.server.as_ref().expect("redis").url();
+    let mut raw = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async::<()>(&mut raw)
+        .await
+        .unwrap();
+    log.append_batch("r1", vec![ev("c"), ev("d")], &mut ids)
+        .await
+        .unwrap();
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let all = collect(log.read("r1", None)).await;
+    assert_eq!(
+        datas(&all),
+        ["a", "b", "c", "d"],
+        "each event once, in order"
+    );
+    assert_eq!(ids.len(), 4);
+    assert!(strictly_increasing(&ids), "{ids:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_instances_share_histories_and_logs() {
     let b = Backend::default(Kind::Redis).await;
     let a = &b.stores;
