@@ -539,7 +539,8 @@ const CONTENT: usize = 8;
 /// unknown or escaped key, a duplicate, a nested or non-string value, a
 /// control character, bad syntax) is `None`, and the general path reads it.
 struct Flat<'a> {
-    slots: [Option<&'a str>; KEYS.len()],
+    /// Each value with its quotes, and whether it holds an escape.
+    slots: [Option<(&'a str, bool)>; KEYS.len()],
 }
 
 impl<'a> Flat<'a> {
@@ -570,9 +571,9 @@ impl<'a> Flat<'a> {
                 return None;
             }
             i = skip_ws(b, i + 1);
-            let (_, _, end) = string_at(b, i)?;
+            let (_, escaped, end) = string_at(b, i)?;
             // The value keeps its quotes (and escapes) until it is taken.
-            flat.slots[slot] = Some(&data[i..end]);
+            flat.slots[slot] = Some((&data[i..end], escaped));
             i = skip_ws(b, end);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
@@ -589,8 +590,14 @@ impl<'a> Flat<'a> {
 
     /// The value in `slot`, unescaped.
     fn string(&self, slot: usize) -> Option<String> {
-        let raw = self.slots[slot]?;
-        unescape(&raw[1..raw.len() - 1])
+        let (raw, escaped) = self.slots[slot]?;
+        let inner = &raw[1..raw.len() - 1];
+        // The scan already knows: most values have no escape to look for.
+        if escaped {
+            unescape(inner)
+        } else {
+            Some(inner.to_string())
+        }
     }
 
     /// An optional field: absent is `Some(None)`, a bad string `None`.
@@ -669,19 +676,6 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Bytes that end a run of plain string content: `"`, `\` and controls.
-const STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = true;
-        c += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
-
 /// The JSON string starting at `i`: its content's byte range, whether it has
 /// escapes, and the index after its closing quote. `None` if there is no
 /// string there, or it holds a raw control character (invalid JSON).
@@ -692,10 +686,7 @@ fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
     let mut j = i + 1;
     let mut escaped = false;
     loop {
-        // Plain bytes first, one table look-up each.
-        while b.get(j).is_some_and(|&c| !STOP[usize::from(c)]) {
-            j += 1;
-        }
+        j = babelgate_core::json::plain_run(b, j);
         match *b.get(j)? {
             b'"' => return Some(((i + 1, j), escaped, j + 1)),
             b'\\' => {
@@ -715,7 +706,7 @@ fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
 /// general path, which gives the same event for what this accepts.
 fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
     let f = Flat::parse(data)?;
-    let ty = f.slots[TYPE]?;
+    let (ty, _) = f.slots[TYPE]?;
     let ty = &ty[1..ty.len() - 1];
     let kind = match ty {
         TEXT_MESSAGE_CONTENT if f.has_only(&[TYPE, MESSAGE_ID, DELTA]) => EventKind::TextDelta {

@@ -14,6 +14,37 @@ const ESCAPED: [bool; 256] = {
     t
 };
 
+/// The index of the first byte at or after `from` that a JSON string cannot
+/// hold as it is (see [`ESCAPED`]), or `bytes.len()`: where a run of plain
+/// string content ends, for writers and scanners alike. Eight bytes at a
+/// time, then a table look-up per byte: strings here are short, so there is
+/// no SIMD set-up to pay for.
+#[inline]
+pub fn plain_run(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The zero bytes of `x`, as their high bits; exact up to the first one
+    // (a borrow only leaves a zero byte), which is all the lowest bit needs.
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut j = from;
+    while let Some(chunk) = bytes.get(j..j + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // `"`, `\\`, and bytes below 0x20 (`!w` keeps bytes of multi-byte
+        // characters, all 0x80 and up, out of that last test).
+        let stop = zero(w ^ (ONES * u64::from(b'"')))
+            | zero(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if stop != 0 {
+            return j + (stop.trailing_zeros() / 8) as usize;
+        }
+        j += 8;
+    }
+    while bytes.get(j).is_some_and(|&b| !ESCAPED[usize::from(b)]) {
+        j += 1;
+    }
+    j
+}
+
 /// Appends `s` as a JSON string, quoted and escaped exactly as serde_json
 /// escapes it (`\"`, `\\`, the short forms `\b \f \n \r \t`, other control
 /// characters as `\u00xx`; everything else as is).
@@ -22,11 +53,10 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if !ESCAPED[usize::from(b)] {
-            continue;
-        }
+    loop {
+        let i = plain_run(bytes, start);
         out.extend_from_slice(&bytes[start..i]);
+        let Some(&b) = bytes.get(i) else { break };
         start = i + 1;
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
@@ -44,7 +74,6 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
             }
         }
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 
@@ -76,6 +105,29 @@ pub fn write_string_event(out: &mut Vec<u8>, ty_key: &str, ty: &str, fields: &[(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time scan stops where a byte loop does, whatever
+        /// the bytes (stops, multi-byte characters, 0x7f-0xff) and offsets.
+        #[test]
+        fn plain_run_agrees_with_the_byte_loop(
+            b in proptest::collection::vec(
+                prop_oneof![
+                    Just(b'"'), Just(b'\\'), 0u8..0x20, 0x20u8..0x80, 0x80u8..=0xff,
+                    Just(b'a'), Just(b'a'), Just(b'a'),
+                ],
+                0..40,
+            ),
+            at in 0usize..40,
+        ) {
+            let from = at.min(b.len());
+            let mut want = from;
+            while want < b.len() && !ESCAPED[usize::from(b[want])] {
+                want += 1;
+            }
+            prop_assert_eq!(plain_run(&b, from), want);
+        }
+    }
 
     fn serde(s: &str) -> Vec<u8> {
         serde_json::to_vec(s).unwrap()
