@@ -307,23 +307,23 @@ pub trait RunLog: Send + Sync {
     /// order and await each call: ids increase in call order.
     /// [`StoreError::NotRunning`] once the run has ended or was lost,
     /// [`StoreError::UnknownRun`] when its data is gone.
-    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError>;
+    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
+        let mut ids = Vec::with_capacity(1);
+        self.append_batch(run_id, vec![data], &mut ids).await?;
+        ids.pop()
+            .ok_or_else(|| StoreError::Corrupt("append gave no id".into()))
+    }
 
     /// Appends several SSE events in order, as [`append`](RunLog::append)
-    /// one by one would, pushing each one's id to `ids`. On an error, `ids`
-    /// holds the ids of the events appended before it. Backends that can do
-    /// better than one call per event (the memory one: one lock) override it.
+    /// one by one would, pushing each one's id to `ids`; on an error, `ids`
+    /// holds the ids of the events appended before it. The memory backend
+    /// takes its lock once per batch, Redis answers it in one round trip.
     async fn append_batch(
         &self,
         run_id: &str,
         data: Vec<Bytes>,
         ids: &mut Vec<EventId>,
-    ) -> Result<(), StoreError> {
-        for d in data {
-            ids.push(self.append(run_id, d).await?);
-        }
-        Ok(())
-    }
+    ) -> Result<(), StoreError>;
 
     /// Extends the lease of a running run to `lease` from now. Call at least
     /// every `lease / 3`. [`StoreError::NotRunning`] when the run ended, was

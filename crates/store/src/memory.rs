@@ -313,12 +313,6 @@ impl RunLog for MemoryRunLog {
         Ok(previous)
     }
 
-    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
-        let mut ids = Vec::with_capacity(1);
-        self.append_batch(run_id, vec![data], &mut ids).await?;
-        Ok(ids[0])
-    }
-
     async fn append_batch(
         &self,
         run_id: &str,

@@ -465,12 +465,6 @@ impl RunLog for RedisStore {
         Ok(previous)
     }
 
-    async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
-        let mut ids = Vec::with_capacity(1);
-        self.append_batch(run_id, vec![data], &mut ids).await?;
-        Ok(ids[0])
-    }
-
     /// One round trip for the batch: the append script once per event in a
     /// pipeline (each call atomic on the server, in order, as one by one
     /// would be). A server that lost its script cache answers NOSCRIPT
