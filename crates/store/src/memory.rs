@@ -319,6 +319,9 @@ impl RunLog for MemoryRunLog {
         data: Vec<Bytes>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
+        if data.is_empty() {
+            return Ok(()); // as Redis: nothing to check, nobody to wake
+        }
         let sh = &self.shared;
         let now = Instant::now();
         // One lock, one clock read and one wake-up of the readers per batch:
