@@ -562,8 +562,13 @@ impl<'a> Flat<'a> {
             if escaped {
                 return None;
             }
-            let slot = KEYS.iter().position(|k| k.as_bytes() == &b[key.0..key.1])?;
-            if flat.slots[slot].is_some() {
+            let key = b.get(key.0..key.1)?;
+            let slot = flat
+                .slots
+                .iter_mut()
+                .zip(KEYS)
+                .find_map(|(slot, k)| (k.as_bytes() == key).then_some(slot))?;
+            if slot.is_some() {
                 return None;
             }
             i = skip_ws(b, next);
@@ -573,7 +578,7 @@ impl<'a> Flat<'a> {
             i = skip_ws(b, i + 1);
             let (_, escaped, end) = string_at(b, i)?;
             // The value keeps its quotes (and escapes) until it is taken.
-            flat.slots[slot] = Some((&data[i..end], escaped));
+            *slot = Some((data.get(i..end)?, escaped));
             i = skip_ws(b, end);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
@@ -585,13 +590,18 @@ impl<'a> Flat<'a> {
     }
 
     fn has(&self, slot: usize) -> bool {
-        self.slots[slot].is_some()
+        self.slots.get(slot).is_some_and(Option::is_some)
+    }
+
+    /// The value in `slot` as it is written, quotes and escapes included.
+    fn raw(&self, slot: usize) -> Option<(&'a str, bool)> {
+        *self.slots.get(slot)?
     }
 
     /// The value in `slot`, unescaped.
     fn string(&self, slot: usize) -> Option<String> {
-        let (raw, escaped) = self.slots[slot]?;
-        let inner = &raw[1..raw.len() - 1];
+        let (raw, escaped) = self.raw(slot)?;
+        let inner = unquote(raw)?;
         // The scan already knows: most values have no escape to look for.
         if escaped {
             unescape(inner)
@@ -602,9 +612,9 @@ impl<'a> Flat<'a> {
 
     /// An optional field: absent is `Some(None)`, a bad string `None`.
     fn opt_string(&self, slot: usize) -> Option<Option<String>> {
-        match self.slots[slot] {
-            None => Some(None),
-            Some(_) => self.string(slot).map(Some),
+        match self.has(slot) {
+            false => Some(None),
+            true => self.string(slot).map(Some),
         }
     }
 
@@ -617,39 +627,44 @@ impl<'a> Flat<'a> {
     }
 }
 
+/// A string value without its quotes.
+fn unquote(raw: &str) -> Option<&str> {
+    raw.strip_prefix('"')?.strip_suffix('"')
+}
+
 /// The content of a JSON string (between its quotes); `None` on an invalid
-/// escape or a lone surrogate, which the general path reports.
+/// escape or a lone surrogate, which the general path reports. The escaped
+/// character is read as a `char`: a backslash may precede any character,
+/// multi-byte ones included (`\é`, invalid JSON).
 fn unescape(inner: &str) -> Option<String> {
-    let Some(first) = inner.find('\\') else {
-        return Some(inner.to_string());
-    };
     let mut out = String::with_capacity(inner.len());
-    out.push_str(&inner[..first]);
-    let mut rest = &inner[first..];
-    while let Some(at) = rest.find('\\') {
-        out.push_str(&rest[..at]);
-        let esc = rest.as_bytes().get(at + 1)?;
-        rest = &rest[at + 2..];
+    let mut rest = inner;
+    while let Some((plain, tail)) = rest.split_once('\\') {
+        out.push_str(plain);
+        let mut chars = tail.chars();
+        let esc = chars.next()?;
+        rest = chars.as_str();
         let c = match esc {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let hi = hex4(rest)?;
-                rest = &rest[4..];
+            '"' => '"',
+            '\\' => '\\',
+            '/' => '/',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'u' => {
+                let (hi, after) = hex4(rest)?;
+                rest = after;
                 if (0xD800..0xDC00).contains(&hi) {
-                    let lo = hex4(rest.strip_prefix("\\u")?)?;
+                    let (lo, after) = hex4(rest.strip_prefix("\\u")?)?;
                     if !(0xDC00..0xE000).contains(&lo) {
                         return None;
                     }
-                    rest = &rest[6..];
+                    rest = after;
                     char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
                 } else {
+                    // A lone low surrogate is no `char`: `None`, as serde_json errs.
                     char::from_u32(hi)?
                 }
             }
@@ -661,12 +676,13 @@ fn unescape(inner: &str) -> Option<String> {
     Some(out)
 }
 
-fn hex4(s: &str) -> Option<u32> {
-    let h = s.get(..4)?;
+/// Four hex digits opening `s`, and what follows them.
+fn hex4(s: &str) -> Option<(u32, &str)> {
+    let (h, rest) = s.split_at_checked(4)?;
     if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    u32::from_str_radix(h, 16).ok()
+    Some((u32::from_str_radix(h, 16).ok()?, rest))
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
@@ -706,8 +722,12 @@ fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
 /// general path, which gives the same event for what this accepts.
 fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
     let f = Flat::parse(data)?;
-    let (ty, _) = f.slots[TYPE]?;
-    let ty = &ty[1..ty.len() - 1];
+    let (ty, escaped) = f.raw(TYPE)?;
+    // An escaped type is rare: the general path unescapes it.
+    if escaped {
+        return None;
+    }
+    let ty = unquote(ty)?;
     let kind = match ty {
         TEXT_MESSAGE_CONTENT if f.has_only(&[TYPE, MESSAGE_ID, DELTA]) => EventKind::TextDelta {
             message_id: f.string(MESSAGE_ID)?,
@@ -1359,6 +1379,28 @@ mod tests {
                 .decode(&frame(data), &mut Vec::new())
                 .unwrap_err();
             assert!(err.message.contains(want), "{data}: {}", err.message);
+        }
+    }
+
+    /// A backslash before a multi-byte character is invalid JSON; the fast
+    /// path once sliced the string inside that character and panicked
+    /// (`babelgate translate` exited 101 with no output). Now it leaves the
+    /// frame to the general path, which reports serde_json's error.
+    #[test]
+    fn a_backslash_before_a_multibyte_character_is_an_error() {
+        for bad in [r"\é", r"ok \北", r"\🎉", r"\\\é", r"\u00e9\é", r"\"] {
+            for data in [
+                format!(r#"{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"{bad}"}}"#),
+                format!(r#"{{"type":"TEXT_MESSAGE_CONTENT","messageId":"{bad}","delta":"a"}}"#),
+                format!(r#"{{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"{bad}"}}"#),
+            ] {
+                assert!(fast_event(&data).is_none(), "{data}");
+                let err = AgUiDecoder::new()
+                    .decode(&frame(&data), &mut Vec::new())
+                    .unwrap_err();
+                let want = serde_json::from_str::<Value>(&data).unwrap_err();
+                assert_eq!(err, DecodeError::json(&want), "{data}");
+            }
         }
     }
 }
