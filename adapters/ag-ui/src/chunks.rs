@@ -267,13 +267,14 @@ impl Lanes {
             return Ok(None);
         }
         let candidates: Vec<_> = self.open.iter().filter(|(_, p)| p.kind == kind).collect();
-        match candidates.len() {
-            0 => Ok(None),
-            1 => Ok(candidates[0].0.clone()),
-            n => Err(format!(
-                "Ambiguous {}: it carries neither a {} nor a subagentRunId, but {n} lanes have an open {}.",
+        match candidates.as_slice() {
+            [] => Ok(None),
+            [(tag, _)] => Ok((*tag).clone()),
+            many => Err(format!(
+                "Ambiguous {}: it carries neither a {} nor a subagentRunId, but {} lanes have an open {}.",
                 kind.chunk_type(),
                 kind.id_key(),
+                many.len(),
                 kind.entity()
             )),
         }

@@ -667,10 +667,12 @@ impl AgUiEncoder {
                 error,
                 input_invalid,
             } => {
-                let mut meta = json!({"error": true});
+                let mut meta = Map::new();
+                meta.insert("error".into(), true.into());
                 if *input_invalid {
-                    meta["inputInvalid"] = true.into();
+                    meta.insert("inputInvalid".into(), true.into());
                 }
+                let meta = Value::Object(meta);
                 self.tool_result(
                     ev,
                     tool_call_id,

@@ -2,6 +2,16 @@
 //! `ag-ui-protocol`): decoder, encoder, request translator. See
 //! docs/mapping/ag-ui.md for what maps to what.
 #![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 pub mod chunks;
 pub mod decoder;

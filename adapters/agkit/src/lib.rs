@@ -4,6 +4,16 @@
 //! `type`, shorthand text without ids, `data: [DONE]` at the end, and a
 //! request body keyed by `conversationId`. See docs/mapping/agkit.md.
 #![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 pub mod decoder;
 pub mod encoder;

@@ -99,11 +99,13 @@ impl HaiDecoder {
     /// `TextStart`s, so frames keep their order.
     fn flush_starts(&mut self, keep: Option<&str>, out: &mut Vec<Event>) {
         for i in 0..self.bizs.len() {
-            if keep == Some(self.bizs[i].id.as_str()) {
+            let Some(b) = self.bizs.get_mut(i) else {
+                break;
+            };
+            if keep == Some(b.id.as_str()) {
                 continue;
             }
-            if let Some(start) = self.bizs[i].start.take() {
-                let b = &mut self.bizs[i];
+            if let Some(start) = b.start.take() {
                 b.opened = true;
                 b.text_open = true;
                 let ev = text_start_from(&b.id, start);
@@ -205,9 +207,12 @@ impl HaiDecoder {
         out: &mut Vec<Event>,
     ) {
         let i = self.biz_index(&id);
+        // `biz_index` gives an index in bounds: this never returns.
+        let Some(b) = self.bizs.get_mut(i) else {
+            return;
+        };
         match classify(delta) {
             Piece::Text { text, template } => {
-                let b = &mut self.bizs[i];
                 let mut pre = Vec::new();
                 if let Some(r) = b.reasoning.take() {
                     pre.push(synth(EventKind::ReasoningEnd { message_id: r }));
@@ -239,10 +244,9 @@ impl HaiDecoder {
                 self.emit(out, ev);
             }
             Piece::Thinking { text, template } => {
-                let rid = match self.bizs[i].reasoning.clone() {
+                let rid = match b.reasoning.clone() {
                     Some(r) => r,
                     None => {
-                        let b = &mut self.bizs[i];
                         b.thinking_count += 1;
                         let rid = match b.thinking_count {
                             1 => format!("{id}:thinking"),
@@ -278,7 +282,7 @@ impl HaiDecoder {
                 template,
                 inline,
             } => {
-                opener_marks(&mut self.bizs[i], &mut rest);
+                opener_marks(b, &mut rest);
                 // A block id names the widget (Vercel data-part ids play the
                 // same part).
                 let block = match rest.get("blockId") {

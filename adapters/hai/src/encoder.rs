@@ -772,8 +772,8 @@ impl HaiEncoder {
                 replace,
             } => {
                 let mut v = json!({"messageId": message_id, "activityType": activity_type, "content": content});
-                if let Some(r) = replace {
-                    v["replace"] = json!(r);
+                if let (Some(r), Some(o)) = (replace, v.as_object_mut()) {
+                    o.insert("replace".into(), json!(r));
                 }
                 self.custom(ev, "activity_snapshot", v, out);
             }
@@ -880,8 +880,8 @@ impl HaiEncoder {
                     self.collabs.push(subagent_run_id.clone());
                 }
                 let mut task = json!({"id": subagent_run_id, "name": name});
-                if let Some(d) = description {
-                    task["description"] = json!(d);
+                if let (Some(d), Some(o)) = (description, task.as_object_mut()) {
+                    o.insert("description".into(), json!(d));
                 }
                 self.write(
                     out,
@@ -928,8 +928,8 @@ impl HaiEncoder {
             } => {
                 self.ensure_collab(subagent_run_id, out);
                 let mut e = json!({"message": message});
-                if let Some(c) = code {
-                    e["code"] = json!(c);
+                if let (Some(c), Some(o)) = (code, e.as_object_mut()) {
+                    o.insert("code".into(), json!(c));
                 }
                 self.write(
                     out,
@@ -1248,8 +1248,8 @@ fn outcome_json(o: &Outcome) -> Option<Value> {
             pending_tool_call_ids,
         } => {
             let mut m = json!({"type": "success"});
-            if !pending_tool_call_ids.is_empty() {
-                m["pendingToolCallIds"] = json!(pending_tool_call_ids);
+            if let (false, Some(o)) = (pending_tool_call_ids.is_empty(), m.as_object_mut()) {
+                o.insert("pendingToolCallIds".into(), json!(pending_tool_call_ids));
             }
             m
         }

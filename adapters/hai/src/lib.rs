@@ -7,6 +7,16 @@
 //! - [`HaiEncoder`]: any core event sequence -> a stream a HAI client accepts;
 //! - [`HaiRequests`]: the `RunAgentInput` body a HAI `HttpAgent` posts to `/awp`.
 #![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 pub mod decoder;
 pub mod encoder;

@@ -112,7 +112,7 @@ impl<'a> Chunk<'a> {
         keys.iter()
             .find_map(|k| self.obj.get(*k).and_then(Value::as_str))
             .map(str::to_string)
-            .ok_or_else(|| DecodeError::field(self.ty, keys[0]))
+            .ok_or_else(|| DecodeError::field(self.ty, keys.first().copied().unwrap_or_default()))
     }
 
     /// Every field but `type` and the modelled ones.
@@ -529,7 +529,10 @@ impl VercelDecoder {
                     extra,
                 ));
             }
-            ty if ty.starts_with("data-") => self.data(c, &ty["data-".len()..], out)?,
+            ty if ty.starts_with("data-") => {
+                let name = ty.strip_prefix("data-").unwrap_or_default();
+                self.data(c, name, out)?
+            }
             _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
         }
         Ok(())

@@ -946,6 +946,8 @@ impl Encoder for VercelEncoder {
                     out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
                     babelgate_core::json::write_str(out, STATE_PART_ID);
                     out.extend_from_slice(b",\"data\":");
+                    // A `Value` always serializes (string keys, finite numbers).
+                    #[allow(clippy::expect_used)]
                     serde_json::to_writer(&mut *out, &self.state).expect("JSON into memory");
                     out.extend_from_slice(b"}\n\n");
                 } else if applied {

@@ -2,6 +2,16 @@
 //! (`x-vercel-ai-ui-message-stream: v1`) and the body its
 //! `DefaultChatTransport` posts. What maps to what: docs/mapping/vercel.md.
 #![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 pub mod decoder;
 pub mod encoder;

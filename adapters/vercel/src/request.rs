@@ -457,7 +457,7 @@ fn tool_part(
     let name = if dynamic {
         str_field(obj, "toolName", ppath)?.to_string()
     } else {
-        ty["tool-".len()..].to_string()
+        ty.strip_prefix("tool-").unwrap_or(ty).to_string()
     };
     let call_id = str_field(obj, "toolCallId", ppath)?.to_string();
     let state = str_field(obj, "state", ppath)?;
@@ -630,8 +630,7 @@ fn core_to_ui_messages_with(
     let mut used = vec![false; resume.len()];
     let mut out: Vec<Value> = Vec::new();
     let mut i = 0;
-    while i < messages.len() {
-        let m = &messages[i];
+    while let Some(m) = messages.get(i) {
         match m.role {
             Role::User | Role::System | Role::Developer => {
                 let role = if m.role == Role::User {
@@ -721,14 +720,15 @@ fn assistant_group(
     used: &mut [bool],
     out: &mut Vec<Value>,
 ) -> usize {
-    let first = &messages[start];
+    let Some(first) = messages.get(start) else {
+        return start.saturating_add(1);
+    };
     let group_id = first.id.clone();
     let step_prefix = format!("{group_id}:");
     let mut parts: Vec<Value> = Vec::new();
     let mut i = start;
     let mut prev_was_tool = false;
-    while i < messages.len() {
-        let m = &messages[i];
+    while let Some(m) = messages.get(i) {
         match m.role {
             Role::Assistant | Role::Reasoning => {
                 if i > start && !prev_was_tool && !m.id.starts_with(&step_prefix) {
@@ -838,9 +838,14 @@ fn tool_call_part(call: &ToolCall, resume: &[ResumeEntry], used: &mut [bool]) ->
         };
         let approval_id = a.get("id").and_then(Value::as_str).map(str::to_string);
         if let Some(aid) = approval_id {
-            if let Some(k) = resume.iter().position(|e| e.interrupt_id == aid) {
-                used[k] = true;
-                let entry = &resume[k];
+            if let Some((k, entry)) = resume
+                .iter()
+                .enumerate()
+                .find(|(_, e)| e.interrupt_id == aid)
+            {
+                if let Some(u) = used.get_mut(k) {
+                    *u = true;
+                }
                 let approved = match entry.payload.as_ref().and_then(|p| p.get("approved")) {
                     Some(Value::Bool(b)) => *b,
                     _ => entry.status != "cancelled",

@@ -33,18 +33,18 @@ impl MessageAssembler {
     }
 
     fn current(&mut self) -> &mut Message {
-        if self.current.is_none() {
-            let id = self.message_id.take().unwrap_or_else(|| {
-                self.counter += 1;
-                format!("asm-{}", self.counter)
+        let (message_id, counter) = (&mut self.message_id, &mut self.counter);
+        self.current.get_or_insert_with(|| {
+            let id = message_id.take().unwrap_or_else(|| {
+                *counter += 1;
+                format!("asm-{}", counter)
             });
-            self.current = Some(Message {
+            Message {
                 id,
                 role: Role::Assistant,
                 ..Default::default()
-            });
-        }
-        self.current.as_mut().expect("set above")
+            }
+        })
     }
 
     /// Closes the assistant message: later text starts a new one, after the

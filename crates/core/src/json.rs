@@ -2,22 +2,15 @@
 //! the same bytes serde_json writes, without building a `Value` first.
 
 /// Bytes that need an escape: control characters, `"` and `\`.
-const ESCAPED: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
+#[inline]
+const fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
 
 /// The index of the first byte at or after `from` that a JSON string cannot
-/// hold as it is (see [`ESCAPED`]), or `bytes.len()`: where a run of plain
+/// hold as it is (see [`needs_escape`]), or `bytes.len()`: where a run of plain
 /// string content ends, for writers and scanners alike. Eight bytes at a
-/// time, then a table look-up per byte: strings here are short, so there is
+/// time, then a byte at a time: strings here are short, so there is
 /// no SIMD set-up to pay for.
 #[inline]
 pub fn plain_run(bytes: &[u8], from: usize) -> usize {
@@ -27,8 +20,8 @@ pub fn plain_run(bytes: &[u8], from: usize) -> usize {
     // (a borrow only leaves a zero byte), which is all the lowest bit needs.
     let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
     let mut j = from;
-    while let Some(chunk) = bytes.get(j..j + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+    while let Some(chunk) = bytes.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+        let w = u64::from_le_bytes(*chunk);
         // `"`, `\\`, and bytes below 0x20 (`!w` keeps bytes of multi-byte
         // characters, all 0x80 and up, out of that last test).
         let stop = zero(w ^ (ONES * u64::from(b'"')))
@@ -39,7 +32,7 @@ pub fn plain_run(bytes: &[u8], from: usize) -> usize {
         }
         j += 8;
     }
-    while bytes.get(j).is_some_and(|&b| !ESCAPED[usize::from(b)]) {
+    while bytes.get(j).is_some_and(|&b| !needs_escape(b)) {
         j += 1;
     }
     j
@@ -51,13 +44,17 @@ pub fn plain_run(bytes: &[u8], from: usize) -> usize {
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.reserve(s.len() + 2);
     out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
+    let mut rest = s.as_bytes();
     loop {
-        let i = plain_run(bytes, start);
-        out.extend_from_slice(&bytes[start..i]);
-        let Some(&b) = bytes.get(i) else { break };
-        start = i + 1;
+        // `plain_run` stays within `rest`; the fallback is never taken.
+        let (plain, tail) = rest
+            .split_at_checked(plain_run(rest, 0))
+            .unwrap_or((rest, &[]));
+        out.extend_from_slice(plain);
+        let Some((&b, tail)) = tail.split_first() else {
+            break;
+        };
+        rest = tail;
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -69,8 +66,8 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
             _ => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0xf)]);
+                out.extend(HEX.get(usize::from(b >> 4)));
+                out.extend(HEX.get(usize::from(b & 0xf)));
             }
         }
     }
@@ -82,17 +79,14 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 /// keys and `ty` are the encoder's own constants and are written as they are
 /// (they must need no escaping); only the values are escaped.
 pub fn write_string_event(out: &mut Vec<u8>, ty_key: &str, ty: &str, fields: &[(&str, &str)]) {
-    debug_assert!(!ty
-        .bytes()
-        .chain(ty_key.bytes())
-        .any(|b| ESCAPED[usize::from(b)]));
+    debug_assert!(!ty.bytes().chain(ty_key.bytes()).any(needs_escape));
     out.extend_from_slice(b"data: {\"");
     out.extend_from_slice(ty_key.as_bytes());
     out.extend_from_slice(b"\":\"");
     out.extend_from_slice(ty.as_bytes());
     out.push(b'"');
     for (k, v) in fields {
-        debug_assert!(!k.bytes().any(|b| ESCAPED[usize::from(b)]));
+        debug_assert!(!k.bytes().any(needs_escape));
         out.extend_from_slice(b",\"");
         out.extend_from_slice(k.as_bytes());
         out.extend_from_slice(b"\":");
@@ -122,7 +116,7 @@ mod tests {
         ) {
             let from = at.min(b.len());
             let mut want = from;
-            while want < b.len() && !ESCAPED[usize::from(b[want])] {
+            while want < b.len() && !needs_escape(b[want]) {
                 want += 1;
             }
             prop_assert_eq!(plain_run(&b, from), want);

@@ -4,6 +4,16 @@
 //! [`Event`]s into its client stream, so any pair chains through this crate
 //! without pairwise code. Nothing here does I/O: bytes go in, bytes come out.
 #![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 pub mod assemble;
 pub mod codec;

@@ -150,8 +150,11 @@ impl SseFramer {
             }
         }
         while let Some(pos) = memchr::memchr2(b'\n', b'\r', input) {
-            let is_cr = input[pos] == b'\r';
-            let line_bytes = &input[..pos];
+            // `pos` is in bounds (memchr found a byte there).
+            let Some((line_bytes, [end, rest @ ..])) = input.split_at_checked(pos) else {
+                break;
+            };
+            let is_cr = *end == b'\r';
             let result = if self.line.is_empty() {
                 self.process_line(line_bytes, out)
             } else {
@@ -163,10 +166,10 @@ impl SseFramer {
                 r
             };
             self.fail_on(result)?;
-            input = &input[pos + 1..];
+            input = rest;
             if is_cr {
-                match input.first() {
-                    Some(b'\n') => input = &input[1..],
+                match input.split_first() {
+                    Some((b'\n', rest)) => input = rest,
                     Some(_) => {}
                     None => self.after_cr = true,
                 }
@@ -240,13 +243,14 @@ impl SseFramer {
                 limit: self.max_event_bytes,
             });
         }
-        if line[0] == b':' {
+        if line.first() == Some(&b':') {
             return Ok(()); // comment (heartbeat)
         }
         let (field, value) = match line.iter().position(|&b| b == b':') {
             Some(i) => {
-                let v = &line[i + 1..];
-                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+                let (field, v) = line.split_at_checked(i).unwrap_or((line, &[]));
+                let v = v.get(1..).unwrap_or_default();
+                (field, v.strip_prefix(b" ").unwrap_or(v))
             }
             None => (line, &b""[..]),
         };
@@ -307,7 +311,10 @@ pub fn write_data(out: &mut Vec<u8>, payload: &str) {
 /// inside strings, so the value is always one line.
 pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     out.extend_from_slice(b"data: ");
-    // Serializing plain data into a Vec cannot fail.
+    // Serializing into a Vec fails only for a value serde_json cannot write
+    // (a map with non-string keys); every caller passes a `serde_json::Value`,
+    // which always can be written.
+    #[allow(clippy::expect_used)]
     serde_json::to_writer(&mut *out, value).expect("JSON serialization into memory");
     out.extend_from_slice(b"\n\n");
 }

@@ -2,6 +2,16 @@
 //! encoder and request translator by name, for the gateway, the benches and
 //! the fuzz targets alike. Adapters never see each other.
 #![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 use babelgate_core::{
     Decoder, Dialect, EncodeContext, Encoder, RequestTranslator, SseFramer, Translator,
