@@ -789,11 +789,7 @@ impl Decoder for AgUiDecoder {
     }
 
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        if self.done || frame.data.trim().is_empty() {
-            return Ok(());
-        }
-        if frame.is_done() {
-            self.done = true;
+        if self.skip(frame) {
             return Ok(());
         }
         if let Some((kind, extra)) = fast_event(&frame.data) {
@@ -847,6 +843,32 @@ fn fast_state_delta(data: &str) -> Option<Value> {
 }
 
 impl AgUiDecoder {
+    /// Frames that make no event: blank ones, `[DONE]` and all after it.
+    fn skip(&mut self, frame: &Frame) -> bool {
+        if self.done || frame.data.trim().is_empty() {
+            return true;
+        }
+        if frame.is_done() {
+            self.done = true;
+            return true;
+        }
+        false
+    }
+
+    /// [`Decoder::decode`] without its fast paths: the reference they must
+    /// agree with, for the differential tests here and in fuzz/.
+    #[doc(hidden)]
+    pub fn decode_without_fast_paths(
+        &mut self,
+        frame: &Frame,
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        if self.skip(frame) {
+            return Ok(());
+        }
+        self.decode_general(frame, out)
+    }
+
     /// Any frame, through a JSON map (see [`fast_event`] for the hot path).
     fn decode_general(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         let v: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
@@ -1401,6 +1423,305 @@ mod tests {
                 let want = serde_json::from_str::<Value>(&data).unwrap_err();
                 assert_eq!(err, DecodeError::json(&want), "{data}");
             }
+        }
+    }
+
+    /// Differential tests of the fast paths ([`fast_event`],
+    /// [`fast_state_delta`], [`unescape`], [`string_at`]) against the general
+    /// path, which reads every frame with serde_json: event objects of the
+    /// types the fast paths take (and a few they do not), written with
+    /// tricky strings, odd numbers, duplicate, unknown and escaped keys, any
+    /// key order and whitespace, sometimes cut short.
+    mod differential {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A piece of string content as JSON text. Clean: plain text,
+        /// multi-byte characters, valid escapes. Noisy adds invalid escapes,
+        /// lone surrogates, a backslash before any character (multi-byte
+        /// ones too), raw control characters and quotes.
+        fn piece(noisy: bool) -> BoxedStrategy<String> {
+            let clean = prop_oneof![
+                4 => "[a-zA-Z0-9 _:-]{0,6}",
+                2 => prop::sample::select(vec!["é", "北", "🎉", "\u{2028}", "\u{7f}", "\u{a0}"])
+                    .prop_map(String::from),
+                2 => prop::sample::select(vec![
+                    r#"\""#, r"\\", r"\/", r"\b", r"\f", r"\n", r"\r", r"\t",
+                    r"\ud83d\ude00", r"\uD83D\uDE00", r"\u00e9", r"\u0000", r"\u20AC",
+                ])
+                .prop_map(String::from),
+                1 => (0u16..0xd800).prop_map(|u| format!("\\u{u:04x}")),
+            ];
+            if !noisy {
+                return clean.boxed();
+            }
+            prop_oneof![
+                3 => clean,
+                2 => prop::sample::select(vec![
+                    r"\ud83d", r"\ude00", r"\ud83d\u0041", r"\ud83d\ud83d", r"\ud83d\",
+                    r"\u12", r"\uZZZZ", r"\x", "\"",
+                ])
+                .prop_map(String::from),
+                1 => any::<u16>().prop_map(|u| format!("\\u{u:04x}")),
+                2 => any::<char>().prop_map(|c| format!("\\{c}")),
+                1 => (0u8..0x20).prop_map(|b| char::from(b).to_string()),
+            ]
+            .boxed()
+        }
+
+        fn json_string(noisy: bool) -> impl Strategy<Value = String> {
+            prop::collection::vec(piece(noisy), 0..5).prop_map(|p| format!("\"{}\"", p.concat()))
+        }
+
+        /// Any value: mostly strings; noisy adds numbers in odd forms,
+        /// literals, nested values and near-misses serde_json refuses.
+        fn value(noisy: bool) -> BoxedStrategy<String> {
+            if !noisy {
+                return json_string(false).boxed();
+            }
+            prop_oneof![
+                6 => json_string(true),
+                2 => prop::sample::select(vec![
+                    "null", "true", "false", "0", "-0", "1.0", "1e2", "1E+2", "-1.5e-3",
+                    "01", "1.", "-", "9007199254740993", "1e400", "[]", "{}", r#"["a",1]"#,
+                    r#"{"a":"b"}"#, r#"[{"op":"add","path":"/a","value":1}]"#, "nul", "\"a\"\"b\"",
+                ])
+                .prop_map(String::from),
+            ]
+            .boxed()
+        }
+
+        fn quoted(s: &str) -> String {
+            format!("\"{s}\"")
+        }
+
+        /// A key: mostly those of the fast path's events.
+        fn key(noisy: bool) -> impl Strategy<Value = String> {
+            prop_oneof![
+                8 => prop::sample::select(KEYS.to_vec()).prop_map(quoted),
+                2 => prop::sample::select(vec![
+                    "timestamp", "rawEvent", "future", "subagentRunId", "metadata", "threadId",
+                ])
+                .prop_map(quoted),
+                1 => Just(r#""typ\u0065""#.to_string()),
+                1 => json_string(noisy),
+            ]
+        }
+
+        fn type_value(noisy: bool) -> impl Strategy<Value = String> {
+            prop_oneof![
+                12 => prop::sample::select(vec![
+                    TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS, TEXT_MESSAGE_START, TEXT_MESSAGE_END,
+                    TOOL_CALL_START, TOOL_CALL_END, TOOL_CALL_RESULT, STATE_DELTA,
+                    TEXT_MESSAGE_CHUNK, RUN_STARTED,
+                ])
+                .prop_map(quoted),
+                1 => Just(r#""TEXT_\u004dESSAGE_END""#.to_string()),
+                1 => value(noisy),
+            ]
+        }
+
+        /// The value for `key`: roles are mostly roles, a STATE_DELTA's
+        /// delta mostly a patch.
+        fn value_for(key: &str, ty: &str, noisy: bool) -> BoxedStrategy<String> {
+            match (key, ty.trim_matches('"')) {
+                ("\"type\"", _) => type_value(noisy).boxed(),
+                ("\"role\"", _) => prop_oneof![
+                    3 => prop::sample::select(vec!["assistant", "user", "tool", "robot", ""])
+                        .prop_map(quoted),
+                    1 => value(noisy),
+                ]
+                .boxed(),
+                ("\"delta\"", STATE_DELTA) => prop_oneof![
+                    3 => json_string(noisy).prop_map(|s| {
+                        format!(r#"[{{"op":"add","path":"/a","value":{s}}}]"#)
+                    }),
+                    1 => value(noisy),
+                ]
+                .boxed(),
+                _ => value(noisy),
+            }
+        }
+
+        /// The fields an event of each fast type has, as keys.
+        fn natural_keys(ty: &str) -> Vec<&'static str> {
+            let keys: &[&str] = match ty.trim_matches('"') {
+                TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_CHUNK => &["messageId", "delta"],
+                TOOL_CALL_ARGS => &["toolCallId", "delta"],
+                TEXT_MESSAGE_START => &["messageId", "role", "name"],
+                TEXT_MESSAGE_END => &["messageId"],
+                TOOL_CALL_START => &["toolCallId", "toolCallName", "parentMessageId"],
+                TOOL_CALL_END => &["toolCallId"],
+                TOOL_CALL_RESULT => &["messageId", "toolCallId", "content", "role"],
+                STATE_DELTA => &["delta"],
+                RUN_STARTED => &["threadId", "runId"],
+                _ => &[],
+            };
+            keys.to_vec()
+        }
+
+        /// One event object as JSON text (with its fields in order).
+        fn event_text(noisy: bool) -> impl Strategy<Value = String> {
+            type_value(noisy)
+                .prop_flat_map(move |ty| {
+                    let keep = if noisy { 0.85 } else { 0.97 };
+                    let natural: Vec<BoxedStrategy<Option<(String, String)>>> = natural_keys(&ty)
+                        .into_iter()
+                        .map(|k| {
+                            let k = quoted(k);
+                            let v = value_for(&k, &ty, noisy);
+                            prop::option::weighted(keep, v.prop_map(move |v| (k.clone(), v)))
+                                .boxed()
+                        })
+                        .collect();
+                    let ty2 = ty.clone();
+                    let more = prop::collection::vec(
+                        key(noisy).prop_flat_map(move |k| {
+                            value_for(&k, &ty2, noisy).prop_map(move |v| (k.clone(), v))
+                        }),
+                        0..=usize::from(noisy),
+                    );
+                    (Just(ty), natural, more, any::<bool>())
+                })
+                .prop_flat_map(|(ty, natural, more, type_first)| {
+                    let mut fields: Vec<(String, String)> = natural.into_iter().flatten().collect();
+                    fields.extend(more);
+                    let ty = ("\"type\"".to_string(), ty);
+                    let shuffled = Just(fields.clone()).prop_shuffle();
+                    (
+                        Just(ty),
+                        Just(fields),
+                        shuffled,
+                        Just(type_first),
+                        any::<bool>(),
+                    )
+                })
+                .prop_map(|(ty, fields, shuffled, type_first, shuffle)| {
+                    let mut fields = if shuffle { shuffled } else { fields };
+                    if type_first {
+                        fields.insert(0, ty);
+                    } else {
+                        fields.push(ty);
+                    }
+                    fields
+                })
+                .prop_flat_map(move |fields| {
+                    let n = fields.len() * 4 + 2;
+                    let ws = if noisy {
+                        prop_oneof![
+                            8 => Just(""),
+                            2 => Just(" "),
+                            1 => Just("\n"),
+                            1 => Just("\t\r\n "),
+                            1 => Just("\u{c}"),
+                            1 => Just("\u{a0}"),
+                        ]
+                        .boxed()
+                    } else {
+                        prop_oneof![4 => Just(""), 1 => Just(" ")].boxed()
+                    };
+                    (Just(fields), prop::collection::vec(ws, n))
+                })
+                .prop_map(|(fields, ws)| {
+                    let mut ws = ws.into_iter().cycle();
+                    let mut w = || ws.next().unwrap_or_default();
+                    let mut text = format!("{}{{", w());
+                    for (i, (k, v)) in fields.iter().enumerate() {
+                        if i > 0 {
+                            text.push(',');
+                        }
+                        text.push_str(&format!("{}{k}{}:{}{v}{}", w(), w(), w(), w()));
+                    }
+                    text.push_str(&format!("}}{}", w()));
+                    text
+                })
+        }
+
+        /// An event object: clean (mostly what the fast paths take) or
+        /// noisy, which is sometimes cut short or has something after it.
+        fn frame_text() -> impl Strategy<Value = String> {
+            let noisy = (event_text(true), any::<prop::sample::Index>(), 0u8..10).prop_map(
+                |(mut text, at, how)| {
+                    match how {
+                        0 => {
+                            let mut cut = at.index(text.len() + 1);
+                            while !text.is_char_boundary(cut) {
+                                cut -= 1;
+                            }
+                            text.truncate(cut);
+                        }
+                        1 => text.push_str(" x"),
+                        2 => text.push(','),
+                        _ => {}
+                    }
+                    text
+                },
+            );
+            prop_oneof![event_text(false), noisy]
+        }
+
+        /// Both decoders, from the same state, on the same frame: the same
+        /// events or the same error.
+        fn agree(data: &str, lane_open: bool) -> Result<(), TestCaseError> {
+            let mut fast = AgUiDecoder::new();
+            let mut reference = AgUiDecoder::new();
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            if lane_open {
+                // A chunk lane the next event closes.
+                let open = frame(r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"x","delta":"a"}"#);
+                fast.decode(&open, &mut got).unwrap();
+                reference
+                    .decode_without_fast_paths(&open, &mut want)
+                    .unwrap();
+            }
+            let f = frame(data);
+            let r_fast = fast.decode(&f, &mut got);
+            let r_reference = reference.decode_without_fast_paths(&f, &mut want);
+            prop_assert_eq!(r_fast, r_reference, "{}", data);
+            prop_assert_eq!(got, want, "{}", data);
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            #[test]
+            fn fast_paths_agree_with_serde_json(data in frame_text(), lane_open in any::<bool>()) {
+                agree(&data, lane_open)?;
+            }
+
+            /// `unescape` reads what serde_json reads, or refuses what it refuses.
+            #[test]
+            fn unescape_agrees_with_serde_json(s in json_string(true)) {
+                let inner = unquote(&s).unwrap();
+                let want = serde_json::from_str::<String>(&s).ok();
+                // Only one whole string compares (a raw `"` ends it early),
+                // and the scan refuses a raw control character first.
+                let whole = string_at(s.as_bytes(), 0).map(|(_, _, end)| end) == Some(s.len());
+                if whole && !inner.bytes().any(|b| b < 0x20) {
+                    prop_assert_eq!(unescape(inner), want, "{}", s);
+                }
+            }
+        }
+
+        /// The generator reaches the fast paths: a differential test that
+        /// never takes them would prove nothing.
+        #[test]
+        fn the_generator_reaches_the_fast_paths() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let strategy = frame_text();
+            let (mut fast, mut state_delta) = (0, 0);
+            for _ in 0..2000 {
+                let data = strategy.new_tree(&mut runner).unwrap().current();
+                fast += usize::from(fast_event(&data).is_some());
+                state_delta += usize::from(fast_state_delta(&data).is_some());
+            }
+            assert!(fast > 100, "{fast} of 2000 frames took the fast path");
+            assert!(
+                state_delta > 5,
+                "{state_delta} of 2000 took the STATE_DELTA path"
+            );
         }
     }
 }
