@@ -169,4 +169,24 @@ mod tests {
             prop_assert_eq!(out, serde(&s));
         }
     }
+
+    proptest! {
+        /// The whole event, keys and values, as serde_json writes the map.
+        #[test]
+        fn any_string_event_is_what_write_json_writes(
+            key in "k[a-zA-Z]{0,8}",
+            id in any::<String>(),
+            value in any::<String>(),
+        ) {
+            let mut out = Vec::new();
+            write_string_event(&mut out, "type", "x-delta", &[("id", &id), (&key, &value)]);
+            let mut want = Vec::new();
+            let mut map = serde_json::Map::new();
+            map.insert("type".into(), "x-delta".into());
+            map.insert("id".into(), id.into());
+            map.insert(key, value.into());
+            crate::sse::write_json(&mut want, &map);
+            prop_assert_eq!(out, want);
+        }
+    }
 }
