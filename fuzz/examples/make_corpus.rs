@@ -9,6 +9,9 @@
 //!   dialects translated into it.
 //! - `request_<dialect>`: request bodies of the dialect, and the bodies of the
 //!   other dialects translated into it (parse there, build here).
+//! - `fast_ag_ui`, `fast_json`: AG-UI fixture frames and hand-made strings as
+//!   text, a few fixed byte strings for the structured form.
+//! - every crash found, in its target's directory ([`REGRESSIONS`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -58,7 +61,11 @@ fn main() {
                 ));
             }
         }
-        write_dir(&corpus.join(format!("decode_{}", target_name(d))), &seeds);
+        let target = format!("decode_{}", target_name(d));
+        for (_, name, bytes) in REGRESSIONS.iter().filter(|(t, ..)| *t == target) {
+            seeds.push((name.to_string(), bytes.to_vec()));
+        }
+        write_dir(&corpus.join(target), &seeds);
     }
 
     let vercel_client: Value = serde_json::from_slice(&read(
@@ -86,6 +93,80 @@ fn main() {
         }
         write_dir(&corpus.join(format!("request_{}", target_name(d))), &seeds);
     }
+
+    fast_seeds(&corpus, &fixtures);
+}
+
+/// Crash inputs found by fuzzing, kept as seeds (and each a unit test where
+/// it was fixed): (target, file name, input).
+const REGRESSIONS: &[(&str, &str, &[u8])] = &[
+    // A backslash before a multi-byte character panicked the AG-UI decoder's
+    // fast path (adapters/ag-ui decoder test
+    // `a_backslash_before_a_multibyte_character_is_an_error`).
+    (
+        "decode_ag_ui",
+        "regression-backslash-before-multibyte.sse",
+        "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+         data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+         data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"\\é\"}\n\n"
+            .as_bytes(),
+    ),
+    (
+        "fast_ag_ui",
+        "regression-backslash-before-multibyte",
+        "\u{1}{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"\\é\"}".as_bytes(),
+    ),
+];
+
+/// `fast_ag_ui` and `fast_json`: text seeds (a first byte of 1, then one
+/// frame or string per line) from the AG-UI fixtures and hand-made strings,
+/// a few byte strings for the structured form (a first byte of 0), and the
+/// regression cases.
+fn fast_seeds(corpus: &Path, fixtures: &Path) {
+    let mut ag_ui = Vec::new();
+    for path in sse_files(&fixtures.join("ag-ui")) {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = String::from_utf8(read(&path)).expect("fixtures are UTF-8");
+        let frames: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        ag_ui.push((
+            format!("fixture-{name}"),
+            [b"\x01", frames.join("\n").as_bytes()].concat(),
+        ));
+    }
+    let mut json = vec![(
+        "strings".to_string(),
+        "\u{1}plain\na\"b\\c\n\u{0}\u{1f}\u{7f}\n\u{2028}北🎉\n\\é"
+            .as_bytes()
+            .to_vec(),
+    )];
+    // Structured seeds: fixed bytes that `arbitrary` reads as frames.
+    let mut x: u32 = 0x9e37_79b9;
+    for i in 0..8 {
+        let bytes: Vec<u8> = (0..64 + 32 * i)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x >> 24) as u8
+            })
+            .collect();
+        let seed = [&[0u8][..], &bytes].concat();
+        ag_ui.push((format!("structured-{i}"), seed.clone()));
+        json.push((format!("structured-{i}"), seed));
+    }
+    for (target, name, bytes) in REGRESSIONS {
+        let seeds = match *target {
+            "fast_ag_ui" => &mut ag_ui,
+            "fast_json" => &mut json,
+            _ => continue,
+        };
+        seeds.push((name.to_string(), bytes.to_vec()));
+    }
+    write_dir(&corpus.join("fast_ag_ui"), &ag_ui);
+    write_dir(&corpus.join("fast_json"), &json);
 }
 
 fn target_name(d: Dialect) -> String {

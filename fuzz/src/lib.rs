@@ -9,6 +9,9 @@
 //!   dialects, gives the same bytes whatever the chunking, and the output
 //!   re-frames cleanly, decodes with the target's own decoder and ends the way
 //!   the target dialect's clients need.
+//! - [`fast::check_fast_ag_ui`], [`fast::check_fast_json`]: the hand-written
+//!   fast paths (the AG-UI decoder's, the JSON writers') agree with
+//!   serde_json.
 //! - [`check_request`]: a request body that parses builds into every
 //!   dialect's upstream body without panicking, and what a same-dialect build
 //!   gives back parses again.
@@ -22,6 +25,8 @@ use babelgate_core::{
 use serde_json::Value;
 
 pub use babelgate_registry::{decoder, encoder, requests};
+
+pub mod fast;
 
 // ---- SSE framer ---------------------------------------------------------------
 
