@@ -54,7 +54,7 @@ const TYPES: [&str; 12] = [
     "THINKING_TEXT_MESSAGE_CONTENT",
 ];
 
-const ESCAPES: [&str; 22] = [
+const ESCAPES: [&str; 13] = [
     r#"\""#,
     r"\\",
     r"\/",
@@ -67,6 +67,12 @@ const ESCAPES: [&str; 22] = [
     r"\uD83D\uDE00",
     r"\u00e9",
     r"\u0000",
+    r"\u20AC",
+];
+
+/// Escapes serde_json refuses (a lone surrogate, a bad escape, a cut one),
+/// and a raw quote.
+const BAD_ESCAPES: [&str; 10] = [
     r"\ud83d",
     r"\ude00",
     r"\ud83d\u0041",
@@ -102,7 +108,9 @@ const LITERALS: [&str; 20] = [
     "nul",
 ];
 
-const WHITESPACE: [&str; 8] = ["", "", "", " ", "\n", "\t\r\n ", "\u{c}", "\u{a0}"];
+const WHITESPACE: [&str; 6] = ["", "", "", " ", "\n", "\t\r\n "];
+/// Whitespace JSON does not allow.
+const BAD_WHITESPACE: [&str; 3] = ["\u{c}", "\u{a0}", "\u{b}"];
 const ROLES: [&str; 5] = ["assistant", "user", "tool", "robot", ""];
 const MULTIBYTE: [&str; 6] = ["é", "北", "🎉", "\u{2028}", "\u{7f}", "\u{a0}"];
 
@@ -113,9 +121,11 @@ fn pick<'a>(list: &[&'a str], i: u8) -> &'a str {
 /// A piece of string content, as JSON text.
 #[derive(Arbitrary, Debug)]
 enum Piece {
-    Plain(String),
+    Ascii(u8),
     Multibyte(u8),
     Escape(u8),
+    Plain(String),
+    BadEscape(u8),
     Unicode(u16),
     BackslashBefore(char),
     Control(u8),
@@ -132,6 +142,12 @@ impl Str {
                 // Raw text: quotes, backslashes and control characters in
                 // it are what they are (often invalid JSON).
                 Piece::Plain(s) => out.push_str(s),
+                // Printable ASCII but `"` and `\\`.
+                Piece::Ascii(b) => out.push(match char::from(0x20 + b % 0x5f) {
+                    '"' | '\\' => 'q',
+                    c => c,
+                }),
+                Piece::BadEscape(i) => out.push_str(pick(&BAD_ESCAPES, *i)),
                 Piece::Multibyte(i) => out.push_str(pick(&MULTIBYTE, *i)),
                 Piece::Escape(i) => out.push_str(pick(&ESCAPES, *i)),
                 Piece::Unicode(u) => out.push_str(&format!("\\u{u:04x}")),
@@ -181,21 +197,49 @@ enum Key {
 
 #[derive(Arbitrary, Debug)]
 enum Tail {
-    Whole,
     Cut(u16),
     Junk,
     Comma,
 }
 
-/// One event object: its type, then fields in order, the type's position,
-/// whitespace between tokens and how it ends.
+/// The fields an event of each type has (the fast paths' types first).
+fn natural_keys(ty: &str) -> &'static [&'static str] {
+    match ty {
+        "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_CHUNK" | "REASONING_MESSAGE_CONTENT" => {
+            &["messageId", "delta"]
+        }
+        "TOOL_CALL_ARGS" => &["toolCallId", "delta"],
+        "TEXT_MESSAGE_START" => &["messageId", "role", "name"],
+        "TEXT_MESSAGE_END" => &["messageId"],
+        "TOOL_CALL_START" => &["toolCallId", "toolCallName", "parentMessageId"],
+        "TOOL_CALL_END" => &["toolCallId"],
+        "TOOL_CALL_RESULT" => &["messageId", "toolCallId", "content", "role"],
+        "STATE_DELTA" => &["delta"],
+        "RUN_STARTED" => &["threadId", "runId"],
+        "THINKING_TEXT_MESSAGE_CONTENT" => &["delta"],
+        _ => &[],
+    }
+}
+
+/// One event object: its type and the fields that type has, each a string
+/// (a role a role, a STATE_DELTA's delta a patch) unless `odd` puts another
+/// value in one, maybe one field left out and one more added; the type at
+/// any place, whitespace between tokens, and how it ends.
 #[derive(Arbitrary, Debug)]
 struct Obj {
-    ty: Val,
+    /// Mostly one of [`TYPES`] (with the fields an event of it has), else an
+    /// escaped type or `other_type`.
+    ty: u8,
+    other_type: Val,
+    values: Vec<Str>,
+    role: u8,
+    odd: Option<(u8, Val)>,
+    missing: Option<u8>,
+    extra: Option<(Key, Val)>,
     type_at: u8,
-    fields: Vec<(Key, Val)>,
     ws: Vec<u8>,
-    tail: Tail,
+    bad_ws: Option<u8>,
+    tail: Option<Tail>,
 }
 
 impl Obj {
@@ -206,46 +250,84 @@ impl Obj {
                 out.push_str(pick(&WHITESPACE, *i));
             }
         };
+        let ty = match self.ty {
+            0..224 => pick(&TYPES, self.ty),
+            _ => "",
+        };
+        let mut fields: Vec<(String, String)> = Vec::new();
+        let mut values = self.values.iter();
+        for (n, key) in natural_keys(ty).iter().enumerate() {
+            let mut v = String::new();
+            match (*key, ty) {
+                ("role", _) => v.push_str(&format!("\"{}\"", pick(&ROLES, self.role))),
+                ("delta", "STATE_DELTA") => Val::Patch(Str(Vec::new())).render(&mut v),
+                _ => match values.next() {
+                    Some(s) => s.render(&mut v),
+                    None => v.push_str("\"a\""),
+                },
+            }
+            if let Some((at, odd)) = &self.odd {
+                if usize::from(*at) % 4 == n {
+                    v.clear();
+                    odd.render(&mut v);
+                }
+            }
+            if self.missing.is_some_and(|m| usize::from(m) % 4 == n) {
+                continue;
+            }
+            fields.push((format!("\"{key}\""), v));
+        }
+        if let Some((k, v)) = &self.extra {
+            let mut key = String::new();
+            match k {
+                Key::Known(i) => key.push_str(&format!("\"{}\"", pick(&KEYS, *i))),
+                Key::EscapedType => key.push_str(r#""typ\u0065""#),
+                Key::Str(s) => s.render(&mut key),
+            }
+            let mut val = String::new();
+            v.render(&mut val);
+            fields.push((key, val));
+        }
+        let mut tv = String::new();
+        match self.ty {
+            0..224 => tv.push_str(&format!("\"{ty}\"")),
+            224..240 => tv.push_str(r#""TEXT_\u004dESSAGE_END""#),
+            _ => self.other_type.render(&mut tv),
+        }
+        let type_at = usize::from(self.type_at) % (fields.len() + 1);
+        fields.insert(type_at, ("\"type\"".into(), tv));
+
         let mut out = String::new();
         w(&mut out);
         out.push('{');
-        // `None` is the type, at its place among the fields.
-        let mut entries: Vec<Option<&(Key, Val)>> = self.fields.iter().take(8).map(Some).collect();
-        let type_at = usize::from(self.type_at) % (entries.len() + 1);
-        entries.insert(type_at, None);
-        for (i, entry) in entries.iter().enumerate() {
+        for (i, (k, v)) in fields.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             w(&mut out);
-            match entry {
-                None => out.push_str("\"type\""),
-                Some((Key::Known(k), _)) => out.push_str(&format!("\"{}\"", pick(&KEYS, *k))),
-                Some((Key::EscapedType, _)) => out.push_str(r#""typ\u0065""#),
-                Some((Key::Str(s), _)) => s.render(&mut out),
-            }
+            out.push_str(k);
             w(&mut out);
             out.push(':');
             w(&mut out);
-            match entry {
-                None => self.ty.render(&mut out),
-                Some((_, v)) => v.render(&mut out),
-            }
+            out.push_str(v);
             w(&mut out);
+        }
+        if let Some(i) = self.bad_ws {
+            out.push_str(pick(&BAD_WHITESPACE, i));
         }
         out.push('}');
         w(&mut out);
         match self.tail {
-            Tail::Whole => {}
-            Tail::Cut(at) => {
+            None => {}
+            Some(Tail::Cut(at)) => {
                 let mut cut = usize::from(at) % (out.len() + 1);
                 while !out.is_char_boundary(cut) {
                     cut -= 1;
                 }
                 out.truncate(cut);
             }
-            Tail::Junk => out.push_str(" x"),
-            Tail::Comma => out.push(','),
+            Some(Tail::Junk) => out.push_str(" x"),
+            Some(Tail::Comma) => out.push(','),
         }
         out
     }
