@@ -81,6 +81,47 @@ fn events(ids: &[String], deltas: &[String]) -> Vec<EventKind> {
     v
 }
 
+/// Found by the `fast_json` fuzz target: tool input `555…5` (39 digits)
+/// reached the client as 5.555555555555555e+38, and read back as
+/// ...554e+38, where JSON.parse (and Rust) read 5.555555555555556e+38:
+/// serde_json parsed numbers approximately until `float_roundtrip`.
+#[test]
+fn tool_input_numbers_reach_the_client_as_json_parse_reads_them() {
+    let digits = "5".repeat(39);
+    let mut enc = VercelEncoder::new(EncodeContext::deterministic());
+    let mut out = Vec::new();
+    for k in [
+        EventKind::ToolCallStart {
+            tool_call_id: "c".into(),
+            tool_name: "f".into(),
+            parent_message_id: None,
+        },
+        EventKind::ToolCallArgs {
+            tool_call_id: "c".into(),
+            delta: digits.clone(),
+        },
+        EventKind::ToolCallEnd {
+            tool_call_id: "c".into(),
+        },
+    ] {
+        enc.encode(&Event::new(k), &mut out);
+    }
+    enc.finish(&mut out);
+    let out = String::from_utf8(out).unwrap();
+    let exact: f64 = digits.parse().unwrap();
+    let inputs: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| d.split_once("\"input\":"))
+        .map(|(_, rest)| {
+            // The number as written, read as Rust reads it: correctly rounded.
+            let end = rest.find([',', '}']).unwrap();
+            rest[..end].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(inputs, vec![exact], "{out}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
