@@ -2,9 +2,24 @@
 //! the same bytes serde_json writes, without building a `Value` first.
 
 /// Bytes that need an escape: control characters, `"` and `\`.
+// Indexed at compile time only: an index out of bounds fails the build.
+#[allow(clippy::indexing_slicing)]
+const ESCAPED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Whether `b` needs an escape (a look-up the compiler knows is in bounds).
 #[inline]
-const fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
+fn needs_escape(b: u8) -> bool {
+    ESCAPED.get(usize::from(b)).copied().unwrap_or(true)
 }
 
 /// The index of the first byte at or after `from` that a JSON string cannot
@@ -20,8 +35,11 @@ pub fn plain_run(bytes: &[u8], from: usize) -> usize {
     // (a borrow only leaves a zero byte), which is all the lowest bit needs.
     let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
     let mut j = from;
-    while let Some(chunk) = bytes.get(j..).and_then(<[u8]>::first_chunk::<8>) {
-        let w = u64::from_le_bytes(*chunk);
+    while let Some(chunk) = bytes
+        .get(j..j + 8)
+        .and_then(|c| <[u8; 8]>::try_from(c).ok())
+    {
+        let w = u64::from_le_bytes(chunk);
         // `"`, `\\`, and bytes below 0x20 (`!w` keeps bytes of multi-byte
         // characters, all 0x80 and up, out of that last test).
         let stop = zero(w ^ (ONES * u64::from(b'"')))
