@@ -62,17 +62,14 @@ pub fn plain_run(bytes: &[u8], from: usize) -> usize {
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.reserve(s.len() + 2);
     out.push(b'"');
-    let mut rest = s.as_bytes();
+    let bytes = s.as_bytes();
+    let mut start = 0;
     loop {
-        // `plain_run` stays within `rest`; the fallback is never taken.
-        let (plain, tail) = rest
-            .split_at_checked(plain_run(rest, 0))
-            .unwrap_or((rest, &[]));
-        out.extend_from_slice(plain);
-        let Some((&b, tail)) = tail.split_first() else {
-            break;
-        };
-        rest = tail;
+        let i = plain_run(bytes, start);
+        // `start <= i <= len`: the fallback is never taken.
+        out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
+        let Some(&b) = bytes.get(i) else { break };
+        start = i + 1;
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
