@@ -29,8 +29,8 @@
 //!    the same for several events at once (memory: one lock; Redis: one
 //!    pipelined round trip).
 //! 3. [`RunLog::renew`] at least every lease / 3 (the lease keep-alive), and
-//!    [`RunLog::stop_requested`] polled to learn of `POST .../stop` requests made
-//!    on any instance. [`RunWriter`] does both in a background task.
+//!    [`RunLog::wait_stop`] to learn of `POST .../stop` requests made on any
+//!    instance (no polling). [`RunWriter`] does both in a background task.
 //! 4. [`RunLog::end`] with the outcome and the route's retention: readers get
 //!    [`LogItem::End`], the log and the key's pointer stay readable for the
 //!    retention (at least [`MIN_RETENTION`]) and then expire.
@@ -88,8 +88,10 @@
 //! own, so a blocked reader never holds up other commands; after each empty
 //! block they check the lease key and, if it has expired while the run is still
 //! `running`, mark the run lost (which appends the lost marker every other
-//! reader then sees). Stop requests set `stop` in the meta hash; the owner polls
-//! it. Every other command goes through one multiplexed connection that
+//! reader then sees). Stop requests set `stop` in the meta hash and publish
+//! the run id on the channel `<p>:stop`; each store holds one subscription to
+//! it (not one per run), and on every (re)subscription re-reads the `stop`
+//! flag of the runs it waits for. Every other command goes through one multiplexed connection that
 //! reconnects by itself; every call is bounded by `op_timeout` and a Redis that
 //! cannot be reached gives [`StoreError::Unavailable`] (answer 503), never a
 //! panic, and calls work again once Redis is back. [`RedisStore::open`] does not
@@ -366,8 +368,18 @@ pub trait RunLog: Send + Sync {
     /// instance). `false` when the run is not running (ended, lost, unknown).
     async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError>;
 
-    /// Whether a stop was requested for `run_id` (the owner polls this).
+    /// Whether a stop was requested for `run_id` (a one-off check; owners
+    /// wait with [`wait_stop`](RunLog::wait_stop) instead of polling this).
     async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Resolves once a stop is requested for `run_id`, on any instance;
+    /// pending forever when none is (or the run is gone). Nothing is polled
+    /// per run: the memory backend wakes the waiter directly; Redis keeps one
+    /// pub/sub subscription per store that `request_stop` publishes to and
+    /// that fans out to the waiting runs, re-checking their `stop` flags
+    /// whenever it (re)subscribes, so a stop made while it was disconnected
+    /// is not lost. Cancel-safe.
+    async fn wait_stop(&self, run_id: &str);
 
     /// Whether the backend answers (readiness).
     async fn ping(&self) -> Result<(), StoreError>;

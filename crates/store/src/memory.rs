@@ -138,7 +138,8 @@ struct Run {
     lease_until: Instant,
     /// When the whole run is forgotten.
     expires: Instant,
-    stop: bool,
+    /// Set by a stop request; the owner waits on it (no polling).
+    stop: watch::Sender<bool>,
     /// Bumped on every change readers care about; dropped with the run.
     changed: watch::Sender<u64>,
 }
@@ -305,7 +306,7 @@ impl RunLog for MemoryRunLog {
                 state: State::Running,
                 lease_until: now + lease,
                 expires: now + lease + sh.lost_retention,
-                stop: false,
+                stop: watch::channel(false).0,
                 changed,
             },
         );
@@ -492,7 +493,7 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         match runs.get(run_id, Instant::now(), sh.lost_retention) {
             Some(run) if run.state == State::Running => {
-                run.stop = true;
+                run.stop.send_replace(true);
                 Ok(true)
             }
             _ => Ok(false),
@@ -504,7 +505,23 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         Ok(runs
             .get(run_id, Instant::now(), sh.lost_retention)
-            .is_some_and(|r| r.stop))
+            .is_some_and(|r| *r.stop.borrow()))
+    }
+
+    async fn wait_stop(&self, run_id: &str) {
+        let stop = {
+            let sh = &self.shared;
+            let mut runs = sh.lock();
+            runs.get(run_id, Instant::now(), sh.lost_retention)
+                .map(|r| r.stop.subscribe())
+        };
+        if let Some(mut stop) = stop {
+            // Err: the run was forgotten; no stop will come.
+            if stop.wait_for(|s| *s).await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
