@@ -93,16 +93,15 @@ impl Gateway {
     /// A gateway with the in-memory store (whatever `[store]` says: use
     /// [`store_config`] and [`Gateway::with_stores`] for that).
     pub fn new(config: Config) -> Result<Gateway, GatewayError> {
-        let memory = MemoryConfig {
-            history_ttl: config.store.history_ttl,
-            ..MemoryConfig::default()
+        let memory = match store_config(&config) {
+            StoreConfig::Memory(m) => m,
+            StoreConfig::Redis(_) => MemoryConfig {
+                history_ttl: config.store.history_ttl,
+                ..MemoryConfig::default()
+            },
         };
         let stores = Stores {
-            conversations: Arc::new(MemoryConversationStore::new(
-                memory.history_ttl,
-                memory.max_threads,
-                memory.max_messages,
-            )),
+            conversations: Arc::new(MemoryConversationStore::from_config(&memory)),
             runs: Arc::new(MemoryRunLog::new(&memory)),
         };
         Gateway::with_stores(config, stores)
@@ -566,13 +565,9 @@ impl Gateway {
         match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
                 if matches!(route.client, Dialect::AgUi | Dialect::Hai) {
-                    // What a snapshot on reconnect starts with.
-                    if let Err(e) = self
-                        .stores
-                        .conversations
-                        .append(&input_key(&run_id), run.messages.clone())
-                        .await
-                    {
+                    // What a snapshot on reconnect starts with; kept with
+                    // the run (its life and retention), capped in bytes.
+                    if let Err(e) = self.stores.runs.keep_input(&run_id, &run.messages).await {
                         tracing::warn!(error = %e, "could not keep the run's input for snapshots");
                     }
                 }
@@ -620,12 +615,7 @@ impl Gateway {
         };
         let (last, input) = if mode == Mode::Snapshot {
             let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
-            let input = self
-                .stores
-                .conversations
-                .history(&input_key(&info.run_id))
-                .await
-                .map_err(store_error)?;
+            let input = runs.input(&info.run_id).await.map_err(store_error)?;
             (last, input)
         } else {
             (None, Vec::new())
@@ -718,11 +708,6 @@ pub fn store_config(config: &Config) -> StoreConfig {
             StoreConfig::Redis(c)
         }
     }
-}
-
-/// Where a run's input messages are kept for snapshots.
-fn input_key(run_id: &str) -> String {
-    format!("run-input:{run_id}")
 }
 
 fn no_content() -> Response<Body> {

@@ -136,6 +136,33 @@ redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 "#;
 
+/// KEYS meta; ARGV input. Returns 0 unknown, 2 kept (in the meta hash, so
+/// it expires with the run).
+const KEEP_INPUT: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'input', ARGV[1])
+return 2
+"#;
+
+/// KEYS conv; ARGV max_messages max_bytes ttl_ms message... Appends, then
+/// drops the oldest messages past either cap, then refreshes the expiry.
+const APPEND_HISTORY: &str = r#"
+for i = 4, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+local total = 0
+for _, m in ipairs(items) do total = total + string.len(m) end
+local max_b = tonumber(ARGV[2])
+local drop = 0
+while total > max_b and drop < #items do
+  drop = drop + 1
+  total = total - string.len(items[drop])
+end
+if drop > 0 then redis.call('LTRIM', KEYS[1], drop, -1) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"#;
+
 /// After the stop subscription broke, wait this long before subscribing
 /// again (and between attempts while Redis is down).
 const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
@@ -226,6 +253,8 @@ struct Scripts {
     end: Script,
     status: Script,
     stop: Script,
+    keep_input: Script,
+    append_history: Script,
 }
 
 impl Scripts {
@@ -238,6 +267,8 @@ impl Scripts {
             end: s(END),
             status: s(STATUS),
             stop: s(STOP),
+            keep_input: s(KEEP_INPUT),
+            append_history: s(APPEND_HISTORY),
         }
     }
 }
@@ -521,24 +552,20 @@ impl ConversationStore for RedisStore {
     async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError> {
         let inner = &self.inner;
         let key = inner.conv_key(thread);
-        let ttl = ms(inner.cfg.history_ttl);
-        let mut con = inner.conn.clone();
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        if !messages.is_empty() {
-            let mut push = redis::cmd("RPUSH");
-            push.arg(&key);
-            for m in &messages {
-                let json = serde_json::to_vec(m)
-                    .map_err(|e| StoreError::Corrupt(format!("message {:?}: {e}", m.id)))?;
-                push.arg(json);
-            }
-            pipe.add_command(push).ignore();
-            let max = inner.cfg.max_messages.max(1) as i64;
-            pipe.cmd("LTRIM").arg(&key).arg(-max).arg(-1).ignore();
-        }
-        pipe.cmd("PEXPIRE").arg(&key).arg(ttl).ignore();
-        inner.call(pipe.query_async::<()>(&mut con)).await
+        let max_messages = inner.cfg.max_messages.max(1).to_string();
+        let max_bytes = inner.cfg.max_history_bytes.to_string();
+        let ttl = ms(inner.cfg.history_ttl).to_string();
+        let encoded = crate::encode_messages(&messages)?;
+        let mut args: Vec<&[u8]> = vec![
+            max_messages.as_bytes(),
+            max_bytes.as_bytes(),
+            ttl.as_bytes(),
+        ];
+        args.extend(encoded.iter().map(Vec::as_slice));
+        let _: i64 = inner
+            .script(&inner.scripts.append_history, &[&key], &args)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -635,6 +662,34 @@ impl RunLog for RedisStore {
             }
         }
         Ok(())
+    }
+
+    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let input = crate::encode_input(messages, inner.cfg.max_input_bytes)?;
+        let [_, meta, _] = inner.run_keys(run_id);
+        let code: i64 = inner
+            .script(&inner.scripts.keep_input, &[&meta], &[&input])
+            .await?;
+        verdict(code, run_id)
+    }
+
+    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        let inner = &self.inner;
+        let [_, meta, _] = inner.run_keys(run_id);
+        let mut con = inner.conn.clone();
+        let input: Option<Vec<u8>> = inner
+            .call(
+                redis::cmd("HGET")
+                    .arg(&meta)
+                    .arg("input")
+                    .query_async(&mut con),
+            )
+            .await?;
+        match input {
+            Some(bytes) => crate::decode_input(run_id, &bytes),
+            None => Ok(Vec::new()),
+        }
     }
 
     async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {

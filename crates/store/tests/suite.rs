@@ -32,6 +32,8 @@ struct Limits {
     max_messages: usize,
     max_run_entries: usize,
     max_run_bytes: usize,
+    max_history_bytes: usize,
+    max_input_bytes: usize,
 }
 
 impl Default for Limits {
@@ -41,6 +43,8 @@ impl Default for Limits {
             max_messages: 100,
             max_run_entries: 10_000,
             max_run_bytes: 1 << 20,
+            max_history_bytes: 1 << 20,
+            max_input_bytes: 1 << 20,
         }
     }
 }
@@ -63,6 +67,8 @@ impl Backend {
                     max_messages: limits.max_messages,
                     max_run_entries: limits.max_run_entries,
                     max_run_bytes: limits.max_run_bytes,
+                    max_history_bytes: limits.max_history_bytes,
+                    max_input_bytes: limits.max_input_bytes,
                     ..MemoryConfig::default()
                 }),
                 None,
@@ -74,6 +80,8 @@ impl Backend {
                 cfg.max_messages = limits.max_messages;
                 cfg.max_run_entries = limits.max_run_entries;
                 cfg.max_run_bytes = limits.max_run_bytes;
+                cfg.max_history_bytes = limits.max_history_bytes;
+                cfg.max_input_bytes = limits.max_input_bytes;
                 cfg.op_timeout = Duration::from_secs(1);
                 cfg.connect_timeout = Duration::from_millis(500);
                 (StoreConfig::Redis(cfg), Some(server))
@@ -208,6 +216,9 @@ on_both_backends!(
     caps_drop_the_oldest_entries_and_readers_are_told,
     ping_answers,
     waiting_for_a_stop_polls_nothing,
+    history_is_capped_by_bytes,
+    run_input_lives_and_expires_with_the_run,
+    run_input_is_capped_by_bytes,
 );
 
 async fn history_appends_in_order_and_keeps_the_newest(kind: Kind) {
@@ -227,6 +238,92 @@ async fn history_appends_in_order_and_keeps_the_newest(kind: Kind) {
     assert!(history_ids(&b.stores, "other").await.is_empty());
     c.append("u", vec![msg("x")]).await.unwrap();
     assert_eq!(history_ids(&b.other().await, "u").await, ["x"]);
+}
+
+/// A message of about `size` bytes as JSON.
+fn sized(id: &str, size: usize) -> Message {
+    Message::text_message(id, Role::User, "x".repeat(size))
+}
+
+fn json_len(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| serde_json::to_vec(m).unwrap().len())
+        .sum()
+}
+
+async fn history_is_capped_by_bytes(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_history_bytes: 2_000,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let c = &b.stores.conversations;
+    for i in 0..10 {
+        c.append("t", vec![sized(&i.to_string(), 450)])
+            .await
+            .unwrap();
+    }
+    let kept = c.history("t").await.unwrap();
+    let ids: Vec<&str> = kept.iter().map(|m| m.id.as_str()).collect();
+    // About 500 bytes each: the newest that fit in 2000, oldest dropped.
+    assert!(json_len(&kept) <= 2_000, "{}", json_len(&kept));
+    assert_eq!(ids, ["7", "8", "9"]);
+    // One message larger than the cap is not kept at all.
+    c.append("t", vec![sized("huge", 5_000)]).await.unwrap();
+    assert!(history_ids(&b.stores, "t").await.is_empty());
+}
+
+async fn run_input_lives_and_expires_with_the_run(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    let input = vec![msg("a"), msg("b")];
+    assert_eq!(
+        log.keep_input("nope", &input).await,
+        Err(StoreError::UnknownRun("nope".into()))
+    );
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    assert!(log.input("r1").await.unwrap().is_empty());
+    log.keep_input("r1", &input).await.unwrap();
+    assert_eq!(b.other().await.runs.input("r1").await.unwrap(), input);
+    // Not a conversation: no history holds it.
+    assert!(history_ids(&b.stores, "r1").await.is_empty());
+    log.end("r1", RunOutcome::Completed, Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        log.input("r1").await.unwrap(),
+        input,
+        "kept for the retention"
+    );
+    // Retentions are at least a second: gone with the run after it.
+    let deadline = Instant::now() + SOON;
+    while log.info("r1").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the run never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(log.input("r1").await.unwrap().is_empty());
+}
+
+async fn run_input_is_capped_by_bytes(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_input_bytes: 2_000,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let input: Vec<Message> = (0..10).map(|i| sized(&i.to_string(), 450)).collect();
+    log.keep_input("r1", &input).await.unwrap();
+    let kept = log.input("r1").await.unwrap();
+    assert!(json_len(&kept) + kept.len() < 2_000, "brackets and commas included");
+    assert_eq!(kept, input[7..], "the newest that fit");
 }
 
 async fn history_expires_when_idle_and_reads_refresh_it(kind: Kind) {
@@ -623,6 +720,12 @@ impl RunLog for Counting {
         self.stop_checks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.log.stop_requested(run_id).await
+    }
+    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        self.log.keep_input(run_id, messages).await
+    }
+    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        self.log.input(run_id).await
     }
     async fn wait_stop(&self, run_id: &str) {
         self.stop_waits
