@@ -87,6 +87,8 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// Every stream pump, so that shutdown can wait for them.
     pumps: TaskTracker,
+    /// Resumed streams being followed (`[store] max_followers`).
+    followers: Arc<resume::Followers>,
 }
 
 impl Gateway {
@@ -115,6 +117,7 @@ impl Gateway {
             metrics: Arc::new(Metrics::default()),
             shutdown: CancellationToken::new(),
             pumps: TaskTracker::new(),
+            followers: Arc::default(),
         })
     }
 
@@ -613,6 +616,11 @@ impl Gateway {
             (Dialect::AgKit, None) => Mode::After(None),
             (_, None) => Mode::Snapshot,
         };
+        let store = &self.routes.load().config.store;
+        let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
+        let Some(slot) = self.followers.enter(max_followers) else {
+            return Ok(too_many_followers(max_followers));
+        };
         let (last, input) = if mode == Mode::Snapshot {
             let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
             let input = runs.input(&info.run_id).await.map_err(store_error)?;
@@ -630,6 +638,8 @@ impl Gateway {
                 mode,
                 last,
                 input,
+                max_snapshot_bytes,
+                slot,
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
@@ -700,14 +710,34 @@ pub fn store_config(config: &Config) -> StoreConfig {
     match &config.store.backend {
         Backend::Memory => StoreConfig::Memory(MemoryConfig {
             history_ttl: config.store.history_ttl,
+            max_run_bytes: config.store.max_run_bytes,
+            max_total_bytes: config.store.max_total_bytes,
+            max_history_bytes: config.store.max_history_bytes,
+            max_total_history_bytes: config.store.max_total_history_bytes,
             ..MemoryConfig::default()
         }),
         Backend::Redis { url } => {
             let mut c = babelgate_store::RedisConfig::new(url.clone());
             c.history_ttl = config.store.history_ttl;
+            c.max_run_bytes = config.store.max_run_bytes;
+            c.max_history_bytes = config.store.max_history_bytes;
             StoreConfig::Redis(c)
         }
     }
+}
+
+/// 503 `too_many_followers`: this instance follows as many resumed streams
+/// as it may; the client should come back shortly.
+fn too_many_followers(max: usize) -> Response<Body> {
+    let mut g = GatewayError::internal(format!(
+        "this instance already follows {max} resumed streams; retry shortly"
+    ));
+    g.status = StatusCode::SERVICE_UNAVAILABLE;
+    g.code = "too_many_followers";
+    let mut resp = g.into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
 }
 
 fn no_content() -> Response<Body> {

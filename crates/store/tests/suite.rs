@@ -322,7 +322,10 @@ async fn run_input_is_capped_by_bytes(kind: Kind) {
     let input: Vec<Message> = (0..10).map(|i| sized(&i.to_string(), 450)).collect();
     log.keep_input("r1", &input).await.unwrap();
     let kept = log.input("r1").await.unwrap();
-    assert!(json_len(&kept) + kept.len() < 2_000, "brackets and commas included");
+    assert!(
+        json_len(&kept) + kept.len() < 2_000,
+        "brackets and commas included"
+    );
     assert_eq!(kept, input[7..], "the newest that fit");
 }
 
