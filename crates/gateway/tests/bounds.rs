@@ -204,3 +204,32 @@ async fn followers_past_the_cap_get_503_too_many_followers_with_retry_after() {
     }
     drop(r);
 }
+
+#[test]
+fn store_bounds_reach_both_backends() {
+    use babelgate::server::store_config;
+    use babelgate_store::StoreConfig;
+    let route = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n";
+    let keys = "max_run_bytes = 1000\nmax_total_bytes = 5000\nmax_history_bytes = 300\nmax_total_history_bytes = 900\n";
+    let memory = Config::parse(&format!("{route}[store]\nbackend = \"memory\"\n{keys}")).unwrap();
+    let StoreConfig::Memory(m) = store_config(&memory) else {
+        panic!("memory backend expected")
+    };
+    assert_eq!(
+        (
+            m.max_run_bytes,
+            m.max_total_bytes,
+            m.max_history_bytes,
+            m.max_total_history_bytes
+        ),
+        (1000, 5000, 300, 900)
+    );
+    let redis = Config::parse(&format!(
+        "{route}[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n{keys}"
+    ))
+    .unwrap();
+    let StoreConfig::Redis(r) = store_config(&redis) else {
+        panic!("redis backend expected")
+    };
+    assert_eq!((r.max_run_bytes, r.max_history_bytes), (1000, 300));
+}

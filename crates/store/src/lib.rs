@@ -65,8 +65,12 @@
 //! asked for dropped entries gets [`LogItem::Truncated`] before the rest (the
 //! gateway should then answer with an error rather than a gap in the stream).
 //! The memory backend also keeps at most `max_runs` runs (ended and lost ones
-//! are evicted first, then the oldest running one) and `max_threads`
-//! conversations (least recently used evicted).
+//! are evicted first, then the oldest running one), `max_total_bytes` of all
+//! logs and kept inputs together, and `max_threads` conversations and
+//! `max_total_history_bytes` of them (least recently used evicted). A run's
+//! input ([`RunLog::keep_input`]) is kept with the run, at most
+//! `max_input_bytes`; a history at most `max_history_bytes`. Redis has no
+//! totals (that is its `maxmemory`), but every key is capped and expires.
 //!
 //! # Data layout in Redis
 //!
