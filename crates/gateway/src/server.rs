@@ -1091,7 +1091,13 @@ impl Pump {
         let translator = &mut self.translator;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(translator, out))) {
             Ok(r) => Some(r),
-            Err(_) => {
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                tracing::error!(panic = what, "the stream's translation panicked");
                 out.truncate(before);
                 let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     translator.fail(
