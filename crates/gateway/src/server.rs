@@ -1097,7 +1097,9 @@ impl Pump {
                     .copied()
                     .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
                     .unwrap_or("(no message)");
-                tracing::error!(panic = what, "the stream's translation panicked");
+                // Bounded: the message may quote a whole upstream frame.
+                let what: String = what.chars().take(256).collect();
+                tracing::error!(panic = %what, "the stream's translation panicked");
                 out.truncate(before);
                 let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     translator.fail(
