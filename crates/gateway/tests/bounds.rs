@@ -27,15 +27,16 @@ async fn listener() -> (TcpListener, SocketAddr) {
 
 /// A gateway for AG-UI clients of the demo agent (10 ms between events);
 /// `route` is added to the route, `store` to `[store]`.
-async fn gateway(route: &str, store: &str) -> SocketAddr {
+async fn gateway(route: &str, store: &str) -> (SocketAddr, Arc<Gateway>) {
     let (l, agent) = listener().await;
     tokio::spawn(demo::serve(l, Dialect::AgUi, Duration::from_millis(10)));
     let toml = format!(
         "[[routes]]\npath = \"/chat\"\nclient = \"ag-ui\"\nupstream = \"http://{agent}/agent\"\nupstream_protocol = \"ag-ui\"\n{route}\n[store]\nbackend = \"memory\"\n{store}"
     );
-    let (l, gw) = listener().await;
-    tokio::spawn(Arc::new(Gateway::new(Config::parse(&toml).unwrap()).unwrap()).serve(l));
-    gw
+    let (l, addr) = listener().await;
+    let gw = Arc::new(Gateway::new(Config::parse(&toml).unwrap()).unwrap());
+    tokio::spawn(gw.clone().serve(l));
+    (addr, gw)
 }
 
 async fn start(gw: SocketAddr, thread: &str) -> reqwest::Response {
@@ -115,7 +116,7 @@ fn text(events: &[(Option<String>, Value)]) -> String {
 
 #[tokio::test]
 async fn a_run_larger_than_the_snapshot_cap_is_replayed_instead() {
-    let gw = gateway("on_disconnect = \"keep\"", "max_snapshot_bytes = 300\n").await;
+    let (gw, _) = gateway("on_disconnect = \"keep\"", "max_snapshot_bytes = 300\n").await;
     let mut r = start(gw, "t-big").await;
     let first = events(&read_some(&mut r, 30).await);
     drop(r);
@@ -152,7 +153,7 @@ async fn a_run_larger_than_the_snapshot_cap_is_replayed_instead() {
 
 #[tokio::test]
 async fn a_small_run_still_gets_its_snapshot_under_the_cap() {
-    let gw = gateway("on_disconnect = \"keep\"", "max_snapshot_bytes = 1000000\n").await;
+    let (gw, _) = gateway("on_disconnect = \"keep\"", "max_snapshot_bytes = 1000000\n").await;
     let mut r = start(gw, "t-small").await;
     read_some(&mut r, 10).await;
     drop(r);
@@ -168,7 +169,7 @@ async fn a_small_run_still_gets_its_snapshot_under_the_cap() {
 
 #[tokio::test]
 async fn followers_past_the_cap_get_503_too_many_followers_with_retry_after() {
-    let gw = gateway("on_disconnect = \"keep\"", "max_followers = 1\n").await;
+    let (gw, gateway) = gateway("on_disconnect = \"keep\"", "max_followers = 1\n").await;
     let mut r = start(gw, "t-f").await;
     read_some(&mut r, 3).await;
     let mut follower = resume(gw, "t-f").await;
@@ -187,7 +188,16 @@ async fn followers_past_the_cap_get_503_too_many_followers_with_retry_after() {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_many_followers", "{body}");
 
-    // The place is given back once the follower leaves.
+    // The cap follows a reload.
+    let mut config = gateway.config();
+    config.store.max_followers = 2;
+    gateway.reload(config).unwrap();
+    let mut second = resume(gw, "t-f").await;
+    assert_eq!(second.status(), 200);
+    read_some(&mut second, 2).await;
+    assert_eq!(resume(gw, "t-f").await.status(), 503);
+
+    // A place is given back once a follower leaves.
     drop(follower);
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
@@ -202,7 +212,7 @@ async fn followers_past_the_cap_get_503_too_many_followers_with_retry_after() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    drop(r);
+    drop((r, second));
 }
 
 #[test]
