@@ -45,6 +45,12 @@ struct RawStore {
     url: Option<Spanned<String>>,
     lease_ms: Option<u64>,
     history_ttl_s: Option<u64>,
+    max_run_bytes: Option<Spanned<u64>>,
+    max_total_bytes: Option<Spanned<u64>>,
+    max_history_bytes: Option<Spanned<u64>>,
+    max_total_history_bytes: Option<Spanned<u64>>,
+    max_snapshot_bytes: Option<Spanned<u64>>,
+    max_followers: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,6 +145,20 @@ pub struct Store {
     pub lease: Duration,
     /// Conversation histories expire after this long unused.
     pub history_ttl: Duration,
+    /// A run log keeps at most this many bytes of events (oldest dropped).
+    pub max_run_bytes: usize,
+    /// Memory backend: all run logs (and kept run inputs) together.
+    pub max_total_bytes: usize,
+    /// A conversation history keeps at most this many bytes (oldest dropped).
+    pub max_history_bytes: usize,
+    /// Memory backend: all conversation histories together.
+    pub max_total_history_bytes: usize,
+    /// A resume snapshot is built from at most this many bytes of the run
+    /// log; past it the client gets the run replayed instead.
+    pub max_snapshot_bytes: usize,
+    /// Resumed streams one instance follows at once; past it a resume is
+    /// answered 503 `too_many_followers`.
+    pub max_followers: usize,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -161,10 +181,17 @@ impl fmt::Debug for Backend {
 
 impl Default for Store {
     fn default() -> Self {
+        let memory = babelgate_store::MemoryConfig::default();
         Store {
             backend: Backend::Memory,
             lease: Duration::from_secs(10),
             history_ttl: Duration::from_secs(24 * 3600),
+            max_run_bytes: memory.max_run_bytes,
+            max_total_bytes: memory.max_total_bytes,
+            max_history_bytes: memory.max_history_bytes,
+            max_total_history_bytes: memory.max_total_history_bytes,
+            max_snapshot_bytes: 1 << 20,
+            max_followers: 256,
         }
     }
 }
@@ -341,6 +368,18 @@ impl Collector<'_> {
             column,
             message: message.into(),
         });
+    }
+
+    /// A positive count (bytes, streams), or `default` when absent.
+    fn count(&mut self, v: &Option<Spanned<u64>>, key: &str, default: usize) -> usize {
+        match v {
+            None => default,
+            Some(n) if *n.get_ref() == 0 => {
+                self.at(n, format!("{key}: must be at least 1"));
+                default
+            }
+            Some(n) => usize::try_from(*n.get_ref()).unwrap_or(usize::MAX),
+        }
     }
 
     fn dialect(&mut self, v: &Spanned<String>, key: &str) -> Option<Dialect> {
@@ -549,6 +588,36 @@ impl Config {
                         .lease_ms
                         .map_or(d.lease, |ms| Duration::from_millis(ms.max(100))),
                     history_ttl: st.history_ttl_s.map_or(d.history_ttl, Duration::from_secs),
+                    max_run_bytes: c.count(
+                        &st.max_run_bytes,
+                        "store.max_run_bytes",
+                        d.max_run_bytes,
+                    ),
+                    max_total_bytes: c.count(
+                        &st.max_total_bytes,
+                        "store.max_total_bytes",
+                        d.max_total_bytes,
+                    ),
+                    max_history_bytes: c.count(
+                        &st.max_history_bytes,
+                        "store.max_history_bytes",
+                        d.max_history_bytes,
+                    ),
+                    max_total_history_bytes: c.count(
+                        &st.max_total_history_bytes,
+                        "store.max_total_history_bytes",
+                        d.max_total_history_bytes,
+                    ),
+                    max_snapshot_bytes: c.count(
+                        &st.max_snapshot_bytes,
+                        "store.max_snapshot_bytes",
+                        d.max_snapshot_bytes,
+                    ),
+                    max_followers: c.count(
+                        &st.max_followers,
+                        "store.max_followers",
+                        d.max_followers,
+                    ),
                 }
             }
         };
@@ -807,6 +876,40 @@ upstream_protocol = "ag-ui"
         let lines: Vec<_> = errs.iter().map(|e| e.line).collect();
         assert_eq!(lines, [3, 4, 5], "{errs:?}");
         assert!(errs[1].message.contains("unknown dialect `grpc`"));
+    }
+
+    #[test]
+    fn store_bounds_are_read_and_zero_is_refused_where_it_stands() {
+        let route = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n";
+        let c = Config::parse(&format!(
+            "{route}[store]\nbackend = \"memory\"\nmax_run_bytes = 1000\nmax_total_bytes = 5000\nmax_history_bytes = 300\nmax_total_history_bytes = 900\nmax_snapshot_bytes = 200\nmax_followers = 3\n"
+        ))
+        .unwrap();
+        let s = &c.store;
+        assert_eq!(
+            (
+                s.max_run_bytes,
+                s.max_total_bytes,
+                s.max_history_bytes,
+                s.max_total_history_bytes,
+                s.max_snapshot_bytes,
+                s.max_followers
+            ),
+            (1000, 5000, 300, 900, 200, 3)
+        );
+        let errs = Config::parse(&format!(
+            "{route}[store]\nbackend = \"memory\"\nmax_followers = 0\nmax_run_bytes = 0\n"
+        ))
+        .unwrap_err();
+        let got: Vec<_> = errs.iter().map(|e| (e.line, e.message.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (9, "store.max_run_bytes: must be at least 1"),
+                (8, "store.max_followers: must be at least 1")
+            ],
+            "{errs:?}"
+        );
     }
 
     #[test]

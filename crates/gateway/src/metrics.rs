@@ -40,6 +40,8 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
     pub events: Family<PairLabels, Counter>,
     pub upstream_errors: Family<KindLabels, Counter>,
+    /// Streams whose translation panicked (a bug; the client got `internal`).
+    pub stream_panics: Counter,
     pub time_to_first_event: Histograms,
     pub stream_duration: Histograms,
 }
@@ -81,6 +83,12 @@ impl Default for Metrics {
             "Upstream failures by kind",
             upstream_errors.clone(),
         );
+        let stream_panics = Counter::default();
+        registry.register(
+            "stream_panics",
+            "Streams ended by a panic in their translation (a bug), answered with `internal`",
+            stream_panics.clone(),
+        );
         let time_to_first_event: Histograms =
             Family::new_with_constructor(first_event_buckets as fn() -> Histogram);
         registry.register(
@@ -101,6 +109,7 @@ impl Default for Metrics {
             requests,
             events,
             upstream_errors,
+            stream_panics,
             time_to_first_event,
             stream_duration,
         }

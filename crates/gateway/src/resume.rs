@@ -3,6 +3,7 @@
 //! that reconnects reads the log back from where it was, then follows the
 //! live tail, on any instance that shares the store.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,6 +123,40 @@ impl Recorder {
     }
 }
 
+/// The resumed streams one instance follows, counted against
+/// `[store] max_followers`: each holds a reader of the store (with Redis, a
+/// connection of its own) and, while it builds a snapshot, up to
+/// `max_snapshot_bytes` of log.
+#[derive(Debug, Default)]
+pub struct Followers(AtomicUsize);
+
+impl Followers {
+    /// A place among at most `max` followers; `None` when all are taken.
+    pub fn enter(self: &Arc<Self>, max: usize) -> Option<FollowerSlot> {
+        let taken = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok();
+        taken.then(|| FollowerSlot(self.clone()))
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A follower's place; given back when dropped.
+#[derive(Debug)]
+pub struct FollowerSlot(Arc<Followers>);
+
+impl Drop for FollowerSlot {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Decodes the client-dialect bytes a log holds back into core events.
 struct Reader {
     framer: SseFramer,
@@ -168,6 +203,18 @@ pub struct Follow {
     pub last: Option<EventId>,
     /// Snapshot mode: the run's input, first in the snapshot.
     pub input: Vec<Message>,
+    /// Snapshot mode: at most this many bytes of log are held to build the
+    /// snapshot; past it the run is replayed as it was sent instead.
+    pub max_snapshot_bytes: usize,
+    /// Held for as long as the client is followed.
+    pub slot: FollowerSlot,
+}
+
+/// Snapshot mode: the log read so far, until it reaches `last`.
+struct Held {
+    entries: Vec<(EventId, Bytes)>,
+    bytes: usize,
+    last: EventId,
 }
 
 impl Follow {
@@ -182,6 +229,8 @@ impl Follow {
             mode,
             last,
             input,
+            max_snapshot_bytes,
+            slot: _slot,
         } = self;
         let after = match mode {
             Mode::After(a) => a,
@@ -198,9 +247,14 @@ impl Follow {
         );
         let mut sink = Vec::new();
         let mut out = Vec::new();
-        // Snapshot mode: events up to `last` are held, then summarised.
-        let mut held: Option<(Reader, Vec<Event>, EventId)> = match (mode, last) {
-            (Mode::Snapshot, Some(last)) => Some((Reader::new(dialect), Vec::new(), last)),
+        // Snapshot mode: the log up to `last` is held (as the store gave
+        // it: no copy in memory), then summarised; past the cap, replayed.
+        let mut held: Option<Held> = match (mode, last) {
+            (Mode::Snapshot, Some(last)) => Some(Held {
+                entries: Vec::new(),
+                bytes: 0,
+                last,
+            }),
             _ => None,
         };
         loop {
@@ -218,16 +272,27 @@ impl Follow {
                 Ok(LogItem::Event { id, data }) => {
                     let _ = shadow.push(&data, &mut sink);
                     sink.clear();
-                    if let Some((reader, events, last)) = held.as_mut() {
-                        reader.read(&data, events);
-                        if id >= *last {
-                            let (_, events, _) = held.take().expect("held");
-                            snapshot(dialect, &input, events, &mut out);
-                            // The summary's last event carries the id it covers.
-                            tag_last(&mut out, id);
+                    match held.as_mut() {
+                        None => with_id(id, &data, &mut out),
+                        Some(h) => {
+                            h.bytes += data.len();
+                            let at_last = id >= h.last;
+                            h.entries.push((id, data));
+                            if h.bytes > max_snapshot_bytes {
+                                // Too much to summarise within the bound:
+                                // the run as it was sent (a valid stream
+                                // from its start), then the tail.
+                                for (id, data) in held.take().map(|h| h.entries).unwrap_or_default()
+                                {
+                                    with_id(id, &data, &mut out);
+                                }
+                            } else if at_last {
+                                let entries = held.take().map(|h| h.entries).unwrap_or_default();
+                                snapshot(dialect, &input, &decode(dialect, &entries), &mut out);
+                                // The summary's last event carries the id it covers.
+                                tag_last(&mut out, id);
+                            }
                         }
-                    } else {
-                        with_id(id, &data, &mut out);
                     }
                 }
                 Ok(LogItem::End(_)) => break,
@@ -265,15 +330,25 @@ impl Follow {
                 return; // the client went away again; the run is not affected
             }
         }
-        if let Some((_, events, _)) = held.take() {
+        if let Some(h) = held.take() {
             // The log ended before reaching `last` (it was trimmed): summarise
             // what there is.
-            snapshot(dialect, &input, events, &mut out);
+            snapshot(dialect, &input, &decode(dialect, &h.entries), &mut out);
         }
         if !out.is_empty() {
             let _ = tx.send(Bytes::from(out)).await;
         }
     }
+}
+
+/// The core events of logged client-dialect events.
+fn decode(dialect: Dialect, entries: &[(EventId, Bytes)]) -> Vec<Event> {
+    let mut reader = Reader::new(dialect);
+    let mut events = Vec::new();
+    for (_, data) in entries {
+        reader.read(data, &mut events);
+    }
+    events
 }
 
 /// Puts `id:` on the last event of `out`, so that a later reconnect with
@@ -291,7 +366,7 @@ fn tag_last(out: &mut Vec<u8>, id: EventId) {
 /// What a client without `Last-Event-ID` gets first: the run's start, a
 /// messages snapshot (the run's input and what is complete so far), then the
 /// items still open, re-opened with what they hold.
-fn snapshot(dialect: Dialect, input: &[Message], events: Vec<Event>, out: &mut Vec<u8>) {
+fn snapshot(dialect: Dialect, input: &[Message], events: &[Event], out: &mut Vec<u8>) {
     let mut tracker = OpenTracker::default();
     let mut split = events.len();
     let mut open_since: Vec<(usize, String)> = Vec::new();

@@ -87,22 +87,23 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// Every stream pump, so that shutdown can wait for them.
     pumps: TaskTracker,
+    /// Resumed streams being followed (`[store] max_followers`).
+    followers: Arc<resume::Followers>,
 }
 
 impl Gateway {
     /// A gateway with the in-memory store (whatever `[store]` says: use
     /// [`store_config`] and [`Gateway::with_stores`] for that).
     pub fn new(config: Config) -> Result<Gateway, GatewayError> {
-        let memory = MemoryConfig {
-            history_ttl: config.store.history_ttl,
-            ..MemoryConfig::default()
+        let memory = match store_config(&config) {
+            StoreConfig::Memory(m) => m,
+            StoreConfig::Redis(_) => MemoryConfig {
+                history_ttl: config.store.history_ttl,
+                ..MemoryConfig::default()
+            },
         };
         let stores = Stores {
-            conversations: Arc::new(MemoryConversationStore::new(
-                memory.history_ttl,
-                memory.max_threads,
-                memory.max_messages,
-            )),
+            conversations: Arc::new(MemoryConversationStore::from_config(&memory)),
             runs: Arc::new(MemoryRunLog::new(&memory)),
         };
         Gateway::with_stores(config, stores)
@@ -116,6 +117,7 @@ impl Gateway {
             metrics: Arc::new(Metrics::default()),
             shutdown: CancellationToken::new(),
             pumps: TaskTracker::new(),
+            followers: Arc::default(),
         })
     }
 
@@ -518,13 +520,12 @@ impl Gateway {
             message_id: run.continue_message_id.clone(),
             ..Default::default()
         };
-        let translator = registry::translator(
+        let translator = stream_translator(
             route.upstream_protocol,
             route.client,
             ctx,
-            DEFAULT_MAX_EVENT_BYTES,
-        )
-        .with_assembler(MessageAssembler::new(run.continue_message_id.clone()));
+            run.continue_message_id.clone(),
+        );
         let headers = translator.encoder().headers();
 
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
@@ -567,13 +568,9 @@ impl Gateway {
         match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
                 if matches!(route.client, Dialect::AgUi | Dialect::Hai) {
-                    // What a snapshot on reconnect starts with.
-                    if let Err(e) = self
-                        .stores
-                        .conversations
-                        .append(&input_key(&run_id), run.messages.clone())
-                        .await
-                    {
+                    // What a snapshot on reconnect starts with; kept with
+                    // the run (its life and retention), capped in bytes.
+                    if let Err(e) = self.stores.runs.keep_input(&run_id, &run.messages).await {
                         tracing::warn!(error = %e, "could not keep the run's input for snapshots");
                     }
                 }
@@ -619,14 +616,14 @@ impl Gateway {
             (Dialect::AgKit, None) => Mode::After(None),
             (_, None) => Mode::Snapshot,
         };
+        let store = &self.routes.load().config.store;
+        let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
+        let Some(slot) = self.followers.enter(max_followers) else {
+            return Ok(too_many_followers(max_followers));
+        };
         let (last, input) = if mode == Mode::Snapshot {
             let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
-            let input = self
-                .stores
-                .conversations
-                .history(&input_key(&info.run_id))
-                .await
-                .map_err(store_error)?;
+            let input = runs.input(&info.run_id).await.map_err(store_error)?;
             (last, input)
         } else {
             (None, Vec::new())
@@ -641,6 +638,8 @@ impl Gateway {
                 mode,
                 last,
                 input,
+                max_snapshot_bytes,
+                slot,
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
@@ -711,19 +710,34 @@ pub fn store_config(config: &Config) -> StoreConfig {
     match &config.store.backend {
         Backend::Memory => StoreConfig::Memory(MemoryConfig {
             history_ttl: config.store.history_ttl,
+            max_run_bytes: config.store.max_run_bytes,
+            max_total_bytes: config.store.max_total_bytes,
+            max_history_bytes: config.store.max_history_bytes,
+            max_total_history_bytes: config.store.max_total_history_bytes,
             ..MemoryConfig::default()
         }),
         Backend::Redis { url } => {
             let mut c = babelgate_store::RedisConfig::new(url.clone());
             c.history_ttl = config.store.history_ttl;
+            c.max_run_bytes = config.store.max_run_bytes;
+            c.max_history_bytes = config.store.max_history_bytes;
             StoreConfig::Redis(c)
         }
     }
 }
 
-/// Where a run's input messages are kept for snapshots.
-fn input_key(run_id: &str) -> String {
-    format!("run-input:{run_id}")
+/// 503 `too_many_followers`: this instance follows as many resumed streams
+/// as it may; the client should come back shortly.
+fn too_many_followers(max: usize) -> Response<Body> {
+    let mut g = GatewayError::internal(format!(
+        "this instance already follows {max} resumed streams; retry shortly"
+    ));
+    g.status = StatusCode::SERVICE_UNAVAILABLE;
+    g.code = "too_many_followers";
+    let mut resp = g.into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
 }
 
 fn no_content() -> Response<Body> {
@@ -841,6 +855,23 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> 
     }
 }
 
+/// The translator of a proxied stream. Only a client dialect whose history
+/// the gateway keeps (AG-Kit) gets a message assembler: elsewhere it would
+/// hold the whole answer in memory for nothing.
+fn stream_translator(
+    upstream: Dialect,
+    client: Dialect,
+    ctx: EncodeContext,
+    continue_message_id: Option<String>,
+) -> Translator {
+    let translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
+    if client == Dialect::AgKit {
+        translator.with_assembler(MessageAssembler::new(continue_message_id))
+    } else {
+        translator
+    }
+}
+
 /// Moves one upstream response to one client, translating as it goes.
 struct Pump {
     translator: Translator,
@@ -880,6 +911,8 @@ enum End {
     Shutdown,
     /// `POST {path}/{id}/stop`.
     Stopped,
+    /// The translation panicked (a bug): the client got `internal`.
+    Internal,
 }
 
 impl Pump {
@@ -957,9 +990,10 @@ impl Pump {
                 }
             };
             let end = match next {
-                None => match self.translator.finish_live(&mut out) {
-                    Ok(true) => End::Complete,
-                    _ => End::Upstream("upstream_disconnected"),
+                None => match self.guarded(&mut out, |t, out| t.finish_live(out)) {
+                    Some(Ok(true)) => End::Complete,
+                    Some(_) => End::Upstream("upstream_disconnected"),
+                    None => End::Internal,
                 },
                 Some(Err(e)) => {
                     let msg = format!("the upstream connection failed: {e}");
@@ -969,7 +1003,9 @@ impl Pump {
                 }
                 Some(Ok(bytes)) => {
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
-                    let r = self.translator.push(&bytes, &mut out);
+                    let Some(r) = self.guarded(&mut out, |t, out| t.push(&bytes, out)) else {
+                        break self.end_internal(&mut out).await;
+                    };
                     if r.is_ok() {
                         if !out.is_empty() {
                             beat.as_mut()
@@ -989,6 +1025,9 @@ impl Pump {
                     End::Upstream("upstream_malformed")
                 }
             };
+            if end == End::Internal {
+                break self.end_internal(&mut out).await;
+            }
             // History first: the client may post its next turn the moment it
             // reads the end of this one.
             self.remember().await;
@@ -999,7 +1038,7 @@ impl Pump {
             rec.end(match end {
                 End::Complete => RunOutcome::Completed,
                 End::ClientGone | End::Stopped => RunOutcome::Cancelled,
-                End::Upstream(_) | End::Shutdown => RunOutcome::Failed,
+                End::Upstream(_) | End::Shutdown | End::Internal => RunOutcome::Failed,
             })
             .await;
         }
@@ -1030,7 +1069,62 @@ impl Pump {
             End::Shutdown => tracing::info!(events, "stream ended by shutdown"),
             End::Stopped => tracing::info!(events, "run stopped on request"),
             End::Complete => tracing::debug!(events, "stream complete"),
+            End::Internal => tracing::error!(
+                events,
+                "the translation panicked; client got its dialect's `internal` error"
+            ),
         }
+    }
+
+    /// Runs one translator step. A panic in it (a decoder or encoder bug)
+    /// must not kill the task, which would cut the client's stream without
+    /// an error and leave the run log open: it is caught, what the step half
+    /// wrote is dropped, and the stream is closed with the dialect's error,
+    /// code `internal`. `None` after a panic; the translator is then not used
+    /// again but for that error.
+    fn guarded<T>(
+        &mut self,
+        out: &mut Vec<u8>,
+        step: impl FnOnce(&mut Translator, &mut Vec<u8>) -> T,
+    ) -> Option<T> {
+        let before = out.len();
+        let translator = &mut self.translator;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(translator, out))) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                // Bounded: the message may quote a whole upstream frame.
+                let what: String = what.chars().take(256).collect();
+                tracing::error!(panic = %what, "the stream's translation panicked");
+                out.truncate(before);
+                let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    translator.fail(
+                        "the gateway failed to translate the stream",
+                        Some("internal"),
+                        out,
+                    )
+                }));
+                if failed.is_err() {
+                    // The encoder itself is broken: end without an event
+                    // rather than with half of one.
+                    out.truncate(before);
+                }
+                None
+            }
+        }
+    }
+
+    /// Ends a stream whose translation panicked (see [`guarded`](Self::guarded)).
+    async fn end_internal(&mut self, out: &mut Vec<u8>) -> End {
+        if let Some(r) = &self.report {
+            r.metrics.stream_panics.inc();
+        }
+        self.deliver(out).await;
+        End::Internal
     }
 
     /// The client went away: true when the run goes on without it.
@@ -1207,5 +1301,82 @@ mod tests {
             .await
             .expect("upstream released");
         task.await.unwrap();
+    }
+    /// A decoder with a bug: AG-UI's, but it panics on a frame `boom`.
+    struct Buggy(Box<dyn babelgate_core::Decoder>);
+
+    impl babelgate_core::Decoder for Buggy {
+        fn dialect(&self) -> Dialect {
+            Dialect::AgUi
+        }
+        fn decode(
+            &mut self,
+            frame: &babelgate_core::Frame,
+            out: &mut Vec<babelgate_core::Event>,
+        ) -> Result<(), babelgate_core::DecodeError> {
+            assert!(frame.data != "boom", "injected decoder bug");
+            self.0.decode(frame, out)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_translation_ends_the_stream_with_internal_and_fails_the_run() {
+        use babelgate_store::{MemoryRunLog, RunLog, RunStatus};
+        let (mut p, mut rx) = pump(Duration::from_secs(100), None);
+        p.translator = Translator::new(
+            babelgate_core::SseFramer::new(DEFAULT_MAX_EVENT_BYTES),
+            Box::new(Buggy(registry::decoder(Dialect::AgUi))),
+            registry::encoder(Dialect::AgUi, EncodeContext::deterministic()),
+        );
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
+        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
+            .await
+            .unwrap();
+        p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
+        let metrics = Arc::new(Metrics::default());
+        p.report = Some(Report {
+            metrics: metrics.clone(),
+            route: "/r".into(),
+            pair: (Dialect::AgUi, Dialect::AgUi),
+            started: tokio::time::Instant::now(),
+        });
+        let (up, s) = upstream();
+        let task = tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        up.send(Ok(Bytes::from("data: boom\n\n"))).await.unwrap();
+        let mut body = String::new();
+        while let Some(c) = rx.recv().await {
+            body.push_str(std::str::from_utf8(&c).unwrap());
+        }
+        task.await.expect("the pump survives the panic");
+        assert!(body.contains("RUN_STARTED"), "{body}");
+        let last = body.trim_end().rsplit("\n\n").next().unwrap();
+        assert!(
+            last.contains("RUN_ERROR") && last.contains("\"code\":\"internal\""),
+            "{body}"
+        );
+        let info = log.info("r1").await.unwrap().unwrap();
+        assert_eq!(info.status, RunStatus::Ended(RunOutcome::Failed));
+        assert_eq!(metrics.stream_panics.get(), 1);
+    }
+
+    #[test]
+    fn only_streams_whose_history_is_kept_assemble_messages() {
+        let text = "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+                    data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n\
+                    data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n";
+        for client in [Dialect::AgUi, Dialect::Hai, Dialect::Vercel, Dialect::AgKit] {
+            let mut t =
+                stream_translator(Dialect::AgUi, client, EncodeContext::deterministic(), None);
+            let mut out = Vec::new();
+            t.push(STARTED.as_bytes(), &mut out).unwrap();
+            t.push(text.as_bytes(), &mut out).unwrap();
+            let kept = t.take_messages();
+            assert_eq!(
+                !kept.is_empty(),
+                client == Dialect::AgKit,
+                "{client:?}: {kept:?}"
+            );
+        }
     }
 }

@@ -7,7 +7,9 @@
 //! - [`ConversationStore`]: the message history of a thread, for dialects
 //!   whose clients send only what is new (AG-Kit). Expires after a TTL of
 //!   inactivity (reads and appends both refresh it) and keeps at most
-//!   `max_messages` per thread, dropping the oldest.
+//!   `max_messages` and `max_history_bytes` per thread, dropping the oldest
+//!   (the memory backend also keeps all threads under
+//!   `max_total_history_bytes`, forgetting the least recently used).
 //! - [`RunLog`]: for every run the gateway proxies, the client-facing SSE
 //!   events it sent (opaque bytes, one entry per SSE event, already encoded in
 //!   the client's dialect), each with an [`EventId`] to send as the SSE `id:`.
@@ -29,8 +31,8 @@
 //!    the same for several events at once (memory: one lock; Redis: one
 //!    pipelined round trip).
 //! 3. [`RunLog::renew`] at least every lease / 3 (the lease keep-alive), and
-//!    [`RunLog::stop_requested`] polled to learn of `POST .../stop` requests made
-//!    on any instance. [`RunWriter`] does both in a background task.
+//!    [`RunLog::wait_stop`] to learn of `POST .../stop` requests made on any
+//!    instance (no polling). [`RunWriter`] does both in a background task.
 //! 4. [`RunLog::end`] with the outcome and the route's retention: readers get
 //!    [`LogItem::End`], the log and the key's pointer stay readable for the
 //!    retention (at least [`MIN_RETENTION`]) and then expire.
@@ -63,8 +65,12 @@
 //! asked for dropped entries gets [`LogItem::Truncated`] before the rest (the
 //! gateway should then answer with an error rather than a gap in the stream).
 //! The memory backend also keeps at most `max_runs` runs (ended and lost ones
-//! are evicted first, then the oldest running one) and `max_threads`
-//! conversations (least recently used evicted).
+//! are evicted first, then the oldest running one), `max_total_bytes` of all
+//! logs and kept inputs together, and `max_threads` conversations and
+//! `max_total_history_bytes` of them (least recently used evicted). A run's
+//! input ([`RunLog::keep_input`]) is kept with the run, at most
+//! `max_input_bytes`; a history at most `max_history_bytes`. Redis has no
+//! totals (that is its `maxmemory`), but every key is capped and expires.
 //!
 //! # Data layout in Redis
 //!
@@ -76,9 +82,9 @@
 //!
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
-//! | `<p>:conv:{<thread>}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` | `history_ttl`, refreshed by reads and appends |
+//! | `<p>:conv:{<thread>}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` and `max_history_bytes` | `history_ttl`, refreshed by reads and appends |
 //! | `<p>:run:{<id>}:log` | stream | a begin marker (field `b`), one entry per SSE event (field `d` = the bytes), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: the retention; lost: `lost_retention` |
-//! | `<p>:run:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id) | as the log |
+//! | `<p>:run:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id), `input` (the run's input, a JSON array of at most `max_input_bytes`) | as the log |
 //! | `<p>:run:{<id>}:lease` | string | the owner, `SET ... PX <lease>` on begin and renew | the lease |
 //! | `<p>:latest:<key>` | string | id of the latest run begun for the conversation key | as that run's log |
 //!
@@ -88,8 +94,10 @@
 //! own, so a blocked reader never holds up other commands; after each empty
 //! block they check the lease key and, if it has expired while the run is still
 //! `running`, mark the run lost (which appends the lost marker every other
-//! reader then sees). Stop requests set `stop` in the meta hash; the owner polls
-//! it. Every other command goes through one multiplexed connection that
+//! reader then sees). Stop requests set `stop` in the meta hash and publish
+//! the run id on the channel `<p>:stop`; each store holds one subscription to
+//! it (not one per run), and on every (re)subscription re-reads the `stop`
+//! flag of the runs it waits for. Every other command goes through one multiplexed connection that
 //! reconnects by itself; every call is bounded by `op_timeout` and a Redis that
 //! cannot be reached gives [`StoreError::Unavailable`] (answer 503), never a
 //! panic, and calls work again once Redis is back. [`RedisStore::open`] does not
@@ -366,11 +374,79 @@ pub trait RunLog: Send + Sync {
     /// instance). `false` when the run is not running (ended, lost, unknown).
     async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError>;
 
-    /// Whether a stop was requested for `run_id` (the owner polls this).
+    /// Keeps the input messages of a running run beside its log, for the
+    /// snapshot a reconnecting client gets. They live and expire with the
+    /// run (its life, then its retention or `lost_retention`), count towards
+    /// the memory backend's total, and at most `max_input_bytes` of them (as
+    /// JSON) are kept, the oldest messages dropped first. Replaces what was
+    /// kept before; [`StoreError::UnknownRun`] when the run is gone.
+    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError>;
+
+    /// The input kept for `run_id`; empty when none was, or the run is gone.
+    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError>;
+
+    /// Whether a stop was requested for `run_id` (a one-off check; owners
+    /// wait with [`wait_stop`](RunLog::wait_stop) instead of polling this).
     async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Resolves once a stop is requested for `run_id`, on any instance;
+    /// pending forever when none is (or the run is gone). Nothing is polled
+    /// per run: the memory backend wakes the waiter directly; Redis keeps one
+    /// pub/sub subscription per store that `request_stop` publishes to and
+    /// that fans out to the waiting runs, re-checking their `stop` flags
+    /// whenever it (re)subscribes, so a stop made while it was disconnected
+    /// is not lost. Cancel-safe.
+    async fn wait_stop(&self, run_id: &str);
 
     /// Whether the backend answers (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Each message as JSON, newest last.
+pub(crate) fn encode_messages(messages: &[Message]) -> Result<Vec<Vec<u8>>, StoreError> {
+    messages
+        .iter()
+        .map(|m| {
+            serde_json::to_vec(m)
+                .map_err(|e| StoreError::Corrupt(format!("message {:?}: {e}", m.id)))
+        })
+        .collect()
+}
+
+/// How many of the oldest of these encoded items to drop so that the rest
+/// hold at most `max_bytes`.
+pub(crate) fn excess<T: AsRef<[u8]>>(items: &[T], max_bytes: usize) -> usize {
+    let mut total: usize = items.iter().map(|i| i.as_ref().len()).sum();
+    let mut drop = 0;
+    while total > max_bytes && drop < items.len() {
+        total -= items[drop].as_ref().len();
+        drop += 1;
+    }
+    drop
+}
+
+/// A run's input as kept: a JSON array of the newest messages that fit in
+/// `max_bytes`.
+pub(crate) fn encode_input(messages: &[Message], max_bytes: usize) -> Result<Vec<u8>, StoreError> {
+    let items = encode_messages(messages)?;
+    // Brackets and commas: one byte per item, at most, beside the items.
+    let budget = max_bytes.saturating_sub(1 + items.len());
+    let kept = &items[excess(&items, budget)..];
+    let mut out = Vec::with_capacity(kept.iter().map(Vec::len).sum::<usize>() + kept.len() + 1);
+    out.push(b'[');
+    for (i, item) in kept.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+    Ok(out)
+}
+
+pub(crate) fn decode_input(run_id: &str, bytes: &[u8]) -> Result<Vec<Message>, StoreError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("input of run {run_id}: {e}")))
 }
 
 /// The conversation key of a run: route path and chat/thread id, joined so
@@ -446,11 +522,7 @@ impl StoreConfig {
     pub async fn build(&self) -> Result<Stores, StoreError> {
         match self {
             StoreConfig::Memory(cfg) => Ok(Stores {
-                conversations: Arc::new(MemoryConversationStore::new(
-                    cfg.history_ttl,
-                    cfg.max_threads,
-                    cfg.max_messages,
-                )),
+                conversations: Arc::new(MemoryConversationStore::from_config(cfg)),
                 runs: Arc::new(MemoryRunLog::new(cfg)),
             }),
             StoreConfig::Redis(cfg) => {
@@ -473,6 +545,15 @@ pub struct MemoryConfig {
     pub max_threads: usize,
     /// A conversation keeps at most this many messages (oldest dropped).
     pub max_messages: usize,
+    /// A conversation keeps at most this many bytes of messages, as JSON
+    /// (oldest dropped).
+    pub max_history_bytes: usize,
+    /// All conversations together keep at most this many bytes: the least
+    /// recently used are forgotten first.
+    pub max_total_history_bytes: usize,
+    /// A run's input kept for snapshots holds at most this many bytes
+    /// (oldest messages dropped); it counts towards `max_total_bytes`.
+    pub max_input_bytes: usize,
     /// Past this many run logs, ended and lost ones are evicted first, then the
     /// oldest running one.
     pub max_runs: usize,
@@ -493,6 +574,9 @@ impl Default for MemoryConfig {
             history_ttl: Duration::from_secs(24 * 3600),
             max_threads: 10_000,
             max_messages: 1_000,
+            max_history_bytes: 4 << 20,
+            max_total_history_bytes: 256 << 20,
+            max_input_bytes: 1 << 20,
             max_runs: 1_000,
             max_run_entries: 100_000,
             max_run_bytes: 16 << 20,
@@ -513,6 +597,12 @@ pub struct RedisConfig {
     pub history_ttl: Duration,
     /// A conversation keeps at most this many messages (oldest dropped).
     pub max_messages: usize,
+    /// A conversation keeps at most this many bytes of messages, as JSON
+    /// (oldest dropped).
+    pub max_history_bytes: usize,
+    /// A run's input kept for snapshots holds at most this many bytes
+    /// (oldest messages dropped).
+    pub max_input_bytes: usize,
     /// A run log keeps at most this many entries (oldest dropped).
     pub max_run_entries: usize,
     /// A run log keeps at most this many bytes of event data (oldest dropped).
@@ -534,6 +624,8 @@ impl RedisConfig {
             prefix: "babelgate".to_string(),
             history_ttl: Duration::from_secs(24 * 3600),
             max_messages: 1_000,
+            max_history_bytes: 4 << 20,
+            max_input_bytes: 1 << 20,
             max_run_entries: 100_000,
             max_run_bytes: 16 << 20,
             lost_retention: Duration::from_secs(600),

@@ -17,54 +17,99 @@ use crate::{
 /// Entries a reader takes per lock.
 const READ_BATCH: usize = 256;
 
-/// Conversation histories in memory, bounded both ways: entries expire after
-/// `ttl` idle, and past `max_threads` the least recently used thread is
-/// evicted; a thread keeps at most `max_messages` (the oldest are dropped).
+/// Conversation histories in memory, bounded every way: entries expire
+/// after `ttl` idle; past `max_threads`, or past `max_total_bytes` for all
+/// threads together, the least recently used thread is evicted; a thread
+/// keeps at most `max_messages` and `max_bytes` (as JSON; the oldest
+/// messages are dropped).
 pub struct MemoryConversationStore {
     ttl: Duration,
     max_threads: usize,
     max_messages: usize,
-    inner: Mutex<HashMap<String, Thread>>,
+    max_bytes: usize,
+    max_total_bytes: usize,
+    inner: Mutex<Threads>,
+}
+
+#[derive(Default)]
+struct Threads {
+    map: HashMap<String, Thread>,
+    /// Sum of every thread's `bytes`.
+    bytes: usize,
 }
 
 struct Thread {
-    messages: Vec<Message>,
+    /// Each message with its size as JSON.
+    messages: VecDeque<(Message, usize)>,
+    bytes: usize,
     touched: Instant,
 }
 
-impl MemoryConversationStore {
-    pub fn new(ttl: Duration, max_threads: usize, max_messages: usize) -> Self {
-        MemoryConversationStore {
-            ttl,
-            max_threads: max_threads.max(1),
-            max_messages: max_messages.max(1),
-            inner: Mutex::new(HashMap::new()),
+impl Threads {
+    fn remove(&mut self, thread: &str) {
+        if let Some(t) = self.map.remove(thread) {
+            self.bytes -= t.bytes;
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Thread>> {
+    fn least_recent(&self, except: &str) -> Option<String> {
+        self.map
+            .iter()
+            .filter(|(k, _)| k.as_str() != except)
+            .min_by_key(|(_, t)| t.touched)
+            .map(|(k, _)| k.clone())
+    }
+}
+
+impl MemoryConversationStore {
+    /// With the default byte caps of [`MemoryConfig`].
+    pub fn new(ttl: Duration, max_threads: usize, max_messages: usize) -> Self {
+        MemoryConversationStore::from_config(&MemoryConfig {
+            history_ttl: ttl,
+            max_threads,
+            max_messages,
+            ..MemoryConfig::default()
+        })
+    }
+
+    pub fn from_config(cfg: &MemoryConfig) -> Self {
+        MemoryConversationStore {
+            ttl: cfg.history_ttl,
+            max_threads: cfg.max_threads.max(1),
+            max_messages: cfg.max_messages.max(1),
+            max_bytes: cfg.max_history_bytes,
+            max_total_bytes: cfg.max_total_history_bytes,
+            inner: Mutex::new(Threads::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Threads> {
         lock(&self.inner)
+    }
+
+    /// Bytes held by all threads (for tests and metrics).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 }
 
 impl Default for MemoryConversationStore {
     fn default() -> Self {
-        let cfg = MemoryConfig::default();
-        MemoryConversationStore::new(cfg.history_ttl, cfg.max_threads, cfg.max_messages)
+        MemoryConversationStore::from_config(&MemoryConfig::default())
     }
 }
 
 #[async_trait]
 impl ConversationStore for MemoryConversationStore {
     async fn history(&self, thread: &str) -> Result<Vec<Message>, StoreError> {
-        let mut map = self.lock();
-        Ok(match map.get_mut(thread) {
+        let mut threads = self.lock();
+        Ok(match threads.map.get_mut(thread) {
             Some(t) if t.touched.elapsed() <= self.ttl => {
                 t.touched = Instant::now();
-                t.messages.clone()
+                t.messages.iter().map(|(m, _)| m.clone()).collect()
             }
             Some(_) => {
-                map.remove(thread);
+                threads.remove(thread);
                 Vec::new()
             }
             None => Vec::new(),
@@ -72,26 +117,56 @@ impl ConversationStore for MemoryConversationStore {
     }
 
     async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError> {
-        let mut map = self.lock();
+        let sizes: Vec<usize> = crate::encode_messages(&messages)?
+            .iter()
+            .map(Vec::len)
+            .collect();
+        let mut threads = self.lock();
         let now = Instant::now();
-        map.retain(|_, t| now.duration_since(t.touched) <= self.ttl);
-        if !map.contains_key(thread) && map.len() >= self.max_threads {
-            if let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, t)| t.touched)
-                .map(|(k, _)| k.clone())
-            {
-                map.remove(&oldest);
+        let expired: Vec<String> = threads
+            .map
+            .iter()
+            .filter(|(_, t)| now.duration_since(t.touched) > self.ttl)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in expired {
+            threads.remove(&k);
+        }
+        if !threads.map.contains_key(thread) && threads.map.len() >= self.max_threads {
+            if let Some(oldest) = threads.least_recent(thread) {
+                threads.remove(&oldest);
             }
         }
-        let t = map.entry(thread.to_string()).or_insert_with(|| Thread {
-            messages: Vec::new(),
-            touched: now,
-        });
+        let t = threads
+            .map
+            .entry(thread.to_string())
+            .or_insert_with(|| Thread {
+                messages: VecDeque::new(),
+                bytes: 0,
+                touched: now,
+            });
         t.touched = now;
-        t.messages.extend(messages);
-        let excess = t.messages.len().saturating_sub(self.max_messages);
-        t.messages.drain(..excess);
+        let before = t.bytes;
+        for (m, size) in messages.into_iter().zip(sizes) {
+            t.bytes += size;
+            t.messages.push_back((m, size));
+        }
+        while !t.messages.is_empty()
+            && (t.messages.len() > self.max_messages || t.bytes > self.max_bytes)
+        {
+            if let Some((_, size)) = t.messages.pop_front() {
+                t.bytes -= size;
+            }
+        }
+        let after = t.bytes;
+        threads.bytes = threads.bytes + after - before;
+        // All threads together: the least recently used go first.
+        while threads.bytes > self.max_total_bytes {
+            match threads.least_recent(thread) {
+                Some(victim) => threads.remove(&victim),
+                None => break,
+            }
+        }
         Ok(())
     }
 
@@ -112,6 +187,7 @@ struct Shared {
     max_entries: usize,
     max_bytes: usize,
     max_total_bytes: usize,
+    max_input_bytes: usize,
     lost_retention: Duration,
     state: Mutex<Runs>,
 }
@@ -132,13 +208,16 @@ struct Run {
     started: Instant,
     entries: VecDeque<(EventId, Bytes)>,
     bytes: usize,
+    /// The run's input for snapshots (JSON array), counted in the total.
+    input: Bytes,
     /// The last entry dropped by the caps.
     trimmed: Option<EventId>,
     state: State,
     lease_until: Instant,
     /// When the whole run is forgotten.
     expires: Instant,
-    stop: bool,
+    /// Set by a stop request; the owner waits on it (no polling).
+    stop: watch::Sender<bool>,
     /// Bumped on every change readers care about; dropped with the run.
     changed: watch::Sender<u64>,
 }
@@ -202,7 +281,7 @@ impl Runs {
 
     fn remove(&mut self, run_id: &str) {
         if let Some(run) = self.runs.remove(run_id) {
-            self.total_bytes -= run.bytes;
+            self.total_bytes -= run.bytes + run.input.len();
             if self.latest.get(&run.key).is_some_and(|id| id == run_id) {
                 self.latest.remove(&run.key);
             }
@@ -252,6 +331,7 @@ impl MemoryRunLog {
                 max_entries: cfg.max_run_entries.max(1),
                 max_bytes: cfg.max_run_bytes.max(1),
                 max_total_bytes: cfg.max_total_bytes.max(1),
+                max_input_bytes: cfg.max_input_bytes,
                 lost_retention: cfg.lost_retention,
                 state: Mutex::new(Runs::default()),
             }),
@@ -301,11 +381,12 @@ impl RunLog for MemoryRunLog {
                 started: now,
                 entries: VecDeque::new(),
                 bytes: 0,
+                input: Bytes::new(),
                 trimmed: None,
                 state: State::Running,
                 lease_until: now + lease,
                 expires: now + lease + sh.lost_retention,
-                stop: false,
+                stop: watch::channel(false).0,
                 changed,
             },
         );
@@ -389,6 +470,45 @@ impl RunLog for MemoryRunLog {
             }
         }
         Ok(())
+    }
+
+    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        let sh = &self.shared;
+        let input = Bytes::from(crate::encode_input(messages, sh.max_input_bytes)?);
+        let now = Instant::now();
+        let mut runs = sh.lock();
+        let Some(run) = runs.get(run_id, now, sh.lost_retention) else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        let (old, new) = (run.input.len(), input.len());
+        run.input = input;
+        runs.total_bytes = runs.total_bytes + new - old;
+        // Over the total: finished runs make room, as for appends.
+        while runs.total_bytes > sh.max_total_bytes {
+            let Some(victim) = runs
+                .runs
+                .iter()
+                .filter(|(id, r)| r.state != State::Running && id.as_str() != run_id)
+                .min_by_key(|(_, r)| r.expires)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            runs.remove(&victim);
+        }
+        Ok(())
+    }
+
+    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        let sh = &self.shared;
+        let input = {
+            let mut runs = sh.lock();
+            match runs.get(run_id, Instant::now(), sh.lost_retention) {
+                Some(run) if !run.input.is_empty() => run.input.clone(),
+                _ => return Ok(Vec::new()),
+            }
+        };
+        crate::decode_input(run_id, &input)
     }
 
     async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
@@ -492,7 +612,7 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         match runs.get(run_id, Instant::now(), sh.lost_retention) {
             Some(run) if run.state == State::Running => {
-                run.stop = true;
+                run.stop.send_replace(true);
                 Ok(true)
             }
             _ => Ok(false),
@@ -504,7 +624,23 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         Ok(runs
             .get(run_id, Instant::now(), sh.lost_retention)
-            .is_some_and(|r| r.stop))
+            .is_some_and(|r| *r.stop.borrow()))
+    }
+
+    async fn wait_stop(&self, run_id: &str) {
+        let stop = {
+            let sh = &self.shared;
+            let mut runs = sh.lock();
+            runs.get(run_id, Instant::now(), sh.lost_retention)
+                .map(|r| r.stop.subscribe())
+        };
+        if let Some(mut stop) = stop {
+            // Err: the run was forgotten; no stop will come.
+            if stop.wait_for(|s| *s).await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -621,6 +757,26 @@ mod tests {
         assert!(ids(&s, "b").await.is_empty());
         assert_eq!(ids(&s, "a").await, ["1"]);
         assert_eq!(ids(&s, "c").await, ["3"]);
+    }
+
+    #[tokio::test]
+    async fn all_histories_together_stay_under_the_total_cap() {
+        let s = MemoryConversationStore::from_config(&MemoryConfig {
+            max_total_history_bytes: 3_000,
+            ..MemoryConfig::default()
+        });
+        let big = |id: &str| Message::text_message(id, Role::User, "x".repeat(900));
+        s.append("a", vec![big("1")]).await.unwrap();
+        s.append("b", vec![big("2")]).await.unwrap();
+        s.append("c", vec![big("3")]).await.unwrap();
+        let _ = s.history("a").await; // b is now the least recently used
+        s.append("d", vec![big("4")]).await.unwrap();
+        assert!(s.bytes() <= 3_000, "{}", s.bytes());
+        assert!(ids(&s, "b").await.is_empty(), "least recently used goes");
+        assert_eq!(ids(&s, "a").await, ["1"]);
+        assert_eq!(ids(&s, "d").await, ["4"]);
+        let sum: usize = s.lock().map.values().map(|t| t.bytes).sum();
+        assert_eq!(s.bytes(), sum);
     }
 
     #[tokio::test]

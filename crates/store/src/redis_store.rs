@@ -1,8 +1,9 @@
 //! The Redis backend (data layout in the crate documentation).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::streams::StreamReadReply;
 use redis::{AsyncConnectionConfig, ErrorKind, RedisError, Script, Value};
+use tokio::sync::{oneshot, watch};
 
 use crate::{
     ConversationStore, EventId, LogItem, Message, RedisConfig, RunInfo, RunLog, RunOutcome,
@@ -125,12 +127,48 @@ local f = redis.call('HMGET', KEYS[2], 'key', 'owner', 'outcome', 'lease_ms', 't
 return {st, f[1] or '', f[2] or '', f[3] or '', f[4] or '', f[5] or ''}
 "#;
 
-/// KEYS log meta lease; ARGV lost_ms. Returns 1 when recorded.
+/// KEYS log meta lease; ARGV lost_ms channel run_id. Returns 1 when
+/// recorded; the owner's store hears of it on the channel.
 const STOP: &str = r#"
 if settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1]) ~= 'running' then return 0 end
 redis.call('HSET', KEYS[2], 'stop', '1')
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 "#;
+
+/// KEYS meta; ARGV input. Returns 0 unknown, 2 kept (in the meta hash, so
+/// it expires with the run).
+const KEEP_INPUT: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'input', ARGV[1])
+return 2
+"#;
+
+/// KEYS conv; ARGV max_messages max_bytes ttl_ms message... Appends, then
+/// drops the oldest messages past either cap, then refreshes the expiry.
+const APPEND_HISTORY: &str = r#"
+for i = 4, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+local total = 0
+for _, m in ipairs(items) do total = total + string.len(m) end
+local max_b = tonumber(ARGV[2])
+local drop = 0
+while total > max_b and drop < #items do
+  drop = drop + 1
+  total = total - string.len(items[drop])
+end
+if drop > 0 then redis.call('LTRIM', KEYS[1], drop, -1) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"#;
+
+/// After the stop subscription broke, wait this long before subscribing
+/// again (and between attempts while Redis is down).
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
+/// The subscription is pinged this often, so that a connection that died
+/// silently is noticed and replaced.
+const SUBSCRIPTION_PING: Duration = Duration::from_secs(15);
 
 /// Conversation histories and run logs in Redis; cheap to clone, every clone
 /// shares one connection (which reconnects by itself).
@@ -144,6 +182,68 @@ struct Inner {
     client: redis::Client,
     conn: ConnectionManager,
     scripts: Scripts,
+    stops: Arc<StopHub>,
+}
+
+/// The runs of this store waiting for a stop, fed by one subscription to
+/// `<p>:stop` (started on the first wait, ended when the store is dropped).
+#[derive(Default)]
+struct StopHub {
+    /// Run id -> its waiters; an entry goes with its last waiter.
+    waiting: std::sync::Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Set once the subscriber runs; dropping it (with the hub) ends it.
+    closer: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    /// How many times the subscription was established.
+    subscriptions: AtomicU64,
+}
+
+impl StopHub {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn follow(self: &Arc<Self>, run_id: &str) -> StopWait {
+        let rx = self
+            .waiting()
+            .entry(run_id.to_string())
+            .or_insert_with(|| watch::channel(false).0)
+            .subscribe();
+        StopWait {
+            hub: self.clone(),
+            run_id: run_id.to_string(),
+            rx: Some(rx),
+        }
+    }
+
+    fn fire(&self, run_id: &str) {
+        if let Some(tx) = self.waiting().get(run_id) {
+            tx.send_replace(true);
+        }
+    }
+
+    fn followed(&self) -> Vec<String> {
+        self.waiting().keys().cloned().collect()
+    }
+}
+
+/// One waiter of [`StopHub`]; leaves the map when dropped.
+struct StopWait {
+    hub: Arc<StopHub>,
+    run_id: String,
+    rx: Option<watch::Receiver<bool>>,
+}
+
+impl Drop for StopWait {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let mut waiting = self.hub.waiting();
+        if waiting
+            .get(&self.run_id)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            waiting.remove(&self.run_id);
+        }
+    }
 }
 
 struct Scripts {
@@ -153,6 +253,8 @@ struct Scripts {
     end: Script,
     status: Script,
     stop: Script,
+    keep_input: Script,
+    append_history: Script,
 }
 
 impl Scripts {
@@ -165,6 +267,8 @@ impl Scripts {
             end: s(END),
             status: s(STATUS),
             stop: s(STOP),
+            keep_input: s(KEEP_INPUT),
+            append_history: s(APPEND_HISTORY),
         }
     }
 }
@@ -241,8 +345,15 @@ impl RedisStore {
                 client,
                 conn,
                 scripts: Scripts::new(),
+                stops: Arc::default(),
             }),
         })
+    }
+
+    /// How many times this store's stop subscription was established
+    /// (once, plus once per reconnection).
+    pub fn stop_subscriptions(&self) -> u64 {
+        self.inner.stops.subscriptions.load(Ordering::Relaxed)
     }
 }
 
@@ -355,6 +466,41 @@ impl Inner {
         }))
     }
 
+    fn stop_channel(&self) -> String {
+        format!("{}:stop", self.cfg.prefix)
+    }
+
+    /// Starts the stop subscriber, once.
+    fn start_stop_subscriber(&self) {
+        let mut closer = self.stops.closer.lock().unwrap_or_else(|e| e.into_inner());
+        if closer.is_some() {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        *closer = Some(tx);
+        tokio::spawn(stop_subscriber(
+            Arc::downgrade(&self.stops),
+            rx,
+            self.client.clone(),
+            self.conn.clone(),
+            self.cfg.clone(),
+        ));
+    }
+
+    async fn stop_flag(&self, run_id: &str) -> Result<bool, StoreError> {
+        let [_, meta, _] = self.run_keys(run_id);
+        let mut con = self.conn.clone();
+        let stop: Option<String> = self
+            .call(
+                redis::cmd("HGET")
+                    .arg(&meta)
+                    .arg("stop")
+                    .query_async(&mut con),
+            )
+            .await?;
+        Ok(stop.is_some())
+    }
+
     /// A connection of a reader's own, for `XREAD BLOCK`.
     async fn blocking_connection(&self) -> Result<MultiplexedConnection, StoreError> {
         let config = AsyncConnectionConfig::new()
@@ -406,24 +552,20 @@ impl ConversationStore for RedisStore {
     async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError> {
         let inner = &self.inner;
         let key = inner.conv_key(thread);
-        let ttl = ms(inner.cfg.history_ttl);
-        let mut con = inner.conn.clone();
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        if !messages.is_empty() {
-            let mut push = redis::cmd("RPUSH");
-            push.arg(&key);
-            for m in &messages {
-                let json = serde_json::to_vec(m)
-                    .map_err(|e| StoreError::Corrupt(format!("message {:?}: {e}", m.id)))?;
-                push.arg(json);
-            }
-            pipe.add_command(push).ignore();
-            let max = inner.cfg.max_messages.max(1) as i64;
-            pipe.cmd("LTRIM").arg(&key).arg(-max).arg(-1).ignore();
-        }
-        pipe.cmd("PEXPIRE").arg(&key).arg(ttl).ignore();
-        inner.call(pipe.query_async::<()>(&mut con)).await
+        let max_messages = inner.cfg.max_messages.max(1).to_string();
+        let max_bytes = inner.cfg.max_history_bytes.to_string();
+        let ttl = ms(inner.cfg.history_ttl).to_string();
+        let encoded = crate::encode_messages(&messages)?;
+        let mut args: Vec<&[u8]> = vec![
+            max_messages.as_bytes(),
+            max_bytes.as_bytes(),
+            ttl.as_bytes(),
+        ];
+        args.extend(encoded.iter().map(Vec::as_slice));
+        let _: i64 = inner
+            .script(&inner.scripts.append_history, &[&key], &args)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -520,6 +662,34 @@ impl RunLog for RedisStore {
             }
         }
         Ok(())
+    }
+
+    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let input = crate::encode_input(messages, inner.cfg.max_input_bytes)?;
+        let [_, meta, _] = inner.run_keys(run_id);
+        let code: i64 = inner
+            .script(&inner.scripts.keep_input, &[&meta], &[&input])
+            .await?;
+        verdict(code, run_id)
+    }
+
+    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        let inner = &self.inner;
+        let [_, meta, _] = inner.run_keys(run_id);
+        let mut con = inner.conn.clone();
+        let input: Option<Vec<u8>> = inner
+            .call(
+                redis::cmd("HGET")
+                    .arg(&meta)
+                    .arg("input")
+                    .query_async(&mut con),
+            )
+            .await?;
+        match input {
+            Some(bytes) => crate::decode_input(run_id, &bytes),
+            None => Ok(Vec::new()),
+        }
     }
 
     async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
@@ -657,25 +827,52 @@ impl RunLog for RedisStore {
             .script(
                 &inner.scripts.stop,
                 &[&log, &meta, &lease],
-                &[inner.lost_ms().to_string().as_bytes()],
+                &[
+                    inner.lost_ms().to_string().as_bytes(),
+                    inner.stop_channel().as_bytes(),
+                    run_id.as_bytes(),
+                ],
             )
             .await?;
         Ok(code == 1)
     }
 
     async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.inner.stop_flag(run_id).await
+    }
+
+    async fn wait_stop(&self, run_id: &str) {
         let inner = &self.inner;
-        let [_, meta, _] = inner.run_keys(run_id);
-        let mut con = inner.conn.clone();
-        let stop: Option<String> = inner
-            .call(
-                redis::cmd("HGET")
-                    .arg(&meta)
-                    .arg("stop")
-                    .query_async(&mut con),
-            )
-            .await?;
-        Ok(stop.is_some())
+        // Follow first, then read the flag: a stop published before we
+        // followed is in the flag, one after reaches us on the channel.
+        let mut wait = inner.stops.follow(run_id);
+        inner.start_stop_subscriber();
+        let Some(mut rx) = wait.rx.take() else {
+            return;
+        };
+        let check = async {
+            let mut delay = Duration::from_millis(100);
+            loop {
+                match inner.stop_flag(run_id).await {
+                    Ok(true) => return,
+                    Ok(false) => std::future::pending::<()>().await,
+                    // Only while Redis fails; the subscriber re-checks too
+                    // once it is back.
+                    Err(_) => {
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        };
+        let seen = tokio::select! {
+            () = check => true,
+            r = rx.wait_for(|s| *s) => r.is_ok(),
+        };
+        wait.rx = Some(rx);
+        if !seen {
+            std::future::pending::<()>().await;
+        }
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -684,6 +881,101 @@ impl RunLog for RedisStore {
         let _: String = inner.call(redis::cmd("PING").query_async(&mut con)).await?;
         Ok(())
     }
+}
+
+/// The one subscription of a store to `<p>:stop`: wakes the runs named in
+/// its messages; on every (re)subscription first re-reads the `stop` flag of
+/// every run waiting, since stops published while it was away reached no
+/// one. Ends when the store is dropped (`closed`).
+async fn stop_subscriber(
+    hub: Weak<StopHub>,
+    mut closed: oneshot::Receiver<()>,
+    client: redis::Client,
+    conn: ConnectionManager,
+    cfg: RedisConfig,
+) {
+    let channel = format!("{}:stop", cfg.prefix);
+    loop {
+        let session = async {
+            let bound = cfg.connect_timeout + cfg.op_timeout;
+            let mut pubsub = tokio::time::timeout(bound, client.get_async_pubsub())
+                .await
+                .ok()?
+                .ok()?;
+            tokio::time::timeout(cfg.op_timeout, pubsub.subscribe(&channel))
+                .await
+                .ok()?
+                .ok()?;
+            Some(pubsub)
+        };
+        let pubsub = tokio::select! {
+            p = session => p,
+            _ = &mut closed => return,
+        };
+        if let Some(pubsub) = pubsub {
+            let Some(h) = hub.upgrade() else { return };
+            h.subscriptions.fetch_add(1, Ordering::Relaxed);
+            let runs = h.followed();
+            drop(h);
+            if recheck(&hub, &runs, &conn, &cfg).await {
+                let (mut sink, mut messages) = pubsub.split();
+                loop {
+                    tokio::select! {
+                        msg = messages.next() => {
+                            let Some(msg) = msg else { break };
+                            let Some(h) = hub.upgrade() else { return };
+                            if let Ok(run_id) = msg.get_payload::<String>() {
+                                h.fire(&run_id);
+                            }
+                        }
+                        () = tokio::time::sleep(SUBSCRIPTION_PING) => {
+                            let pong = tokio::time::timeout(cfg.op_timeout, sink.ping::<Value>()).await;
+                            if !matches!(pong, Ok(Ok(_))) {
+                                break;
+                            }
+                        }
+                        _ = &mut closed => return,
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
+            _ = &mut closed => return,
+        }
+    }
+}
+
+/// Reads the `stop` flag of `runs` in one round trip and wakes those
+/// stopped; false when Redis did not answer (subscribe again).
+async fn recheck(
+    hub: &Weak<StopHub>,
+    runs: &[String],
+    conn: &ConnectionManager,
+    cfg: &RedisConfig,
+) -> bool {
+    if runs.is_empty() {
+        return true;
+    }
+    let mut pipe = redis::pipe();
+    for run_id in runs {
+        pipe.cmd("HGET")
+            .arg(format!("{}:run:{{{run_id}}}:meta", cfg.prefix))
+            .arg("stop");
+    }
+    let mut con = conn.clone();
+    let flags: Vec<Option<String>> =
+        match tokio::time::timeout(cfg.op_timeout, pipe.query_async(&mut con)).await {
+            Ok(Ok(flags)) => flags,
+            _ => return false,
+        };
+    let Some(h) = hub.upgrade() else { return true };
+    for (run_id, flag) in runs.iter().zip(flags) {
+        if flag.is_some() {
+            h.fire(run_id);
+        }
+    }
+    true
 }
 
 struct Reader {

@@ -2,22 +2,20 @@
 //! requests watched in the background.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::{EventId, RunInfo, RunLog, RunOutcome, StoreError};
-
-/// How often a writer asks whether a stop was requested (at most).
-const STOP_POLL: Duration = Duration::from_millis(250);
 
 /// The pump's handle on a run it proxies.
 ///
 /// [`RunWriter::begin`] begins the run and starts a background task that
-/// renews the lease every `lease / 3` and polls for stop requests (every
-/// 250 ms, or `lease / 3` when shorter). [`RunWriter::end`] ends the run;
+/// renews the lease every `lease / 3` and waits for a stop request
+/// ([`RunLog::wait_stop`]: no polling). [`RunWriter::end`] ends the run;
 /// dropping the writer without ending it stops the renewals, so the run is
 /// reported lost once the lease runs out. Renewal failures while the backend
 /// is unreachable are retried on the next tick; if the lease runs out in the
@@ -77,7 +75,7 @@ impl RunWriter {
         self.log.append_batch(&self.run_id, data, ids).await
     }
 
-    /// Whether a stop was requested (as last polled).
+    /// Whether a stop was requested (as learnt so far).
     pub fn is_stop_requested(&self) -> bool {
         *self.stop.borrow()
     }
@@ -112,22 +110,25 @@ async fn keep(
     lease: Duration,
     stop: watch::Sender<bool>,
 ) {
-    let renew_every = lease / 3;
-    let tick = STOP_POLL.min(renew_every).max(Duration::from_millis(10));
-    let mut renewed = Instant::now();
+    let renew_every = (lease / 3).max(Duration::from_millis(10));
+    // After a failed renewal (backend unreachable), try again sooner.
+    let retry = (renew_every / 4).max(Duration::from_millis(10));
+    let mut next_renew = Instant::now() + renew_every;
+    let stop_wait = log.wait_stop(&run_id);
+    tokio::pin!(stop_wait);
+    let mut stopped = false;
     loop {
-        tokio::time::sleep(tick).await;
-        if renewed.elapsed() >= renew_every {
-            match log.renew(&run_id, &owner, lease).await {
-                Ok(()) => renewed = Instant::now(),
-                Err(StoreError::NotRunning(_) | StoreError::UnknownRun(_)) => return,
-                // Unreachable for now: try again on the next tick.
-                Err(_) => {}
-            }
-        }
-        if !*stop.borrow() {
-            if let Ok(true) = log.stop_requested(&run_id).await {
+        tokio::select! {
+            () = &mut stop_wait, if !stopped => {
+                stopped = true;
                 stop.send_replace(true);
+            }
+            () = tokio::time::sleep_until(next_renew) => {
+                match log.renew(&run_id, &owner, lease).await {
+                    Ok(()) => next_renew = Instant::now() + renew_every,
+                    Err(StoreError::NotRunning(_) | StoreError::UnknownRun(_)) => return,
+                    Err(_) => next_renew = Instant::now() + retry,
+                }
             }
         }
     }

@@ -32,6 +32,8 @@ struct Limits {
     max_messages: usize,
     max_run_entries: usize,
     max_run_bytes: usize,
+    max_history_bytes: usize,
+    max_input_bytes: usize,
 }
 
 impl Default for Limits {
@@ -41,6 +43,8 @@ impl Default for Limits {
             max_messages: 100,
             max_run_entries: 10_000,
             max_run_bytes: 1 << 20,
+            max_history_bytes: 1 << 20,
+            max_input_bytes: 1 << 20,
         }
     }
 }
@@ -63,6 +67,8 @@ impl Backend {
                     max_messages: limits.max_messages,
                     max_run_entries: limits.max_run_entries,
                     max_run_bytes: limits.max_run_bytes,
+                    max_history_bytes: limits.max_history_bytes,
+                    max_input_bytes: limits.max_input_bytes,
                     ..MemoryConfig::default()
                 }),
                 None,
@@ -74,6 +80,8 @@ impl Backend {
                 cfg.max_messages = limits.max_messages;
                 cfg.max_run_entries = limits.max_run_entries;
                 cfg.max_run_bytes = limits.max_run_bytes;
+                cfg.max_history_bytes = limits.max_history_bytes;
+                cfg.max_input_bytes = limits.max_input_bytes;
                 cfg.op_timeout = Duration::from_secs(1);
                 cfg.connect_timeout = Duration::from_millis(500);
                 (StoreConfig::Redis(cfg), Some(server))
@@ -207,6 +215,10 @@ on_both_backends!(
     unknown_runs_are_reported,
     caps_drop_the_oldest_entries_and_readers_are_told,
     ping_answers,
+    waiting_for_a_stop_polls_nothing,
+    history_is_capped_by_bytes,
+    run_input_lives_and_expires_with_the_run,
+    run_input_is_capped_by_bytes,
 );
 
 async fn history_appends_in_order_and_keeps_the_newest(kind: Kind) {
@@ -226,6 +238,95 @@ async fn history_appends_in_order_and_keeps_the_newest(kind: Kind) {
     assert!(history_ids(&b.stores, "other").await.is_empty());
     c.append("u", vec![msg("x")]).await.unwrap();
     assert_eq!(history_ids(&b.other().await, "u").await, ["x"]);
+}
+
+/// A message of about `size` bytes as JSON.
+fn sized(id: &str, size: usize) -> Message {
+    Message::text_message(id, Role::User, "x".repeat(size))
+}
+
+fn json_len(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| serde_json::to_vec(m).unwrap().len())
+        .sum()
+}
+
+async fn history_is_capped_by_bytes(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_history_bytes: 2_000,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let c = &b.stores.conversations;
+    for i in 0..10 {
+        c.append("t", vec![sized(&i.to_string(), 450)])
+            .await
+            .unwrap();
+    }
+    let kept = c.history("t").await.unwrap();
+    let ids: Vec<&str> = kept.iter().map(|m| m.id.as_str()).collect();
+    // About 500 bytes each: the newest that fit in 2000, oldest dropped.
+    assert!(json_len(&kept) <= 2_000, "{}", json_len(&kept));
+    assert_eq!(ids, ["7", "8", "9"]);
+    // One message larger than the cap is not kept at all.
+    c.append("t", vec![sized("huge", 5_000)]).await.unwrap();
+    assert!(history_ids(&b.stores, "t").await.is_empty());
+}
+
+async fn run_input_lives_and_expires_with_the_run(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    let input = vec![msg("a"), msg("b")];
+    assert_eq!(
+        log.keep_input("nope", &input).await,
+        Err(StoreError::UnknownRun("nope".into()))
+    );
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    assert!(log.input("r1").await.unwrap().is_empty());
+    log.keep_input("r1", &input).await.unwrap();
+    assert_eq!(b.other().await.runs.input("r1").await.unwrap(), input);
+    // Not a conversation: no history holds it.
+    assert!(history_ids(&b.stores, "r1").await.is_empty());
+    log.end("r1", RunOutcome::Completed, Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        log.input("r1").await.unwrap(),
+        input,
+        "kept for the retention"
+    );
+    // Retentions are at least a second: gone with the run after it.
+    let deadline = Instant::now() + SOON;
+    while log.info("r1").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the run never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(log.input("r1").await.unwrap().is_empty());
+}
+
+async fn run_input_is_capped_by_bytes(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_input_bytes: 2_000,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let input: Vec<Message> = (0..10).map(|i| sized(&i.to_string(), 450)).collect();
+    log.keep_input("r1", &input).await.unwrap();
+    let kept = log.input("r1").await.unwrap();
+    assert!(
+        json_len(&kept) + kept.len() < 2_000,
+        "brackets and commas included"
+    );
+    assert_eq!(kept, input[7..], "the newest that fit");
 }
 
 async fn history_expires_when_idle_and_reads_refresh_it(kind: Kind) {
@@ -565,6 +666,193 @@ async fn stop_request_reaches_the_owner(kind: Kind) {
     assert!(!log.stop_requested("r2").await.unwrap());
     assert!(log.request_stop("r2").await.unwrap());
     assert!(log.stop_requested("r2").await.unwrap());
+}
+
+/// A run log that counts the calls made to it.
+struct Counting {
+    log: Arc<dyn RunLog>,
+    stop_checks: std::sync::atomic::AtomicUsize,
+    stop_waits: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl RunLog for Counting {
+    async fn begin(
+        &self,
+        key: &str,
+        run_id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<RunInfo>, StoreError> {
+        self.log.begin(key, run_id, owner, lease).await
+    }
+    async fn append_batch(
+        &self,
+        run_id: &str,
+        data: Vec<Bytes>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        self.log.append_batch(run_id, data, ids).await
+    }
+    async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
+        self.log.renew(run_id, owner, lease).await
+    }
+    async fn end(&self, run_id: &str, o: RunOutcome, r: Duration) -> Result<(), StoreError> {
+        self.log.end(run_id, o, r).await
+    }
+    async fn latest(&self, key: &str) -> Result<Option<RunInfo>, StoreError> {
+        self.log.latest(key).await
+    }
+    async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
+        self.log.info(run_id).await
+    }
+    async fn last_id(&self, run_id: &str) -> Result<Option<EventId>, StoreError> {
+        self.log.last_id(run_id).await
+    }
+    fn read(
+        &self,
+        run_id: &str,
+        after: Option<EventId>,
+    ) -> BoxStream<'static, Result<LogItem, StoreError>> {
+        self.log.read(run_id, after)
+    }
+    async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.log.request_stop(run_id).await
+    }
+    async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.stop_checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.log.stop_requested(run_id).await
+    }
+    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        self.log.keep_input(run_id, messages).await
+    }
+    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        self.log.input(run_id).await
+    }
+    async fn wait_stop(&self, run_id: &str) {
+        self.stop_waits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.log.wait_stop(run_id).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.log.ping().await
+    }
+}
+
+/// Calls of `command` the server has answered (`INFO commandstats`).
+async fn redis_calls(url: &str, command: &str) -> u64 {
+    let client = redis::Client::open(url).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+async fn waiting_for_a_stop_polls_nothing(kind: Kind) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let b = Backend::default(kind).await;
+    let url = b.server.as_ref().map(|s| s.url());
+    let counting = Arc::new(Counting {
+        log: b.runs(),
+        stop_checks: Default::default(),
+        stop_waits: Default::default(),
+    });
+    let log: Arc<dyn RunLog> = counting.clone();
+    const RUNS: usize = 5;
+    let mut writers = Vec::new();
+    for i in 0..RUNS {
+        let (w, _) = RunWriter::begin(
+            log.clone(),
+            &format!("k{i}"),
+            &format!("r{i}"),
+            "me",
+            LONG_LEASE,
+        )
+        .await
+        .unwrap();
+        writers.push(w);
+    }
+    // Every writer is waiting once its keeper has asked.
+    let deadline = Instant::now() + SOON;
+    while counting.stop_waits.load(Relaxed) < RUNS {
+        assert!(Instant::now() < deadline, "writers never waited for a stop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let hgets_before = match &url {
+        Some(url) => redis_calls(url, "hget").await,
+        None => 0,
+    };
+    // Open streams, idle: the old writer polled every 250 ms.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        counting.stop_checks.load(Relaxed),
+        0,
+        "polled stop_requested"
+    );
+    assert_eq!(counting.stop_waits.load(Relaxed), RUNS, "one wait per run");
+    if let Some(url) = &url {
+        let hgets = redis_calls(url, "hget").await - hgets_before;
+        // At most the first check of each run and one re-check by the
+        // subscription; nothing per interval.
+        assert!(hgets <= 2 * RUNS as u64, "{hgets} HGETs while idle");
+    }
+    // And a stop still arrives, to the right run only.
+    assert!(b.other().await.runs.request_stop("r3").await.unwrap());
+    tokio::time::timeout(SOON, writers[3].stop_requested())
+        .await
+        .expect("stop seen");
+    assert!(writers
+        .iter()
+        .enumerate()
+        .all(|(i, w)| w.is_stop_requested() == (i == 3)));
+}
+
+/// A stop published while the store's subscription is down (killed by the
+/// server here) reaches the owner once it subscribes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stop_during_a_resubscription_is_not_lost() {
+    let b = Backend::default(Kind::Redis).await;
+    let StoreConfig::Redis(cfg) = &b.config else {
+        unreachable!()
+    };
+    let store = Arc::new(
+        babelgate_store::RedisStore::open(cfg.clone())
+            .await
+            .unwrap(),
+    );
+    let (writer, _) = RunWriter::begin(store.clone(), "k", "r1", "me", LONG_LEASE)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + SOON;
+    while store.stop_subscriptions() < 1 {
+        assert!(Instant::now() < deadline, "never subscribed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let client = redis::Client::open(b.server.as_ref().unwrap().url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    // Published to no one: the subscription is gone and waits before it
+    // subscribes again.
+    assert!(b.other().await.runs.request_stop("r1").await.unwrap());
+    tokio::time::timeout(SOON, writer.stop_requested())
+        .await
+        .expect("the stop is not lost");
+    assert!(store.stop_subscriptions() >= 2, "it subscribed again");
 }
 
 async fn begin_displaces_the_running_run(kind: Kind) {
