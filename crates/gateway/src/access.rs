@@ -384,6 +384,63 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn each_credential_is_its_own_owner_and_scopes_its_ids() {
+        let auth = Auth {
+            keys: Keys(vec!["alpha-key".into(), "beta-key".into()]),
+            jwt: None,
+        };
+        let a = authenticate(&auth, "alpha-key").await.unwrap();
+        let a2 = authenticate(&auth, "alpha-key").await.unwrap();
+        let b = authenticate(&auth, "beta-key").await.unwrap();
+        assert_eq!(a, a2, "stable across requests");
+        assert_ne!(a, b);
+        assert!(a.owner.starts_with("key:") && a.owner.len() == 4 + 32);
+        assert!(
+            !a.owner.contains("alpha"),
+            "the owner is a digest, not the key"
+        );
+        assert_ne!(a.scoped("t1"), b.scoped("t1"));
+        assert_eq!(Caller::anonymous().scoped("t1"), "t1");
+        let e = authenticate(&auth, "gamma-key").await.unwrap_err();
+        assert_eq!(e.status, StatusCode::UNAUTHORIZED);
+        assert!(!e.message.contains("gamma"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn a_jwt_subject_is_the_owner() {
+        let secret = b"unit-test-secret";
+        let auth = Auth {
+            keys: Keys::default(),
+            jwt: Some(Jwt {
+                issuer: "iss".into(),
+                audience: "aud".into(),
+                keys: JwtKeys::Hs256(crate::config::Redacted(secret.to_vec())),
+                leeway: Duration::from_secs(0),
+                algorithms: vec![jsonwebtoken::Algorithm::HS256],
+            }),
+        };
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 60;
+        let token = |sub: &str| {
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::default(),
+                &serde_json::json!({"iss": "iss", "aud": "aud", "sub": sub, "exp": exp}),
+                &jsonwebtoken::EncodingKey::from_secret(secret),
+            )
+            .unwrap()
+        };
+        let alice = authenticate(&auth, &token("alice")).await.unwrap();
+        assert_eq!(alice, authenticate(&auth, &token("alice")).await.unwrap());
+        assert_ne!(alice, authenticate(&auth, &token("bob")).await.unwrap());
+        assert!(alice.owner.starts_with("jwt:"));
+        // A static key equal to a sub is a different owner.
+        assert_ne!(alice, Caller::digest("key", b"alice"));
+    }
+
     #[test]
     fn request_ids_are_kept_when_sane() {
         let mut ids = babelgate_core::IdGen::sequential();
