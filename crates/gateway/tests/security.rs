@@ -500,6 +500,47 @@ async fn jwks_file_tokens_are_checked_and_alg_confusion_fails() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test]
+async fn rs256_jwks_tokens_are_checked_and_hs256_against_it_fails() {
+    let fixture: Value =
+        serde_json::from_str(include_str!("data/jwt-rs256-test-key.json")).unwrap();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(fixture["private_key_pkcs1_der_b64"].as_str().unwrap())
+        .unwrap();
+    let key = EncodingKey::from_rsa_der(&der);
+    let jwks = fixture["jwks"].to_string();
+    let dir = std::env::temp_dir().join(format!("babelgate-jwks-{}", babelgate_store::new_id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("jwks.json");
+    std::fs::write(&file, &jwks).unwrap();
+    let up = upstream(true).await;
+    let source = format!("jwks_file = {:?}", file.display().to_string());
+    let gw = start_gateway(&route(Dialect::AgUi, up.addr, &jwks_auth(&source)), &[]).await;
+    let rs256 = |claims: &Value| {
+        let mut h = Header::new(Algorithm::RS256);
+        h.kid = Some("rsa1".into());
+        jsonwebtoken::encode(&h, claims, &key).unwrap()
+    };
+    let (s, _, body) = try_token(gw, &rs256(&claims("alice"))).await;
+    assert_eq!(s, 200, "{body}");
+    let mut aud = claims("alice");
+    aud["aud"] = json!("someone-else");
+    refused(gw, &rs256(&aud), "wrong audience").await;
+    let n = fixture["jwks"]["keys"][0]["n"].as_str().unwrap();
+    for secret in [jwks.as_bytes(), n.as_bytes()] {
+        let mut h = Header::new(Algorithm::HS256);
+        h.kid = Some("rsa1".into());
+        let t =
+            jsonwebtoken::encode(&h, &claims("alice"), &EncodingKey::from_secret(secret)).unwrap();
+        refused(gw, &t, "HS256 against an RS256 JWKS").await;
+    }
+    // A route that lists only ES256 refuses RS256 tokens.
+    let only_es = jwks_auth(&format!("{source}\nalgorithms = [\"ES256\"]"));
+    let gw = start_gateway(&route(Dialect::AgUi, up.addr, &only_es), &[]).await;
+    refused(gw, &rs256(&claims("alice")), "alg not listed").await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A JWKS served over HTTP on a local port, counting its fetches.
 async fn jwks_server(jwks: String) -> (SocketAddr, Arc<AtomicUsize>) {
     let (l, addr) = listener().await;
