@@ -1,15 +1,75 @@
-//! Who may use a route and what crosses it: bearer keys, CORS for browser
+//! Who may use a route and what crosses it: bearer keys and JWTs, CORS for browser
 //! clients, the header allowlist towards the upstream, request ids.
 
-use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::config::{Cors, Keys, Route};
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Auth, Cors, Jwt, JwtKeys, Keys, Route};
 use crate::error::{Body, GatewayError};
 
-/// Checks `authorization: Bearer <key>` against the route's keys.
-pub fn authorize(route: &Route, headers: &HeaderMap) -> Result<(), GatewayError> {
-    let Some(keys) = &route.auth else {
-        return Ok(());
+/// Who made a request, as far as the route knows.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// A stable digest of the credential (`key:<hex>` for a static key,
+    /// `jwt:<hex>` for a JWT subject): not secret, safe to log and to use
+    /// in store keys. Empty on a route without auth.
+    pub owner: String,
+}
+
+impl Caller {
+    /// Nobody in particular: a route without auth.
+    pub fn anonymous() -> Caller {
+        Caller::default()
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.owner.is_empty()
+    }
+
+    /// The store id of a conversation this caller names `id`: on a route with
+    /// auth, a run or history belongs to the credential that started it, so
+    /// another credential naming the same id finds nothing. The owner digest
+    /// is fixed-length hex, so no two (owner, id) pairs give one key.
+    pub fn scoped(&self, id: &str) -> String {
+        if self.is_anonymous() {
+            id.to_string()
+        } else {
+            format!("{}/{id}", self.owner)
+        }
+    }
+
+    fn digest(kind: &str, secret: &[u8]) -> Caller {
+        let mut h = Sha256::new();
+        h.update(kind.as_bytes());
+        h.update([0]);
+        h.update(secret);
+        let d = h.finalize();
+        let mut owner = String::with_capacity(kind.len() + 33);
+        owner.push_str(kind);
+        owner.push(':');
+        // 128 bits: collisions are out of reach, and the digest of a key
+        // tells nothing about it.
+        for b in d.iter().take(16) {
+            owner.push_str(&format!("{b:02x}"));
+        }
+        Caller { owner }
+    }
+}
+
+fn unauthorized(message: &str) -> GatewayError {
+    GatewayError::client(StatusCode::UNAUTHORIZED, "unauthorized", message)
+}
+
+/// Checks `authorization: Bearer <credential>` against the route's static
+/// keys and JWT settings; the caller it names on success.
+pub async fn authorize(route: &Route, headers: &HeaderMap) -> Result<Caller, GatewayError> {
+    let Some(auth) = &route.auth else {
+        return Ok(Caller::anonymous());
     };
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -18,18 +78,191 @@ pub fn authorize(route: &Route, headers: &HeaderMap) -> Result<(), GatewayError>
             let (scheme, key) = v.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
         });
-    match presented {
-        Some(key) if accepts(keys, key) => Ok(()),
-        Some(_) => Err(GatewayError::client(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "the bearer key is not accepted on this route",
-        )),
-        None => Err(GatewayError::client(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "this route needs `authorization: Bearer <key>`",
-        )),
+    let Some(token) = presented.filter(|t| !t.is_empty()) else {
+        return Err(unauthorized(
+            "this route needs `authorization: Bearer <credential>`",
+        ));
+    };
+    authenticate(auth, token).await
+}
+
+async fn authenticate(auth: &Auth, token: &str) -> Result<Caller, GatewayError> {
+    if accepts(&auth.keys, token) {
+        return Ok(Caller::digest("key", token.as_bytes()));
+    }
+    match &auth.jwt {
+        // The reason names a check, never the token.
+        Some(jwt) => verify_jwt(jwt, token)
+            .await
+            .map_err(|why| unauthorized(&format!("the bearer token is not accepted: {why}"))),
+        None => Err(unauthorized("the bearer key is not accepted on this route")),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Claims {
+    sub: String,
+}
+
+/// The caller a valid token names, or why it is refused.
+async fn verify_jwt(jwt: &Jwt, token: &str) -> Result<Caller, &'static str> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| "not a JWT with a known `alg`")?;
+    if !jwt.algorithms.contains(&header.alg) {
+        return Err("its `alg` is not accepted here");
+    }
+    let mut validation = Validation::new(header.alg);
+    validation.algorithms = vec![header.alg];
+    validation.set_issuer(&[&jwt.issuer]);
+    validation.set_audience(&[&jwt.audience]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    validation.validate_nbf = true;
+    validation.leeway = jwt.leeway.as_secs();
+    let check = |key: &DecodingKey| {
+        jsonwebtoken::decode::<Claims>(token, key, &validation).map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind as K;
+            match e.kind() {
+                K::ExpiredSignature => "expired",
+                K::ImmatureSignature => "not valid yet (`nbf`)",
+                K::InvalidIssuer => "wrong issuer",
+                K::InvalidAudience => "wrong audience",
+                K::MissingRequiredClaim(_) => "a required claim (exp, iss, aud, sub) is missing",
+                K::InvalidSignature => "bad signature",
+                K::InvalidAlgorithm => "its `alg` does not fit the key",
+                _ => "malformed",
+            }
+        })
+    };
+    let claims = match &jwt.keys {
+        JwtKeys::Hs256(secret) => check(&DecodingKey::from_secret(secret))?,
+        JwtKeys::Jwks(set) => check_with_set(set, &header, check)?,
+        JwtKeys::JwksUrl(cache) => {
+            let set = cache.keys(header.kid.as_deref()).await?;
+            check_with_set(&set, &header, check)?
+        }
+    };
+    let sub = claims.claims.sub;
+    if sub.is_empty() {
+        return Err("empty `sub`");
+    }
+    Ok(Caller::digest("jwt", sub.as_bytes()))
+}
+
+/// Tries the keys the token may be signed with: the one its `kid` names,
+/// or without a `kid` every key that fits its `alg`.
+fn check_with_set<T>(
+    set: &JwkSet,
+    header: &jsonwebtoken::Header,
+    check: impl Fn(&DecodingKey) -> Result<T, &'static str>,
+) -> Result<T, &'static str> {
+    let mut last = Err("no key in the JWKS fits the token");
+    for jwk in &set.keys {
+        if header.kid.is_some() && jwk.common.key_id != header.kid {
+            continue;
+        }
+        // A key that names its algorithm is used with that one only.
+        if let Some(ka) = &jwk.common.key_algorithm {
+            if format!("{ka:?}") != format!("{:?}", header.alg) {
+                continue;
+            }
+        }
+        let Ok(key) = DecodingKey::from_jwk(jwk) else {
+            continue;
+        };
+        match check(&key) {
+            Ok(v) => return Ok(v),
+            Err(e) => last = Err(e),
+        }
+    }
+    last
+}
+
+/// The JWKS of a `jwks_url`: fetched on first use, again when it is older
+/// than [`JwksCache::MAX_AGE`] or a token names a `kid` it lacks, but never
+/// more often than [`JwksCache::MIN_INTERVAL`]; a failed fetch keeps the
+/// keys already known. Each fetch is bounded in time and size.
+pub struct JwksCache {
+    url: reqwest::Url,
+    client: reqwest::Client,
+    state: tokio::sync::Mutex<JwksState>,
+}
+
+#[derive(Default)]
+struct JwksState {
+    keys: Option<Arc<JwkSet>>,
+    fetched: Option<Instant>,
+    tried: Option<Instant>,
+}
+
+impl JwksCache {
+    pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+    pub const MAX_AGE: Duration = Duration::from_secs(600);
+    const TIMEOUT: Duration = Duration::from_secs(5);
+    const MAX_BYTES: usize = 256 * 1024;
+
+    pub fn new(url: reqwest::Url) -> JwksCache {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Self::TIMEOUT)
+            .timeout(Self::TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        JwksCache {
+            url,
+            client,
+            state: tokio::sync::Mutex::new(JwksState::default()),
+        }
+    }
+
+    pub fn url(&self) -> &reqwest::Url {
+        &self.url
+    }
+
+    async fn keys(&self, kid: Option<&str>) -> Result<Arc<JwkSet>, &'static str> {
+        // One fetch at a time; the others wait for it (at most TIMEOUT).
+        let mut st = self.state.lock().await;
+        let stale = st.fetched.is_none_or(|t| t.elapsed() >= Self::MAX_AGE);
+        let unknown_kid = match (&st.keys, kid) {
+            (Some(set), Some(kid)) => set.find(kid).is_none(),
+            _ => false,
+        };
+        let may_try = st.tried.is_none_or(|t| t.elapsed() >= Self::MIN_INTERVAL);
+        if (stale || unknown_kid) && may_try {
+            st.tried = Some(Instant::now());
+            match self.fetch().await {
+                Ok(set) => {
+                    st.keys = Some(Arc::new(set));
+                    st.fetched = Some(Instant::now());
+                }
+                Err(e) => tracing::warn!(url = %self.url, error = %e, "could not fetch the JWKS"),
+            }
+        }
+        st.keys
+            .clone()
+            .ok_or("the keys to check it are not available")
+    }
+
+    async fn fetch(&self) -> Result<JwkSet, String> {
+        let mut resp = self
+            .client
+            .get(self.url.clone())
+            .send()
+            .await
+            .map_err(|e| e.without_url().to_string())?;
+        if !resp.status().is_success() {
+            return Err(format!("answered {}", resp.status()));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| e.without_url().to_string())?
+        {
+            if body.len() + chunk.len() > Self::MAX_BYTES {
+                return Err(format!("larger than {} bytes", Self::MAX_BYTES));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("not a JWKS: {e}"))
     }
 }
 
@@ -149,6 +382,63 @@ mod tests {
         for wrong in ["alpha", "alpha-keyy", "", "bet", "BETA"] {
             assert!(!accepts(&keys, wrong), "{wrong}");
         }
+    }
+
+    #[tokio::test]
+    async fn each_credential_is_its_own_owner_and_scopes_its_ids() {
+        let auth = Auth {
+            keys: Keys(vec!["alpha-key".into(), "beta-key".into()]),
+            jwt: None,
+        };
+        let a = authenticate(&auth, "alpha-key").await.unwrap();
+        let a2 = authenticate(&auth, "alpha-key").await.unwrap();
+        let b = authenticate(&auth, "beta-key").await.unwrap();
+        assert_eq!(a, a2, "stable across requests");
+        assert_ne!(a, b);
+        assert!(a.owner.starts_with("key:") && a.owner.len() == 4 + 32);
+        assert!(
+            !a.owner.contains("alpha"),
+            "the owner is a digest, not the key"
+        );
+        assert_ne!(a.scoped("t1"), b.scoped("t1"));
+        assert_eq!(Caller::anonymous().scoped("t1"), "t1");
+        let e = authenticate(&auth, "gamma-key").await.unwrap_err();
+        assert_eq!(e.status, StatusCode::UNAUTHORIZED);
+        assert!(!e.message.contains("gamma"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn a_jwt_subject_is_the_owner() {
+        let secret = b"unit-test-secret";
+        let auth = Auth {
+            keys: Keys::default(),
+            jwt: Some(Jwt {
+                issuer: "iss".into(),
+                audience: "aud".into(),
+                keys: JwtKeys::Hs256(crate::config::Redacted(secret.to_vec())),
+                leeway: Duration::from_secs(0),
+                algorithms: vec![jsonwebtoken::Algorithm::HS256],
+            }),
+        };
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 60;
+        let token = |sub: &str| {
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::default(),
+                &serde_json::json!({"iss": "iss", "aud": "aud", "sub": sub, "exp": exp}),
+                &jsonwebtoken::EncodingKey::from_secret(secret),
+            )
+            .unwrap()
+        };
+        let alice = authenticate(&auth, &token("alice")).await.unwrap();
+        assert_eq!(alice, authenticate(&auth, &token("alice")).await.unwrap());
+        assert_ne!(alice, authenticate(&auth, &token("bob")).await.unwrap());
+        assert!(alice.owner.starts_with("jwt:"));
+        // A static key equal to a sub is a different owner.
+        assert_ne!(alice, Caller::digest("key", b"alice"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::request::Tool;
@@ -67,6 +68,19 @@ struct RawAuth {
     bearer_env: Vec<Spanned<String>>,
     #[serde(default)]
     bearer_files: Vec<Spanned<String>>,
+    jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJwt {
+    issuer: Option<Spanned<String>>,
+    audience: Option<Spanned<String>>,
+    hs256_secret_env: Option<Spanned<String>>,
+    jwks_file: Option<Spanned<String>>,
+    jwks_url: Option<Spanned<String>>,
+    leeway_s: Option<u64>,
+    algorithms: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,7 +114,9 @@ struct RawRoute {
     upstream_headers: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     forward_headers: Vec<Spanned<String>>,
-    auth: Option<Spanned<RawAuth>>,
+    // Not `Spanned`: toml cannot span a table holding a sub-table
+    // (`[routes.auth.jwt]`); its table-level errors point at the route's `path`.
+    auth: Option<RawAuth>,
     cors: Option<RawCors>,
     max_body_bytes: Option<usize>,
     on_disconnect: Option<Spanned<String>>,
@@ -220,6 +236,48 @@ pub struct Tls {
     pub key: PathBuf,
 }
 
+/// How clients of a route prove who they are: a static bearer key or a
+/// JWT, either one accepted.
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    pub keys: Keys,
+    pub jwt: Option<Jwt>,
+}
+
+/// Bearer JWTs: signature, `iss`, `aud`, `exp` and `nbf` checked; `sub` is
+/// who the caller is.
+#[derive(Debug, Clone)]
+pub struct Jwt {
+    pub issuer: String,
+    pub audience: String,
+    pub keys: JwtKeys,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// The `alg` values accepted; each fits `keys` (no HMAC with a JWKS).
+    pub algorithms: Vec<jsonwebtoken::Algorithm>,
+}
+
+#[derive(Clone)]
+pub enum JwtKeys {
+    /// The shared secret (from the environment; Debug never prints it).
+    Hs256(Redacted<Vec<u8>>),
+    /// Public keys read from a file when the configuration is loaded.
+    Jwks(Arc<jsonwebtoken::jwk::JwkSet>),
+    /// Public keys fetched from a URL, cached, fetched again for an unknown
+    /// `kid` (see `access.rs`).
+    JwksUrl(Arc<crate::access::JwksCache>),
+}
+
+impl fmt::Debug for JwtKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JwtKeys::Hs256(_) => f.write_str("Hs256(<redacted>)"),
+            JwtKeys::Jwks(set) => write!(f, "Jwks({} keys)", set.keys.len()),
+            JwtKeys::JwksUrl(c) => write!(f, "JwksUrl({})", c.url()),
+        }
+    }
+}
+
 /// Accepted bearer keys. Debug never prints them.
 #[derive(Clone, Default)]
 pub struct Keys(pub Vec<String>);
@@ -259,8 +317,8 @@ pub struct Route {
     pub upstream_headers: Redacted<Vec<(String, String)>>,
     /// Client request headers passed on to the upstream (lower case).
     pub forward_headers: Vec<String>,
-    /// Bearer keys a client must present; `None`: no authentication.
-    pub auth: Option<Keys>,
+    /// Bearer keys or JWTs a client must present; `None`: no authentication.
+    pub auth: Option<Auth>,
     pub cors: Option<Cors>,
     pub max_body_bytes: usize,
     pub on_disconnect: OnDisconnect,
@@ -445,13 +503,15 @@ impl Collector<'_> {
         Some(out)
     }
 
-    fn keys(
+    /// `a`: where table-level problems are reported.
+    fn auth(
         &mut self,
-        a: &Spanned<RawAuth>,
+        a: &Spanned<String>,
+        raw: &RawAuth,
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Keys {
-        let raw = a.get_ref();
+    ) -> Auth {
+        let errors_before = self.errors.len();
         let mut keys = Vec::new();
         for name in &raw.bearer_env {
             match env(name.get_ref()).map(|k| k.trim().to_string()) {
@@ -481,13 +541,168 @@ impl Collector<'_> {
                 ),
             }
         }
-        if keys.is_empty() && self.errors.is_empty() {
+        let jwt = raw.jwt.as_ref().and_then(|j| self.jwt(a, j, base, env));
+        if keys.is_empty() && raw.jwt.is_none() && self.errors.len() == errors_before {
             self.at(
                 a,
-                "routes.auth: no keys (name `bearer_env` variables or `bearer_files`)",
+                "routes.auth: no keys (name `bearer_env` variables or `bearer_files`, or add `[routes.auth.jwt]`)",
             );
         }
-        Keys(keys)
+        Auth {
+            keys: Keys(keys),
+            jwt,
+        }
+    }
+
+    fn jwt(
+        &mut self,
+        j: &Spanned<String>,
+        raw: &RawJwt,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Jwt> {
+        use jsonwebtoken::Algorithm;
+        let required = |c: &mut Self, v: &Option<Spanned<String>>, key: &str| match v {
+            Some(v) if !v.get_ref().trim().is_empty() => Some(v.get_ref().clone()),
+            Some(v) => {
+                c.at(v, format!("routes.auth.jwt.{key}: must not be empty"));
+                None
+            }
+            None => {
+                c.at(j, format!("routes.auth.jwt: `{key}` is required"));
+                None
+            }
+        };
+        let issuer = required(self, &raw.issuer, "issuer");
+        let audience = required(self, &raw.audience, "audience");
+        let sources = [&raw.hs256_secret_env, &raw.jwks_file, &raw.jwks_url]
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        if sources != 1 {
+            self.at(
+                j,
+                "routes.auth.jwt: give exactly one of `hs256_secret_env`, `jwks_file`, `jwks_url`",
+            );
+            return None;
+        }
+        let keys = if let Some(name) = &raw.hs256_secret_env {
+            match env(name.get_ref()) {
+                Some(secret) if !secret.is_empty() => {
+                    Some(JwtKeys::Hs256(Redacted(secret.into_bytes())))
+                }
+                // The name is printed, never the value.
+                _ => {
+                    self.at(
+                        name,
+                        format!(
+                            "routes.auth.jwt.hs256_secret_env: environment variable `{}` is not set or empty",
+                            name.get_ref()
+                        ),
+                    );
+                    None
+                }
+            }
+        } else if let Some(f) = &raw.jwks_file {
+            let p = base.join(f.get_ref());
+            let parsed = std::fs::read_to_string(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|text| {
+                    serde_json::from_str::<jsonwebtoken::jwk::JwkSet>(&text)
+                        .map_err(|e| format!("not a JWKS: {e}"))
+                });
+            match parsed {
+                Ok(set) if set.keys.is_empty() => {
+                    self.at(
+                        f,
+                        format!("routes.auth.jwt.jwks_file: `{}` holds no keys", p.display()),
+                    );
+                    None
+                }
+                Ok(set) => Some(JwtKeys::Jwks(Arc::new(set))),
+                Err(e) => {
+                    self.at(
+                        f,
+                        format!("routes.auth.jwt.jwks_file: `{}`: {e}", p.display()),
+                    );
+                    None
+                }
+            }
+        } else if let Some(u) = &raw.jwks_url {
+            match reqwest::Url::parse(u.get_ref()) {
+                Ok(url) if url.scheme() == "https" || url.scheme() == "http" => {
+                    if !url.username().is_empty() || url.password().is_some() {
+                        self.at(
+                            u,
+                            "routes.auth.jwt.jwks_url: credentials in the URL are not supported",
+                        );
+                        None
+                    } else {
+                        Some(JwtKeys::JwksUrl(Arc::new(crate::access::JwksCache::new(
+                            url,
+                        ))))
+                    }
+                }
+                Ok(url) => {
+                    self.at(
+                        u,
+                        format!(
+                            "routes.auth.jwt.jwks_url: scheme `{}` is not http or https",
+                            url.scheme()
+                        ),
+                    );
+                    None
+                }
+                Err(e) => {
+                    self.at(u, format!("routes.auth.jwt.jwks_url: {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let hmac = raw.hs256_secret_env.is_some();
+        let algorithms: Vec<Algorithm> = match &raw.algorithms {
+            None if hmac => vec![Algorithm::HS256],
+            None => vec![Algorithm::RS256, Algorithm::ES256],
+            Some(list) => {
+                let mut out = Vec::new();
+                for a in list {
+                    let name = a.get_ref();
+                    let parsed = name.parse::<Algorithm>().ok().filter(|alg| {
+                        // An HMAC secret takes only HS256, a JWKS only public-key
+                        // algorithms: a token never picks how it is checked.
+                        if hmac {
+                            *alg == Algorithm::HS256
+                        } else {
+                            !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
+                        }
+                    });
+                    match parsed {
+                        Some(alg) => out.push(alg),
+                        None => self.at(
+                            a,
+                            if hmac {
+                                format!("routes.auth.jwt.algorithms: `{name}`: with `hs256_secret_env` only HS256")
+                            } else {
+                                format!("routes.auth.jwt.algorithms: `{name}` is not a public-key algorithm (RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA)")
+                            },
+                        ),
+                    }
+                }
+                if list.is_empty() {
+                    self.at(j, "routes.auth.jwt.algorithms: empty");
+                }
+                out
+            }
+        };
+        Some(Jwt {
+            issuer: issuer?,
+            audience: audience?,
+            keys: keys?,
+            leeway: Duration::from_secs(raw.leeway_s.unwrap_or(30)),
+            algorithms,
+        })
     }
 
     fn addr(&mut self, v: &Spanned<String>, key: &str) -> Option<SocketAddr> {
@@ -724,7 +939,7 @@ impl Config {
                     }
                 })
                 .collect();
-            let auth = r.auth.as_ref().map(|a| c.keys(a, base, env));
+            let auth = r.auth.as_ref().map(|a| c.auth(&r.path, a, base, env));
             let cors = r.cors.as_ref().map(|cors| Cors {
                 allow_origins: cors
                     .allow_origins

@@ -80,7 +80,15 @@ impl GatewayError {
         if let Some(f) = &self.field {
             error["field"] = json!(f);
         }
-        json_response(self.status, &json!({ "error": error }))
+        let mut resp = json_response(self.status, &json!({ "error": error }));
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: say which scheme the route wants.
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
     }
 }
 

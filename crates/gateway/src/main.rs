@@ -216,8 +216,11 @@ fn runtime() -> tokio::runtime::Runtime {
 fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BABELGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour codes only for a person at a terminal, not in a file or a
+    // log collector's pipe.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .with_writer(io::stderr);
     if json {
         builder.json().init();
@@ -293,9 +296,16 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
 
 fn log_routes(config: &Config) {
     for r in &config.routes {
-        // Upstream headers may hold secrets: only their names are logged.
+        // Upstream headers may hold secrets: only their names are logged;
+        // the URL without its userinfo and query.
         let headers: Vec<&str> = r.upstream_headers.iter().map(|(k, _)| k.as_str()).collect();
-        tracing::info!(path = %r.path, client = %r.client, upstream = %r.upstream, upstream_protocol = %r.upstream_protocol, auth = r.auth.is_some(), ?headers, "route");
+        let upstream = babelgate::server::loggable_url(&r.upstream);
+        let auth = match &r.auth {
+            None => "none",
+            Some(a) if a.jwt.is_some() => "bearer+jwt",
+            Some(_) => "bearer",
+        };
+        tracing::info!(path = %r.path, client = %r.client, %upstream, upstream_protocol = %r.upstream_protocol, auth, ?headers, "route");
     }
 }
 

@@ -313,8 +313,9 @@ impl Follow {
                     break;
                 }
                 Err(e) => {
+                    tracing::warn!(error = %e, "reading the run failed");
                     shadow.fail(
-                        &format!("reading the run failed: {e}"),
+                        "reading the run failed",
                         Some("store_unavailable"),
                         &mut out,
                     );

@@ -292,7 +292,12 @@ impl Gateway {
                 (route_path, e.into_response())
             }
         };
-        if let Some(rp) = &route_path {
+        // A proxied stream is counted by its pump when it ends (200, or 499
+        // when its client left), so it is counted once.
+        if let Some(rp) = route_path
+            .as_ref()
+            .filter(|_| resp.extensions().get::<CountedAtEnd>().is_none())
+        {
             self.metrics.request(rp, resp.status().as_u16());
         }
         access::decorate(
@@ -331,14 +336,16 @@ impl Gateway {
                             &json!({"status": "shutting down"}),
                         )
                     } else if let Err(e) = self.stores.ping().await {
+                        // The detail may name hosts: for the log, not for anyone asking.
+                        tracing::warn!(error = %e, "readiness: the store does not answer");
                         json_response(
                             StatusCode::SERVICE_UNAVAILABLE,
-                            &json!({"status": "store unavailable", "error": e.to_string()}),
+                            &json!({"status": "store unavailable"}),
                         )
                     } else {
                         json_response(StatusCode::OK, &json!({"status": "ready"}))
                     },
-                ))
+                ));
             }
             "/metrics" => {
                 let mut resp = Response::new(crate::error::full(self.metrics.render()));
@@ -367,12 +374,13 @@ impl Gateway {
                     ),
                 ));
             }
-            if let Err(e) = access::authorize(route, req.headers()) {
-                return Err((rp, e));
-            }
+            let caller = match access::authorize(route, req.headers()).await {
+                Ok(c) => c,
+                Err(e) => return Err((rp, e)),
+            };
             let client = routes.clients.get(&route.path).expect("a client per route");
             return self
-                .proxy(route, client, req, request_id, started)
+                .proxy(route, client, req, request_id, started, &caller)
                 .await
                 .map(|r| (rp.clone(), r))
                 .map_err(|e| (rp, e));
@@ -399,12 +407,15 @@ impl Gateway {
                     ),
                 ));
             }
-            if let Err(e) = access::authorize(route, req.headers()) {
-                return Err((rp, e));
-            }
+            let caller = match access::authorize(route, req.headers()).await {
+                Ok(c) => c,
+                Err(e) => return Err((rp, e)),
+            };
+            // Another caller's id is looked up under this caller's name,
+            // so it answers exactly as an unknown id does.
             let r = match action {
-                SubAction::Stream => self.resume(route, id, req.headers()).await,
-                SubAction::Stop => self.stop(route, id).await,
+                SubAction::Stream => self.resume(route, &caller.scoped(id), req.headers()).await,
+                SubAction::Stop => self.stop(route, &caller.scoped(id), id).await,
             };
             return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
         }
@@ -425,6 +436,7 @@ impl Gateway {
         req: Request<Incoming>,
         request_id: &str,
         started: tokio::time::Instant,
+        caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
         let forwarded = access::forwarded(route, req.headers());
         let body = read_body(req.into_body(), route.max_body_bytes).await?;
@@ -450,11 +462,13 @@ impl Gateway {
         }
         // What the client said this turn, kept for dialects that send only that.
         let new_from_client = run.messages.clone();
+        // Where this caller's run and history of this thread are kept.
+        let conversation = caller.scoped(&run.thread_id);
         if route.client == Dialect::AgKit {
             let mut history = self
                 .stores
                 .conversations
-                .history(&run.thread_id)
+                .history(&conversation)
                 .await
                 .map_err(store_error)?;
             history.append(&mut run.messages);
@@ -470,30 +484,38 @@ impl Gateway {
             .build_request(&upstream_view)
             .map_err(|e| GatewayError::internal(format!("building the upstream request: {e}")))?;
 
+        // `headers` replaces what the earlier maps set for its names: the
+        // request id goes upstream once, whatever was forwarded or configured.
+        let mut request_id_header = http::HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            request_id_header.insert("x-request-id", v);
+        }
         let resp = client
             .post(route.upstream.clone())
             .headers(forwarded)
             .headers(upstream_headers(route))
+            .headers(request_id_header)
             .header(header::ACCEPT, "text/event-stream")
             .header(header::CONTENT_TYPE, "application/json")
-            .header("x-request-id", request_id)
             .body(upstream_body.to_string())
             .send()
             .await
             .map_err(|e| {
-                let g = upstream_send_error(e);
+                let g = upstream_send_error(route, e);
                 self.metrics.upstream_error(g.code);
                 g
             })?;
         let status = resp.status();
         if !status.is_success() {
             self.metrics.upstream_error("upstream_status");
-            let text = resp.text().await.unwrap_or_default();
-            let text: String = text.chars().take(2048).collect();
+            // The body may tell internals: a bounded excerpt goes to the
+            // log, only the status to the client.
+            let excerpt = body_excerpt(resp).await;
+            tracing::warn!(upstream = %loggable_url(&route.upstream), %status, body = %excerpt, "upstream refused the request");
             return Err(GatewayError::upstream(
                 StatusCode::BAD_GATEWAY,
                 "upstream_status",
-                format!("upstream answered {status}: {text}"),
+                format!("the upstream answered {status}"),
             ));
         }
         let ctype = resp
@@ -511,7 +533,7 @@ impl Gateway {
             ));
         }
 
-        let recorder = self.begin_log(route, &run).await?;
+        let recorder = self.begin_log(route, &run, &conversation).await?;
 
         let ctx = EncodeContext {
             ids: IdGen::default(),
@@ -537,7 +559,7 @@ impl Gateway {
             recorder,
             on_disconnect: route.on_disconnect,
             store: (route.client == Dialect::AgKit).then(|| self.stores.conversations.clone()),
-            thread_id: run.thread_id.clone(),
+            thread_id: conversation,
             new_from_client,
             shutdown: self.shutdown.clone(),
             report: Some(Report {
@@ -547,11 +569,15 @@ impl Gateway {
                 started,
             }),
         };
-        let upstream = resp.bytes_stream().map(|r| r.map_err(|e| error_chain(&e)));
+        let upstream = resp
+            .bytes_stream()
+            .map(|r| r.map_err(|e| error_chain(&e.without_url())));
         self.pumps
             .spawn(pump.run(upstream).instrument(tracing::Span::current()));
 
-        Ok(sse_response(rx, headers))
+        let mut resp = sse_response(rx, headers);
+        resp.extensions_mut().insert(CountedAtEnd);
+        Ok(resp)
     }
 
     /// Starts the log of a run about to be proxied. Without a store the
@@ -561,10 +587,11 @@ impl Gateway {
         &self,
         route: &Route,
         run: &RunRequest,
+        conversation: &str,
     ) -> Result<Option<Recorder>, GatewayError> {
         let lease = self.routes.load().config.store.lease;
         let run_id = babelgate_store::new_id();
-        let key = run_key(&route.path, &run.thread_id);
+        let key = run_key(&route.path, conversation);
         match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
                 if matches!(route.client, Dialect::AgUi | Dialect::Hai) {
@@ -649,10 +676,16 @@ impl Gateway {
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
-    async fn stop(&self, route: &Route, id: &str) -> Result<Response<Body>, GatewayError> {
+    /// `conversation` is the caller's scoped id, `id` the one it named.
+    async fn stop(
+        &self,
+        route: &Route,
+        conversation: &str,
+        id: &str,
+    ) -> Result<Response<Body>, GatewayError> {
         let runs = &self.stores.runs;
         let info = runs
-            .latest(&run_key(&route.path, id))
+            .latest(&run_key(&route.path, conversation))
             .await
             .map_err(store_error)?;
         let stopped = match &info {
@@ -697,7 +730,9 @@ fn sub_route<'a, 'p>(config: &'a Config, path: &'p str) -> Option<(&'a Route, &'
 
 /// The store could not be reached: our side, and worth a retry.
 fn store_error(e: StoreError) -> GatewayError {
-    let mut g = GatewayError::internal(format!("the store failed: {e}"));
+    // The detail may name the store's host: for the log only.
+    tracing::warn!(error = %e, "store request failed");
+    let mut g = GatewayError::internal("the store failed");
     if e.is_unavailable() {
         g.status = StatusCode::SERVICE_UNAVAILABLE;
         g.code = "store_unavailable";
@@ -806,20 +841,55 @@ fn upstream_headers(route: &Route) -> http::HeaderMap {
     map
 }
 
-fn upstream_send_error(e: reqwest::Error) -> GatewayError {
-    if e.is_timeout() {
+/// The client learns only what went wrong; the upstream's address and the
+/// error's detail go to the log.
+fn upstream_send_error(route: &Route, e: reqwest::Error) -> GatewayError {
+    let timeout = e.is_timeout();
+    tracing::warn!(upstream = %loggable_url(&route.upstream), error = %error_chain(&e.without_url()), "upstream request failed");
+    if timeout {
         GatewayError::upstream(
             StatusCode::GATEWAY_TIMEOUT,
             "upstream_timeout",
-            format!("upstream did not answer in time: {e}"),
+            "the upstream did not answer in time",
         )
     } else {
         GatewayError::upstream(
             StatusCode::BAD_GATEWAY,
             "upstream_unreachable",
-            format!("cannot reach the upstream: {}", error_chain(&e)),
+            "cannot reach the upstream",
         )
     }
+}
+
+/// An upstream URL fit for a log line: no userinfo, no query, no fragment.
+pub fn loggable_url(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
+}
+
+/// At most 512 bytes of an error body, within 2 s, control characters
+/// replaced, for the log.
+async fn body_excerpt(mut resp: reqwest::Response) -> String {
+    const MAX: usize = 512;
+    let mut got = Vec::new();
+    let read = async {
+        while let Ok(Some(c)) = resp.chunk().await {
+            got.extend_from_slice(&c);
+            if got.len() >= MAX {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+    got.truncate(MAX);
+    String::from_utf8_lossy(&got)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -890,6 +960,10 @@ struct Pump {
     shutdown: CancellationToken,
     report: Option<Report>,
 }
+
+/// Marks a response whose `requests_total` is counted by its pump.
+#[derive(Clone, Copy)]
+struct CountedAtEnd;
 
 /// Where a stream's numbers go.
 struct Report {
@@ -996,9 +1070,12 @@ impl Pump {
                     None => End::Internal,
                 },
                 Some(Err(e)) => {
-                    let msg = format!("the upstream connection failed: {e}");
-                    self.translator
-                        .fail(&msg, Some("upstream_disconnected"), &mut out);
+                    tracing::warn!(error = %e, "the upstream connection failed");
+                    self.translator.fail(
+                        "the upstream connection failed",
+                        Some("upstream_disconnected"),
+                        &mut out,
+                    );
                     End::Upstream("upstream_disconnected")
                 }
                 Some(Ok(bytes)) => {
@@ -1047,12 +1124,14 @@ impl Pump {
             let lasted = r.started.elapsed();
             r.metrics
                 .events(r.pair.0.as_str(), r.pair.1.as_str(), events);
-            r.metrics.stream_ended(&r.route, lasted);
-            match end {
-                End::Upstream(kind) => r.metrics.upstream_error(kind),
-                End::ClientGone => r.metrics.request(&r.route, 499),
-                _ => {}
+            // The one count of this request: its head said 200, but a client
+            // that left is counted as 499 (as proxies log it).
+            let status = if end == End::ClientGone { 499 } else { 200 };
+            r.metrics.request(&r.route, status);
+            if let End::Upstream(kind) = end {
+                r.metrics.upstream_error(kind);
             }
+            r.metrics.stream_ended(&r.route, lasted);
         }
         match end {
             // Logged as 499, as proxies do, though the response began as 200.

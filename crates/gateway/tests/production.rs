@@ -244,7 +244,7 @@ async fn connect_timeout_is_504_json() {
 }
 
 #[tokio::test]
-async fn a_non_2xx_status_becomes_502_with_the_upstream_body_as_message() {
+async fn a_non_2xx_status_becomes_502_without_the_upstream_body() {
     let (up, _) = scripted(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 19\r\n\r\nmodel is overloaded",
         vec![],
@@ -255,10 +255,8 @@ async fn a_non_2xx_status_becomes_502_with_the_upstream_body_as_message() {
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["error"]["code"], "upstream_status");
     let msg = v["error"]["message"].as_str().unwrap();
-    assert!(
-        msg.contains("503") && msg.contains("model is overloaded"),
-        "{msg}"
-    );
+    // The body may tell internals: it goes to the log, not to the client.
+    assert!(msg.contains("503") && !msg.contains("overloaded"), "{msg}");
 }
 
 #[tokio::test]

@@ -331,7 +331,8 @@ impl RedisStore {
     /// called within a Tokio runtime.
     pub async fn open(cfg: RedisConfig) -> Result<Self, StoreError> {
         let client = redis::Client::open(cfg.url.as_str())
-            .map_err(|e| StoreError::Config(format!("redis url {:?}: {e}", cfg.url)))?;
+            // The URL may hold a password: never in an error.
+            .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.connect_timeout))
             .set_response_timeout(Some(cfg.op_timeout))
