@@ -184,7 +184,7 @@ impl Gateway {
                 // response head is out (about 4 KiB per open stream).
                 Box::pin(async move { Ok::<_, Infallible>(gw.handle(req, peer).await) })
             });
-            let header_timeout = self.routes.load().config.header_read_timeout;
+            let header_timeout = self.routes.load().config.request_read_timeout;
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder
                 .http1()
