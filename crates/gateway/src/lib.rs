@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod config;
+pub mod conn;
 pub mod demo;
 pub mod error;
 pub mod metrics;
