@@ -36,6 +36,7 @@ use crate::access;
 use crate::config::{Backend, Config, OnDisconnect, Route};
 use crate::conn::{self, ConnState, Expired, Timeouts};
 use crate::error::{json_response, Body, GatewayError};
+use crate::limits::{self, Limits};
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
@@ -93,6 +94,7 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// Every stream pump, so that shutdown can wait for them.
     pumps: TaskTracker,
+    limits: Limits,
 }
 
 impl Gateway {
@@ -115,11 +117,16 @@ impl Gateway {
     }
 
     pub fn with_stores(config: Config, stores: Stores) -> Result<Gateway, GatewayError> {
+        // Rate limits live where the store does: shared with Redis.
+        let limiter = babelgate_store::limiter(&store_config(&config))
+            .map_err(|e| GatewayError::internal(format!("rate limits: {e}")))?;
+        let metrics = Arc::new(Metrics::default());
         Ok(Gateway {
+            limits: Limits::new(limiter, metrics.clone()),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
             stores,
             owner: babelgate_store::new_id(),
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             shutdown: CancellationToken::new(),
             pumps: TaskTracker::new(),
         })
@@ -357,7 +364,8 @@ impl Gateway {
             .await
     }
 
-    async fn handle_boxed(&self, req: Request<ReqBody>, peer: SocketAddr) -> Response<Body> {
+    async fn handle_boxed(&self, mut req: Request<ReqBody>, peer: SocketAddr) -> Response<Body> {
+        req.extensions_mut().insert(conn::PeerAddr(peer));
         let started = tokio::time::Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
@@ -464,11 +472,21 @@ impl Gateway {
             if let Err(e) = access::authorize(route, req.headers()) {
                 return Err((rp, e));
             }
+            let peer = req.extensions().get::<conn::PeerAddr>().map(|p| p.0);
+            let peer = peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+            let admitted = match self.limits.admit(route, req.headers(), peer).await {
+                Ok(a) => a,
+                Err(limits::Refused(resp)) => return Ok((rp, resp)),
+            };
             let client = routes.clients.get(&route.path).expect("a client per route");
             return self
                 .proxy(route, client, req, request_id, started)
                 .await
-                .map(|r| (rp.clone(), r))
+                // The stream's slots are held as long as its response body.
+                .map(|r| match admitted.is_empty() {
+                    true => (rp.clone(), r),
+                    false => (rp.clone(), r.map(|b| conn::guarded(b, admitted))),
+                })
                 .map_err(|e| (rp, e));
         }
         // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
