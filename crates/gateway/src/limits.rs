@@ -60,7 +60,7 @@ pub struct Limits {
 }
 
 /// A refusal: the response to send as is.
-pub struct Refused(pub Response<Body>);
+pub struct Refused(pub Box<Response<Body>>);
 
 impl Limits {
     pub fn new(limiter: Arc<dyn Limiter>, metrics: Arc<Metrics>) -> Self {
@@ -164,7 +164,7 @@ impl Limits {
         let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
-        Refused(resp)
+        Refused(Box::new(resp))
     }
 }
 

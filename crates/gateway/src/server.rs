@@ -476,7 +476,7 @@ impl Gateway {
             let peer = peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
             let admitted = match self.limits.admit(route, req.headers(), peer).await {
                 Ok(a) => a,
-                Err(limits::Refused(resp)) => return Ok((rp, resp)),
+                Err(limits::Refused(resp)) => return Ok((rp, *resp)),
             };
             let client = routes.clients.get(&route.path).expect("a client per route");
             return self

@@ -229,6 +229,29 @@ async fn a_trickled_body_gets_408_and_the_connection_closes() {
 }
 
 #[tokio::test]
+async fn an_http2_stream_whose_body_never_ends_gets_408() {
+    let (gw, _) = gateway(&format!("{SHORT_READ}{}", route(demo_agent().await, ""))).await;
+    let first = futures_util::stream::once(async {
+        Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"{\"threadId\""))
+    });
+    let body = futures_util::StreamExt::chain(first, futures_util::stream::pending());
+    let r = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .timeout(BOUND)
+        .build()
+        .unwrap()
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(body))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    assert_eq!(r.status(), 408);
+    assert_eq!(error_code(r).await, "request_timeout");
+}
+
+#[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed() {
     let (gw, _) = gateway(&format!(
         "[server]\nrequest_read_timeout_ms = 60000\nkeepalive_timeout_ms = 300\n{}",
