@@ -94,16 +94,16 @@ impl MemoryState {
                 b.refill(now);
                 b.tokens < b.burst
             });
-            while self.buckets.len() >= MAX_MEMORY_KEYS {
-                let Some(oldest) = self
-                    .buckets
-                    .iter()
-                    .min_by_key(|(_, b)| b.at)
-                    .map(|(k, _)| k.clone())
-                else {
-                    break;
-                };
-                self.buckets.remove(&oldest);
+            if self.buckets.len() >= MAX_MEMORY_KEYS {
+                // The longest idle tenth goes at once, so that a flood of
+                // new callers costs one scan per many requests, not each.
+                let mut ages: Vec<Instant> = self.buckets.values().map(|b| b.at).collect();
+                let cut = ages.len() / 10;
+                ages.select_nth_unstable(cut);
+                let before = ages.get(cut).copied();
+                if let Some(before) = before {
+                    self.buckets.retain(|_, b| b.at > before);
+                }
             }
         }
         if self.streams.len() >= MAX_MEMORY_KEYS {
