@@ -175,9 +175,12 @@ pub struct Admitted {
 }
 
 impl Admitted {
-    /// Whether anything is held (nothing to tie to the response otherwise).
-    pub fn is_empty(&self) -> bool {
-        self.slot.is_none() && self.lease.is_none()
+    /// The stream's slots, held as long as its response body.
+    pub fn attach(self, resp: Response<Body>) -> Response<Body> {
+        if self.slot.is_none() && self.lease.is_none() {
+            return resp;
+        }
+        resp.map(|b| crate::conn::guarded(b, self))
     }
 }
 

@@ -472,9 +472,7 @@ impl Gateway {
             if let Err(e) = access::authorize(route, req.headers()) {
                 return Err((rp, e));
             }
-            let peer = req.extensions().get::<conn::PeerAddr>().map(|p| p.0);
-            let peer = peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-            let admitted = match self.limits.admit(route, req.headers(), peer).await {
+            let admitted = match self.limits.admit(route, req.headers(), peer_of(&req)).await {
                 Ok(a) => a,
                 Err(limits::Refused(resp)) => return Ok((rp, *resp)),
             };
@@ -482,11 +480,7 @@ impl Gateway {
             return self
                 .proxy(route, client, req, request_id, started)
                 .await
-                // The stream's slots are held as long as its response body.
-                .map(|r| match admitted.is_empty() {
-                    true => (rp.clone(), r),
-                    false => (rp.clone(), r.map(|b| conn::guarded(b, admitted))),
-                })
+                .map(|r| (rp.clone(), admitted.attach(r)))
                 .map_err(|e| (rp, e));
         }
         // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
@@ -515,7 +509,17 @@ impl Gateway {
                 return Err((rp, e));
             }
             let r = match action {
-                SubAction::Stream => self.resume(route, id, req.headers()).await,
+                SubAction::Stream => {
+                    // A resumed stream is a client stream like the first.
+                    let admitted =
+                        match self.limits.admit(route, req.headers(), peer_of(&req)).await {
+                            Ok(a) => a,
+                            Err(limits::Refused(resp)) => return Ok((rp, *resp)),
+                        };
+                    self.resume(route, id, req.headers())
+                        .await
+                        .map(|r| admitted.attach(r))
+                }
                 SubAction::Stop => self.stop(route, id).await,
             };
             return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
@@ -825,6 +829,13 @@ impl Gateway {
             &json!({"status": "stopping"}),
         ))
     }
+}
+
+/// The client's address, as the accept loop or the embedding server set it.
+fn peer_of<B>(req: &Request<B>) -> SocketAddr {
+    req.extensions()
+        .get::<conn::PeerAddr>()
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

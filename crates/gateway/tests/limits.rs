@@ -343,6 +343,12 @@ async fn streams_over_max_streams_get_503_route_busy() {
     assert_eq!(second.status(), 503);
     assert_eq!(retry_after(&second), 1);
     assert_eq!(error_code(second).await, "route_busy");
+    // Resuming is opening a stream too.
+    let resume = reqwest::get(format!("http://{gw}/chat/some-thread/stream"))
+        .await
+        .unwrap();
+    assert_eq!(resume.status(), 503);
+    assert_eq!(error_code(resume).await, "route_busy");
     drop(first);
     let deadline = tokio::time::Instant::now() + BOUND;
     while post(gw, None).send().await.unwrap().status() != 200 {
@@ -354,7 +360,7 @@ async fn streams_over_max_streams_get_503_route_busy() {
     }
     assert!(metrics(gw)
         .await
-        .contains("babelgate_rejected_total{reason=\"route_busy\"} 1"));
+        .contains("babelgate_rejected_total{reason=\"route_busy\"} 2"));
 }
 
 const RATE: &str = "[routes.rate_limit]\nrequests_per_s = 0.01\nburst = 2\n";
