@@ -178,6 +178,7 @@ impl Gateway {
         // Cancelled once the streams are done: connections close gracefully.
         let closing = CancellationToken::new();
         let open = Arc::new(AtomicUsize::new(0));
+        let refusing = Arc::new(AtomicUsize::new(0));
         tokio::pin!(stop);
         loop {
             let (stream, peer) = tokio::select! {
@@ -207,8 +208,13 @@ impl Gateway {
                 self.metrics.rejected("server_busy");
                 tracing::debug!(%peer, max_connections, "too many connections: 503");
                 // A TLS client would not read a plain answer: just closed.
-                if tls.is_none() {
-                    connections.spawn(conn::refuse_busy(stream));
+                // So is everyone past a bounded number of answers in flight.
+                if tls.is_none() && refusing.load(Ordering::Relaxed) < MAX_REFUSING {
+                    let slot = ConnSlot::new(&refusing);
+                    connections.spawn(async move {
+                        conn::refuse_busy(stream).await;
+                        drop(slot);
+                    });
                 }
                 continue;
             }
@@ -1271,6 +1277,10 @@ impl Pump {
         }
     }
 }
+
+/// Connections over `max_connections` being answered 503 at once; more are
+/// closed unanswered.
+const MAX_REFUSING: usize = 256;
 
 /// One open client connection, counted against `max_connections`.
 struct ConnSlot(Arc<AtomicUsize>);
