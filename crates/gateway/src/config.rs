@@ -34,7 +34,11 @@ struct RawConfig {
 struct RawServer {
     listen: Option<Spanned<String>>,
     tls: Option<RawTls>,
+    /// The old name of `request_read_timeout_ms`, still accepted.
     header_read_timeout_ms: Option<u64>,
+    request_read_timeout_ms: Option<u64>,
+    keepalive_timeout_ms: Option<u64>,
+    max_connections: Option<usize>,
     shutdown_grace_ms: Option<u64>,
     log_format: Option<Spanned<String>>,
 }
@@ -124,6 +128,17 @@ struct RawRoute {
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
+    response_timeout_ms: Option<u64>,
+    max_streams: Option<usize>,
+    rate_limit: Option<RawRateLimit>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    requests_per_s: Option<Spanned<f64>>,
+    burst: Option<u32>,
+    concurrent_streams: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,9 +156,14 @@ struct RawTool {
 pub struct Config {
     pub listen: SocketAddr,
     pub tls: Option<Tls>,
-    /// A connection whose request head has not fully arrived after this long
-    /// is closed (slow-loris protection).
-    pub header_read_timeout: Duration,
+    /// A request's head and body must arrive within this long (from the
+    /// connection's accept for its first request): slow-loris protection.
+    pub request_read_timeout: Duration,
+    /// An idle keep-alive connection (no request or stream open) is closed
+    /// after this long.
+    pub keepalive_timeout: Duration,
+    /// Connections over this many are answered 503 and closed.
+    pub max_connections: usize,
     /// On shutdown, streams get this long to finish before they are ended
     /// with their dialect's error.
     pub shutdown_grace: Duration,
@@ -330,6 +350,24 @@ pub struct Route {
     /// An SSE comment is sent after this long without output, so that load
     /// balancers keep the stream open. `None` turns it off (`heartbeat_ms = 0`).
     pub heartbeat: Option<Duration>,
+    /// The upstream's response head must arrive within this long (504).
+    pub response_timeout: Duration,
+    /// Concurrent client streams on the route; 0: unlimited.
+    pub max_streams: usize,
+    /// Per-caller limits (`[routes.rate_limit]`).
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// Per-caller limits of a route: the caller is its bearer credential, or
+/// its address when it sends none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimit {
+    /// Requests per second, refilled continuously; `None`: not limited.
+    pub requests_per_s: Option<f64>,
+    /// Requests allowed at once before the rate applies.
+    pub burst: u32,
+    /// Streams open at once per caller; `None`: not limited.
+    pub concurrent_streams: Option<u32>,
 }
 
 /// A value that Debug output never shows.
@@ -996,6 +1034,28 @@ impl Config {
                         .and_then(|p| serde_json::to_value(p).ok()),
                 })
                 .collect();
+            let rate_limit = r.rate_limit.as_ref().map(|rl| {
+                let rate = rl.requests_per_s.as_ref().and_then(|v| {
+                    let x = *v.get_ref();
+                    if x.is_finite() && x > 0.0 {
+                        Some(x)
+                    } else {
+                        c.at(
+                            v,
+                            "routes.rate_limit.requests_per_s: must be a positive number",
+                        );
+                        None
+                    }
+                });
+                RateLimit {
+                    requests_per_s: rate,
+                    burst: rl
+                        .burst
+                        .unwrap_or_else(|| rate.map_or(1, |x| x.ceil().min(u32::MAX as f64) as u32))
+                        .max(1),
+                    concurrent_streams: rl.concurrent_streams,
+                }
+            });
             if let (Some(client), Some(upstream), Some(upstream_protocol)) =
                 (client, upstream, upstream_protocol)
             {
@@ -1018,6 +1078,11 @@ impl Config {
                         0 => None,
                         ms => Some(Duration::from_millis(ms)),
                     },
+                    response_timeout: Duration::from_millis(
+                        r.response_timeout_ms.unwrap_or(60_000).max(1),
+                    ),
+                    max_streams: r.max_streams.unwrap_or(0),
+                    rate_limit,
                 });
             }
         }
@@ -1027,9 +1092,17 @@ impl Config {
         Ok(Config {
             listen: listen.expect("checked"),
             tls,
-            header_read_timeout: Duration::from_millis(
-                raw.server.header_read_timeout_ms.unwrap_or(10_000).max(1),
+            request_read_timeout: Duration::from_millis(
+                raw.server
+                    .request_read_timeout_ms
+                    .or(raw.server.header_read_timeout_ms)
+                    .unwrap_or(10_000)
+                    .max(1),
             ),
+            keepalive_timeout: Duration::from_millis(
+                raw.server.keepalive_timeout_ms.unwrap_or(60_000).max(1),
+            ),
+            max_connections: raw.server.max_connections.unwrap_or(10_000).max(1),
             shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms.unwrap_or(30_000)),
             log_format,
             store,
@@ -1068,6 +1141,45 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
             (Dialect::Vercel, Dialect::AgUi)
         );
         assert_eq!(r.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    }
+
+    #[test]
+    fn timeout_and_limit_keys_have_defaults_and_the_old_name_still_works() {
+        let c = Config::parse(ISSUE_EXAMPLE).unwrap();
+        assert_eq!(c.request_read_timeout, Duration::from_secs(10));
+        assert_eq!(c.keepalive_timeout, Duration::from_secs(60));
+        assert_eq!(c.max_connections, 10_000);
+        let r = c.route("/api/chat").unwrap();
+        assert_eq!(r.response_timeout, Duration::from_secs(60));
+        assert_eq!((r.max_streams, &r.rate_limit), (0, &None));
+
+        let src = "[server]\nheader_read_timeout_ms = 250\nkeepalive_timeout_ms = 40\nmax_connections = 3\n\
+            [[routes]]\npath = \"/c\"\nclient = \"ag-ui\"\nupstream = \"http://127.0.0.1:1/\"\n\
+            upstream_protocol = \"ag-ui\"\nresponse_timeout_ms = 70\nmax_streams = 2\n\
+            [routes.rate_limit]\nrequests_per_s = 1.5\nconcurrent_streams = 4\n";
+        let c = Config::parse(src).unwrap();
+        assert_eq!(c.request_read_timeout, Duration::from_millis(250));
+        assert_eq!(c.keepalive_timeout, Duration::from_millis(40));
+        assert_eq!(c.max_connections, 3);
+        let r = c.route("/c").unwrap();
+        assert_eq!(r.response_timeout, Duration::from_millis(70));
+        assert_eq!(r.max_streams, 2);
+        assert_eq!(
+            r.rate_limit,
+            Some(RateLimit {
+                requests_per_s: Some(1.5),
+                burst: 2,
+                concurrent_streams: Some(4)
+            })
+        );
+        let both = src.replace("max_connections = 3", "request_read_timeout_ms = 90");
+        assert_eq!(
+            Config::parse(&both).unwrap().request_read_timeout,
+            Duration::from_millis(90),
+            "the new name wins over the old"
+        );
+        let bad = src.replace("requests_per_s = 1.5", "requests_per_s = -1.0");
+        assert!(Config::parse(&bad).is_err());
     }
 
     #[test]

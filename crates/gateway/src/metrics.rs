@@ -28,6 +28,11 @@ pub struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     pub route: String,
 }
@@ -42,6 +47,7 @@ pub struct Metrics {
     pub upstream_errors: Family<KindLabels, Counter>,
     /// Streams whose translation panicked (a bug; the client got `internal`).
     pub stream_panics: Counter,
+    pub rejected: Family<ReasonLabels, Counter>,
     pub time_to_first_event: Histograms,
     pub stream_duration: Histograms,
 }
@@ -89,6 +95,12 @@ impl Default for Metrics {
             "Streams ended by a panic in their translation (a bug), answered with `internal`",
             stream_panics.clone(),
         );
+        let rejected = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rejected",
+            "Connections and requests refused by a limit, by reason (server_busy, route_busy, rate_limited, too_many_streams, request_timeout)",
+            rejected.clone(),
+        );
         let time_to_first_event: Histograms =
             Family::new_with_constructor(first_event_buckets as fn() -> Histogram);
         registry.register(
@@ -110,6 +122,7 @@ impl Default for Metrics {
             events,
             upstream_errors,
             stream_panics,
+            rejected,
             time_to_first_event,
             stream_duration,
         }
@@ -130,6 +143,15 @@ impl Metrics {
         self.upstream_errors
             .get_or_create(&KindLabels {
                 kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// A connection or request refused by a limit.
+    pub fn rejected(&self, reason: &str) {
+        self.rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
             })
             .inc();
     }
@@ -180,6 +202,7 @@ mod tests {
         m.request("/api/chat", 200);
         m.events("ag-ui", "vercel", 7);
         m.upstream_error("unreachable");
+        m.rejected("rate_limited");
         m.first_event("/api/chat", Duration::from_millis(3));
         m.stream_ended("/api/chat", Duration::from_millis(30));
         m.active_streams.inc();
@@ -189,6 +212,7 @@ mod tests {
             "babelgate_requests_total{route=\"/api/chat\",status=\"200\"} 1",
             "babelgate_events_translated_total{from=\"ag-ui\",to=\"vercel\"} 7",
             "babelgate_upstream_errors_total{kind=\"unreachable\"} 1",
+            "babelgate_rejected_total{reason=\"rate_limited\"} 1",
             "babelgate_time_to_first_event_seconds_count{route=\"/api/chat\"} 1",
             "babelgate_stream_duration_seconds_count{route=\"/api/chat\"} 1",
         ] {

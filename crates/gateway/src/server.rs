@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use babelgate_core::{Dialect, EncodeContext, IdGen, Role, Translator};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -26,7 +27,6 @@ use tokio::sync::mpsc;
 
 use arc_swap::ArcSwap;
 use hyper_util::rt::TokioTimer;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -34,7 +34,9 @@ use tracing::Instrument;
 
 use crate::access;
 use crate::config::{Backend, Config, OnDisconnect, Route};
+use crate::conn::{self, ConnState, Expired, Timeouts};
 use crate::error::{json_response, Body, GatewayError};
+use crate::limits::{self, Limits};
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
@@ -42,6 +44,11 @@ use babelgate_store::{
     run_key, EventId, MemoryConfig, MemoryConversationStore, MemoryRunLog, RunOutcome, RunWriter,
     StoreConfig, StoreError, Stores,
 };
+
+/// A request body, boxed: hyper's from the accept loop, anyone's through
+/// [`Gateway::into_service`].
+pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Client bytes buffered per stream before the upstream is paused: a slow
 /// client applies backpressure instead of growing memory.
@@ -89,6 +96,7 @@ pub struct Gateway {
     pumps: TaskTracker,
     /// Resumed streams being followed (`[store] max_followers`).
     followers: Arc<resume::Followers>,
+    limits: Limits,
 }
 
 impl Gateway {
@@ -110,11 +118,16 @@ impl Gateway {
     }
 
     pub fn with_stores(config: Config, stores: Stores) -> Result<Gateway, GatewayError> {
+        // Rate limits live where the store does: shared with Redis.
+        let limiter = babelgate_store::limiter(&store_config(&config))
+            .map_err(|e| GatewayError::internal(format!("rate limits: {e}")))?;
+        let metrics = Arc::new(Metrics::default());
         Ok(Gateway {
+            limits: Limits::new(limiter, metrics.clone()),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
             stores,
             owner: babelgate_store::new_id(),
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             shutdown: CancellationToken::new(),
             pumps: TaskTracker::new(),
             followers: Arc::default(),
@@ -163,7 +176,11 @@ impl Gateway {
         tls: Option<TlsAcceptor>,
         stop: impl std::future::Future<Output = ()>,
     ) {
-        let connections = GracefulShutdown::new();
+        let connections = TaskTracker::new();
+        // Cancelled once the streams are done: connections close gracefully.
+        let closing = CancellationToken::new();
+        let open = Arc::new(AtomicUsize::new(0));
+        let refusing = Arc::new(AtomicUsize::new(0));
         tokio::pin!(stop);
         loop {
             let (stream, peer) = tokio::select! {
@@ -178,77 +195,149 @@ impl Gateway {
                 () = &mut stop => break,
             };
             let _ = stream.set_nodelay(true);
-            let gw = self.clone();
-            let svc = service_fn(move |req| {
-                let gw = gw.clone();
-                // Boxed: hyper keeps room for the largest in-flight future
-                // for the connection's whole life; a box is freed once the
-                // response head is out (about 4 KiB per open stream).
-                Box::pin(async move { Ok::<_, Infallible>(gw.handle(req, peer).await) })
-            });
-            let header_timeout = self.routes.load().config.header_read_timeout;
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            builder.http2().timer(TokioTimer::new());
-            match &tls {
-                None => {
-                    let conn = builder
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .into_owned();
-                    let conn = connections.watch(conn);
-                    tokio::spawn(async move {
-                        if let Err(e) = conn.await {
-                            tracing::debug!(error = %e, %peer, "connection ended with an error");
-                        }
+            let (timeouts, max_connections) = {
+                let routes = self.routes.load();
+                let c = &routes.config;
+                (
+                    Timeouts {
+                        read: c.request_read_timeout,
+                        keepalive: c.keepalive_timeout,
+                    },
+                    c.max_connections,
+                )
+            };
+            if open.load(Ordering::Relaxed) >= max_connections {
+                self.metrics.rejected("server_busy");
+                tracing::debug!(%peer, max_connections, "too many connections: 503");
+                // A TLS client would not read a plain answer: just closed.
+                // So is everyone past a bounded number of answers in flight.
+                if tls.is_none() && refusing.load(Ordering::Relaxed) < MAX_REFUSING {
+                    let slot = ConnSlot::new(&refusing);
+                    connections.spawn(async move {
+                        conn::refuse_busy(stream).await;
+                        drop(slot);
                     });
                 }
-                Some(acceptor) => {
-                    let acceptor = acceptor.clone();
-                    let cancel = self.shutdown.clone();
-                    tokio::spawn(async move {
+                continue;
+            }
+            let slot = ConnSlot::new(&open);
+            let gw = self.clone();
+            let closing = closing.clone();
+            let tls = tls.clone();
+            connections.spawn(async move {
+                let _slot = slot;
+                let state = ConnState::new(timeouts);
+                let io = conn::Watched::new(stream, state.clone());
+                match tls {
+                    None => gw.serve_connection(io, state, peer, closing).await,
+                    Some(acceptor) => {
+                        // The handshake counts against the first request's time.
+                        let deadline = tokio::time::Instant::now() + timeouts.read;
                         let tls = tokio::select! {
-                            r = tokio::time::timeout(header_timeout, acceptor.accept(stream)) => r,
-                            () = cancel.cancelled() => return,
+                            r = tokio::time::timeout_at(deadline, acceptor.accept(io)) => r,
+                            () = closing.cancelled() => return,
                         };
-                        let stream = match tls {
-                            Ok(Ok(s)) => s,
+                        match tls {
+                            Ok(Ok(s)) => gw.serve_connection(s, state, peer, closing).await,
                             Ok(Err(e)) => {
                                 tracing::debug!(error = %e, %peer, "TLS handshake failed");
-                                return;
                             }
                             Err(_) => {
+                                gw.metrics.rejected("request_timeout");
                                 tracing::debug!(%peer, "TLS handshake timed out");
-                                return;
-                            }
-                        };
-                        let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                        tokio::pin!(conn);
-                        let mut draining = false;
-                        loop {
-                            tokio::select! {
-                                r = conn.as_mut() => {
-                                    if let Err(e) = r {
-                                        tracing::debug!(error = %e, %peer, "connection ended with an error");
-                                    }
-                                    break;
-                                }
-                                () = cancel.cancelled(), if !draining => {
-                                    conn.as_mut().graceful_shutdown();
-                                    draining = true;
-                                }
                             }
                         }
-                    });
+                    }
                 }
-            }
+            });
         }
         drop(listener);
         self.drain().await;
         // The streams have ended; idle keep-alive connections are closed.
-        let _ = tokio::time::timeout(Duration::from_secs(5), connections.shutdown()).await;
+        closing.cancel();
+        connections.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), connections.wait()).await;
+    }
+
+    /// Serves one connection under its deadlines (see [`crate::conn`]).
+    async fn serve_connection<I>(
+        self: Arc<Self>,
+        io: I,
+        state: Arc<ConnState>,
+        peer: SocketAddr,
+        closing: CancellationToken,
+    ) where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let gw = self.clone();
+        let st = state.clone();
+        let svc = service_fn(move |mut req: Request<Incoming>| {
+            let gw = gw.clone();
+            let (active, deadline) = st.begin(req.version() == http::Version::HTTP_2);
+            req.extensions_mut().insert(deadline);
+            // Boxed: hyper keeps room for the largest in-flight future
+            // for the connection's whole life; a box is freed once the
+            // response head is out (about 4 KiB per open stream).
+            let fut: std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<Response<Body>, Infallible>> + Send>,
+            > = Box::pin(async move {
+                let resp = gw.handle(req, peer).await;
+                Ok::<_, Infallible>(resp.map(|b| conn::guarded(b, active)))
+            });
+            fut
+        });
+        let keepalive = self.routes.load().config.keepalive_timeout;
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        // The connection's own watchdog below times heads, idle included.
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(None);
+        // Pings find dead HTTP/2 peers whose streams would otherwise stay open.
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(
+                (keepalive / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+            ))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let conn = builder.serve_connection(TokioIo::new(io), svc);
+        tokio::pin!(conn);
+        let mut draining = false;
+        loop {
+            let deadline = state.deadline();
+            let expired = async {
+                match deadline {
+                    Some((at, _)) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, %peer, "connection ended with an error");
+                    }
+                    break;
+                }
+                () = expired => {
+                    match state.deadline() {
+                        Some((at, why)) if at <= tokio::time::Instant::now() => {
+                            if why == Expired::Read {
+                                self.metrics.rejected("request_timeout");
+                                tracing::debug!(%peer, "no whole request in time: connection closed");
+                            }
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                () = state.changed() => {}
+                () = closing.cancelled(), if !draining => {
+                    conn.as_mut().graceful_shutdown();
+                    draining = true;
+                }
+            }
+        }
     }
 
     /// Waits for open streams for the grace period, then ends the rest.
@@ -272,7 +361,19 @@ impl Gateway {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.pumps.wait()).await;
     }
 
-    pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    /// Answers one request, whatever body type it comes with (hyper's, or
+    /// axum's when mounted with [`Gateway::into_service`]).
+    pub async fn handle<B>(&self, req: Request<B>, peer: SocketAddr) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.handle_boxed(req.map(|b| b.map_err(Into::into).boxed_unsync()), peer)
+            .await
+    }
+
+    async fn handle_boxed(&self, mut req: Request<ReqBody>, peer: SocketAddr) -> Response<Body> {
+        req.extensions_mut().insert(conn::PeerAddr(peer));
         let started = tokio::time::Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
@@ -280,6 +381,7 @@ impl Gateway {
         let request_id = access::request_id(&req_headers, &mut IdGen::default());
         let routes = self.routes.load_full();
         let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
+        let http1 = req.version() < http::Version::HTTP_2;
         let result = self
             .route_request(&routes, req, &request_id, started)
             .instrument(span.clone())
@@ -289,7 +391,15 @@ impl Gateway {
             Err((route_path, e)) => {
                 let _g = span.enter();
                 tracing::info!(status = e.status.as_u16(), fault = e.fault.as_str(), code = e.code, error = %e.message, "request refused");
-                (route_path, e.into_response())
+                let timed_out = e.code == "request_timeout";
+                let mut resp = e.into_response();
+                if timed_out && http1 {
+                    // The rest of the body may still be on its way: this
+                    // connection cannot carry another request.
+                    resp.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                (route_path, resp)
             }
         };
         // A proxied stream is counted by its pump when it ends (200, or 499
@@ -315,7 +425,7 @@ impl Gateway {
     async fn route_request(
         &self,
         routes: &Routes,
-        req: Request<Incoming>,
+        req: Request<ReqBody>,
         request_id: &str,
         started: tokio::time::Instant,
     ) -> Result<(Option<String>, Response<Body>), (Option<String>, GatewayError)> {
@@ -378,11 +488,19 @@ impl Gateway {
                 Ok(c) => c,
                 Err(e) => return Err((rp, e)),
             };
+            let admitted = match self
+                .limits
+                .admit(route, &caller, req.headers(), peer_of(&req))
+                .await
+            {
+                Ok(a) => a,
+                Err(limits::Refused(resp)) => return Ok((rp, *resp)),
+            };
             let client = routes.clients.get(&route.path).expect("a client per route");
             return self
                 .proxy(route, client, req, request_id, started, &caller)
                 .await
-                .map(|r| (rp.clone(), r))
+                .map(|r| (rp.clone(), admitted.attach(r)))
                 .map_err(|e| (rp, e));
         }
         // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
@@ -414,7 +532,20 @@ impl Gateway {
             // Another caller's id is looked up under this caller's name,
             // so it answers exactly as an unknown id does.
             let r = match action {
-                SubAction::Stream => self.resume(route, &caller.scoped(id), req.headers()).await,
+                SubAction::Stream => {
+                    // A resumed stream is a client stream like the first.
+                    let admitted = match self
+                        .limits
+                        .admit(route, &caller, req.headers(), peer_of(&req))
+                        .await
+                    {
+                        Ok(a) => a,
+                        Err(limits::Refused(resp)) => return Ok((rp, *resp)),
+                    };
+                    self.resume(route, &caller.scoped(id), req.headers())
+                        .await
+                        .map(|r| admitted.attach(r))
+                }
                 SubAction::Stop => self.stop(route, &caller.scoped(id), id).await,
             };
             return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
@@ -433,13 +564,33 @@ impl Gateway {
         &self,
         route: &Route,
         client: &reqwest::Client,
-        req: Request<Incoming>,
+        req: Request<ReqBody>,
         request_id: &str,
         started: tokio::time::Instant,
         caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
         let forwarded = access::forwarded(route, req.headers());
-        let body = read_body(req.into_body(), route.max_body_bytes).await?;
+        let read_timeout = self.routes.load().config.request_read_timeout;
+        let deadline = match req.extensions().get::<conn::ReadDeadline>() {
+            Some(d) => d.0,
+            None => started + read_timeout,
+        };
+        let body = match tokio::time::timeout_at(
+            deadline,
+            read_body(req.into_body(), route.max_body_bytes),
+        )
+        .await
+        {
+            Ok(body) => body?,
+            Err(_) => {
+                self.metrics.rejected("request_timeout");
+                return Err(GatewayError::client(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "the request body did not arrive in time",
+                ));
+            }
+        };
         let mut ids = IdGen::default();
         let mut run = registry::requests(route.client)
             .parse_request(&body)
@@ -490,7 +641,7 @@ impl Gateway {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request_id_header.insert("x-request-id", v);
         }
-        let resp = client
+        let send = client
             .post(route.upstream.clone())
             .headers(forwarded)
             .headers(upstream_headers(route))
@@ -498,19 +649,37 @@ impl Gateway {
             .header(header::ACCEPT, "text/event-stream")
             .header(header::CONTENT_TYPE, "application/json")
             .body(upstream_body.to_string())
-            .send()
-            .await
-            .map_err(|e| {
+            .send();
+        let asked = tokio::time::Instant::now();
+        let resp = match tokio::time::timeout(route.response_timeout, send).await {
+            Ok(r) => r.map_err(|e| {
                 let g = upstream_send_error(route, e);
                 self.metrics.upstream_error(g.code);
                 g
-            })?;
+            })?,
+            Err(_) => {
+                self.metrics.upstream_error("upstream_timeout");
+                return Err(GatewayError::upstream(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream_timeout",
+                    format!(
+                        "the upstream sent no response head within {} ms",
+                        route.response_timeout.as_millis()
+                    ),
+                ));
+            }
+        };
         let status = resp.status();
         if !status.is_success() {
             self.metrics.upstream_error("upstream_status");
-            // The body may tell internals: a bounded excerpt goes to the
-            // log, only the status to the client.
-            let excerpt = body_excerpt(resp).await;
+            // The body may tell internals: a bounded excerpt, read within
+            // the rest of the response time (at most 5 s), goes to the log;
+            // only the status to the client. The rest is never read.
+            let left = route
+                .response_timeout
+                .saturating_sub(asked.elapsed())
+                .min(ERROR_BODY_TIME);
+            let excerpt = error_excerpt(resp, left).await;
             tracing::warn!(upstream = %loggable_url(&route.upstream), %status, body = %excerpt, "upstream refused the request");
             return Err(GatewayError::upstream(
                 StatusCode::BAD_GATEWAY,
@@ -706,6 +875,13 @@ impl Gateway {
     }
 }
 
+/// The client's address, as the accept loop or the embedding server set it.
+fn peer_of<B>(req: &Request<B>) -> SocketAddr {
+    req.extensions()
+        .get::<conn::PeerAddr>()
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SubAction {
     Stream,
@@ -871,27 +1047,6 @@ pub fn loggable_url(url: &reqwest::Url) -> String {
     u.to_string()
 }
 
-/// At most 512 bytes of an error body, within 2 s, control characters
-/// replaced, for the log.
-async fn body_excerpt(mut resp: reqwest::Response) -> String {
-    const MAX: usize = 512;
-    let mut got = Vec::new();
-    let read = async {
-        while let Ok(Some(c)) = resp.chunk().await {
-            got.extend_from_slice(&c);
-            if got.len() >= MAX {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
-    got.truncate(MAX);
-    String::from_utf8_lossy(&got)
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
-}
-
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
@@ -903,26 +1058,57 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// Reads a request body, refusing it as soon as it passes `limit`.
-async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(GatewayError::client(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("request body is larger than {limit} bytes"),
-            ))
+/// How much of a non-2xx upstream body is read (for the log), and for how
+/// long at most.
+const ERROR_BODY_BYTES: usize = 512;
+const ERROR_BODY_TIME: Duration = Duration::from_secs(5);
+
+/// The start of an upstream's error body for the log: at most
+/// [`ERROR_BODY_BYTES`], whatever arrived within `within`, control
+/// characters replaced; the rest is never read.
+async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String {
+    let mut got = Vec::new();
+    let read = async {
+        while got.len() < ERROR_BODY_BYTES {
+            match resp.chunk().await {
+                Ok(Some(c)) => {
+                    let room = ERROR_BODY_BYTES - got.len();
+                    got.extend_from_slice(c.get(..room.min(c.len())).unwrap_or(&c));
+                }
+                _ => break,
+            }
         }
-        Err(e) => Err(GatewayError::client(
-            StatusCode::BAD_REQUEST,
-            "body_read_failed",
-            format!("reading the request body failed: {e}"),
-        )),
+    };
+    let _ = tokio::time::timeout(within, read).await;
+    String::from_utf8_lossy(&got)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Reads a request body, refusing it as soon as it passes `limit`.
+async fn read_body(mut body: ReqBody, limit: usize) -> Result<Bytes, GatewayError> {
+    let mut got = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            GatewayError::client(
+                StatusCode::BAD_REQUEST,
+                "body_read_failed",
+                format!("reading the request body failed: {e}"),
+            )
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if got.len().saturating_add(data.len()) > limit {
+                return Err(GatewayError::client(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!("request body is larger than {limit} bytes"),
+                ));
+            }
+            got.extend_from_slice(&data);
+        }
     }
+    Ok(got.freeze())
 }
 
 /// The translator of a proxied stream. Only a client dialect whose history
@@ -1251,6 +1437,26 @@ impl Pump {
                 tracing::warn!(thread = %self.thread_id, error = %e, "could not keep the conversation history");
             }
         }
+    }
+}
+
+/// Connections over `max_connections` being answered 503 at once; more are
+/// closed unanswered.
+const MAX_REFUSING: usize = 256;
+
+/// One open client connection, counted against `max_connections`.
+struct ConnSlot(Arc<AtomicUsize>);
+
+impl ConnSlot {
+    fn new(open: &Arc<AtomicUsize>) -> Self {
+        open.fetch_add(1, Ordering::Relaxed);
+        ConnSlot(open.clone())
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -107,6 +107,7 @@
 //! [`StoreError::UnknownRun`] on their next append or renew.
 #![forbid(unsafe_code)]
 
+pub mod limits;
 mod memory;
 mod redis_store;
 mod writer;
@@ -121,6 +122,7 @@ pub use babelgate_core::request::Message;
 pub use bytes::Bytes;
 pub use futures_util::stream::BoxStream;
 
+pub use limits::{limiter, Limiter, MemoryLimiter, RedisLimiter};
 pub use memory::{MemoryConversationStore, MemoryRunLog};
 pub use redis_store::RedisStore;
 pub use writer::RunWriter;

@@ -1,0 +1,350 @@
+//! Deadlines of one client connection, whatever its protocol.
+//!
+//! hyper's own header timer starts only once HTTP/1 has been detected and
+//! runs while a keep-alive connection idles; HTTP/2 has none. So the
+//! connection task watches the connection itself: from accept, a request
+//! must arrive within `request_read_timeout` (a silent client, a partial
+//! HTTP/2 preface or a partial head is dropped); with no request in flight
+//! the connection is closed after `keepalive_timeout`, or after
+//! `request_read_timeout` from the first byte of a next HTTP/1 request that
+//! never completes. A request's body must arrive by its [`ReadDeadline`].
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::Body;
+
+/// When the body of a request must have arrived whole (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadDeadline(pub Instant);
+
+/// The client's address (a request extension; set by the accept loop, or by
+/// whoever mounts [`crate::server::Gateway::into_service`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub read: Duration,
+    pub keepalive: Duration,
+}
+
+#[derive(Debug)]
+struct Inner {
+    opened: Instant,
+    http2: bool,
+    requests: u64,
+    active: usize,
+    idle_since: Instant,
+    /// First byte read since the connection went idle (the start of a next
+    /// HTTP/1 request head).
+    byte_since_idle: Option<Instant>,
+}
+
+/// Why the watchdog closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expired {
+    /// A request did not arrive in time.
+    Read,
+    /// Idle keep-alive.
+    Idle,
+}
+
+#[derive(Debug)]
+pub(crate) struct ConnState {
+    inner: Mutex<Inner>,
+    changed: Notify,
+    timeouts: Timeouts,
+}
+
+impl ConnState {
+    pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
+        let now = Instant::now();
+        Arc::new(ConnState {
+            inner: Mutex::new(Inner {
+                opened: now,
+                http2: false,
+                requests: 0,
+                active: 0,
+                idle_since: now,
+                byte_since_idle: None,
+            }),
+            changed: Notify::new(),
+            timeouts,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave it inconsistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When the connection must be closed, and why; `None` while requests
+    /// are in flight.
+    pub fn deadline(&self) -> Option<(Instant, Expired)> {
+        let i = self.lock();
+        let t = self.timeouts;
+        if i.active > 0 {
+            return None;
+        }
+        if i.requests == 0 {
+            return Some((i.opened + t.read, Expired::Read));
+        }
+        let idle = (i.idle_since + t.keepalive, Expired::Idle);
+        match i.byte_since_idle {
+            Some(b) if !i.http2 && b + t.read < idle.0 => Some((b + t.read, Expired::Read)),
+            _ => Some(idle),
+        }
+    }
+
+    /// Wakes the watchdog when the deadline may have moved.
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    /// A request's head has arrived: the connection is busy until the
+    /// returned guard is dropped (with the response body).
+    pub fn begin(self: &Arc<Self>, http2: bool) -> (ActiveRequest, ReadDeadline) {
+        let now = Instant::now();
+        let mut i = self.lock();
+        let start = if i.requests == 0 {
+            i.opened
+        } else if http2 {
+            now
+        } else {
+            i.byte_since_idle.unwrap_or(now)
+        };
+        i.http2 |= http2;
+        i.requests += 1;
+        i.active += 1;
+        i.byte_since_idle = None;
+        drop(i);
+        self.changed.notify_one();
+        (
+            ActiveRequest(self.clone()),
+            ReadDeadline(start + self.timeouts.read),
+        )
+    }
+
+    fn read_some(&self) {
+        let mut i = self.lock();
+        if i.active == 0 && i.byte_since_idle.is_none() && i.requests > 0 {
+            i.byte_since_idle = Some(Instant::now());
+            drop(i);
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// One request in flight on a connection.
+#[derive(Debug)]
+pub struct ActiveRequest(Arc<ConnState>);
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        let mut i = self.0.lock();
+        i.active = i.active.saturating_sub(1);
+        if i.active == 0 {
+            i.idle_since = Instant::now();
+            i.byte_since_idle = None;
+        }
+        drop(i);
+        self.0.changed.notify_one();
+    }
+}
+
+/// The connection's socket, telling [`ConnState`] when bytes arrive.
+pub(crate) struct Watched<T> {
+    io: T,
+    state: Arc<ConnState>,
+}
+
+impl<T> Watched<T> {
+    pub fn new(io: T, state: Arc<ConnState>) -> Self {
+        Watched { io, state }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.state.read_some();
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// The answer to a connection over `max_connections`: a minimal HTTP/1.1
+/// 503 written on the socket, then close (after reading what the client
+/// sent, so that the close does not reset the answer away).
+pub(crate) async fn refuse_busy(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = r#"{"error":{"type":"internal","code":"server_busy","message":"too many connections; retry later"}}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    if tokio::time::timeout(Duration::from_secs(1), write)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let mut left = 64 * 1024usize;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
+/// `body`, holding `guard` until the body is dropped (hyper drops it once
+/// sent, or when the client goes away): ties a permit to a response's life.
+pub(crate) fn guarded<G: Send + Sync + Unpin + 'static>(body: Body, guard: G) -> Body {
+    Guarded {
+        body,
+        _guard: guard,
+    }
+    .boxed()
+}
+
+struct Guarded<G> {
+    body: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for Guarded<G> {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> Arc<ConnState> {
+        ConnState::new(Timeouts {
+            read: Duration::from_secs(10),
+            keepalive: Duration::from_secs(60),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_connection_must_send_a_request_within_the_read_timeout() {
+        let s = state();
+        let opened = Instant::now();
+        assert_eq!(
+            s.deadline(),
+            Some((opened + Duration::from_secs(10), Expired::Read))
+        );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let (guard, ReadDeadline(body_by)) = s.begin(false);
+        assert_eq!(
+            body_by,
+            opened + Duration::from_secs(10),
+            "from accept, not from the head"
+        );
+        assert_eq!(s.deadline(), None, "busy");
+        tokio::time::advance(Duration::from_secs(100)).await;
+        drop(guard);
+        let idle_at = Instant::now();
+        assert_eq!(
+            s.deadline(),
+            Some((idle_at + Duration::from_secs(60), Expired::Idle))
+        );
+        tokio::time::advance(Duration::from_secs(5)).await;
+        s.read_some();
+        assert_eq!(
+            s.deadline(),
+            Some((Instant::now() + Duration::from_secs(10), Expired::Read)),
+            "a next HTTP/1 head has 10 s from its first byte"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn http2_streams_do_not_shorten_the_idle_time_by_pings() {
+        let s = state();
+        let (g, _) = s.begin(true);
+        drop(g);
+        let idle_at = Instant::now();
+        s.read_some();
+        assert_eq!(
+            s.deadline(),
+            Some((idle_at + Duration::from_secs(60), Expired::Idle))
+        );
+        let (_g1, _) = s.begin(true);
+        let (g2, ReadDeadline(by)) = s.begin(true);
+        assert_eq!(by, Instant::now() + Duration::from_secs(10));
+        drop(g2);
+        assert_eq!(s.deadline(), None, "one stream still open");
+    }
+}

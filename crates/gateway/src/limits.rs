@@ -1,0 +1,286 @@
+//! Per-route and per-caller limits on client streams: `max_streams` (this
+//! instance), and `[routes.rate_limit]` (requests per second and concurrent
+//! streams per caller, shared by instances through the Redis store).
+//!
+//! An admitted stream holds an [`Admitted`] until its response body is
+//! dropped; a refused one gets 503/429 with `retry-after`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use babelgate_store::Limiter;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use sha2::{Digest, Sha256};
+
+use crate::access::Caller;
+use crate::config::Route;
+use crate::error::{Body, GatewayError};
+use crate::metrics::Metrics;
+
+/// How long a concurrent-stream lease lasts without renewal: a dead
+/// instance's streams stop counting after this.
+const LEASE: Duration = Duration::from_secs(30);
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+/// Who an unauthenticated request counts against: its bearer credential (a
+/// digest of it, never the token) when it sends one, else its address. On a
+/// route with auth, [`Limits::admit`] uses the caller's owner instead.
+pub fn caller_key(headers: &HeaderMap, peer: SocketAddr) -> String {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
+        .filter(|t| !t.is_empty());
+    match bearer {
+        Some(token) => {
+            let digest = Sha256::digest(token.as_bytes());
+            let mut key = String::with_capacity(4 + 32);
+            key.push_str("key:");
+            for b in digest.iter().take(16) {
+                let _ = write!(key, "{b:02x}");
+            }
+            key
+        }
+        None => format!("ip:{}", peer.ip()),
+    }
+}
+
+pub struct Limits {
+    limiter: Arc<dyn Limiter>,
+    /// Streams open per route path in this instance.
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    metrics: Arc<Metrics>,
+}
+
+/// A refusal: the response to send as is.
+pub struct Refused(pub Box<Response<Body>>);
+
+impl Limits {
+    pub fn new(limiter: Arc<dyn Limiter>, metrics: Arc<Metrics>) -> Self {
+        Limits {
+            limiter,
+            open: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// Lets a new stream on `route` in, or says why not.
+    pub async fn admit(
+        &self,
+        route: &Route,
+        caller: &Caller,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+    ) -> Result<Admitted, Refused> {
+        let slot = self.route_slot(route)?;
+        let Some(rl) = &route.rate_limit else {
+            return Ok(Admitted { slot, lease: None });
+        };
+        // An authenticated caller is its credential's owner (all tokens of
+        // one JWT subject share its limits); otherwise a bearer digest or
+        // the address.
+        let caller = if caller.is_anonymous() {
+            caller_key(headers, peer)
+        } else {
+            caller.owner.clone()
+        };
+        let key = format!("{}|{caller}", route.path);
+        if let Some(per_s) = rl.requests_per_s {
+            match self.limiter.take(&key, per_s, rl.burst).await {
+                Ok(None) => {}
+                Ok(Some(wait)) => {
+                    return Err(self.refuse(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        format!("more than {per_s} requests per second on this route"),
+                        wait,
+                    ))
+                }
+                // Limits are protection, not the service: without the
+                // store they are not enforced rather than refusing all.
+                Err(e) => tracing::warn!(error = %e, "rate limit not checked"),
+            }
+        }
+        let lease = match rl.concurrent_streams {
+            None => None,
+            Some(max) => {
+                let id = babelgate_store::new_id();
+                match self.limiter.open(&key, &id, max, LEASE).await {
+                    Ok(true) => Some(Lease::new(self.limiter.clone(), key, id)),
+                    Ok(false) => {
+                        return Err(self.refuse(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            "too_many_streams",
+                            format!("more than {max} open streams on this route"),
+                            Duration::from_secs(1),
+                        ))
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "concurrent streams not checked");
+                        None
+                    }
+                }
+            }
+        };
+        Ok(Admitted { slot, lease })
+    }
+
+    fn route_slot(&self, route: &Route) -> Result<Option<RouteSlot>, Refused> {
+        if route.max_streams == 0 {
+            return Ok(None);
+        }
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(route.path.clone()).or_insert(0);
+        if *n >= route.max_streams {
+            drop(open);
+            return Err(self.refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "route_busy",
+                format!("this route has its {} streams open", route.max_streams),
+                Duration::from_secs(1),
+            ));
+        }
+        *n += 1;
+        Ok(Some(RouteSlot {
+            open: self.open.clone(),
+            path: route.path.clone(),
+        }))
+    }
+
+    fn refuse(
+        &self,
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+        retry_after: Duration,
+    ) -> Refused {
+        self.metrics.rejected(code);
+        tracing::info!(status = status.as_u16(), code, "request refused by a limit");
+        let mut e = GatewayError::client(status, code, message);
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            e.fault = crate::error::Fault::Internal;
+        }
+        let mut resp = e.into_response();
+        // Whole seconds, at least one.
+        let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        Refused(Box::new(resp))
+    }
+}
+
+/// What an admitted stream holds until it ends.
+pub struct Admitted {
+    slot: Option<RouteSlot>,
+    lease: Option<Lease>,
+}
+
+impl Admitted {
+    /// The stream's slots, held as long as its response body.
+    pub fn attach(self, resp: Response<Body>) -> Response<Body> {
+        if self.slot.is_none() && self.lease.is_none() {
+            return resp;
+        }
+        resp.map(|b| crate::conn::guarded(b, self))
+    }
+}
+
+struct RouteSlot {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    path: String,
+}
+
+impl Drop for RouteSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.path) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.path);
+            }
+        }
+    }
+}
+
+/// A concurrent-stream lease, renewed while held, closed when dropped.
+struct Lease {
+    limiter: Arc<dyn Limiter>,
+    key: String,
+    id: String,
+    renew: tokio::task::JoinHandle<()>,
+}
+
+impl Lease {
+    fn new(limiter: Arc<dyn Limiter>, key: String, id: String) -> Self {
+        let renew = tokio::spawn({
+            let (limiter, key, id) = (limiter.clone(), key.clone(), id.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(RENEW_EVERY).await;
+                    if let Err(e) = limiter.renew(&key, &id, LEASE).await {
+                        tracing::debug!(error = %e, "stream lease not renewed");
+                    }
+                }
+            }
+        });
+        Lease {
+            limiter,
+            key,
+            id,
+            renew,
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renew.abort();
+        let (limiter, key, id) = (
+            self.limiter.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.id),
+        );
+        // Without a runtime (shutting down) the lease simply expires.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = limiter.close(&key, &id).await {
+                    tracing::debug!(error = %e, "stream lease not closed; it expires");
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caller_is_a_digest_of_the_bearer_else_the_address() {
+        let peer: SocketAddr = "10.1.2.3:4567".parse().unwrap();
+        let mut h = HeaderMap::new();
+        assert_eq!(caller_key(&h, peer), "ip:10.1.2.3");
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cret-token"),
+        );
+        let k = caller_key(&h, peer);
+        assert!(k.starts_with("key:") && k.len() == 36, "{k}");
+        assert!(!k.contains("s3cret"), "never the token itself");
+        let other: SocketAddr = "10.9.9.9:1".parse().unwrap();
+        assert_eq!(caller_key(&h, other), k, "the same key from anywhere");
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer s3cret-token2"),
+        );
+        assert_ne!(caller_key(&h, peer), k);
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(caller_key(&h, peer), "ip:10.1.2.3");
+    }
+}
