@@ -85,6 +85,8 @@ fn types(values: &[Value]) -> Vec<String> {
 #[derive(Clone)]
 enum Step {
     Write(String),
+    /// As `Write`, for big payloads written many times.
+    Shared(Arc<str>),
     Sleep(u64),
     /// Keep the connection open and say nothing.
     Hang,
@@ -104,6 +106,15 @@ struct Seen {
 /// steps. Nothing here is an HTTP library, so it can misbehave on purpose.
 async fn scripted(head: &str, steps: Vec<Step>) -> (SocketAddr, Arc<Seen>) {
     let (l, addr) = listener().await;
+    scripted_on(l, addr, head, steps)
+}
+
+fn scripted_on(
+    l: TcpListener,
+    addr: SocketAddr,
+    head: &str,
+    steps: Vec<Step>,
+) -> (SocketAddr, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let head = head.to_string();
     let s = seen.clone();
@@ -123,7 +134,12 @@ async fn scripted(head: &str, steps: Vec<Step>) -> (SocketAddr, Arc<Seen>) {
                     return;
                 }
                 for step in steps {
+                    let step = match step {
+                        Step::Shared(chunk) => Step::Write(chunk.to_string()),
+                        step => step,
+                    };
                     match step {
+                        Step::Shared(_) => unreachable!(),
                         Step::Write(chunk) => {
                             // Chunked framing, so that a cut is visible as one.
                             let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
@@ -586,49 +602,98 @@ async fn a_client_that_goes_away_cancels_the_upstream_and_counts_as_499() {
     );
 }
 
+/// The largest a kernel lets a TCP buffer grow to by itself (`tcp_rmem` or
+/// `tcp_wmem`, third field), or `fallback` where that cannot be read.
+fn tcp_buffer_max(which: &str, fallback: usize) -> usize {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{which}"))
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or(fallback)
+}
+
 #[tokio::test]
 async fn a_slow_client_pauses_the_upstream_instead_of_growing_memory() {
-    // 100 000 events of ~1 KiB: 100 MiB if nothing pushed back.
-    let event = format!(
+    // The gateway queues at most 16 output chunks per stream (server.rs
+    // STREAM_BUFFER_CHUNKS), one per upstream read that completes an event.
+    // With 1 MiB events each chunk is 1 MiB, so the queue is what dominates
+    // what a stalled stream holds: the kernel buffers the test does not fix
+    // (the gateway's own sockets) are bounded by the sysctls read below, the
+    // two it does (upstream send, client receive) are pinned small. A queue
+    // of 256 chunks lets the upstream write all of it and fails here.
+    const EVENT: usize = 1 << 20;
+    const EVENTS: usize = 96;
+    const QUEUE: usize = 16;
+    let event: Arc<str> = format!(
         "data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"{}\"}}\n\n",
-        "x".repeat(1000)
-    );
+        "x".repeat(EVENT - 80)
+    )
+    .into();
     let mut steps = started_and_text();
-    for _ in 0..1000 {
-        steps.push(Step::Write(event.repeat(100)));
-    }
-    let (up, seen) = scripted(SSE_HEAD, steps).await;
+    steps.extend((0..EVENTS).map(|_| Step::Shared(event.clone())));
+    let small = 64 * 1024;
+    let up_socket = tokio::net::TcpSocket::new_v4().unwrap();
+    up_socket.set_send_buffer_size(small).unwrap();
+    up_socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let up_addr = up_socket.local_addr().unwrap();
+    let (up, seen) = scripted_on(up_socket.listen(8).unwrap(), up_addr, SSE_HEAD, steps);
     let (gw, _) = start_gateway(&route("/r", Dialect::AgUi, up, Dialect::AgUi)).await;
-    let mut r = post(gw, "/r", body(Dialect::AgUi, "hi"))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.chunk().await.unwrap().is_some());
-    // The client now reads nothing. The upstream's writes must stall once the
-    // socket buffers and the gateway's bounded queue are full.
-    let mut last = 0;
-    for _ in 0..50 {
+
+    let client = tokio::net::TcpSocket::new_v4().unwrap();
+    client.set_recv_buffer_size(small).unwrap();
+    let mut c = client.connect(gw).await.unwrap();
+    let req = body(Dialect::AgUi, "hi");
+    c.write_all(
+        format!(
+            "POST /r HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            req.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    c.write_all(&req).await.unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = c.read(&mut buf).await.unwrap();
+    assert!(got > 0);
+
+    // The client now reads nothing. Wait until the upstream's writes stall
+    // (unchanged over three polls; the bound below only matters on failure).
+    let (mut last, mut still) = (0, 0);
+    for _ in 0..150 {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let now = seen.written.load(Ordering::SeqCst);
-        if now == last && now > 0 {
+        still = if now == last && now > 0 { still + 1 } else { 0 };
+        if still == 3 {
             break;
         }
         last = now;
     }
-    let written = seen.written.load(Ordering::SeqCst);
+    let written = seen.written.load(Ordering::SeqCst) as usize;
+    let kernel = tcp_buffer_max("tcp_rmem", 6 << 20) + tcp_buffer_max("tcp_wmem", 4 << 20);
+    // The queue, plus one chunk being translated, one waiting to be queued,
+    // one in the HTTP writer, and the small pinned buffers.
+    let bound = (QUEUE + 3) * EVENT + kernel + 4 * small as usize;
     assert!(
-        written < 40 << 20,
-        "the upstream wrote {written} bytes to a client that reads nothing"
+        written <= bound,
+        "the upstream wrote {written} bytes to a client that reads nothing (bound {bound})"
     );
-    // And the stream still works when the client reads again.
-    let mut got = 0usize;
-    while let Some(c) = r.chunk().await.unwrap() {
-        got += c.len();
-        if got > 60 << 20 {
-            break;
+    assert!(
+        bound < EVENTS * EVENT,
+        "the test must send more than the bound to mean anything"
+    );
+    // And the whole stream arrives when the client reads again.
+    let all = tokio::time::timeout(Duration::from_secs(120), async {
+        while got < EVENTS * EVENT {
+            match c.read(&mut buf).await.unwrap() {
+                0 => break,
+                n => got += n,
+            }
         }
-    }
-    assert!(got > 60 << 20, "only {got} bytes after resuming");
+        got
+    })
+    .await
+    .expect("the stream goes on when the client reads again");
+    assert!(all >= EVENTS * EVENT, "only {all} bytes after resuming");
 }
 
 // ---- 5. security ----------------------------------------------------------------
