@@ -4,14 +4,24 @@
 # 1. installs what the tests need (Debian packages if missing, the pinned npm
 #    packages from tests/node/package-lock.json, a Python venv at
 #    target/py-venv with tests/python/requirements.txt)
-# 2. cargo test, which writes translated streams into target/golden
+# 2. cargo test, which writes into a directory this run has just created
+#    (target/test-output.XXXXXX, older ones removed): the translated golden
+#    streams and the adapters' client dumps (AGUI_DUMP_DIR,
+#    BABELGATE_VERCEL_CORPUS, AGKIT_CLIENT_CHECK_DIR)
 # 3. proves the committed fixtures are still the real packages' bytes
-# 4. runs the real clients (ai, @ag-ui/client) on the fixtures and on
-#    target/golden
+# 4. runs the real clients (ai, @ag-ui/client, @cloudbase/agent-ui-web) and
+#    the HAI spec rules on the fixtures and on this run's outputs, and the
+#    validators' own tests (each must catch a broken stream)
 # 5. end to end over sockets: real clients (ai, @ag-ui/client, headless
 #    Chromium) -> babelgate serve -> real agents (Python AG-UI SDK, ai helpers)
 #
-# SKIP_CARGO=1 skips step 2 (handy while working on tests/ only; CI must not set it).
+# Every step runs even when one fails; the last line is `N passed, N failed`
+# (one per validated file and one per other step) and the exit status is
+# non-zero when anything failed.
+#
+# SKIP_CARGO=1 skips step 2 and so every check of its outputs (handy while
+# working on tests/ only; CI must not set it): nothing older is validated in
+# their place.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +29,6 @@ cd "$ROOT"
 
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/target/py-venv"
-GOLDEN="$ROOT/target/golden"
 # Debian packages the tests need beyond Node 20, Python 3.11 and Rust.
 APT_PACKAGES="chromium redis-server"
 
@@ -84,62 +93,101 @@ if [ "$(cat "$py_stamp" 2>/dev/null)" != "$py_sha" ]; then
   echo "$py_sha" >"$py_stamp"
 fi
 
-step "cargo test --workspace --all-targets (writes target/golden)"
-export BABELGATE_GOLDEN_OUT="$GOLDEN"
-if [ "${SKIP_CARGO:-}" = "1" ]; then
-  echo "skipped: SKIP_CARGO=1"
-else
-  # Only this run's outputs should be validated below.
-  rm -rf "$GOLDEN"
-  cargo test --workspace --all-targets
-fi
+passed=0
+failed=0
+failures=()
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  failures+=("$*")
+  echo "FAILED: $*" >&2
+}
+# Runs one step; its failure is counted and the run goes on.
+check() {
+  local name="$1"
+  shift
+  if "$@"; then ok; else bad "$name"; fi
+}
 
-step "fixtures are the real packages' bytes"
-"$VENV/bin/python" tests/python/make_fixtures.py --check tests/fixtures/ag-ui
-node tests/node/make-fixtures.mjs tests/fixtures/vercel --check
-echo "tests/fixtures/ag-ui and tests/fixtures/vercel are up to date"
-
-step "real clients on fixtures and translated output"
-total_passed=0
-total_failed=0
-status=0
-# Runs every validator even if one fails, and adds up their summary lines.
+# Runs a validator and adds its per-file results. It fails as a whole when it
+# exits non-zero, prints no summary, or passed nothing (it saw no files).
 validate() {
   local out rc=0 summary
+  echo "-- ${*#tests/node/}"
   out="$(mktemp)"
   node "$@" | tee "$out" || rc=$?
   summary="$(tail -n 1 "$out")"
   rm -f "$out"
   if [[ "$summary" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-    total_passed=$((total_passed + BASH_REMATCH[1]))
-    total_failed=$((total_failed + BASH_REMATCH[2]))
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    [ "${BASH_REMATCH[2]}" -eq 0 ] || failures+=("$* (${BASH_REMATCH[2]} files)")
+    if [ "${BASH_REMATCH[1]}" -eq 0 ]; then
+      bad "$*: passed nothing"
+    elif [ "$rc" -ne 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ]; then
+      bad "$*: exit status $rc"
+    fi
   else
-    total_failed=$((total_failed + 1))
+    bad "$*: no summary line (exit status $rc)"
   fi
-  [ "$rc" -eq 0 ] || status=1
 }
-echo "-- validate-vercel --fixtures"
-validate tests/node/validate-vercel.mjs --fixtures
-echo "-- validate-agui --fixtures"
-validate tests/node/validate-agui.mjs --fixtures
-if [ -d "$GOLDEN" ]; then
-  echo "-- validate-vercel target/golden"
-  validate tests/node/validate-vercel.mjs "$GOLDEN"
-  echo "-- validate-agui target/golden"
-  validate tests/node/validate-agui.mjs "$GOLDEN"
+
+step "cargo test --workspace --all-targets (writes this run's outputs)"
+# A directory made now, so that only this run's outputs are validated below.
+rm -rf "$ROOT"/target/test-output.* "$ROOT/target/golden"
+RUN_OUT=""
+if [ "${SKIP_CARGO:-}" = "1" ]; then
+  echo "skipped: SKIP_CARGO=1 (so are the checks of its outputs)"
 else
-  echo "-- target/golden does not exist (cargo test wrote no translated output): golden validation skipped"
+  mkdir -p "$ROOT/target"
+  RUN_OUT="$(mktemp -d "$ROOT/target/test-output.XXXXXX")"
+  echo "outputs: ${RUN_OUT#"$ROOT/"}"
+  export BABELGATE_GOLDEN_OUT="$RUN_OUT/golden"
+  export AGUI_DUMP_DIR="$RUN_OUT/dump-ag-ui"
+  export BABELGATE_VERCEL_CORPUS="$RUN_OUT/dump-vercel"
+  export AGKIT_CLIENT_CHECK_DIR="$RUN_OUT/dump-agkit"
+  check "cargo test" cargo test --workspace --all-targets
+  unset BABELGATE_GOLDEN_OUT AGUI_DUMP_DIR BABELGATE_VERCEL_CORPUS AGKIT_CLIENT_CHECK_DIR
 fi
 
-echo
-echo "validators: $total_passed passed, $total_failed failed"
+step "fixtures are the real packages' bytes"
+check "ag-ui fixtures" "$VENV/bin/python" tests/python/make_fixtures.py --check tests/fixtures/ag-ui
+check "vercel fixtures" node tests/node/make-fixtures.mjs tests/fixtures/vercel --check
+
+step "real clients and the HAI rules on fixtures and on this run's outputs"
+for v in vercel agui hai agkit; do
+  validate "tests/node/validate-$v.mjs" --fixtures
+done
+if [ -n "$RUN_OUT" ]; then
+  # What cargo test was asked to write must be there, made by this run.
+  for d in golden dump-ag-ui dump-vercel dump-agkit; do
+    [ -d "$RUN_OUT/$d" ] || bad "cargo test wrote nothing into $d"
+  done
+  for v in vercel agui hai agkit; do
+    [ -d "$RUN_OUT/golden" ] && validate "tests/node/validate-$v.mjs" "$RUN_OUT/golden"
+  done
+  [ -d "$RUN_OUT/dump-ag-ui" ] && validate tests/node/validate-agui.mjs --dump "$RUN_OUT/dump-ag-ui"
+  [ -d "$RUN_OUT/dump-vercel" ] && validate tests/node/validate-vercel.mjs --dump "$RUN_OUT/dump-vercel"
+  [ -d "$RUN_OUT/dump-agkit" ] && validate tests/node/validate-agkit.mjs --dump "$RUN_OUT/dump-agkit"
+else
+  echo "-- not validated (SKIP_CARGO=1): golden streams and adapter dumps"
+fi
+echo "-- the validators catch broken streams (node --test tests/node/validator-tests/)"
+check "validator tests" node --test tests/node/validator-tests/
 
 step "fuzz: every cargo-fuzz target in fuzz/ for a bounded time (tests/fuzz.sh)"
-./tests/fuzz.sh || status=1
+check "fuzz" ./tests/fuzz.sh
 
 step "end to end: real clients -> babelgate serve -> real agents (node --test tests/node/e2e/)"
 # The suite runs target/debug/babelgate; make sure it is this tree's.
-cargo build -p babelgate
+check "cargo build -p babelgate" cargo build -p babelgate
 # Logs of every process it starts: target/e2e-logs/<test file>/.
-node --test tests/node/e2e/ || status=1
-exit "$status"
+check "end to end" node --test tests/node/e2e/
+
+echo
+if [ "${#failures[@]}" -gt 0 ]; then
+  echo "failed:"
+  printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -112,9 +112,10 @@ mod tests {
             );
             let out = encode_events(&events);
             assert_framing(&out);
-            if let Some(dir) = std::env::var_os("AGUI_DUMP_DIR") {
-                std::fs::write(PathBuf::from(dir).join(format!("fixture-{name}.sse")), &out)
-                    .unwrap();
+            // tests/run.sh feeds these to the real @ag-ui/client.
+            if let Some(dir) = std::env::var_os("AGUI_DUMP_DIR").map(PathBuf::from) {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join(format!("fixture-{name}.sse")), &out).unwrap();
             }
             let (want, got) = (payloads(&input), payloads(&out));
             if name == "cut_mid_message" {
@@ -573,10 +574,10 @@ mod tests {
             })
     }
 
-    /// Writes random encoder outputs to `$AGUI_DUMP_DIR` so they can be fed
-    /// to the real `@ag-ui/client` (run with `--ignored`).
+    /// Writes random encoder outputs to `$AGUI_DUMP_DIR`, which tests/run.sh
+    /// sets and then feeds to the real `@ag-ui/client`
+    /// (`validate-agui.mjs --dump`); nothing happens without the variable.
     #[test]
-    #[ignore]
     fn dump_random_streams_for_the_real_client() {
         let Some(dir) = std::env::var_os("AGUI_DUMP_DIR").map(PathBuf::from) else {
             return;

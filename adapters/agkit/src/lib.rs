@@ -248,8 +248,9 @@ mod tests {
     }
 
     /// Streams other dialects could hand the encoder, written to
-    /// `$AGKIT_CLIENT_CHECK_DIR` for `scripts/client-check` (the real
-    /// `useChat` loop); nothing happens without the variable.
+    /// `$AGKIT_CLIENT_CHECK_DIR`, which tests/run.sh sets and then feeds to
+    /// the real `useChat` loop (`tests/node/validate-agkit.mjs --dump`);
+    /// nothing happens without the variable.
     #[test]
     fn dump_streams_for_the_client_check() {
         let Some(dir) = std::env::var_os("AGKIT_CLIENT_CHECK_DIR") else {

@@ -1928,8 +1928,9 @@ pub(crate) mod tests {
         assert!(e.headers().contains(&("x-accel-buffering", "no")));
     }
 
-    /// With BABELGATE_VERCEL_CORPUS=<dir>, writes every corpus stream there
-    /// for a run through the real `ai` client.
+    /// With BABELGATE_VERCEL_CORPUS=<dir> (tests/run.sh sets it), writes
+    /// every corpus stream there for a run through the real `ai` client
+    /// (`tests/node/validate-vercel.mjs --dump`).
     #[test]
     fn dump_client_corpus() {
         let Some(dir) = std::env::var_os("BABELGATE_VERCEL_CORPUS") else {

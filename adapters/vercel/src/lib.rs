@@ -119,8 +119,9 @@ mod tests {
         }
     }
 
-    /// With BABELGATE_VERCEL_CORPUS=<dir>, writes each fixture after a trip
-    /// through the decoder and encoder there, for the real client.
+    /// With BABELGATE_VERCEL_CORPUS=<dir> (tests/run.sh sets it), writes each
+    /// fixture after a trip through the decoder and encoder there, for the
+    /// real `ai` client (`tests/node/validate-vercel.mjs --dump`).
     #[test]
     fn dump_fixture_round_trips() {
         let Some(out_dir) = std::env::var_os("BABELGATE_VERCEL_CORPUS") else {

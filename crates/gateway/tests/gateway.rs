@@ -198,6 +198,7 @@ async fn errors_before_the_stream_are_json_with_a_status() {
     assert_eq!(r.status(), 413, "the limit applies while reading");
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["type"], "client");
+    assert_eq!(v["error"]["code"], "body_too_large", "{v}");
 
     let body = client_body(Dialect::AgUi, "t", vec![user("u", "hi")]);
     let r = post(gw, "/down", body).await;

@@ -81,6 +81,15 @@ fn all_pairs_match_golden_snapshots() {
     );
     let golden_out = std::env::var_os("BABELGATE_GOLDEN_OUT").map(PathBuf::from);
     if let Some(dir) = &golden_out {
+        // Only this run's outputs may be checked as current: a directory
+        // that already holds files is someone else's.
+        let stale = std::fs::read_dir(dir).map_or(0, |d| d.count());
+        assert_eq!(
+            stale,
+            0,
+            "BABELGATE_GOLDEN_OUT={} is not empty: give a fresh directory",
+            dir.display()
+        );
         std::fs::create_dir_all(dir).unwrap();
     }
     let mut settings = insta::Settings::clone_current();

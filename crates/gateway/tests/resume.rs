@@ -237,35 +237,105 @@ async fn cancel_policy_ends_the_run_with_its_client() {
     assert_eq!(status, 204, "the run ended when its client left");
 }
 
+/// The text a client of `dialect` shows, read off its own wire fields (not
+/// through our decoders): AG-UI `TEXT_MESSAGE_CONTENT`, HAI
+/// `BUSINESS_DATA_CONTENT` (a string or `{output:{type:"text",content}}`),
+/// Vercel `text-delta`, AG-Kit `text`.
+fn native_text(dialect: Dialect, events: &[(Option<String>, Value)]) -> String {
+    let piece = |v: &Value| -> Option<String> {
+        let s = match dialect {
+            Dialect::AgUi if v["type"] == "TEXT_MESSAGE_CONTENT" => &v["delta"],
+            Dialect::Hai if v["type"] == "BUSINESS_DATA_CONTENT" => match &v["delta"] {
+                d @ Value::String(_) => d,
+                d if d["output"]["type"] == "text" => &d["output"]["content"],
+                d => panic!("a non-text HAI delta in a text-only run: {d}"),
+            },
+            Dialect::Vercel if v["type"] == "text-delta" => &v["delta"],
+            Dialect::AgKit if v["type"] == "text" => &v["content"],
+            _ => return None,
+        };
+        Some(s.as_str().expect("text is a string").to_string())
+    };
+    events.iter().filter_map(|(_, v)| piece(v)).collect()
+}
+
+/// The error event a client of `dialect` gets, if any.
+fn error_event(dialect: Dialect, events: &[(Option<String>, Value)]) -> Option<Value> {
+    let ty = match dialect {
+        Dialect::AgUi | Dialect::Hai => "RUN_ERROR",
+        Dialect::Vercel | Dialect::AgKit => "error",
+    };
+    let errors: Vec<&Value> = events
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| v["type"] == ty)
+        .collect();
+    assert!(errors.len() <= 1, "more than one error event: {errors:?}");
+    errors.first().map(|v| (*v).clone())
+}
+
+/// A `keep` run outlives its client; `stop` ends it for whoever follows it,
+/// in every client dialect, with that dialect's error event carrying the
+/// `stopped` code (README "Error codes"), before the answer is complete.
 #[tokio::test]
 async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
-    let gw = gateway(Dialect::Hai, "on_disconnect = \"keep\"\n").await;
-    let mut r = start(gw, Dialect::Hai, "t-stop").await;
-    let first = events(&read_some(&mut r, 5).await);
-    drop(r);
-    let follower = get(
-        gw,
-        "/chat/t-stop/stream",
-        Some(first.last().unwrap().0.as_deref().unwrap()),
-    )
-    .await;
-    assert_eq!(follower.status(), 200);
-    let stop = reqwest::Client::new()
-        .post(format!("http://{gw}/chat/t-stop/stop"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
-    let rest = events(&follower.bytes().await.unwrap());
-    let last = &rest.last().unwrap().1;
-    assert_eq!(last["type"], "RUN_ERROR", "{last}");
-    assert!(agui_text(&rest).len() < full_long_text().len());
-    let again = reqwest::Client::new()
-        .post(format!("http://{gw}/chat/t-stop/stop"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 404, "nothing runs any more");
+    for dialect in Dialect::ALL {
+        let gw = gateway(dialect, "on_disconnect = \"keep\"\n").await;
+        let thread = format!("t-stop-{dialect}");
+        let mut r = start(gw, dialect, &thread).await;
+        assert_eq!(r.status(), 200, "{dialect}");
+        let first = events(&read_some(&mut r, 5).await);
+        drop(r);
+        let follower = get(
+            gw,
+            &format!("/chat/{thread}/stream"),
+            Some(first.last().unwrap().0.as_deref().unwrap()),
+        )
+        .await;
+        assert_eq!(follower.status(), 200, "{dialect}");
+        let stop = reqwest::Client::new()
+            .post(format!("http://{gw}/chat/{thread}/stop"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stop.status(), 202, "{dialect}");
+        let rest = events(&follower.bytes().await.unwrap());
+
+        let error = error_event(dialect, &rest)
+            .unwrap_or_else(|| panic!("{dialect}: no error event after stop: {rest:?}"));
+        assert_eq!(error["code"], "stopped", "{dialect}: {error}");
+        let last = &rest.last().unwrap().1;
+        match dialect {
+            Dialect::AgUi | Dialect::Hai => assert_eq!(last, &error, "{dialect}: ends with it"),
+            Dialect::Vercel | Dialect::AgKit => {
+                assert_eq!(last, &Value::String("[DONE]".into()), "{dialect}")
+            }
+        }
+        // What the client saw before and after reconnecting is the start of
+        // the answer, cut short by the stop. A Vercel resume replays the
+        // answer from its `start` (README), the others go on after the id.
+        let seen = if dialect == Dialect::Vercel {
+            assert_eq!(rest[0].1["type"], "start", "{dialect}: {rest:?}");
+            rest.clone()
+        } else {
+            let mut seen = first.clone();
+            seen.extend(rest.iter().cloned());
+            seen
+        };
+        let text = native_text(dialect, &seen);
+        let full = full_long_text();
+        assert!(
+            !text.is_empty() && full.starts_with(&text) && text.len() < full.len(),
+            "{dialect}: not a cut prefix of the answer: {text:?}"
+        );
+
+        let again = reqwest::Client::new()
+            .post(format!("http://{gw}/chat/{thread}/stop"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 404, "{dialect}: nothing runs any more");
+    }
 }
 
 #[tokio::test]

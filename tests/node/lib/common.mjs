@@ -1,4 +1,4 @@
-// Shared plumbing for validate-vercel.mjs and validate-agui.mjs: finding the
+// Shared plumbing for the validate-*.mjs scripts: finding the
 // files, the --fixtures copies, id normalisation, snapshots and the summary.
 
 import fs from 'node:fs';
@@ -36,6 +36,14 @@ export function parseName(file, to) {
  */
 export function collectFiles(argv, { to, fixtureDir, selfName, usage }) {
   const args = argv.slice(2);
+  // --dump DIR: every DIR/*.sse, as an adapter's test wrote it (any name).
+  if (args.length === 2 && args[0] === '--dump') {
+    if (!fs.existsSync(args[1]) || !fs.statSync(args[1]).isDirectory()) {
+      console.error(`not a directory: ${args[1]}`);
+      process.exit(2);
+    }
+    return { dir: args[1], fixtures: false, dump: true, cleanup: () => {} };
+  }
   if (args.length !== 1) {
     console.error(usage);
     process.exit(2);
@@ -56,12 +64,16 @@ export function collectFiles(argv, { to, fixtureDir, selfName, usage }) {
   return { dir, fixtures: false, cleanup: () => {} };
 }
 
-export function listFiles(dir, to) {
+export function listFiles(dir, to, { dump = false } = {}) {
+  const dumpName = (f) => {
+    const base = path.basename(f, '.sse');
+    return { base, scenario: base, from: 'dump' };
+  };
   return fs
     .readdirSync(dir)
     .filter((f) => f.endsWith('.sse'))
     .sort()
-    .map((f) => ({ file: path.join(dir, f), name: parseName(f, to) }))
+    .map((f) => ({ file: path.join(dir, f), name: dump ? dumpName(f) : parseName(f, to) }))
     .filter((x) => x.name !== null);
 }
 
@@ -124,7 +136,11 @@ export async function runAll(files, check, cleanup) {
   let passed = 0;
   let failed = 0;
   try {
-    if (files.length === 0) console.log('warning: no matching files');
+    // A validator that saw nothing proved nothing: that is a failure.
+    if (files.length === 0) {
+      failed++;
+      console.log('FAIL no matching files');
+    }
     for (const entry of files) {
       let reason;
       let note;

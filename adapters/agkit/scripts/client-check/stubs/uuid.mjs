@@ -1,1 +1,0 @@
-let n=0; export function v4(){return "conv-"+(++n)}

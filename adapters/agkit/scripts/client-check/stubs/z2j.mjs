@@ -1,1 +1,0 @@
-export function zodToJsonSchema(){return {type:"object"}}

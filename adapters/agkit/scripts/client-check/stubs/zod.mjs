@@ -1,1 +1,0 @@
-export function toJSONSchema(){return {type:"object"}}
