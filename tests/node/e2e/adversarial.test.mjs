@@ -352,7 +352,8 @@ describe('hostile upstreams mid-stream: the client dialect\'s own error, never a
             return undefined;
           }
         })
-        .map((j) => [j?.delta, j?.content, j?.text, j?.output?.content].find((v) => typeof v === 'string') ?? '')
+        // AG-UI/Vercel `delta`, HAI `delta.output.content`, AG-Kit `content`.
+        .map((j) => [j?.delta, j?.delta?.output?.content, j?.content, j?.text].find((v) => typeof v === 'string') ?? '')
         .join('');
       assert.equal((xs.match(/x/g) ?? []).length, TINY_EVENTS, 'every delta reached the client');
     });
