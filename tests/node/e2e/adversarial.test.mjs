@@ -63,6 +63,9 @@ process.env.ADV_UPSTREAM_TOKEN = SECRETS.upstreamToken;
 process.env.ADV_KEY_A = SECRETS.keyA;
 process.env.ADV_KEY_B = SECRETS.keyB;
 process.env.ADV_JWT_SECRET = SECRETS.jwtSecret;
+// The gateway's own crates at debug: the secrets grep then covers what an
+// operator sees when looking closer, not only the default level.
+process.env.BABELGATE_LOG = 'info,babelgate=debug,babelgate_store=debug,babelgate_core=debug';
 const ISSUER = 'adv-issuer';
 const AUDIENCE = 'babelgate-adversarial';
 const now = () => Math.floor(Date.now() / 1000);
