@@ -820,19 +820,22 @@ describe('who may see what: runs and histories belong to the caller\'s credentia
 });
 
 describe('secrets and internals', () => {
-  test('/readyz with the store down: 503 without the store error text', T, async () => {
-    s.deadStore = await gateway('dead-store', (port) =>
-      [
-        `[server]\nlisten = ${toml(`127.0.0.1:${port}`)}\n`,
-        `[store]\nbackend = "redis"\nurl = ${toml(`redis://:${SECRETS.deadRedisPassword}@127.0.0.1:${s.closedPort}`)}\n`,
-        route('/x', 'ag-ui', 'good'),
-      ].join('\n'),
-    );
-    const r = await exchange('readyz dead store', `${s.deadStore.base}/readyz`, { method: 'GET', boundMs: 15_000 });
-    assert.equal(r.status, 503, r.body);
-    assert.ok(!r.body.includes(SECRETS.deadRedisPassword), r.body);
-    assert.doesNotMatch(r.body, /refused|os error|io error|127\.0\.0\.1|redis:\/\/|connect|NOAUTH|WRONGPASS/i, `/readyz tells anyone the store's error: ${r.body}`);
-  });
+  // One store nothing listens on, one that refuses the password: neither
+  // the error nor the URL may reach /readyz, which anyone can call.
+  for (const [what, url] of [
+    ['down', () => `redis://:${SECRETS.deadRedisPassword}@127.0.0.1:${s.closedPort}`],
+    ['refusing the password', () => `redis://:${SECRETS.deadRedisPassword}@127.0.0.1:${s.redis.port}`],
+  ]) {
+    test(`/readyz with the store ${what}: 503 without the store error text`, T, async () => {
+      const gw = await gateway(`store-${what.split(' ')[0]}`, (port) =>
+        [`[server]\nlisten = ${toml(`127.0.0.1:${port}`)}\n`, `[store]\nbackend = "redis"\nurl = ${toml(url())}\n`, route('/x', 'ag-ui', 'good')].join('\n'),
+      );
+      const r = await exchange(`readyz store ${what}`, `${gw.base}/readyz`, { method: 'GET', boundMs: 15_000 });
+      assert.equal(r.status, 503, r.body);
+      assert.ok(!r.body.includes(SECRETS.deadRedisPassword), r.body);
+      assert.doesNotMatch(r.body, /refused|os error|io error|127\.0\.0\.1|redis:\/\/|connect|NOAUTH|WRONGPASS|password|auth/i, `/readyz tells anyone the store's error: ${r.body}`);
+    });
+  }
 });
 
 // Last: every gateway survived, and nothing secret left through any door.
