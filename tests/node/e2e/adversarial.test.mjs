@@ -174,6 +174,10 @@ const scenarios = {
   },
   // A run that goes on (one delta per 100 ms) until the gateway hangs up.
   slow: async (sock, req) => {
+    if (String(req.json?.threadId).startsWith('t-churn-')) {
+      flow.churnOpen = (flow.churnOpen ?? 0) + 1;
+      sock.on('close', () => flow.churnOpen--);
+    }
     sock.write(SSE_HEAD);
     await chunk(sock, aguiPreamble(req));
     for (let i = 0; i < 600 && !sock.destroyed; i++) {
@@ -276,6 +280,7 @@ before(async () => {
       route('/ag-ui/garbage-head', 'ag-ui', 'garbage-head'),
       route('/ag-ui/html-200', 'ag-ui', 'html-200'),
       route('/ag-ui/flood', 'ag-ui', 'flood', 'idle_timeout_ms = 60000\n'),
+      route('/ag-ui/slow', 'ag-ui', 'slow', 'idle_timeout_ms = 10000\n'),
       route('/ag-ui/small-body', 'ag-ui', 'good', 'max_body_bytes = 65536\n'),
       `
 [[routes]]
@@ -656,7 +661,44 @@ describe('oversized everything', () => {
   });
 });
 
-describe('a slow client', () => {
+/** The sum of a Prometheus metric's samples on `gw`'s /metrics. */
+async function metric(gw, name) {
+  const r = await exchange(`${gw.name} metrics`, `${gw.base}/metrics`, { method: 'GET', boundMs: 15_000 });
+  assert.equal(r.status, 200);
+  let sum = 0;
+  let seen = false;
+  for (const m of r.body.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) {
+    sum += Number(m[1]);
+    seen = true;
+  }
+  assert.ok(seen, `no ${name} in /metrics`);
+  return sum;
+}
+
+describe('slow and leaving clients', () => {
+  test('50 clients that leave mid-stream: every upstream let go, no stream left counted', T, async () => {
+    const before = await metric(s.base, 'babelgate_active_streams');
+    for (let batch = 0; batch < 5; batch++) {
+      await Promise.all(
+        Array.from({ length: 10 }, async (_, i) => {
+          const st = await openStream(`churn ${batch}.${i}`, `${s.base.base}/ag-ui/slow`, { body: runBody('ag-ui', `t-churn-${batch}-${i}-${randomBytes(3).toString('hex')}`) });
+          assert.equal(st.status, 200);
+          await st.next((b) => b.includes('hello'), 'the first events');
+          st.cancel();
+        }),
+      );
+    }
+    // Event-driven waits with a bound that only matters on failure.
+    for (let i = 0; i < 150 && flow.churnOpen !== 0; i++) await sleep(100);
+    assert.equal(flow.churnOpen, 0, 'upstream connections stayed open after their clients left');
+    let active = -1;
+    for (let i = 0; i < 150 && active !== before; i++) {
+      active = await metric(s.base, 'babelgate_active_streams');
+      if (active !== before) await sleep(100);
+    }
+    assert.equal(active, before, 'streams whose clients left are still counted as active');
+  });
+
   test('reads nothing of a 50 MB answer: the upstream is paused and gateway memory stays bounded', T, async () => {
     const pid = s.base.proc.child.pid;
     const before = rssBytes(pid);
