@@ -442,7 +442,7 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 fn position(src: &str, offset: usize) -> (usize, usize) {
-    let before = &src[..offset.min(src.len())];
+    let before = src.get(..offset).unwrap_or(src);
     let line = before.matches('\n').count() + 1;
     let column = before
         .rfind('\n')
@@ -510,18 +510,17 @@ impl Collector<'_> {
         let src = v.get_ref();
         let mut out = String::with_capacity(src.len());
         let mut rest = src.as_str();
-        while let Some(i) = rest.find('$') {
-            out.push_str(&rest[..i]);
-            rest = &rest[i + 1..];
+        while let Some((before, after)) = rest.split_once('$') {
+            out.push_str(before);
+            rest = after;
             if let Some(r) = rest.strip_prefix('$') {
                 out.push('$');
                 rest = r;
             } else if let Some(r) = rest.strip_prefix('{') {
-                let Some(end) = r.find('}') else {
+                let Some((name, after)) = r.split_once('}') else {
                     self.at(v, format!("{key}: `${{` without a closing `}}`"));
                     return None;
                 };
-                let name = &r[..end];
                 match env(name) {
                     Some(val) => out.push_str(&val),
                     None => {
@@ -532,7 +531,7 @@ impl Collector<'_> {
                         return None;
                     }
                 }
-                rest = &r[end + 1..];
+                rest = after;
             } else {
                 out.push('$');
             }
@@ -799,9 +798,10 @@ impl Config {
             src,
             errors: Vec::new(),
         };
+        let default_listen = SocketAddr::from(([127, 0, 0, 1], 8080));
         let listen = match &raw.server.listen {
             Some(l) => c.addr(l, "server.listen"),
-            None => Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            None => Some(default_listen),
         };
         let store = match &raw.store {
             None => Store::default(),
@@ -1090,7 +1090,8 @@ impl Config {
             return Err(c.errors);
         }
         Ok(Config {
-            listen: listen.expect("checked"),
+            // `None` only with an error recorded above.
+            listen: listen.unwrap_or(default_listen),
             tls,
             request_read_timeout: Duration::from_millis(
                 raw.server

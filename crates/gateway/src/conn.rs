@@ -8,13 +8,20 @@
 //! the connection is closed after `keepalive_timeout`, or after
 //! `request_read_timeout` from the first byte of a next HTTP/1 request that
 //! never completes. A request's body must arrive by its [`ReadDeadline`].
+//!
+//! A plain HTTP/1 client caught mid-head is told why before the close: the
+//! watchdog asks [`Watched`] to write a 408 `request_timeout` on the socket
+//! and then end the read side, so hyper (which owns the socket and answers
+//! an incomplete head with nothing) sees the end of its input.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
@@ -47,6 +54,11 @@ struct Inner {
     /// First byte read since the connection went idle (the start of a next
     /// HTTP/1 request head).
     byte_since_idle: Option<Instant>,
+    /// Bytes of a request head have arrived and its head is not complete
+    /// (the first request's bytes count too).
+    mid_head: bool,
+    /// The connection's first bytes were the start of the HTTP/2 preface.
+    h2_preface: bool,
 }
 
 /// Why the watchdog closed a connection.
@@ -63,6 +75,10 @@ pub(crate) struct ConnState {
     inner: Mutex<Inner>,
     changed: Notify,
     timeouts: Timeouts,
+    /// Set by the watchdog: [`Watched`] writes the 408 and ends the reads.
+    answer_timeout: AtomicBool,
+    /// The task reading the socket, woken to write that answer.
+    reader: AtomicWaker,
 }
 
 impl ConnState {
@@ -76,9 +92,13 @@ impl ConnState {
                 active: 0,
                 idle_since: now,
                 byte_since_idle: None,
+                mid_head: false,
+                h2_preface: false,
             }),
             changed: Notify::new(),
             timeouts,
+            answer_timeout: AtomicBool::new(false),
+            reader: AtomicWaker::new(),
         })
     }
 
@@ -126,6 +146,7 @@ impl ConnState {
         i.requests += 1;
         i.active += 1;
         i.byte_since_idle = None;
+        i.mid_head = false;
         drop(i);
         self.changed.notify_one();
         (
@@ -134,13 +155,32 @@ impl ConnState {
         )
     }
 
-    fn read_some(&self) {
+    fn read_some(&self, first: &[u8]) {
         let mut i = self.lock();
+        if i.active == 0 && !i.mid_head {
+            i.mid_head = true;
+            let n = first.len().min(H2_PREFACE.len());
+            if i.requests == 0 && first.get(..n) == H2_PREFACE.get(..n) {
+                i.h2_preface = true;
+            }
+        }
         if i.active == 0 && i.byte_since_idle.is_none() && i.requests > 0 {
             i.byte_since_idle = Some(Instant::now());
             drop(i);
             self.changed.notify_one();
         }
+    }
+
+    /// Whether an HTTP/1 request head is half in: the client can be told 408.
+    pub fn mid_http1_head(&self) -> bool {
+        let i = self.lock();
+        i.active == 0 && i.mid_head && !i.http2 && !i.h2_preface
+    }
+
+    /// Has [`Watched`] write a 408 `request_timeout` and then end the reads.
+    pub fn answer_timeout(&self) {
+        self.answer_timeout.store(true, Ordering::Release);
+        self.reader.wake();
     }
 }
 
@@ -165,24 +205,61 @@ impl Drop for ActiveRequest {
 pub(crate) struct Watched<T> {
     io: T,
     state: Arc<ConnState>,
+    /// How much of [`TIMEOUT_ANSWER`] is written.
+    answered: usize,
 }
 
 impl<T> Watched<T> {
     pub fn new(io: T, state: Arc<ConnState>) -> Self {
-        Watched { io, state }
+        Watched {
+            io,
+            state,
+            answered: 0,
+        }
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+/// How an HTTP/2 (prior knowledge) connection starts.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What a client whose request head did not arrive in time is told.
+const TIMEOUT_ANSWER: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: 99\r\nconnection: close\r\n\r\n{\"error\":{\"type\":\"client\",\"code\":\"request_timeout\",\"message\":\"the request did not arrive in time\"}}";
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Watched<T> {
+    /// Writes the 408, then reports the end of input (whatever happens to
+    /// the write: the connection is being dropped either way).
+    fn poll_answer_timeout(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while let Some(rest) = TIMEOUT_ANSWER
+            .get(self.answered..)
+            .filter(|r| !r.is_empty())
+        {
+            match Pin::new(&mut self.io).poll_write(cx, rest) {
+                Poll::Ready(Ok(n)) if n > 0 => self.answered += n,
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        match Pin::new(&mut self.io).poll_flush(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(_) => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        if self.state.answer_timeout.load(Ordering::Acquire) {
+            return self.poll_answer_timeout(cx);
+        }
+        self.state.reader.register(cx.waker());
         let before = buf.filled().len();
         let r = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.state.read_some();
+        if let Some(new) = buf.filled().get(before..).filter(|b| !b.is_empty()) {
+            self.state.read_some(new);
         }
         r
     }
@@ -322,12 +399,36 @@ mod tests {
             Some((idle_at + Duration::from_secs(60), Expired::Idle))
         );
         tokio::time::advance(Duration::from_secs(5)).await;
-        s.read_some();
+        s.read_some(b"G");
         assert_eq!(
             s.deadline(),
             Some((Instant::now() + Duration::from_secs(10), Expired::Read)),
             "a next HTTP/1 head has 10 s from its first byte"
         );
+    }
+
+    #[test]
+    fn the_timeout_answer_is_well_formed() {
+        let text = std::str::from_utf8(TIMEOUT_ANSWER).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "request_timeout");
+    }
+
+    #[test]
+    fn a_partial_http2_preface_is_not_an_http1_head() {
+        let s = state();
+        s.read_some(b"PR");
+        assert!(!s.mid_http1_head());
+        let s = state();
+        s.read_some(b"POST /x HTTP/1.1\r\n");
+        assert!(s.mid_http1_head());
+        let (g, _) = s.begin(false);
+        assert!(!s.mid_http1_head(), "a whole head");
+        drop(g);
+        s.read_some(b"G");
+        assert!(s.mid_http1_head(), "the next request's head");
     }
 
     #[tokio::test(start_paused = true)]
@@ -336,7 +437,7 @@ mod tests {
         let (g, _) = s.begin(true);
         drop(g);
         let idle_at = Instant::now();
-        s.read_some();
+        s.read_some(b"\0");
         assert_eq!(
             s.deadline(),
             Some((idle_at + Duration::from_secs(60), Expired::Idle))

@@ -273,7 +273,8 @@ impl Script {
             .char_indices()
             .nth(args.chars().count() / 2)
             .map_or(0, |(i, _)| i);
-        for piece in [&args[..cut], &args[cut..]] {
+        let (head, tail) = args.split_at_checked(cut).unwrap_or((args, ""));
+        for piece in [head, tail] {
             self.push(EventKind::ToolCallArgs {
                 tool_call_id: id.clone(),
                 delta: piece.into(),

@@ -77,8 +77,8 @@ impl GatewayError {
             "code": self.code,
             "message": self.message,
         });
-        if let Some(f) = &self.field {
-            error["field"] = json!(f);
+        if let (Some(f), Some(obj)) = (&self.field, error.as_object_mut()) {
+            obj.insert("field".into(), json!(f));
         }
         let mut resp = json_response(self.status, &json!({ "error": error }));
         if self.status == StatusCode::UNAUTHORIZED {

@@ -1,4 +1,15 @@
 //! The babelgate gateway: routes, server, store and the `babelgate` CLI.
+// Nothing reachable from input may panic: no indexing, slicing, unwrap or
+// expect outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 #![forbid(unsafe_code)]
 
 pub mod access;

@@ -1,4 +1,14 @@
 //! `babelgate`: serve routes, translate captured streams, run the demo agent.
+// As in the library: nothing reachable from input may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 #![forbid(unsafe_code)]
 
 use std::io::{self, Read, Write};
@@ -179,7 +189,7 @@ fn translate(
                 return ExitCode::from(1);
             }
         };
-        let r = tr.push(&buf[..n], &mut out);
+        let r = tr.push(buf.get(..n).unwrap_or_default(), &mut out);
         if write_out(&mut stdout, &mut out).is_err() {
             return ExitCode::from(1); // the reader went away (broken pipe)
         }
@@ -206,6 +216,9 @@ fn write_out(w: &mut impl Write, out: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
+// Argued exception: at startup, before any input; a process that cannot
+// build its runtime has nothing better to do than stop with the reason.
+#[allow(clippy::expect_used)]
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -97,9 +97,10 @@ impl Recorder {
         let mut ids = ids.into_iter();
         for (range, logged) in spans {
             let id = if logged { ids.next() } else { None };
+            let event = out.get(range).unwrap_or_default();
             match id {
-                Some(id) => with_id(id, &out[range], client),
-                None => client.extend_from_slice(&out[range]),
+                Some(id) => with_id(id, event, client),
+                None => client.extend_from_slice(event),
             }
         }
     }

@@ -229,7 +229,7 @@ impl Gateway {
                 let state = ConnState::new(timeouts);
                 let io = conn::Watched::new(stream, state.clone());
                 match tls {
-                    None => gw.serve_connection(io, state, peer, closing).await,
+                    None => gw.serve_connection(io, state, peer, closing, true).await,
                     Some(acceptor) => {
                         // The handshake counts against the first request's time.
                         let deadline = tokio::time::Instant::now() + timeouts.read;
@@ -238,7 +238,7 @@ impl Gateway {
                             () = closing.cancelled() => return,
                         };
                         match tls {
-                            Ok(Ok(s)) => gw.serve_connection(s, state, peer, closing).await,
+                            Ok(Ok(s)) => gw.serve_connection(s, state, peer, closing, false).await,
                             Ok(Err(e)) => {
                                 tracing::debug!(error = %e, %peer, "TLS handshake failed");
                             }
@@ -266,6 +266,9 @@ impl Gateway {
         state: Arc<ConnState>,
         peer: SocketAddr,
         closing: CancellationToken,
+        // The socket is the connection (no TLS above it): a 408 can be
+        // written on it.
+        plain: bool,
     ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -325,6 +328,12 @@ impl Gateway {
                             if why == Expired::Read {
                                 self.metrics.rejected("request_timeout");
                                 tracing::debug!(%peer, "no whole request in time: connection closed");
+                                if plain && state.mid_http1_head() {
+                                    // Told why, then closed: hyper ends
+                                    // once the 408 is out (1 s at most).
+                                    state.answer_timeout();
+                                    let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
+                                }
                             }
                             break;
                         }
@@ -496,7 +505,13 @@ impl Gateway {
                 Ok(a) => a,
                 Err(limits::Refused(resp)) => return Ok((rp, *resp)),
             };
-            let client = routes.clients.get(&route.path).expect("a client per route");
+            let Some(client) = routes.clients.get(&route.path) else {
+                // Routes::build makes one per route.
+                return Err((
+                    rp,
+                    GatewayError::internal("no upstream client for the route"),
+                ));
+            };
             return self
                 .proxy(route, client, req, request_id, started, &caller)
                 .await
@@ -999,7 +1014,7 @@ fn upstream_request(dialect: Dialect, run: &RunRequest) -> RunRequest {
             .iter()
             .rposition(|m| m.role == Role::Assistant)
             .map_or(0, |i| i + 1);
-        up.messages = run.messages[start..].to_vec();
+        up.messages = run.messages.get(start..).unwrap_or_default().to_vec();
     }
     up
 }

@@ -179,7 +179,8 @@ async fn part_of_the_http2_preface_is_dropped() {
     let (gw, _) = gateway(&format!("{SHORT_READ}{}", route(demo_agent().await, ""))).await;
     let mut s = TcpStream::connect(gw).await.unwrap();
     s.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
-    until_closed(&mut s).await;
+    let answer = until_closed(&mut s).await;
+    assert_eq!(answer, "", "no HTTP/1 answer to an HTTP/2 client");
 }
 
 #[tokio::test]
@@ -194,13 +195,35 @@ async fn an_http2_connection_that_opens_no_stream_is_dropped() {
 }
 
 #[tokio::test]
-async fn a_partial_head_is_dropped() {
+async fn a_partial_head_gets_408_and_the_connection_closes() {
     let (gw, _) = gateway(&format!("{SHORT_READ}{}", route(demo_agent().await, ""))).await;
     let mut s = TcpStream::connect(gw).await.unwrap();
     s.write_all(b"POST /chat HTTP/1.1\r\nhost: x\r\n")
         .await
         .unwrap();
-    until_closed(&mut s).await;
+    let answer = until_closed(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["error"]["code"], "request_timeout");
+}
+
+#[tokio::test]
+async fn a_partial_second_head_on_a_keep_alive_connection_gets_408() {
+    let (gw, _) = gateway(&format!("{SHORT_READ}{}", route(demo_agent().await, ""))).await;
+    let mut s = TcpStream::connect(gw).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = [0u8; 12];
+    s.read_exact(&mut first).await.unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    // Read the rest of the first answer only as the second head stalls.
+    s.write_all(b"GET /hea").await.unwrap();
+    let answer = until_closed(&mut s).await;
+    let second = answer.split("HTTP/1.1 ").nth(1).unwrap_or_default();
+    assert!(second.starts_with("408 "), "{answer}");
+    assert!(second.contains("request_timeout"), "{answer}");
 }
 
 #[tokio::test]

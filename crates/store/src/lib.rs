@@ -105,6 +105,17 @@
 //! fails until it is up. Redis without persistence loses everything on a
 //! restart: logs then answer [`StoreError::UnknownRun`], owners get
 //! [`StoreError::UnknownRun`] on their next append or renew.
+// Nothing reachable from input may panic: no indexing, slicing, unwrap or
+// expect outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 #![forbid(unsafe_code)]
 
 pub mod limits;
@@ -420,8 +431,11 @@ pub(crate) fn encode_messages(messages: &[Message]) -> Result<Vec<Vec<u8>>, Stor
 pub(crate) fn excess<T: AsRef<[u8]>>(items: &[T], max_bytes: usize) -> usize {
     let mut total: usize = items.iter().map(|i| i.as_ref().len()).sum();
     let mut drop = 0;
-    while total > max_bytes && drop < items.len() {
-        total -= items[drop].as_ref().len();
+    for item in items {
+        if total <= max_bytes {
+            break;
+        }
+        total -= item.as_ref().len();
         drop += 1;
     }
     drop
@@ -433,7 +447,7 @@ pub(crate) fn encode_input(messages: &[Message], max_bytes: usize) -> Result<Vec
     let items = encode_messages(messages)?;
     // Brackets and commas: one byte per item, at most, beside the items.
     let budget = max_bytes.saturating_sub(1 + items.len());
-    let kept = &items[excess(&items, budget)..];
+    let kept = items.get(excess(&items, budget)..).unwrap_or_default();
     let mut out = Vec::with_capacity(kept.iter().map(Vec::len).sum::<usize>() + kept.len() + 1);
     out.push(b'[');
     for (i, item) in kept.iter().enumerate() {

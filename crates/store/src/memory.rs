@@ -424,7 +424,7 @@ impl RunLog for MemoryRunLog {
             return Err(StoreError::UnknownRun(run_id.to_string()));
         };
         let mut added = 0;
-        for (id, d) in ids[first..].iter().zip(data) {
+        for (id, d) in ids.iter().skip(first).zip(data) {
             added += d.len();
             run.entries.push_back((*id, d));
         }
