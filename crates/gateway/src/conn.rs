@@ -38,6 +38,15 @@ pub struct ReadDeadline(pub Instant);
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub std::net::SocketAddr);
 
+/// The client's address, as the accept loop or the embedding server set it
+/// (unspecified without it: every caller without a bearer then shares one
+/// per-address limit).
+pub fn peer_of<B>(req: &http::Request<B>) -> std::net::SocketAddr {
+    req.extensions()
+        .get::<PeerAddr>()
+        .map_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0)
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timeouts {
     pub read: Duration,

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod body;
 pub mod config;
 pub mod conn;
 pub mod demo;

@@ -2,21 +2,27 @@
 //! instance), and `[routes.rate_limit]` (requests per second and concurrent
 //! streams per caller, shared by instances through the Redis store).
 //!
-//! An admitted stream holds an [`Admitted`] until its response body is
-//! dropped; a refused one gets 503/429 with `retry-after`.
+//! [`StreamLimitLayer`] puts them in front of any service answering a
+//! stream: an admitted stream holds an [`Admitted`] until its response body
+//! is dropped; a refused one gets 503/429 with `retry-after` and never
+//! reaches the service (its body is not even read).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use babelgate_store::Limiter;
-use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
 
 use crate::access::Caller;
-use crate::config::Route;
+use crate::config::{RateLimit, Route};
+use crate::conn::peer_of;
 use crate::error::{Body, GatewayError};
 use crate::metrics::Metrics;
 
@@ -51,6 +57,7 @@ pub fn caller_key(headers: &HeaderMap, peer: SocketAddr) -> String {
     }
 }
 
+#[derive(Clone)]
 pub struct Limits {
     limiter: Arc<dyn Limiter>,
     /// Streams open per route path in this instance.
@@ -70,16 +77,16 @@ impl Limits {
         }
     }
 
-    /// Lets a new stream on `route` in, or says why not.
+    /// Lets a new stream under `policy` in, or says why not.
     pub async fn admit(
         &self,
-        route: &Route,
+        policy: &Policy,
         caller: &Caller,
         headers: &HeaderMap,
         peer: SocketAddr,
     ) -> Result<Admitted, Refused> {
-        let slot = self.route_slot(route)?;
-        let Some(rl) = &route.rate_limit else {
+        let slot = self.route_slot(policy)?;
+        let Some(rl) = &policy.rate_limit else {
             return Ok(Admitted { slot, lease: None });
         };
         // An authenticated caller is its credential's owner (all tokens of
@@ -90,7 +97,7 @@ impl Limits {
         } else {
             caller.owner.clone()
         };
-        let key = format!("{}|{caller}", route.path);
+        let key = format!("{}|{caller}", policy.path);
         if let Some(per_s) = rl.requests_per_s {
             match self.limiter.take(&key, per_s, rl.burst).await {
                 Ok(None) => {}
@@ -131,7 +138,7 @@ impl Limits {
         Ok(Admitted { slot, lease })
     }
 
-    fn route_slot(&self, route: &Route) -> Result<Option<RouteSlot>, Refused> {
+    fn route_slot(&self, route: &Policy) -> Result<Option<RouteSlot>, Refused> {
         if route.max_streams == 0 {
             return Ok(None);
         }
@@ -172,6 +179,105 @@ impl Limits {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         Refused(Box::new(resp))
+    }
+}
+
+/// The limits one route's streams are held to.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The route's path: `max_streams` and callers are counted per route.
+    pub path: String,
+    /// Streams open at once in this instance; 0: not limited.
+    pub max_streams: usize,
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl Policy {
+    pub fn of(route: &Route) -> Policy {
+        Policy {
+            path: route.path.clone(),
+            max_streams: route.max_streams,
+            rate_limit: route.rate_limit.clone(),
+        }
+    }
+}
+
+/// A route's stream limits as a tower layer: `max_streams` (503
+/// `route_busy`) and the caller's rate and concurrent streams (429
+/// `rate_limited` / `too_many_streams`), all with `retry-after`.
+///
+/// The caller is the request's [`Caller`] extension (set by auth), else its
+/// bearer digest or its [`PeerAddr`]. The inner service's response carries
+/// the stream's slots until its body is dropped.
+#[derive(Clone)]
+pub struct StreamLimitLayer {
+    limits: Limits,
+    policy: Arc<Policy>,
+}
+
+impl StreamLimitLayer {
+    pub fn new(limits: Limits, policy: Policy) -> Self {
+        StreamLimitLayer {
+            limits,
+            policy: Arc::new(policy),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for StreamLimitLayer {
+    type Service = StreamLimit<S>;
+
+    fn layer(&self, inner: S) -> StreamLimit<S> {
+        StreamLimit {
+            inner,
+            limits: self.limits.clone(),
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// The service [`StreamLimitLayer`] makes.
+#[derive(Clone)]
+pub struct StreamLimit<S> {
+    inner: S,
+    limits: Limits,
+    policy: Arc<Policy>,
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+impl<S, B> tower::Service<Request<B>> for StreamLimit<S>
+where
+    S: tower::Service<Request<B>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    B: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Response<Body>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The service polled ready is the one to call; a clone takes its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let (limits, policy) = (self.limits.clone(), self.policy.clone());
+        Box::pin(async move {
+            let caller = req
+                .extensions()
+                .get::<Caller>()
+                .cloned()
+                .unwrap_or_default();
+            let peer = peer_of(&req);
+            match limits.admit(&policy, &caller, req.headers(), peer).await {
+                Err(Refused(resp)) => Ok(*resp),
+                Ok(admitted) => inner.call(req).await.map(|r| admitted.attach(r)),
+            }
+        })
     }
 }
 
@@ -282,5 +388,80 @@ mod tests {
         assert_ne!(caller_key(&h, peer), k);
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
         assert_eq!(caller_key(&h, peer), "ip:10.1.2.3");
+    }
+
+    fn layer(policy: Policy) -> StreamLimitLayer {
+        let limiter: Arc<dyn Limiter> = Arc::new(babelgate_store::MemoryLimiter::default());
+        StreamLimitLayer::new(Limits::new(limiter, Arc::default()), policy)
+    }
+
+    /// Any service answering a stream, here one whose body is empty.
+    fn streams() -> tower::util::ServiceFn<
+        fn(Request<()>) -> std::future::Ready<Result<Response<Body>, std::convert::Infallible>>,
+    > {
+        tower::service_fn(|_| std::future::ready(Ok(Response::new(crate::error::full("")))))
+    }
+
+    #[tokio::test]
+    async fn the_layer_holds_max_streams_until_the_body_is_dropped() {
+        use tower::{Layer, ServiceExt};
+        let svc = layer(Policy {
+            path: "/chat".into(),
+            max_streams: 1,
+            rate_limit: None,
+        })
+        .layer(streams());
+        let first = svc.clone().oneshot(Request::new(())).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        let refused = svc.clone().oneshot(Request::new(())).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        drop(first);
+        let again = svc.oneshot(Request::new(())).await.unwrap();
+        assert_eq!(again.status(), StatusCode::OK, "the slot came back");
+    }
+
+    #[tokio::test]
+    async fn the_layer_counts_an_authenticated_caller_by_its_owner() {
+        use tower::{Layer, ServiceExt};
+        let svc = layer(Policy {
+            path: "/chat".into(),
+            max_streams: 0,
+            rate_limit: Some(RateLimit {
+                requests_per_s: None,
+                burst: 1,
+                concurrent_streams: Some(1),
+            }),
+        })
+        .layer(streams());
+        let as_owner = |owner: &str, token: &'static str| {
+            let mut r = Request::new(());
+            r.extensions_mut().insert(Caller {
+                owner: owner.into(),
+            });
+            r.headers_mut()
+                .insert(header::AUTHORIZATION, HeaderValue::from_static(token));
+            r
+        };
+        let held = svc
+            .clone()
+            .oneshot(as_owner("jwt:a", "Bearer one"))
+            .await
+            .unwrap();
+        assert_eq!(held.status(), StatusCode::OK);
+        // Another token of the same subject is the same caller.
+        let r = svc
+            .clone()
+            .oneshot(as_owner("jwt:a", "Bearer two"))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        let r = svc.oneshot(as_owner("jwt:b", "Bearer one")).await.unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::OK,
+            "another owner has its own slots"
+        );
+        drop(held);
     }
 }

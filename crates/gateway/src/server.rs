@@ -33,10 +33,11 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::access;
+use crate::body::ReadBodyLayer;
 use crate::config::{Backend, Config, OnDisconnect, Route};
 use crate::conn::{self, ConnState, Expired, Timeouts};
 use crate::error::{json_response, Body, GatewayError};
-use crate::limits::{self, Limits};
+use crate::limits::{self, Limits, StreamLimitLayer};
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
@@ -44,6 +45,7 @@ use babelgate_store::{
     run_key, EventId, MemoryConfig, MemoryConversationStore, MemoryRunLog, RunOutcome, RunWriter,
     StoreConfig, StoreError, Stores,
 };
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 /// A request body, boxed: hyper's from the accept loop, anyone's through
 /// [`Gateway::into_service`].
@@ -79,6 +81,10 @@ impl Routes {
             clients.insert(r.path.clone(), client);
         }
         Ok(Routes { config, clients })
+    }
+
+    fn route_and_client(&self, path: &str) -> Option<(&Route, &reqwest::Client)> {
+        Some((self.config.route(path)?, self.clients.get(path)?))
     }
 }
 
@@ -372,7 +378,7 @@ impl Gateway {
 
     /// Answers one request, whatever body type it comes with (hyper's, or
     /// axum's when mounted with [`Gateway::into_service`]).
-    pub async fn handle<B>(&self, req: Request<B>, peer: SocketAddr) -> Response<Body>
+    pub async fn handle<B>(self: &Arc<Self>, req: Request<B>, peer: SocketAddr) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
@@ -381,7 +387,11 @@ impl Gateway {
             .await
     }
 
-    async fn handle_boxed(&self, mut req: Request<ReqBody>, peer: SocketAddr) -> Response<Body> {
+    async fn handle_boxed(
+        self: &Arc<Self>,
+        mut req: Request<ReqBody>,
+        peer: SocketAddr,
+    ) -> Response<Body> {
         req.extensions_mut().insert(conn::PeerAddr(peer));
         let started = tokio::time::Instant::now();
         let method = req.method().clone();
@@ -432,9 +442,9 @@ impl Gateway {
 
     /// The response, and the route it was for (for metrics and CORS).
     async fn route_request(
-        &self,
-        routes: &Routes,
-        req: Request<ReqBody>,
+        self: &Arc<Self>,
+        routes: &Arc<Routes>,
+        mut req: Request<ReqBody>,
         request_id: &str,
         started: tokio::time::Instant,
     ) -> Result<(Option<String>, Response<Body>), (Option<String>, GatewayError)> {
@@ -497,25 +507,38 @@ impl Gateway {
                 Ok(c) => c,
                 Err(e) => return Err((rp, e)),
             };
-            let admitted = match self
-                .limits
-                .admit(route, &caller, req.headers(), peer_of(&req))
-                .await
-            {
-                Ok(a) => a,
-                Err(limits::Refused(resp)) => return Ok((rp, *resp)),
+            req.extensions_mut().insert(caller.clone());
+            // The limits, then the body, then the upstream: each a layer.
+            let proxy = {
+                let (gw, routes) = (self.clone(), routes.clone());
+                let (path, request_id) = (route.path.clone(), request_id.to_string());
+                tower::service_fn(move |req: Request<Bytes>| {
+                    let (gw, routes, path) = (gw.clone(), routes.clone(), path.clone());
+                    let (request_id, caller) = (request_id.clone(), caller.clone());
+                    async move {
+                        let Some((route, client)) = routes.route_and_client(&path) else {
+                            // Routes::build makes one client per route.
+                            return Err(GatewayError::internal("no upstream client for the route"));
+                        };
+                        gw.proxy(route, client, req, &request_id, started, &caller)
+                            .await
+                    }
+                })
             };
-            let Some(client) = routes.clients.get(&route.path) else {
-                // Routes::build makes one per route.
-                return Err((
-                    rp,
-                    GatewayError::internal("no upstream client for the route"),
-                ));
-            };
-            return self
-                .proxy(route, client, req, request_id, started, &caller)
+            let stack = ServiceBuilder::new()
+                .layer(StreamLimitLayer::new(
+                    self.limits.clone(),
+                    limits::Policy::of(route),
+                ))
+                .layer(ReadBodyLayer::new(
+                    route.max_body_bytes,
+                    routes.config.request_read_timeout,
+                    self.metrics.clone(),
+                ))
+                .service(proxy);
+            return boxed(stack.oneshot(req))
                 .await
-                .map(|r| (rp.clone(), admitted.attach(r)))
+                .map(|r| (rp.clone(), r))
                 .map_err(|e| (rp, e));
         }
         // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
@@ -549,17 +572,24 @@ impl Gateway {
             let r = match action {
                 SubAction::Stream => {
                     // A resumed stream is a client stream like the first.
-                    let admitted = match self
-                        .limits
-                        .admit(route, &caller, req.headers(), peer_of(&req))
-                        .await
-                    {
-                        Ok(a) => a,
-                        Err(limits::Refused(resp)) => return Ok((rp, *resp)),
+                    req.extensions_mut().insert(caller.clone());
+                    let resume = {
+                        let (gw, routes) = (self.clone(), routes.clone());
+                        let (path, conversation) = (route.path.clone(), caller.scoped(id));
+                        tower::service_fn(move |req: Request<ReqBody>| {
+                            let (gw, routes) = (gw.clone(), routes.clone());
+                            let (path, conversation) = (path.clone(), conversation.clone());
+                            async move {
+                                let Some(route) = routes.config.route(&path) else {
+                                    return Err(GatewayError::internal("the route went away"));
+                                };
+                                gw.resume(route, &conversation, req.headers()).await
+                            }
+                        })
                     };
-                    self.resume(route, &caller.scoped(id), req.headers())
-                        .await
-                        .map(|r| admitted.attach(r))
+                    let svc = StreamLimitLayer::new(self.limits.clone(), limits::Policy::of(route))
+                        .layer(resume);
+                    boxed(svc.oneshot(req)).await
                 }
                 SubAction::Stop => self.stop(route, &caller.scoped(id), id).await,
             };
@@ -579,33 +609,13 @@ impl Gateway {
         &self,
         route: &Route,
         client: &reqwest::Client,
-        req: Request<ReqBody>,
+        req: Request<Bytes>,
         request_id: &str,
         started: tokio::time::Instant,
         caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
         let forwarded = access::forwarded(route, req.headers());
-        let read_timeout = self.routes.load().config.request_read_timeout;
-        let deadline = match req.extensions().get::<conn::ReadDeadline>() {
-            Some(d) => d.0,
-            None => started + read_timeout,
-        };
-        let body = match tokio::time::timeout_at(
-            deadline,
-            read_body(req.into_body(), route.max_body_bytes),
-        )
-        .await
-        {
-            Ok(body) => body?,
-            Err(_) => {
-                self.metrics.rejected("request_timeout");
-                return Err(GatewayError::client(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "request_timeout",
-                    "the request body did not arrive in time",
-                ));
-            }
-        };
+        let body = req.into_body();
         let mut ids = IdGen::default();
         let mut run = registry::requests(route.client)
             .parse_request(&body)
@@ -890,11 +900,12 @@ impl Gateway {
     }
 }
 
-/// The client's address, as the accept loop or the embedding server set it.
-fn peer_of<B>(req: &Request<B>) -> SocketAddr {
-    req.extensions()
-        .get::<conn::PeerAddr>()
-        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0)
+/// A layered service's future, boxed where its types are concrete (the
+/// compiler cannot prove a deeply generic one `Send` from the caller).
+fn boxed<'a, T>(
+    f: impl std::future::Future<Output = T> + Send + 'a,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>> {
+    Box::pin(f)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1099,31 +1110,6 @@ async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String 
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
-}
-
-/// Reads a request body, refusing it as soon as it passes `limit`.
-async fn read_body(mut body: ReqBody, limit: usize) -> Result<Bytes, GatewayError> {
-    let mut got = bytes::BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            GatewayError::client(
-                StatusCode::BAD_REQUEST,
-                "body_read_failed",
-                format!("reading the request body failed: {e}"),
-            )
-        })?;
-        if let Ok(data) = frame.into_data() {
-            if got.len().saturating_add(data.len()) > limit {
-                return Err(GatewayError::client(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    format!("request body is larger than {limit} bytes"),
-                ));
-            }
-            got.extend_from_slice(&data);
-        }
-    }
-    Ok(got.freeze())
 }
 
 /// The translator of a proxied stream. Only a client dialect whose history

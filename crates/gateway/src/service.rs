@@ -8,7 +8,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -16,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 
-use crate::conn::PeerAddr;
+use crate::conn::peer_of;
 use crate::error::Body;
 use crate::server::{BoxError, Gateway};
 
@@ -26,7 +25,7 @@ pub struct GatewayService(Arc<Gateway>);
 
 impl Gateway {
     /// This gateway as a `tower::Service`. The client address used for
-    /// per-address rate limits is the request's [`PeerAddr`] extension
+    /// per-address rate limits is the request's [`crate::conn::PeerAddr`] extension
     /// (unspecified without it: every caller without a bearer then shares
     /// one limit).
     pub fn into_service(self: Arc<Self>) -> GatewayService {
@@ -49,10 +48,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let gw = self.0.clone();
-        let peer = req
-            .extensions()
-            .get::<PeerAddr>()
-            .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0);
+        let peer = peer_of(&req);
         Box::pin(async move { Ok(gw.handle(req, peer).await) })
     }
 }
