@@ -395,10 +395,10 @@ mod tests {
         StreamLimitLayer::new(Limits::new(limiter, Arc::default()), policy)
     }
 
+    type Answer = std::future::Ready<Result<Response<Body>, std::convert::Infallible>>;
+
     /// Any service answering a stream, here one whose body is empty.
-    fn streams() -> tower::util::ServiceFn<
-        fn(Request<()>) -> std::future::Ready<Result<Response<Body>, std::convert::Infallible>>,
-    > {
+    fn streams() -> tower::util::ServiceFn<fn(Request<()>) -> Answer> {
         tower::service_fn(|_| std::future::ready(Ok(Response::new(crate::error::full("")))))
     }
 
