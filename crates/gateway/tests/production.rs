@@ -914,7 +914,7 @@ async fn tls_on_the_listener() {
     std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
     std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
     let toml = format!(
-        "[server]\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n{}",
+        "[server]\nrequest_read_timeout_ms = 3000\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n{}",
         route("/chat", Dialect::AgUi, agent, Dialect::AgUi)
     );
     let config = Config::parse_with(&toml, &dir, &|_| None).unwrap();
@@ -951,6 +951,23 @@ async fn tls_on_the_listener() {
     let resp = String::from_utf8_lossy(&resp);
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("RUN_FINISHED"), "{resp}");
+
+    // A half head over TLS is closed at the deadline, unanswered: no
+    // plain-text 408 inside the TLS stream (the client would read garbage).
+    let tcp = TcpStream::connect(gw).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(b"POST /chat HTTP/1.1\r\nhost: localhost\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), tls.read_to_end(&mut got))
+        .await
+        .expect("closed at the read deadline");
+    match read {
+        Ok(_) => assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got)),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}"),
+    }
 }
 
 // ---- 8. observability -------------------------------------------------------------
