@@ -97,7 +97,7 @@ let runSeq = 0;
 function aguiBody(messages) {
   runSeq += 1;
   return {
-    threadId: 'thread-oracle',
+    threadId: 'conv-oracle',
     runId: `run-${runSeq}`,
     state: {},
     messages,
@@ -107,7 +107,7 @@ function aguiBody(messages) {
   };
 }
 function vercelBody(messages, messageId) {
-  const b = { id: 'chat-oracle', messages, trigger: 'submit-message' };
+  const b = { id: 'conv-oracle', messages, trigger: 'submit-message' };
   if (messageId) b.messageId = messageId;
   return b;
 }
@@ -134,7 +134,7 @@ async function vercelClient(bytes) {
     }),
   });
   const stream = await transport.sendMessages({
-    chatId: 'chat-oracle', trigger: 'submit-message', messageId: undefined,
+    chatId: 'conv-oracle', trigger: 'submit-message', messageId: undefined,
     messages: [{ id: 'user-1', role: 'user', parts: [{ type: 'text', text: 'x' }] }], abortSignal: undefined,
   });
   const chunks = [];
@@ -158,7 +158,7 @@ async function vercelClient(bytes) {
 async function aguiClient(bytes) {
   delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
   const agent = new HttpAgent({
-    url: 'http://oracle.invalid/agent', threadId: 'thread-oracle',
+    url: 'http://oracle.invalid/agent', threadId: 'conv-oracle',
     fetch: async () => new Response(bytes, { status: 200, headers: { 'content-type': 'text/event-stream' } }),
   });
   const seen = { finished: null, runError: null, eventTypes: [] };
@@ -201,7 +201,7 @@ function normalize(v) {
     if (Array.isArray(x)) return x.map((e) => walk(e, key));
     if (x && typeof x === 'object') {
       const o = {};
-      for (const k of Object.keys(x).sort()) if (x[k] !== undefined) o[k] = walk(x[k], k);
+      for (const k of Object.keys(x).sort()) if (x[k] !== undefined && k !== 'seq') o[k] = walk(x[k], k);
       return o;
     }
     return x;
