@@ -29,6 +29,7 @@ const VARIANTS = {
   'RUN_FINISHED outcome {type:cancelled}': { frames: [...START, END_MSG, { ...FINISHED, outcome: { type: 'cancelled' } }] },
   'body destroyed mid-stream (FIN, no chunked terminator)': { frames: [...START], end: 'destroy' },
   'body reset mid-stream (RST)': { frames: [...START], end: 'reset' },
+  'RUN_ERROR, then body destroyed (FIN)': { frames: [...START, RUN_ERROR], end: 'destroy' },
   'HTTP 502 before the stream': { status: 502 },
 };
 

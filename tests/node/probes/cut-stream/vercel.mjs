@@ -37,6 +37,7 @@ const VARIANTS = {
   'abort chunk, [DONE]': { frames: [...START, { type: 'abort', reason: 'upstream cut' }, '[DONE]'] },
   'body destroyed mid-stream (FIN, no chunked terminator)': { frames: [...START], end: 'destroy' },
   'body reset mid-stream (RST)': { frames: [...START], end: 'reset' },
+  'error chunk, then body destroyed (FIN)': { frames: [...START, { type: 'error', errorText: 'upstream cut' }], end: 'destroy' },
   'HTTP 502 before the stream': { status: 502 },
 };
 
