@@ -32,7 +32,7 @@ const VARIANTS = {
   'HTTP 502 before the stream': { status: 502 },
 };
 
-async function run(url) {
+export async function run(url) {
   const consoleLines = [];
   const saved = { log: console.log, warn: console.warn, error: console.error };
   for (const level of ['log', 'warn', 'error']) {
@@ -58,6 +58,8 @@ async function run(url) {
   };
 }
 
-const rows = [];
-for (const [name, v] of Object.entries(VARIANTS)) rows.push({ variant: name, client: await timeout(withServer(v, run)) });
-printTable('agkit (@cloudbase/agent-ui-web 0.0.24 useChat)', rows);
+if (process.argv[1] === new URL(import.meta.url).pathname) {
+  const rows = [];
+  for (const [name, v] of Object.entries(VARIANTS)) rows.push({ variant: name, client: await timeout(withServer(v, run)) });
+  printTable('agkit (@cloudbase/agent-ui-web 0.0.24 useChat)', rows);
+}

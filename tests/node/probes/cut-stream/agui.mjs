@@ -40,7 +40,7 @@ const VARIANTS = {
 let unhandled = [];
 process.on('unhandledRejection', (e) => unhandled.push(describe(e)));
 
-async function run(url) {
+export async function run(url) {
   unhandled = [];
   const agent = new HttpAgent({ url, threadId: 'thread-1' });
   const fired = [];
@@ -73,6 +73,8 @@ async function run(url) {
   };
 }
 
-const rows = [];
-for (const [name, v] of Object.entries(VARIANTS)) rows.push({ variant: name, client: await timeout(withServer(v, run)) });
-printTable('ag-ui (@ag-ui/client 1.0.0 HttpAgent)', rows);
+if (process.argv[1] === new URL(import.meta.url).pathname) {
+  const rows = [];
+  for (const [name, v] of Object.entries(VARIANTS)) rows.push({ variant: name, client: await timeout(withServer(v, run)) });
+  printTable('ag-ui (@ag-ui/client 1.0.0 HttpAgent)', rows);
+}

@@ -10,7 +10,7 @@
 import { AbstractChat, DefaultChatTransport, readUIMessageStream } from 'ai';
 import { describe, printTable, timeout, withServer } from './lib.mjs';
 
-const HEADERS = {
+export const HEADERS = {
   'content-type': 'text/event-stream',
   'cache-control': 'no-cache',
   connection: 'keep-alive',
@@ -54,7 +54,7 @@ class Chat extends AbstractChat {
 
 const textOf = (m) => m?.parts?.filter((p) => p.type === 'text').map((p) => `${p.text}[${p.state}]`).join('') ?? null;
 
-async function runChat(url) {
+export async function runChat(url) {
   const onErrorCalls = [];
   let finish = null;
   const chat = new Chat({
@@ -75,7 +75,7 @@ async function runChat(url) {
   };
 }
 
-async function runReader(url) {
+export async function runReader(url) {
   const transport = new DefaultChatTransport({ api: url });
   const onErrorCalls = [];
   let last = null;
@@ -92,11 +92,13 @@ async function runReader(url) {
   return { threw, onError: onErrorCalls, lastText: textOf(last) };
 }
 
-const rows = [];
-for (const [name, v] of Object.entries(VARIANTS)) {
-  const spec = { headers: HEADERS, ...v };
-  const chat = await timeout(withServer(spec, runChat));
-  const reader = await timeout(withServer(spec, runReader));
-  rows.push({ variant: name, chat, readUIMessageStream: reader });
+if (process.argv[1] === new URL(import.meta.url).pathname) {
+  const rows = [];
+  for (const [name, v] of Object.entries(VARIANTS)) {
+    const spec = { headers: HEADERS, ...v };
+    const chat = await timeout(withServer(spec, runChat));
+    const reader = await timeout(withServer(spec, runReader));
+    rows.push({ variant: name, chat, readUIMessageStream: reader });
+  }
+  printTable('vercel (ai 7.0.173)', rows);
 }
-printTable('vercel (ai 7.0.173)', rows);
