@@ -44,6 +44,9 @@ pub struct AgKitEncoder {
     held: Vec<Map<String, Value>>,
     /// `[DONE]` is out: the client reads nothing more.
     done: bool,
+    /// The run failed: the error frame is written and no `[DONE]` follows,
+    /// the body must break off (see [`Encoder::aborts`]).
+    failed: bool,
 }
 
 impl AgKitEncoder {
@@ -55,6 +58,7 @@ impl AgKitEncoder {
             args: HashMap::new(),
             held: Vec::new(),
             done: false,
+            failed: false,
         }
     }
 
@@ -206,8 +210,11 @@ impl AgKitEncoder {
                 put(&mut obj, "error", s(message));
                 put_opt(&mut obj, "code", code.clone());
                 Self::write(out, event, obj);
-                sse::write_done(out);
+                // No `[DONE]`: the legacy client ignores the error frame and
+                // takes `[DONE]` for success; only a body that breaks off
+                // shows it a failure (docs/cut-streams.md).
                 self.done = true;
+                self.failed = true;
             }
             K::StepStarted { name } | K::StepFinished { name } => {
                 let ty = if matches!(event.kind, K::StepStarted { .. }) {
@@ -510,6 +517,10 @@ impl Encoder for AgKitEncoder {
         }
     }
 
+    fn aborts(&self) -> bool {
+        self.failed
+    }
+
     /// Closes open tool calls, writes held results and `[DONE]`, once.
     fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.done {
@@ -654,7 +665,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_close_calls_then_error_then_done() {
+    fn errors_close_calls_then_error_and_no_done() {
         let mut e = enc();
         let mut out = Vec::new();
         e.encode(&Event::new(start("c1", "f")), &mut out);
@@ -670,9 +681,9 @@ mod tests {
              data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"f\"}\n\n\
              data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
              data: {\"type\":\"tool-result\",\"toolCallId\":\"c0\",\"result\":\"held\"}\n\n\
-             data: {\"type\":\"error\",\"error\":\"upstream went away\",\"code\":\"upstream_timeout\"}\n\n\
-             data: [DONE]\n\n"
+             data: {\"type\":\"error\",\"error\":\"upstream went away\",\"code\":\"upstream_timeout\"}\n\n"
         );
+        assert!(e.aborts(), "only a broken-off body shows the client a failure");
     }
 
     #[test]

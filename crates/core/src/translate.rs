@@ -14,6 +14,11 @@ pub enum TranslateError {
     Frame(#[from] FrameError),
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    /// The input ended before the run did (no terminal event): the run
+    /// failed, and the output says so in its dialect (AG-UI 1.1: a
+    /// consumer must not synthesize `RUN_FINISHED` for a truncated run).
+    #[error("the input ended before the run finished")]
+    Truncated,
 }
 
 impl TranslateError {
@@ -22,6 +27,7 @@ impl TranslateError {
         match self {
             TranslateError::Frame(e) => e.line(),
             TranslateError::Decode(e) => e.line,
+            TranslateError::Truncated => 0,
         }
     }
 }
@@ -83,25 +89,14 @@ impl Translator {
         self.run_ended
     }
 
-    /// Like [`finish`](Self::finish) for a live upstream: input that ends
-    /// before the run did is a failure the client must hear about (a stream
-    /// that simply stops is not an error to `@ag-ui/client`), so the stream is
-    /// closed with the dialect's error. Returns whether the run ended properly.
+    /// [`finish`](Self::finish), with a truncated input as `Ok(false)`:
+    /// whether the run ended properly.
     pub fn finish_live(&mut self, out: &mut Vec<u8>) -> Result<bool, TranslateError> {
-        if self.done {
-            return Ok(self.run_ended);
+        match self.finish(out) {
+            Ok(()) => Ok(true),
+            Err(TranslateError::Truncated) => Ok(false),
+            Err(e) => Err(e),
         }
-        self.end_input(out)?;
-        if !self.run_ended {
-            self.fail(
-                "the upstream closed the stream before the run finished",
-                Some("upstream_closed"),
-                out,
-            );
-            return Ok(false);
-        }
-        self.finish(out)?;
-        Ok(true)
     }
 
     pub fn encoder(&self) -> &dyn Encoder {
@@ -128,16 +123,29 @@ impl Translator {
     }
 
     /// The upstream ended: flush the last event, close what is open, write the
-    /// dialect's end marker.
+    /// dialect's end marker. Input that ends before the run did is a failure
+    /// (live or offline, whatever the dialect): the output ends with the
+    /// dialect's error, code `upstream_closed`, and this returns
+    /// [`TranslateError::Truncated`]. A stream that simply stops is success to
+    /// some clients (`@ag-ui/client`), so it is never left to them to guess.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
         if self.done {
             return Ok(());
         }
         self.end_input(out)?;
-        if !self.done {
-            self.encoder.finish(out);
-            self.done = true;
+        if self.done {
+            return Ok(());
         }
+        if !self.run_ended {
+            self.fail(
+                "the upstream closed the stream before the run finished",
+                Some("upstream_closed"),
+                out,
+            );
+            return Err(TranslateError::Truncated);
+        }
+        self.encoder.finish(out);
+        self.done = true;
         Ok(())
     }
 
@@ -299,11 +307,32 @@ mod tests {
         t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\"", &mut out)
             .unwrap();
         assert_eq!(text(&out), "[text_delta]");
-        t.push(b":\"b\"}\n\n", &mut out).unwrap();
+        t.push(b":\"b\"}\n\ndata: {\"end\":1}\n\n", &mut out)
+            .unwrap();
         t.finish(&mut out).unwrap();
         t.finish(&mut out).unwrap();
-        assert_eq!(text(&out), "[text_delta][text_delta].");
-        assert_eq!(t.events_translated, 2);
+        assert_eq!(text(&out), "[text_delta][text_delta][run_finished].");
+        assert_eq!(t.events_translated, 3);
+    }
+
+    #[test]
+    fn input_that_ends_before_the_run_is_a_failure_not_a_finish() {
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\n", &mut out).unwrap();
+        assert_eq!(t.finish(&mut out), Err(TranslateError::Truncated));
+        assert_eq!(
+            text(&out),
+            "[text_delta]<err:the upstream closed the stream before the run finished>.",
+            "the dialect's error, never a made-up finish"
+        );
+        // Once failed, finishing again writes nothing and is not an error.
+        t.finish(&mut out).unwrap();
+        assert!(text(&out).ends_with('.'));
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\n", &mut out).unwrap();
+        assert_eq!(t.finish_live(&mut out), Ok(false));
     }
 
     #[test]
