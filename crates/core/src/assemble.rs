@@ -79,12 +79,12 @@ impl MessageAssembler {
                 if !self.results.is_empty() {
                     self.seal();
                 }
-                self.current().tool_calls.push(ToolCall {
+                self.current().content.push(Part::ToolCall(ToolCall {
                     id: tool_call_id.clone(),
                     name: tool_name.clone(),
                     arguments: String::new(),
                     extra: Default::default(),
-                });
+                }));
             }
             EventKind::ToolCallArgs {
                 tool_call_id,
@@ -93,7 +93,7 @@ impl MessageAssembler {
                 if let Some(tc) = self
                     .current
                     .as_mut()
-                    .and_then(|m| m.tool_calls.iter_mut().find(|t| &t.id == tool_call_id))
+                    .and_then(|m| m.tool_calls_mut().find(|t| &t.id == tool_call_id))
                 {
                     tc.arguments.push_str(delta);
                 }
@@ -192,7 +192,10 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert_eq!(msgs[0].id, "m1");
         assert_eq!(msgs[0].text(), "Let me check.");
-        assert_eq!(msgs[0].tool_calls[0].arguments, "{\"city\":\"x\"}");
+        assert_eq!(
+            msgs[0].tool_calls().next().unwrap().arguments,
+            "{\"city\":\"x\"}"
+        );
         assert_eq!(msgs[1].role, Role::Tool);
         assert_eq!(msgs[1].tool_call_id.as_deref(), Some("c1"));
         assert_eq!(msgs[1].text(), "sunny");
