@@ -498,7 +498,10 @@ pub fn messages_to_wire_with(m: &Message, own_only: bool) -> Vec<Value> {
                         o.insert("name".into(), n.clone().into());
                     }
                     if !tool_calls.is_empty() {
-                        o.insert("toolCalls".into(), tool_calls_to_wire(&tool_calls, own_only));
+                        o.insert(
+                            "toolCalls".into(),
+                            tool_calls_to_wire(&tool_calls, own_only),
+                        );
                     }
                     if i == extra_at {
                         put_extra(&mut o, &m.extra, own_only);

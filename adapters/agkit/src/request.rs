@@ -793,7 +793,10 @@ mod tests {
         assert_eq!(r.messages[0].tool_call_id.as_deref(), Some("call_1"));
         assert_eq!(r.messages[1].id, "", "ids are the store's to assign");
         assert!(!r.messages[1].has_body(), "no text, only the call");
-        assert_eq!(r.messages[1].tool_calls().next().unwrap().arguments, r#"{"a":1}"#);
+        assert_eq!(
+            r.messages[1].tool_calls().next().unwrap().arguments,
+            r#"{"a":1}"#
+        );
         assert_eq!(r.tools[0].description, "");
         assert_eq!(r.tools[0].parameters, Some(json!({"type": "object"})));
         assert_eq!(r.extra.get("messages_extra_is_kept"), Some(&json!(true)));

@@ -763,9 +763,7 @@ fn assistant_group(
                 // A new step: the first message, one after tool results, or
                 // a step message of this answer (`{id}:2`); not a piece of a
                 // split message (`{id}:p2`) nor the rest of a response.
-                let new_step = i == start
-                    || prev_was_tool
-                    || (step_member && !is_piece_id(&m.id));
+                let new_step = i == start || prev_was_tool || (step_member && !is_piece_id(&m.id));
                 if new_step && !m.content.is_empty() {
                     parts.push(json!({"type": "step-start"}));
                 }
@@ -1341,7 +1339,14 @@ mod tests {
         let shape: Vec<_> = r
             .messages
             .iter()
-            .map(|m| (m.role, m.text(), m.tool_calls().count(), m.tool_call_id.clone()))
+            .map(|m| {
+                (
+                    m.role,
+                    m.text(),
+                    m.tool_calls().count(),
+                    m.tool_call_id.clone(),
+                )
+            })
             .collect();
         assert_eq!(
             shape,
@@ -1385,7 +1390,10 @@ mod tests {
         );
         // the call is in the history, unanswered: the agent answers it
         assert_eq!(r.messages.len(), 2);
-        assert_eq!(r.messages[1].tool_calls().next().unwrap().name, "confirm_action");
+        assert_eq!(
+            r.messages[1].tool_calls().next().unwrap().name,
+            "confirm_action"
+        );
         let built = build(&r);
         assert_eq!(built["messages"], body["messages"]);
         assert_eq!(parse(built).unwrap(), r);
