@@ -248,3 +248,54 @@ fn ag_ui_histories_reach_vercel_with_pydantic_ai_part_order() {
         ]
     );
 }
+
+/// Every AG-UI body built here validates against the Python SDK's pydantic
+/// `RunAgentInput` (ag-ui-protocol), when the test venv is there
+/// (tests/run.sh makes target/py-venv; `BABELGATE_TEST_PYTHON` names another).
+#[test]
+fn built_ag_ui_histories_validate_against_the_python_sdk() {
+    let py = std::env::var_os("BABELGATE_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/py-venv/bin/python")
+        });
+    if !py.exists() {
+        eprintln!("skipped: no {}", py.display());
+        return;
+    }
+    let fx = fixture();
+    let bodies: Vec<Value> = fx["vercel_to_ag_ui"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|case| {
+            json!({"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [],
+                   "forwardedProps": {}, "messages": to_ag_ui(&case["vercel"])})
+        })
+        .collect();
+    let script = "import sys, json\n\
+        try:\n    from ag_ui.core import RunAgentInput\nexcept ImportError:\n    print('skip'); sys.exit(0)\n\
+        for b in json.load(sys.stdin):\n    RunAgentInput.model_validate(b)\nprint('ok')\n";
+    let mut child = std::process::Command::new(&py)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(bodies).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pydantic rejected a built history: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.trim() == "ok" || stdout.trim() == "skip", "{stdout}");
+}
