@@ -670,6 +670,45 @@ mod tests {
     }
 
     #[test]
+    fn a_vercel_step_is_split_and_user_text_parts_kept_apart() {
+        let call = Part::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            extra: Map::new(),
+        });
+        let mut user = Message::text_message("u1", Role::User, "first");
+        user.content.push(Part::Text {
+            text: "second".into(),
+        });
+        let assistant = Message {
+            id: "a1".into(),
+            role: Role::Assistant,
+            content: vec![
+                Part::Reasoning { text: "r".into() },
+                Part::Text { text: "x".into() },
+                call,
+                Part::Text { text: "y".into() },
+            ],
+            ..Default::default()
+        };
+        let req = RunRequest {
+            thread_id: "t".into(),
+            messages: vec![user, assistant],
+            ..Default::default()
+        };
+        assert_eq!(
+            build(&req)["messages"],
+            json!([
+                {"role": "user", "content": "first\nsecond"},
+                {"id": "a1", "role": "assistant", "content": "x", "toolCalls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"id": "a1:p2", "role": "assistant", "content": "y"}
+            ])
+        );
+    }
+
+    #[test]
     fn build_refuses_what_agkit_cannot_carry() {
         let mut req = RunRequest {
             thread_id: "t".into(),

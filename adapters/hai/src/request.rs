@@ -503,7 +503,9 @@ pub(crate) fn message_to_json(m: &Message) -> Value {
             })
             .unwrap_or_else(|| json!({}));
         o.insert("content".into(), content);
-    } else if m.content_is_parts {
+    } else if m.content_is_parts && !matches!(m.role, Role::System | Role::Developer) {
+        // (System and developer content is a string: several text parts, as
+        // a Vercel system message has, are joined below.)
         o.insert(
             "content".into(),
             Value::Array(m.content.iter().filter_map(part_to_json).collect()),
@@ -748,6 +750,48 @@ mod tests {
         }
         assert!(HaiRequests.parse_request(b"not json").is_err());
         assert!(HaiRequests.parse_request(b"[1]").is_err());
+    }
+
+    #[test]
+    fn a_vercel_step_is_split_as_ag_ui_splits_it() {
+        let call = Part::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            extra: Map::new(),
+        });
+        let mut system = Message::text_message("s1", Role::System, "a");
+        system.content.push(Part::Text { text: "b".into() });
+        system.content_is_parts = true;
+        let req = RunRequest {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            messages: vec![
+                system,
+                Message {
+                    id: "a1".into(),
+                    role: Role::Assistant,
+                    content: vec![
+                        Part::Text { text: "x".into() },
+                        call,
+                        Part::Text { text: "y".into() },
+                    ],
+                    extra: [("timestamp".to_string(), json!(1))].into_iter().collect(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let b = HaiRequests.build_request(&req).unwrap();
+        assert_eq!(
+            b["messages"],
+            json!([
+                {"id": "s1", "role": "system", "content": "a\nb"},
+                {"id": "a1", "role": "assistant", "content": "x", "timestamp": 1, "toolCalls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"id": "a1:p2", "role": "assistant", "content": "y"}
+            ])
+        );
     }
 
     #[test]
