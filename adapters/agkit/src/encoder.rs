@@ -340,9 +340,11 @@ impl AgKitEncoder {
                 for (i, m) in messages.iter().enumerate() {
                     // Only a tool message without its call id fails; it has
                     // no AG-Kit shape, like reasoning and activity messages.
-                    if let Ok(Some(mut w)) = message_to_wire(m, &format!("messages[{i}]")) {
-                        w.insert("id".into(), s(&m.id));
-                        list.push(Value::Object(w));
+                    if let Ok(ws) = message_to_wire(m, &format!("messages[{i}]")) {
+                        for mut w in ws {
+                            w.entry("id").or_insert_with(|| s(&m.id));
+                            list.push(Value::Object(w));
+                        }
                     }
                 }
                 let mut obj = frame(wire::MESSAGES_SNAPSHOT);
