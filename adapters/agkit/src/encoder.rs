@@ -685,7 +685,10 @@ mod tests {
              data: {\"type\":\"tool-result\",\"toolCallId\":\"c0\",\"result\":\"held\"}\n\n\
              data: {\"type\":\"error\",\"error\":\"upstream went away\",\"code\":\"upstream_timeout\"}\n\n"
         );
-        assert!(e.aborts(), "only a broken-off body shows the client a failure");
+        assert!(
+            e.aborts(),
+            "only a broken-off body shows the client a failure"
+        );
     }
 
     #[test]

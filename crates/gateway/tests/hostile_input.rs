@@ -137,7 +137,10 @@ fn a_cut_capture_translates_to_a_failure_in_every_dialect() {
     for to in DIALECTS {
         let (code, out, err) = translate("ag-ui", to, cut.as_bytes());
         assert_eq!(code, 1, "ag-ui -> {to}: {err}");
-        assert!(err.contains("before the run finished"), "ag-ui -> {to}: {err}");
+        assert!(
+            err.contains("before the run finished"),
+            "ag-ui -> {to}: {err}"
+        );
         let error = ends_in_error_event(to, &out);
         assert_eq!(error["code"], "upstream_closed", "ag-ui -> {to}: {error}");
         for success in ["RUN_FINISHED", "\"finishReason\":\"stop\"", "interrupted"] {
