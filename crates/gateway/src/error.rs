@@ -1,7 +1,7 @@
 //! Errors that end a request before its stream starts, each saying whose
 //! fault it is. They are turned into an HTTP status with a JSON body in one
 //! place ([`GatewayError::into_response`]); after the stream has started the
-//! client dialect's own error event is used instead (see `server.rs`).
+//! client dialect's own error event is used instead (see `server/pump.rs`).
 
 use bytes::Bytes;
 use http::{header, Response, StatusCode};

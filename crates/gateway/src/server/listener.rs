@@ -1,0 +1,254 @@
+//! The accept loop: connections accepted (over TLS when configured) up to
+//! `max_connections`, each served under its watchdog, and the drain on
+//! shutdown.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::Gateway;
+use crate::conn::{self, ConnState, Expired, Timeouts};
+use crate::error::Body;
+
+impl Gateway {
+    /// Serves on `listener` until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        self.serve_until(listener, None, std::future::pending())
+            .await
+    }
+
+    /// Serves until `stop` completes, then stops accepting, lets streams
+    /// finish for `[server] shutdown_grace`, ends the rest with their
+    /// dialect's error, and returns when every connection is closed.
+    pub async fn serve_until(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let connections = TaskTracker::new();
+        // Cancelled once the streams are done: connections close gracefully.
+        let closing = CancellationToken::new();
+        let open = Arc::new(AtomicUsize::new(0));
+        let refusing = Arc::new(AtomicUsize::new(0));
+        tokio::pin!(stop);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut stop => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let (timeouts, max_connections) = {
+                let routes = self.routes.load();
+                let c = &routes.config;
+                (
+                    Timeouts {
+                        read: c.request_read_timeout,
+                        keepalive: c.keepalive_timeout,
+                    },
+                    c.max_connections,
+                )
+            };
+            if open.load(Ordering::Relaxed) >= max_connections {
+                self.metrics.rejected("server_busy");
+                tracing::debug!(%peer, max_connections, "too many connections: 503");
+                // A TLS client would not read a plain answer: just closed.
+                // So is everyone past a bounded number of answers in flight.
+                if tls.is_none() && refusing.load(Ordering::Relaxed) < MAX_REFUSING {
+                    let slot = ConnSlot::new(&refusing);
+                    connections.spawn(async move {
+                        conn::refuse_busy(stream).await;
+                        drop(slot);
+                    });
+                }
+                continue;
+            }
+            let slot = ConnSlot::new(&open);
+            let gw = self.clone();
+            let closing = closing.clone();
+            let tls = tls.clone();
+            connections.spawn(async move {
+                let _slot = slot;
+                let state = ConnState::new(timeouts);
+                let io = conn::Watched::new(stream, state.clone());
+                match tls {
+                    None => gw.serve_connection(io, state, peer, closing, true).await,
+                    Some(acceptor) => {
+                        // The handshake counts against the first request's time.
+                        let deadline = tokio::time::Instant::now() + timeouts.read;
+                        let tls = tokio::select! {
+                            r = tokio::time::timeout_at(deadline, acceptor.accept(io)) => r,
+                            () = closing.cancelled() => return,
+                        };
+                        match tls {
+                            Ok(Ok(s)) => gw.serve_connection(s, state, peer, closing, false).await,
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            }
+                            Err(_) => {
+                                gw.metrics.rejected("request_timeout");
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        drop(listener);
+        self.drain().await;
+        // The streams have ended; idle keep-alive connections are closed.
+        closing.cancel();
+        connections.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), connections.wait()).await;
+    }
+
+    /// Serves one connection under its deadlines (see [`crate::conn`]).
+    async fn serve_connection<I>(
+        self: Arc<Self>,
+        io: I,
+        state: Arc<ConnState>,
+        peer: SocketAddr,
+        closing: CancellationToken,
+        // The socket is the connection (no TLS above it): a 408 can be
+        // written on it.
+        plain: bool,
+    ) where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let gw = self.clone();
+        let st = state.clone();
+        let svc = service_fn(move |mut req: Request<Incoming>| {
+            let gw = gw.clone();
+            let (active, deadline) = st.begin(req.version() == http::Version::HTTP_2);
+            req.extensions_mut().insert(deadline);
+            // Boxed: hyper keeps room for the largest in-flight future
+            // for the connection's whole life; a box is freed once the
+            // response head is out (about 4 KiB per open stream).
+            let fut: std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<Response<Body>, Infallible>> + Send>,
+            > = Box::pin(async move {
+                let resp = gw.handle(req, peer).await;
+                Ok::<_, Infallible>(resp.map(|b| conn::guarded(b, active)))
+            });
+            fut
+        });
+        let keepalive = self.routes.load().config.keepalive_timeout;
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        // The connection's own watchdog below times heads, idle included.
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(None);
+        // Pings find dead HTTP/2 peers whose streams would otherwise stay open.
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(
+                (keepalive / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+            ))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let conn = builder.serve_connection(TokioIo::new(io), svc);
+        tokio::pin!(conn);
+        let mut draining = false;
+        loop {
+            let deadline = state.deadline();
+            let expired = async {
+                match deadline {
+                    Some((at, _)) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, %peer, "connection ended with an error");
+                    }
+                    break;
+                }
+                () = expired => {
+                    match state.deadline() {
+                        Some((at, why)) if at <= tokio::time::Instant::now() => {
+                            if why == Expired::Read {
+                                self.metrics.rejected("request_timeout");
+                                tracing::debug!(%peer, "no whole request in time: connection closed");
+                                if plain && state.mid_http1_head() {
+                                    // Told why, then closed: hyper ends
+                                    // once the 408 is out (1 s at most).
+                                    state.answer_timeout();
+                                    let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
+                                }
+                            }
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                () = state.changed() => {}
+                () = closing.cancelled(), if !draining => {
+                    conn.as_mut().graceful_shutdown();
+                    draining = true;
+                }
+            }
+        }
+    }
+
+    /// Waits for open streams for the grace period, then ends the rest.
+    async fn drain(&self) {
+        let grace = self.routes.load().config.shutdown_grace;
+        self.pumps.close();
+        let open = self.pumps.len();
+        if open > 0 {
+            tracing::info!(open, ?grace, "waiting for open streams to finish");
+        }
+        if tokio::time::timeout(grace, self.pumps.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = self.pumps.len(),
+                "grace period over: ending open streams with an error"
+            );
+        }
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.pumps.wait()).await;
+    }
+}
+
+/// Connections over `max_connections` being answered 503 at once; more are
+/// closed unanswered.
+const MAX_REFUSING: usize = 256;
+
+/// One open client connection, counted against `max_connections`.
+struct ConnSlot(Arc<AtomicUsize>);
+
+impl ConnSlot {
+    fn new(open: &Arc<AtomicUsize>) -> Self {
+        open.fetch_add(1, Ordering::Relaxed);
+        ConnSlot(open.clone())
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,776 @@
+//! Answering one request: the route matched, the request translated and
+//! sent upstream, its answer handed to a stream pump and returned as SSE;
+//! resume and stop of a kept run; the upstream's errors, told to the client
+//! without its internals.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate_core::request::RunRequest;
+use babelgate_core::{Dialect, EncodeContext, IdGen, Role};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tower::{Layer, ServiceBuilder, ServiceExt};
+use tracing::Instrument;
+
+use super::pump::{stream_translator, Pump, Report};
+use super::{BoxError, Gateway, ReqBody, Routes, STREAM_BUFFER_CHUNKS};
+use crate::access;
+use crate::body::ReadBodyLayer;
+use crate::config::{Config, OnDisconnect, Route};
+use crate::conn;
+use crate::error::{json_response, Body, GatewayError};
+use crate::limits::{self, StreamLimitLayer};
+use crate::registry;
+use crate::resume::{self, Mode, Recorder};
+use babelgate_store::{run_key, EventId, RunWriter, StoreError};
+
+impl Gateway {
+    /// Answers one request, whatever body type it comes with (hyper's, or
+    /// axum's when mounted with [`Gateway::into_service`]).
+    pub async fn handle<B>(self: &Arc<Self>, req: Request<B>, peer: SocketAddr) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.handle_boxed(req.map(|b| b.map_err(Into::into).boxed_unsync()), peer)
+            .await
+    }
+
+    async fn handle_boxed(
+        self: &Arc<Self>,
+        mut req: Request<ReqBody>,
+        peer: SocketAddr,
+    ) -> Response<Body> {
+        req.extensions_mut().insert(conn::PeerAddr(peer));
+        let started = tokio::time::Instant::now();
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let req_headers = req.headers().clone();
+        let request_id = access::request_id(&req_headers, &mut IdGen::default());
+        let routes = self.routes.load_full();
+        let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
+        let http1 = req.version() < http::Version::HTTP_2;
+        let result = self
+            .route_request(&routes, req, &request_id, started)
+            .instrument(span.clone())
+            .await;
+        let (route_path, mut resp) = match result {
+            Ok(x) => x,
+            Err((route_path, e)) => {
+                let _g = span.enter();
+                tracing::info!(status = e.status.as_u16(), fault = e.fault.as_str(), code = e.code, error = %e.message, "request refused");
+                let timed_out = e.code == "request_timeout";
+                let mut resp = e.into_response();
+                if timed_out && http1 {
+                    // The rest of the body may still be on its way: this
+                    // connection cannot carry another request.
+                    resp.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                (route_path, resp)
+            }
+        };
+        // A proxied stream is counted by its pump when it ends (200, or 499
+        // when its client left), so it is counted once.
+        if let Some(rp) = route_path
+            .as_ref()
+            .filter(|_| resp.extensions().get::<CountedAtEnd>().is_none())
+        {
+            self.metrics.request(rp, resp.status().as_u16());
+        }
+        access::decorate(
+            route_path.as_deref().and_then(|p| routes.config.route(p)),
+            &req_headers,
+            &mut resp,
+        );
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            resp.headers_mut().insert("x-request-id", v);
+        }
+        resp
+    }
+
+    /// The response, and the route it was for (for metrics and CORS).
+    async fn route_request(
+        self: &Arc<Self>,
+        routes: &Arc<Routes>,
+        mut req: Request<ReqBody>,
+        request_id: &str,
+        started: tokio::time::Instant,
+    ) -> Result<(Option<String>, Response<Body>), (Option<String>, GatewayError)> {
+        let path = req.uri().path().to_string();
+        match path.as_str() {
+            "/healthz" => {
+                return Ok((
+                    None,
+                    json_response(StatusCode::OK, &json!({"status": "ok"})),
+                ))
+            }
+            "/readyz" => {
+                return Ok((
+                    None,
+                    if self.shutdown.is_cancelled() || self.pumps.is_closed() {
+                        json_response(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            &json!({"status": "shutting down"}),
+                        )
+                    } else if let Err(e) = self.stores.ping().await {
+                        // The detail may name hosts: for the log, not for anyone asking.
+                        tracing::warn!(error = %e, "readiness: the store does not answer");
+                        json_response(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            &json!({"status": "store unavailable"}),
+                        )
+                    } else {
+                        json_response(StatusCode::OK, &json!({"status": "ready"}))
+                    },
+                ));
+            }
+            "/metrics" => {
+                let mut resp = Response::new(crate::error::full(self.metrics.render()));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                );
+                return Ok((None, resp));
+            }
+            _ => {}
+        }
+        if let Some(route) = routes.config.route(&path) {
+            let rp = Some(route.path.clone());
+            if access::is_preflight(req.method(), req.headers()) {
+                return access::preflight(route, req.headers())
+                    .map(|r| (rp.clone(), r))
+                    .map_err(|e| (rp, e));
+            }
+            if req.method() != Method::POST {
+                return Err((
+                    rp,
+                    GatewayError::client(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "method_not_allowed",
+                        format!("{} {path}: this route takes POST", req.method()),
+                    ),
+                ));
+            }
+            let caller = match access::authorize(route, req.headers()).await {
+                Ok(c) => c,
+                Err(e) => return Err((rp, e)),
+            };
+            req.extensions_mut().insert(caller.clone());
+            // The limits, then the body, then the upstream: each a layer.
+            let proxy = {
+                let (gw, routes) = (self.clone(), routes.clone());
+                let (path, request_id) = (route.path.clone(), request_id.to_string());
+                tower::service_fn(move |req: Request<Bytes>| {
+                    let (gw, routes, path) = (gw.clone(), routes.clone(), path.clone());
+                    let (request_id, caller) = (request_id.clone(), caller.clone());
+                    async move {
+                        let Some((route, client)) = routes.route_and_client(&path) else {
+                            // Routes::build makes one client per route.
+                            return Err(GatewayError::internal("no upstream client for the route"));
+                        };
+                        gw.proxy(route, client, req, &request_id, started, &caller)
+                            .await
+                    }
+                })
+            };
+            let stack = ServiceBuilder::new()
+                .layer(StreamLimitLayer::new(
+                    self.limits.clone(),
+                    limits::Policy::of(route),
+                ))
+                .layer(ReadBodyLayer::new(
+                    route.max_body_bytes,
+                    routes.config.request_read_timeout,
+                    self.metrics.clone(),
+                ))
+                .service(proxy);
+            return boxed(stack.oneshot(req))
+                .await
+                .map(|r| (rp.clone(), r))
+                .map_err(|e| (rp, e));
+        }
+        // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
+        if let Some((route, id, action)) = sub_route(&routes.config, &path) {
+            let rp = Some(route.path.clone());
+            if access::is_preflight(req.method(), req.headers()) {
+                return access::preflight(route, req.headers())
+                    .map(|r| (rp.clone(), r))
+                    .map_err(|e| (rp, e));
+            }
+            let wanted = match action {
+                SubAction::Stream => Method::GET,
+                SubAction::Stop => Method::POST,
+            };
+            if req.method() != wanted {
+                return Err((
+                    rp,
+                    GatewayError::client(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "method_not_allowed",
+                        format!("{} {path}: this takes {wanted}", req.method()),
+                    ),
+                ));
+            }
+            let caller = match access::authorize(route, req.headers()).await {
+                Ok(c) => c,
+                Err(e) => return Err((rp, e)),
+            };
+            // Another caller's id is looked up under this caller's name,
+            // so it answers exactly as an unknown id does.
+            let r = match action {
+                SubAction::Stream => {
+                    // A resumed stream is a client stream like the first.
+                    req.extensions_mut().insert(caller.clone());
+                    let resume = {
+                        let (gw, routes) = (self.clone(), routes.clone());
+                        let (path, conversation) = (route.path.clone(), caller.scoped(id));
+                        tower::service_fn(move |req: Request<ReqBody>| {
+                            let (gw, routes) = (gw.clone(), routes.clone());
+                            let (path, conversation) = (path.clone(), conversation.clone());
+                            async move {
+                                let Some(route) = routes.config.route(&path) else {
+                                    return Err(GatewayError::internal("the route went away"));
+                                };
+                                gw.resume(route, &conversation, req.headers()).await
+                            }
+                        })
+                    };
+                    let svc = StreamLimitLayer::new(self.limits.clone(), limits::Policy::of(route))
+                        .layer(resume);
+                    boxed(svc.oneshot(req)).await
+                }
+                SubAction::Stop => self.stop(route, &caller.scoped(id), id).await,
+            };
+            return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
+        }
+        Err((
+            None,
+            GatewayError::client(
+                StatusCode::NOT_FOUND,
+                "no_route",
+                format!("no route for {path}"),
+            ),
+        ))
+    }
+
+    async fn proxy(
+        &self,
+        route: &Route,
+        client: &reqwest::Client,
+        req: Request<Bytes>,
+        request_id: &str,
+        started: tokio::time::Instant,
+        caller: &access::Caller,
+    ) -> Result<Response<Body>, GatewayError> {
+        let forwarded = access::forwarded(route, req.headers());
+        let body = req.into_body();
+        let mut ids = IdGen::default();
+        let mut run = registry::requests(route.client)
+            .parse_request(&body)
+            .map_err(|e| {
+                let mut g =
+                    GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.message);
+                g.field = e.field;
+                g
+            })?;
+        if run.run_id.is_empty() {
+            run.run_id = ids.next("run");
+        }
+        if run.thread_id.is_empty() {
+            run.thread_id = ids.next("thread");
+        }
+        for m in &mut run.messages {
+            if m.id.is_empty() {
+                m.id = ids.next("msg");
+            }
+        }
+        // What the client said this turn, kept for dialects that send only that.
+        let new_from_client = run.messages.clone();
+        // Where this caller's run and history of this thread are kept.
+        let conversation = caller.scoped(&run.thread_id);
+        if route.client == Dialect::AgKit {
+            let mut history = self
+                .stores
+                .conversations
+                .history(&conversation)
+                .await
+                .map_err(store_error)?;
+            history.append(&mut run.messages);
+            run.messages = history;
+        }
+        for tool in &route.client_tools {
+            if !run.tools.iter().any(|t| t.name == tool.name) {
+                run.tools.push(tool.clone());
+            }
+        }
+        let upstream_view = upstream_request(route.upstream_protocol, &run);
+        let upstream_body = registry::requests(route.upstream_protocol)
+            .build_request(&upstream_view)
+            .map_err(|e| GatewayError::internal(format!("building the upstream request: {e}")))?;
+
+        // `headers` replaces what the earlier maps set for its names: the
+        // request id goes upstream once, whatever was forwarded or configured.
+        let mut request_id_header = http::HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            request_id_header.insert("x-request-id", v);
+        }
+        let send = client
+            .post(route.upstream.clone())
+            .headers(forwarded)
+            .headers(upstream_headers(route))
+            .headers(request_id_header)
+            .header(header::ACCEPT, "text/event-stream")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(upstream_body.to_string())
+            .send();
+        let asked = tokio::time::Instant::now();
+        let resp = match tokio::time::timeout(route.response_timeout, send).await {
+            Ok(r) => r.map_err(|e| {
+                let g = upstream_send_error(route, e);
+                self.metrics.upstream_error(g.code);
+                g
+            })?,
+            Err(_) => {
+                self.metrics.upstream_error("upstream_timeout");
+                return Err(GatewayError::upstream(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream_timeout",
+                    format!(
+                        "the upstream sent no response head within {} ms",
+                        route.response_timeout.as_millis()
+                    ),
+                ));
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            self.metrics.upstream_error("upstream_status");
+            // The body may tell internals: a bounded excerpt, read within
+            // the rest of the response time (at most 5 s), goes to the log;
+            // only the status to the client. The rest is never read.
+            let left = route
+                .response_timeout
+                .saturating_sub(asked.elapsed())
+                .min(ERROR_BODY_TIME);
+            let excerpt = error_excerpt(resp, left).await;
+            tracing::warn!(upstream = %loggable_url(&route.upstream), %status, body = %excerpt, "upstream refused the request");
+            return Err(GatewayError::upstream(
+                StatusCode::BAD_GATEWAY,
+                "upstream_status",
+                format!("the upstream answered {status}"),
+            ));
+        }
+        let ctype = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        if !ctype.starts_with("text/event-stream") {
+            self.metrics.upstream_error("upstream_content_type");
+            return Err(GatewayError::upstream(
+                StatusCode::BAD_GATEWAY,
+                "upstream_content_type",
+                format!("upstream answered with content-type `{ctype}`, not text/event-stream"),
+            ));
+        }
+
+        let recorder = self.begin_log(route, &run, &conversation).await?;
+
+        let ctx = EncodeContext {
+            ids: IdGen::default(),
+            thread_id: Some(run.thread_id.clone()),
+            run_id: Some(run.run_id.clone()),
+            message_id: run.continue_message_id.clone(),
+            ..Default::default()
+        };
+        let translator = stream_translator(
+            route.upstream_protocol,
+            route.client,
+            ctx,
+            run.continue_message_id.clone(),
+        );
+        let headers = translator.encoder().headers();
+
+        let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
+        let abort = Arc::new(AtomicBool::new(false));
+        let pump = Pump {
+            translator,
+            tx: Some(tx),
+            idle: route.idle_timeout,
+            heartbeat: route.heartbeat,
+            recorder,
+            on_disconnect: route.on_disconnect,
+            store: (route.client == Dialect::AgKit).then(|| self.stores.conversations.clone()),
+            thread_id: conversation,
+            new_from_client,
+            shutdown: self.shutdown.clone(),
+            report: Some(Report {
+                metrics: self.metrics.clone(),
+                route: route.path.clone(),
+                pair: (route.upstream_protocol, route.client),
+                started,
+            }),
+            abort: abort.clone(),
+        };
+        let upstream = resp
+            .bytes_stream()
+            .map(|r| r.map_err(|e| error_chain(&e.without_url())));
+        self.pumps
+            .spawn(pump.run(upstream).instrument(tracing::Span::current()));
+
+        let mut resp = sse_body(rx, Some(abort), headers);
+        resp.extensions_mut().insert(CountedAtEnd);
+        Ok(resp)
+    }
+
+    /// Starts the log of a run about to be proxied. Without a store the
+    /// stream still goes (it just cannot be resumed), unless the route
+    /// promises that (`on_disconnect = "keep"`): then 503.
+    async fn begin_log(
+        &self,
+        route: &Route,
+        run: &RunRequest,
+        conversation: &str,
+    ) -> Result<Option<Recorder>, GatewayError> {
+        let lease = self.routes.load().config.store.lease;
+        let run_id = babelgate_store::new_id();
+        let key = run_key(&route.path, conversation);
+        match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
+            Ok((writer, _previous)) => {
+                if matches!(route.client, Dialect::AgUi | Dialect::Hai) {
+                    // What a snapshot on reconnect starts with; kept with
+                    // the run (its life and retention), capped in bytes.
+                    if let Err(e) = self.stores.runs.keep_input(&run_id, &run.messages).await {
+                        tracing::warn!(error = %e, "could not keep the run's input for snapshots");
+                    }
+                }
+                Ok(Some(Recorder::new(writer, route.retention)))
+            }
+            Err(e) if route.on_disconnect == OnDisconnect::Keep => Err(store_error(e)),
+            Err(e) => {
+                tracing::warn!(error = %e, "run log unavailable: this stream cannot be resumed");
+                Ok(None)
+            }
+        }
+    }
+
+    /// `GET {path}/{id}/stream`: the client comes back to a run.
+    async fn resume(
+        &self,
+        route: &Route,
+        id: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<Response<Body>, GatewayError> {
+        let runs = self.stores.runs.clone();
+        let key = run_key(&route.path, id);
+        let Some(info) = runs.latest(&key).await.map_err(store_error)? else {
+            return Ok(no_content());
+        };
+        let last_event_id = match headers.get("last-event-id").map(|v| v.to_str()) {
+            None => None,
+            Some(Ok(v)) => Some(v.parse::<EventId>().map_err(|e| {
+                let mut g =
+                    GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.to_string());
+                g.field = Some("last-event-id".into());
+                g
+            })?),
+            Some(Err(_)) => None,
+        };
+        let running = info.is_running();
+        let mode = match (route.client, last_event_id) {
+            // useChat asks on every page load: only a running answer is resumed.
+            (Dialect::Vercel, _) if !running => return Ok(no_content()),
+            (Dialect::Vercel, _) => Mode::After(None),
+            (_, Some(after)) => Mode::After(Some(after)),
+            (_, None) if !running => return Ok(no_content()),
+            (Dialect::AgKit, None) => Mode::After(None),
+            (_, None) => Mode::Snapshot,
+        };
+        let store = &self.routes.load().config.store;
+        let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
+        let Some(slot) = self.followers.enter(max_followers) else {
+            return Ok(too_many_followers(max_followers));
+        };
+        let (last, input) = if mode == Mode::Snapshot {
+            let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
+            let input = runs.input(&info.run_id).await.map_err(store_error)?;
+            (last, input)
+        } else {
+            (None, Vec::new())
+        };
+        tracing::info!(run = %info.run_id, ?mode, "resuming");
+        let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
+        let abort = Arc::new(AtomicBool::new(false));
+        self.pumps.spawn(
+            resume::Follow {
+                runs,
+                run_id: info.run_id,
+                dialect: route.client,
+                mode,
+                last,
+                input,
+                max_snapshot_bytes,
+                slot,
+                abort: abort.clone(),
+            }
+            .run(tx, self.shutdown.clone())
+            .instrument(tracing::Span::current()),
+        );
+        let headers = registry::encoder(route.client, EncodeContext::default()).headers();
+        Ok(sse_body(rx, Some(abort), headers))
+    }
+
+    /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
+    /// `conversation` is the caller's scoped id, `id` the one it named.
+    async fn stop(
+        &self,
+        route: &Route,
+        conversation: &str,
+        id: &str,
+    ) -> Result<Response<Body>, GatewayError> {
+        let runs = &self.stores.runs;
+        let info = runs
+            .latest(&run_key(&route.path, conversation))
+            .await
+            .map_err(store_error)?;
+        let stopped = match &info {
+            Some(i) if i.is_running() => runs.request_stop(&i.run_id).await.map_err(store_error)?,
+            _ => false,
+        };
+        if !stopped {
+            return Err(GatewayError::client(
+                StatusCode::NOT_FOUND,
+                "no_active_run",
+                format!("nothing is running for {id}"),
+            ));
+        }
+        Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"status": "stopping"}),
+        ))
+    }
+}
+
+/// A layered service's future, boxed where its types are concrete (the
+/// compiler cannot prove a deeply generic one `Send` from the caller).
+fn boxed<'a, T>(
+    f: impl std::future::Future<Output = T> + Send + 'a,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>> {
+    Box::pin(f)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubAction {
+    Stream,
+    Stop,
+}
+
+/// `{route}/{id}/stream` or `{route}/{id}/stop`.
+fn sub_route<'a, 'p>(config: &'a Config, path: &'p str) -> Option<(&'a Route, &'p str, SubAction)> {
+    let (rest, action) = if let Some(r) = path.strip_suffix("/stream") {
+        (r, SubAction::Stream)
+    } else if let Some(r) = path.strip_suffix("/stop") {
+        (r, SubAction::Stop)
+    } else {
+        return None;
+    };
+    let (base, id) = rest.rsplit_once('/')?;
+    if id.is_empty() {
+        return None;
+    }
+    Some((config.route(base)?, id, action))
+}
+
+/// The store could not be reached: our side, and worth a retry.
+fn store_error(e: StoreError) -> GatewayError {
+    // The detail may name the store's host: for the log only.
+    tracing::warn!(error = %e, "store request failed");
+    let mut g = GatewayError::internal("the store failed");
+    if e.is_unavailable() {
+        g.status = StatusCode::SERVICE_UNAVAILABLE;
+        g.code = "store_unavailable";
+    }
+    g
+}
+
+/// 503 `too_many_followers`: this instance follows as many resumed streams
+/// as it may; the client should come back shortly.
+fn too_many_followers(max: usize) -> Response<Body> {
+    let mut g = GatewayError::internal(format!(
+        "this instance already follows {max} resumed streams; retry shortly"
+    ));
+    g.status = StatusCode::SERVICE_UNAVAILABLE;
+    g.code = "too_many_followers";
+    let mut resp = g.into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
+fn no_content() -> Response<Body> {
+    let mut resp = Response::new(crate::error::full(Bytes::new()));
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp
+}
+
+/// A streaming `text/event-stream` response fed by `rx`, one body frame per
+/// chunk so that each event is flushed as it comes.
+pub(crate) fn sse_response(
+    rx: mpsc::Receiver<Bytes>,
+    dialect_headers: &'static [(&'static str, &'static str)],
+) -> Response<Body> {
+    sse_body(rx, None, dialect_headers)
+}
+
+/// An SSE response of what arrives on `rx`; once `rx` ends, a set `abort`
+/// ends the body with an error instead of cleanly (hyper then breaks off the
+/// connection, or resets the HTTP/2 stream).
+fn sse_body(
+    rx: mpsc::Receiver<Bytes>,
+    abort: Option<Arc<AtomicBool>>,
+    dialect_headers: &'static [(&'static str, &'static str)],
+) -> Response<Body> {
+    let stream = futures_util::stream::unfold(Some((rx, abort)), |state| async move {
+        let (mut rx, abort) = state?;
+        match rx.recv().await {
+            Some(b) => Some((Ok(Frame::data(b)), Some((rx, abort)))),
+            None if abort.is_some_and(|a| a.load(Ordering::Acquire)) => {
+                // Pending once first: hyper flushes what it holds (the error
+                // frame) before the error closes the connection.
+                tokio::task::yield_now().await;
+                Some((Err(std::io::Error::other("the run failed")), None))
+            }
+            None => None,
+        }
+    });
+    let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    for (k, v) in dialect_headers {
+        // `connection` is hop-by-hop (and illegal in HTTP/2); cache-control is set above.
+        if !k.eq_ignore_ascii_case("connection") && !k.eq_ignore_ascii_case("cache-control") {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+    }
+    response
+}
+
+/// The request an upstream of `dialect` gets: AG-Kit servers keep their own
+/// history, so they receive only what is new since their last turn, i.e. the
+/// messages after the last one they wrote.
+fn upstream_request(dialect: Dialect, run: &RunRequest) -> RunRequest {
+    let mut up = run.clone();
+    if dialect == Dialect::AgKit {
+        let start = run
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .map_or(0, |i| i + 1);
+        up.messages = run.messages.get(start..).unwrap_or_default().to_vec();
+    }
+    up
+}
+
+fn upstream_headers(route: &Route) -> http::HeaderMap {
+    let mut map = http::HeaderMap::new();
+    for (k, v) in route.upstream_headers.iter() {
+        if let (Ok(k), Ok(v)) = (
+            http::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            map.insert(k, v);
+        }
+    }
+    map
+}
+
+/// The client learns only what went wrong; the upstream's address and the
+/// error's detail go to the log.
+fn upstream_send_error(route: &Route, e: reqwest::Error) -> GatewayError {
+    let timeout = e.is_timeout();
+    tracing::warn!(upstream = %loggable_url(&route.upstream), error = %error_chain(&e.without_url()), "upstream request failed");
+    if timeout {
+        GatewayError::upstream(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            "the upstream did not answer in time",
+        )
+    } else {
+        GatewayError::upstream(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            "cannot reach the upstream",
+        )
+    }
+}
+
+/// An upstream URL fit for a log line: no userinfo, no query, no fragment.
+pub fn loggable_url(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// How much of a non-2xx upstream body is read (for the log), and for how
+/// long at most.
+const ERROR_BODY_BYTES: usize = 512;
+const ERROR_BODY_TIME: Duration = Duration::from_secs(5);
+
+/// The start of an upstream's error body for the log: at most
+/// [`ERROR_BODY_BYTES`], whatever arrived within `within`, control
+/// characters replaced; the rest is never read.
+async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String {
+    let mut got = Vec::new();
+    let read = async {
+        while got.len() < ERROR_BODY_BYTES {
+            match resp.chunk().await {
+                Ok(Some(c)) => {
+                    let room = ERROR_BODY_BYTES - got.len();
+                    got.extend_from_slice(c.get(..room.min(c.len())).unwrap_or(&c));
+                }
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, read).await;
+    String::from_utf8_lossy(&got)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Marks a response whose `requests_total` is counted by its pump.
+#[derive(Clone, Copy)]
+struct CountedAtEnd;

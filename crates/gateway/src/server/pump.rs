@@ -1,0 +1,562 @@
+//! The stream pump: one upstream response moved to one client, translated
+//! as it goes, with heartbeats, the idle timeout, the run log, history and
+//! a translation panic turned into the dialect's error.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate_core::assemble::MessageAssembler;
+use babelgate_core::request::Message;
+use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
+use babelgate_core::{Dialect, EncodeContext, Translator};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::OnDisconnect;
+use crate::metrics::Metrics;
+use crate::registry;
+use crate::resume::Recorder;
+use babelgate_store::RunOutcome;
+
+/// The translator of a proxied stream. Only a client dialect whose history
+/// the gateway keeps (AG-Kit) gets a message assembler: elsewhere it would
+/// hold the whole answer in memory for nothing.
+pub(super) fn stream_translator(
+    upstream: Dialect,
+    client: Dialect,
+    ctx: EncodeContext,
+    continue_message_id: Option<String>,
+) -> Translator {
+    let translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
+    if client == Dialect::AgKit {
+        translator.with_assembler(MessageAssembler::new(continue_message_id))
+    } else {
+        translator
+    }
+}
+
+/// Moves one upstream response to one client, translating as it goes.
+pub(super) struct Pump {
+    pub(super) translator: Translator,
+    /// `None` once a client of a `keep` route has gone away.
+    pub(super) tx: Option<mpsc::Sender<Bytes>>,
+    pub(super) idle: Duration,
+    pub(super) heartbeat: Option<Duration>,
+    /// The run's log, when the store works.
+    pub(super) recorder: Option<Recorder>,
+    pub(super) on_disconnect: OnDisconnect,
+    /// Set when the client dialect needs the gateway to keep history.
+    pub(super) store: Option<Arc<dyn babelgate_store::ConversationStore>>,
+    pub(super) thread_id: String,
+    pub(super) new_from_client: Vec<Message>,
+    /// The gateway is shutting down and the grace period is over.
+    pub(super) shutdown: CancellationToken,
+    pub(super) report: Option<Report>,
+    /// Set before the pump lets go of `tx` when the client's dialect shows
+    /// a failure only as a body that breaks off (`Encoder::aborts`).
+    pub(super) abort: Arc<AtomicBool>,
+}
+
+/// Where a stream's numbers go.
+pub(super) struct Report {
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) route: String,
+    pub(super) pair: (Dialect, Dialect),
+    pub(super) started: tokio::time::Instant,
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The run ended (finished, interrupted or with the agent's own error).
+    Complete,
+    /// The client went away; the upstream request was dropped.
+    ClientGone,
+    /// The upstream broke the stream: closed early, sent garbage or went quiet.
+    Upstream(&'static str),
+    Shutdown,
+    /// `POST {path}/{id}/stop`.
+    Stopped,
+    /// The translation panicked (a bug): the client got `internal`.
+    Internal,
+}
+
+impl Pump {
+    pub(super) async fn run<S>(mut self, mut upstream: S)
+    where
+        S: futures_util::Stream<Item = Result<Bytes, String>> + Unpin,
+    {
+        let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
+        let mut first_sent = false;
+        // Small to start: most streams are mostly idle, and it grows to fit.
+        let mut out = Vec::with_capacity(512);
+        let idle = tokio::time::sleep(self.idle);
+        tokio::pin!(idle);
+        // Far in the future when heartbeats are off: one code path either way.
+        let beat_every = self
+            .heartbeat
+            .unwrap_or(Duration::from_secs(365 * 24 * 3600));
+        let beat = tokio::time::sleep(beat_every);
+        tokio::pin!(beat);
+        let shutdown = self.shutdown.clone();
+        let end = loop {
+            let client_gone = {
+                let tx = self.tx.clone();
+                async move {
+                    match tx {
+                        Some(tx) => tx.closed().await,
+                        None => std::future::pending().await,
+                    }
+                }
+            };
+            let stop = async {
+                match &self.recorder {
+                    Some(r) => r.stop_requested().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                next = upstream.next() => next,
+                () = &mut idle => {
+                    let msg = format!("the upstream sent nothing for {:?}", self.idle);
+                    self.translator.fail(&msg, Some("upstream_idle"), &mut out);
+                    self.remember().await;
+                    self.deliver(&mut out).await;
+                    break End::Upstream("upstream_idle");
+                }
+                () = &mut beat => {
+                    beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
+                    if self.tx.is_some() {
+                        babelgate_core::sse::write_comment(&mut out, "ping");
+                        if !self.deliver(&mut out).await {
+                            break End::ClientGone;
+                        }
+                    }
+                    continue;
+                }
+                () = shutdown.cancelled() => {
+                    self.translator.fail("the gateway is shutting down", Some("shutdown"), &mut out);
+                    self.remember().await;
+                    self.deliver(&mut out).await;
+                    break End::Shutdown;
+                }
+                () = stop => {
+                    self.translator.fail("the run was stopped", Some("stopped"), &mut out);
+                    self.remember().await;
+                    self.deliver(&mut out).await;
+                    break End::Stopped;
+                }
+                // The client went away: dropping `upstream` cancels the
+                // request, unless the route keeps the run going.
+                () = client_gone => {
+                    if self.detach() {
+                        continue;
+                    }
+                    break End::ClientGone;
+                }
+            };
+            let end = match next {
+                None => match self.guarded(&mut out, |t, out| t.finish_live(out)) {
+                    Some(Ok(true)) => End::Complete,
+                    Some(_) => End::Upstream("upstream_disconnected"),
+                    None => End::Internal,
+                },
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "the upstream connection failed");
+                    self.translator.fail(
+                        "the upstream connection failed",
+                        Some("upstream_disconnected"),
+                        &mut out,
+                    );
+                    End::Upstream("upstream_disconnected")
+                }
+                Some(Ok(bytes)) => {
+                    idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
+                    let Some(r) = self.guarded(&mut out, |t, out| t.push(&bytes, out)) else {
+                        break self.end_internal(&mut out).await;
+                    };
+                    if r.is_ok() {
+                        if !out.is_empty() {
+                            beat.as_mut()
+                                .reset(tokio::time::Instant::now() + beat_every);
+                            if !first_sent {
+                                first_sent = true;
+                                if let Some(r) = &self.report {
+                                    r.metrics.first_event(&r.route, r.started.elapsed());
+                                }
+                            }
+                        }
+                        if !self.deliver(&mut out).await {
+                            break End::ClientGone;
+                        }
+                        continue;
+                    }
+                    End::Upstream("upstream_malformed")
+                }
+            };
+            if end == End::Internal {
+                break self.end_internal(&mut out).await;
+            }
+            // History first: the client may post its next turn the moment it
+            // reads the end of this one.
+            self.remember().await;
+            self.deliver(&mut out).await;
+            break end;
+        };
+        if self.translator.encoder().aborts() {
+            self.abort.store(true, Ordering::Release);
+        }
+        if let Some(mut rec) = self.recorder.take() {
+            rec.end(match end {
+                End::Complete => RunOutcome::Completed,
+                End::ClientGone | End::Stopped => RunOutcome::Cancelled,
+                End::Upstream(_) | End::Shutdown | End::Internal => RunOutcome::Failed,
+            })
+            .await;
+        }
+        let events = self.translator.events_translated;
+        if let Some(r) = &self.report {
+            let lasted = r.started.elapsed();
+            r.metrics
+                .events(r.pair.0.as_str(), r.pair.1.as_str(), events);
+            // The one count of this request: its head said 200, but a client
+            // that left is counted as 499 (as proxies log it).
+            let status = if end == End::ClientGone { 499 } else { 200 };
+            r.metrics.request(&r.route, status);
+            if let End::Upstream(kind) = end {
+                r.metrics.upstream_error(kind);
+            }
+            r.metrics.stream_ended(&r.route, lasted);
+        }
+        match end {
+            // Logged as 499, as proxies do, though the response began as 200.
+            End::ClientGone => tracing::info!(
+                status = 499,
+                events,
+                "client went away; upstream request cancelled"
+            ),
+            End::Upstream(kind) => tracing::warn!(
+                kind,
+                events,
+                "upstream stream failed; client got its dialect's error"
+            ),
+            End::Shutdown => tracing::info!(events, "stream ended by shutdown"),
+            End::Stopped => tracing::info!(events, "run stopped on request"),
+            End::Complete => tracing::debug!(events, "stream complete"),
+            End::Internal => tracing::error!(
+                events,
+                "the translation panicked; client got its dialect's `internal` error"
+            ),
+        }
+    }
+
+    /// Runs one translator step. A panic in it (a decoder or encoder bug)
+    /// must not kill the task, which would cut the client's stream without
+    /// an error and leave the run log open: it is caught, what the step half
+    /// wrote is dropped, and the stream is closed with the dialect's error,
+    /// code `internal`. `None` after a panic; the translator is then not used
+    /// again but for that error.
+    fn guarded<T>(
+        &mut self,
+        out: &mut Vec<u8>,
+        step: impl FnOnce(&mut Translator, &mut Vec<u8>) -> T,
+    ) -> Option<T> {
+        let before = out.len();
+        let translator = &mut self.translator;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(translator, out))) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                // Bounded: the message may quote a whole upstream frame.
+                let what: String = what.chars().take(256).collect();
+                tracing::error!(panic = %what, "the stream's translation panicked");
+                out.truncate(before);
+                let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    translator.fail(
+                        "the gateway failed to translate the stream",
+                        Some("internal"),
+                        out,
+                    )
+                }));
+                if failed.is_err() {
+                    // The encoder itself is broken: end without an event
+                    // rather than with half of one.
+                    out.truncate(before);
+                }
+                None
+            }
+        }
+    }
+
+    /// Ends a stream whose translation panicked (see [`guarded`](Self::guarded)).
+    async fn end_internal(&mut self, out: &mut Vec<u8>) -> End {
+        if let Some(r) = &self.report {
+            r.metrics.stream_panics.inc();
+        }
+        self.deliver(out).await;
+        End::Internal
+    }
+
+    /// The client went away: true when the run goes on without it.
+    fn detach(&mut self) -> bool {
+        self.tx = None;
+        let keep = self.on_disconnect == OnDisconnect::Keep && self.recorder.is_some();
+        if keep {
+            tracing::info!("client went away; the run goes on (on_disconnect = keep)");
+        }
+        keep
+    }
+
+    /// Logs what is buffered and sends it to the client, if one is there;
+    /// false when the client is gone and the run should stop.
+    async fn deliver(&mut self, out: &mut Vec<u8>) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        let chunk = match &mut self.recorder {
+            Some(rec) => {
+                let mut with_ids = Vec::with_capacity(out.len() + 64);
+                rec.record(out, &mut with_ids).await;
+                out.clear();
+                Bytes::from(with_ids)
+            }
+            None => Bytes::from(std::mem::take(out)),
+        };
+        match &self.tx {
+            None => true,
+            Some(tx) => {
+                if tx.send(chunk).await.is_ok() {
+                    true
+                } else {
+                    self.detach()
+                }
+            }
+        }
+    }
+
+    async fn remember(&mut self) {
+        if let Some(store) = &self.store {
+            let mut turn = std::mem::take(&mut self.new_from_client);
+            turn.extend(self.translator.take_messages());
+            if let Err(e) = store.append(&self.thread_id, turn).await {
+                tracing::warn!(thread = %self.thread_id, error = %e, "could not keep the conversation history");
+            }
+        }
+    }
+}
+
+/// Counts a stream in `active_streams` while it lives.
+struct ActiveGuard(prometheus_client::metrics::gauge::Gauge);
+
+impl ActiveGuard {
+    fn new(m: &Metrics) -> Self {
+        m.active_streams.inc();
+        ActiveGuard(m.active_streams.clone())
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::STREAM_BUFFER_CHUNKS;
+    use babelgate_store::RunWriter;
+
+    const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+
+    fn pump(idle: Duration, heartbeat: Option<Duration>) -> (Pump, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER_CHUNKS);
+        let translator = registry::translator(
+            Dialect::AgUi,
+            Dialect::AgUi,
+            EncodeContext::deterministic(),
+            DEFAULT_MAX_EVENT_BYTES,
+        );
+        let p = Pump {
+            translator,
+            tx: Some(tx),
+            idle,
+            heartbeat,
+            recorder: None,
+            on_disconnect: OnDisconnect::Cancel,
+            store: None,
+            thread_id: "t".into(),
+            new_from_client: Vec::new(),
+            shutdown: CancellationToken::new(),
+            report: None,
+            abort: Arc::default(),
+        };
+        (p, rx)
+    }
+
+    type Upstream =
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>;
+
+    fn upstream() -> (mpsc::Sender<Result<Bytes, String>>, Upstream) {
+        let (tx, rx) = mpsc::channel(4);
+        let s =
+            futures_util::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|x| (x, rx)) },
+            );
+        (tx, Box::pin(s))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_keep_an_idle_stream_alive_until_the_idle_timeout() {
+        let (p, mut rx) = pump(Duration::from_secs(50), Some(Duration::from_secs(15)));
+        let (up, s) = upstream();
+        tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let mut chunks = Vec::new();
+        while let Some(c) = rx.recv().await {
+            chunks.push((
+                started.elapsed().as_secs(),
+                String::from_utf8(c.to_vec()).unwrap(),
+            ));
+        }
+        assert!(chunks[0].1.contains("RUN_STARTED"));
+        let pings: Vec<u64> = chunks
+            .iter()
+            .filter(|(_, c)| c == ": ping\n\n")
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(pings, [15, 30, 45], "{chunks:?}");
+        let (t, last) = chunks.last().unwrap();
+        assert_eq!(*t, 50);
+        assert!(
+            last.contains("RUN_ERROR") && last.contains("upstream_idle"),
+            "{last}"
+        );
+        drop(up);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn output_postpones_the_heartbeat() {
+        let (p, mut rx) = pump(Duration::from_secs(100), Some(Duration::from_secs(15)));
+        let (up, s) = upstream();
+        tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        rx.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        up.send(Ok(Bytes::from(
+            "data: {\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n\n",
+        )))
+        .await
+        .unwrap();
+        let t0 = tokio::time::Instant::now();
+        assert!(String::from_utf8(rx.recv().await.unwrap().to_vec())
+            .unwrap()
+            .contains("STEP_STARTED"));
+        assert_eq!(rx.recv().await.unwrap(), Bytes::from(": ping\n\n"));
+        assert_eq!(
+            t0.elapsed().as_secs(),
+            15,
+            "15 s after the last output, not after the first"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_that_goes_away_cancels_the_upstream() {
+        let (p, rx) = pump(Duration::from_secs(100), None);
+        let (up, s) = upstream();
+        let task = tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        drop(rx);
+        // The pump drops the upstream stream, which closes our sender's side.
+        tokio::time::timeout(Duration::from_secs(20), up.closed())
+            .await
+            .expect("upstream released");
+        task.await.unwrap();
+    }
+    /// A decoder with a bug: AG-UI's, but it panics on a frame `boom`.
+    struct Buggy(Box<dyn babelgate_core::Decoder>);
+
+    impl babelgate_core::Decoder for Buggy {
+        fn dialect(&self) -> Dialect {
+            Dialect::AgUi
+        }
+        fn decode(
+            &mut self,
+            frame: &babelgate_core::Frame,
+            out: &mut Vec<babelgate_core::Event>,
+        ) -> Result<(), babelgate_core::DecodeError> {
+            assert!(frame.data != "boom", "injected decoder bug");
+            self.0.decode(frame, out)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_translation_ends_the_stream_with_internal_and_fails_the_run() {
+        use babelgate_store::{MemoryRunLog, RunLog, RunStatus};
+        let (mut p, mut rx) = pump(Duration::from_secs(100), None);
+        p.translator = Translator::new(
+            babelgate_core::SseFramer::new(DEFAULT_MAX_EVENT_BYTES),
+            Box::new(Buggy(registry::decoder(Dialect::AgUi))),
+            registry::encoder(Dialect::AgUi, EncodeContext::deterministic()),
+        );
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
+        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
+            .await
+            .unwrap();
+        p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
+        let metrics = Arc::new(Metrics::default());
+        p.report = Some(Report {
+            metrics: metrics.clone(),
+            route: "/r".into(),
+            pair: (Dialect::AgUi, Dialect::AgUi),
+            started: tokio::time::Instant::now(),
+        });
+        let (up, s) = upstream();
+        let task = tokio::spawn(p.run(s));
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        up.send(Ok(Bytes::from("data: boom\n\n"))).await.unwrap();
+        let mut body = String::new();
+        while let Some(c) = rx.recv().await {
+            body.push_str(std::str::from_utf8(&c).unwrap());
+        }
+        task.await.expect("the pump survives the panic");
+        assert!(body.contains("RUN_STARTED"), "{body}");
+        let last = body.trim_end().rsplit("\n\n").next().unwrap();
+        assert!(
+            last.contains("RUN_ERROR") && last.contains("\"code\":\"internal\""),
+            "{body}"
+        );
+        let info = log.info("r1").await.unwrap().unwrap();
+        assert_eq!(info.status, RunStatus::Ended(RunOutcome::Failed));
+        assert_eq!(metrics.stream_panics.get(), 1);
+    }
+
+    #[test]
+    fn only_streams_whose_history_is_kept_assemble_messages() {
+        let text = "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+                    data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n\
+                    data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n";
+        for client in [Dialect::AgUi, Dialect::Hai, Dialect::Vercel, Dialect::AgKit] {
+            let mut t =
+                stream_translator(Dialect::AgUi, client, EncodeContext::deterministic(), None);
+            let mut out = Vec::new();
+            t.push(STARTED.as_bytes(), &mut out).unwrap();
+            t.push(text.as_bytes(), &mut out).unwrap();
+            let kept = t.take_messages();
+            assert_eq!(
+                !kept.is_empty(),
+                client == Dialect::AgKit,
+                "{client:?}: {kept:?}"
+            );
+        }
+    }
+}
