@@ -24,6 +24,13 @@ pub use decoder::AgUiDecoder;
 pub use encoder::AgUiEncoder;
 pub use request::AgUiRequests;
 
+/// What the gateway does for this dialect beyond translating it. AG-UI clients send the whole history and reconnect with `Last-Event-ID` or for a snapshot (`@ag-ui/client` verifies a stream from its start).
+pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
+    gateway_keeps_history: false,
+    upstream_keeps_history: false,
+    resume: babelgate_core::Resume::AfterOrSnapshot,
+};
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

@@ -24,6 +24,13 @@ pub use decoder::AgKitDecoder;
 pub use encoder::AgKitEncoder;
 pub use request::AgKitRequests;
 
+/// What the gateway does for this dialect beyond translating it. The legacy client sends only its new message, and AG-Kit servers keep their own history: the gateway keeps it for AG-Kit clients and sends AG-Kit upstreams only what is new.
+pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
+    gateway_keeps_history: true,
+    upstream_keeps_history: true,
+    resume: babelgate_core::Resume::AfterOrFromStart,
+};
+
 #[cfg(test)]
 mod tests {
     //! Whole-stream tests: identity on the fixtures, and a property round trip.

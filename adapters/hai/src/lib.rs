@@ -27,6 +27,13 @@ pub use decoder::HaiDecoder;
 pub use encoder::HaiEncoder;
 pub use request::HaiRequests;
 
+/// What the gateway does for this dialect beyond translating it. HAI clients send the whole history; a reconnect gets the events after `Last-Event-ID`, or a snapshot (the spec has the agent send `MESSAGE_SNAPSHOT`).
+pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
+    gateway_keeps_history: false,
+    upstream_keeps_history: false,
+    resume: babelgate_core::Resume::AfterOrSnapshot,
+};
+
 #[cfg(test)]
 mod tests {
     //! Round trips through the whole adapter: HAI fixtures back to themselves,

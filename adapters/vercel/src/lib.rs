@@ -22,6 +22,13 @@ pub use decoder::VercelDecoder;
 pub use encoder::VercelEncoder;
 pub use request::VercelRequests;
 
+/// What the gateway does for this dialect beyond translating it. `useChat` sends the whole history and asks to resume on every page load: only a running answer, from its `start`.
+pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
+    gateway_keeps_history: false,
+    upstream_keeps_history: false,
+    resume: babelgate_core::Resume::RunningFromStart,
+};
+
 #[cfg(test)]
 mod tests {
     //! Whole-stream tests: identity on the fixtures the `ai` package wrote,

@@ -21,6 +21,7 @@ pub mod dialect;
 pub mod event;
 pub mod ids;
 pub mod json;
+pub mod policy;
 pub mod request;
 pub mod sse;
 pub mod track;
@@ -30,6 +31,7 @@ pub use codec::{DecodeError, Decoder, EncodeContext, Encoder, RequestError, Requ
 pub use dialect::Dialect;
 pub use event::{Event, EventKind, Extra, Interrupt, Outcome, Role};
 pub use ids::IdGen;
+pub use policy::{Policy, Resume};
 pub use request::RunRequest;
 pub use sse::{Frame, FrameError, SseFramer};
 pub use track::OpenTracker;

@@ -1,3 +1,3 @@
 //! Every adapter by dialect name (see `babelgate-registry`).
 
-pub use babelgate_registry::{decoder, encoder, requests, translator};
+pub use babelgate_registry::{decoder, encoder, policy, requests, translator};

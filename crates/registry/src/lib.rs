@@ -14,7 +14,7 @@
 )]
 
 use babelgate_core::{
-    Decoder, Dialect, EncodeContext, Encoder, RequestTranslator, SseFramer, Translator,
+    Decoder, Dialect, EncodeContext, Encoder, Policy, RequestTranslator, SseFramer, Translator,
 };
 
 pub fn decoder(dialect: Dialect) -> Box<dyn Decoder> {
@@ -44,6 +44,17 @@ pub fn requests(dialect: Dialect) -> &'static dyn RequestTranslator {
     }
 }
 
+/// What the gateway does for `dialect` beyond translating it, as its
+/// adapter declares.
+pub fn policy(dialect: Dialect) -> Policy {
+    match dialect {
+        Dialect::AgUi => babelgate_ag_ui::POLICY,
+        Dialect::Hai => babelgate_hai::POLICY,
+        Dialect::Vercel => babelgate_vercel::POLICY,
+        Dialect::AgKit => babelgate_agkit::POLICY,
+    }
+}
+
 /// A translator from `from` (upstream) to `to` (client).
 pub fn translator(
     from: Dialect,
@@ -56,4 +67,28 @@ pub fn translator(
         decoder(from),
         encoder(to, ctx),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use babelgate_core::Resume;
+
+    /// The policies the adapters declare are the behaviour the gateway's
+    /// tests hold it to (resume.rs, gateway.rs): pinned here so that a
+    /// change to one is a deliberate one.
+    #[test]
+    fn each_dialect_declares_its_policy() {
+        let p = policy(Dialect::AgKit);
+        assert!(p.gateway_keeps_history && p.upstream_keeps_history);
+        assert_eq!(p.resume, Resume::AfterOrFromStart);
+        let p = policy(Dialect::Vercel);
+        assert!(!p.gateway_keeps_history && !p.upstream_keeps_history);
+        assert_eq!(p.resume, Resume::RunningFromStart);
+        for d in [Dialect::AgUi, Dialect::Hai] {
+            let p = policy(d);
+            assert!(!p.gateway_keeps_history && !p.upstream_keeps_history);
+            assert!(p.keeps_input(), "{d}: snapshots start with the input");
+        }
+    }
 }

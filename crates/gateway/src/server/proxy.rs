@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::request::RunRequest;
-use babelgate_core::{Dialect, EncodeContext, IdGen, Role};
+use babelgate_core::{Dialect, EncodeContext, IdGen, Resume, Role};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -297,7 +297,8 @@ impl Gateway {
         let new_from_client = run.messages.clone();
         // Where this caller's run and history of this thread are kept.
         let conversation = caller.scoped(&run.thread_id);
-        if route.client == Dialect::AgKit {
+        let keeps_history = registry::policy(route.client).gateway_keeps_history;
+        if keeps_history {
             let mut history = self
                 .stores
                 .conversations
@@ -410,7 +411,7 @@ impl Gateway {
             heartbeat: route.heartbeat,
             recorder,
             on_disconnect: route.on_disconnect,
-            store: (route.client == Dialect::AgKit).then(|| self.stores.conversations.clone()),
+            store: keeps_history.then(|| self.stores.conversations.clone()),
             thread_id: conversation,
             new_from_client,
             shutdown: self.shutdown.clone(),
@@ -447,7 +448,7 @@ impl Gateway {
         let key = run_key(&route.path, conversation);
         match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
-                if matches!(route.client, Dialect::AgUi | Dialect::Hai) {
+                if registry::policy(route.client).keeps_input() {
                     // What a snapshot on reconnect starts with; kept with
                     // the run (its life and retention), capped in bytes.
                     if let Err(e) = self.stores.runs.keep_input(&run_id, &run.messages).await {
@@ -487,14 +488,14 @@ impl Gateway {
             Some(Err(_)) => None,
         };
         let running = info.is_running();
-        let mode = match (route.client, last_event_id) {
+        let mode = match (registry::policy(route.client).resume, last_event_id) {
             // useChat asks on every page load: only a running answer is resumed.
-            (Dialect::Vercel, _) if !running => return Ok(no_content()),
-            (Dialect::Vercel, _) => Mode::After(None),
+            (Resume::RunningFromStart, _) if !running => return Ok(no_content()),
+            (Resume::RunningFromStart, _) => Mode::After(None),
             (_, Some(after)) => Mode::After(Some(after)),
             (_, None) if !running => return Ok(no_content()),
-            (Dialect::AgKit, None) => Mode::After(None),
-            (_, None) => Mode::Snapshot,
+            (Resume::AfterOrFromStart, None) => Mode::After(None),
+            (Resume::AfterOrSnapshot, None) => Mode::Snapshot,
         };
         let store = &self.routes.load().config.store;
         let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
@@ -673,12 +674,12 @@ fn sse_body(
     response
 }
 
-/// The request an upstream of `dialect` gets: AG-Kit servers keep their own
-/// history, so they receive only what is new since their last turn, i.e. the
-/// messages after the last one they wrote.
+/// The request an upstream of `dialect` gets: one that keeps its own history
+/// (AG-Kit servers) receives only what is new since its last turn, i.e. the
+/// messages after the last one it wrote.
 fn upstream_request(dialect: Dialect, run: &RunRequest) -> RunRequest {
     let mut up = run.clone();
-    if dialect == Dialect::AgKit {
+    if registry::policy(dialect).upstream_keeps_history {
         let start = run
             .messages
             .iter()

@@ -31,7 +31,7 @@ pub(super) fn stream_translator(
     continue_message_id: Option<String>,
 ) -> Translator {
     let translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
-    if client == Dialect::AgKit {
+    if registry::policy(client).gateway_keeps_history {
         translator.with_assembler(MessageAssembler::new(continue_message_id))
     } else {
         translator

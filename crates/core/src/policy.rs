@@ -1,0 +1,37 @@
+//! What the gateway does for a dialect beyond translating it: declared by
+//! each adapter (its `POLICY`), read through the registry, so that a new
+//! dialect brings its own and the gateway has no `Dialect::X` branches.
+
+/// A dialect's needs around its streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Its clients send only their new messages: the gateway keeps each
+    /// conversation's history (the answers assembled as they stream) and
+    /// completes their requests with it.
+    pub gateway_keeps_history: bool,
+    /// As an upstream it keeps its own history: it is sent only what is new
+    /// since its last answer.
+    pub upstream_keeps_history: bool,
+    /// How its clients come back to a run.
+    pub resume: Resume,
+}
+
+/// How a dialect's clients reconnect to a run (`GET {path}/{id}/stream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// The client asks on every page load: only a running answer is
+    /// resumed, replayed from its start (`Last-Event-ID` is not used).
+    RunningFromStart,
+    /// After `Last-Event-ID`; without one, a running run from its start.
+    AfterOrFromStart,
+    /// After `Last-Event-ID`; without one, a snapshot of the run so far
+    /// (its input first, which is kept with the run for that), then the tail.
+    AfterOrSnapshot,
+}
+
+impl Policy {
+    /// Whether a run's input is kept for the snapshots its resumes start with.
+    pub fn keeps_input(&self) -> bool {
+        self.resume == Resume::AfterOrSnapshot
+    }
+}
