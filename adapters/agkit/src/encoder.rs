@@ -44,6 +44,11 @@ pub struct AgKitEncoder {
     held: Vec<Map<String, Value>>,
     /// `[DONE]` is out: the client reads nothing more.
     done: bool,
+    /// Write what AG-Kit cannot say as extension frames (`wire.rs`) instead
+    /// of dropping it.
+    extensions: bool,
+    /// Events dropped for want of a declared frame type.
+    dropped: u64,
 }
 
 impl AgKitEncoder {
@@ -55,9 +60,47 @@ impl AgKitEncoder {
             args: HashMap::new(),
             held: Vec::new(),
             done: false,
+            extensions: false,
+            dropped: 0,
         }
     }
 
+    /// Opt in to extension frames: what AG-Kit has no frame for (reasoning,
+    /// steps, state, data...) goes out as frames of the types in `wire.rs`,
+    /// which the real client ignores and babelgate's decoder reads back.
+    /// Off by default: a client gets only the types the AG-Kit server declares.
+    pub fn with_extensions(mut self, on: bool) -> Self {
+        self.extensions = on;
+        self
+    }
+}
+
+/// Whether the event maps to frame types the AG-Kit server declares (or to
+/// nothing at all), as opposed to an extension frame.
+fn declared(event: &Event) -> bool {
+    use EventKind as K;
+    match &event.kind {
+        K::RunStarted { .. }
+        | K::RunFinished { .. }
+        | K::RunError { .. }
+        | K::TextStart { .. }
+        | K::TextDelta { .. }
+        | K::TextEnd { .. }
+        | K::ReasoningStart { .. }
+        | K::ReasoningEnd { .. }
+        | K::ToolCallStart { .. }
+        | K::ToolCallArgs { .. }
+        | K::ToolCallEnd { .. }
+        | K::ToolCallResult { .. }
+        | K::ToolCallError { .. }
+        | K::ToolCallDenied { .. } => true,
+        // An AG-Kit upstream's own frame, written back as it came.
+        K::Unknown { .. } => event.origin == Some(Dialect::AgKit),
+        _ => false,
+    }
+}
+
+impl AgKitEncoder {
     /// Writes one frame, with the event's extras when they are AG-Kit's own.
     fn write(out: &mut Vec<u8>, event: &Event, mut obj: Map<String, Value>) {
         if let Some(extra) = event.extra_from(Dialect::AgKit) {
@@ -183,6 +226,10 @@ impl AgKitEncoder {
 
     fn encode_one(&mut self, event: &Event, out: &mut Vec<u8>) {
         use EventKind as K;
+        if !self.extensions && !declared(event) {
+            self.dropped += 1;
+            return;
+        }
         let put = |obj: &mut Map<String, Value>, k: &str, v: Value| {
             obj.insert(k.into(), v);
         };
@@ -510,6 +557,10 @@ impl Encoder for AgKitEncoder {
         }
     }
 
+    fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
     /// Closes open tool calls, writes held results and `[DONE]`, once.
     fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.done {
@@ -529,7 +580,7 @@ mod tests {
     use serde_json::json;
 
     fn enc() -> AgKitEncoder {
-        AgKitEncoder::new(EncodeContext::deterministic())
+        AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true)
     }
 
     fn run(kinds: Vec<EventKind>) -> String {
@@ -865,5 +916,66 @@ mod tests {
             "data: {\"type\":\"text\",\"content\":\"x\",\"index\":0}\n\n\
              data: {\"type\":\"text\",\"content\":\"x\"}\n\n"
         );
+    }
+
+    /// By default a client gets only the frame types the AG-Kit server
+    /// declares: the rest is dropped and counted.
+    #[test]
+    fn only_declared_frame_types_by_default() {
+        let mut e = AgKitEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        let mut k = vec![EventKind::RunStarted {
+            thread_id: None,
+            run_id: None,
+            parent_run_id: None,
+            message_id: None,
+            input: None,
+        }];
+        k.push(EventKind::StepStarted { name: None });
+        k.push(EventKind::ReasoningStart {
+            message_id: "r".into(),
+        });
+        k.push(EventKind::ReasoningDelta {
+            message_id: "r".into(),
+            delta: "hmm".into(),
+        });
+        k.push(EventKind::ReasoningEnd {
+            message_id: "r".into(),
+        });
+        text(&mut k, "m", &["hi"]);
+        k.push(EventKind::StateSnapshot {
+            snapshot: json!({"a": 1}),
+        });
+        k.push(EventKind::Custom {
+            name: "n".into(),
+            value: json!(1),
+        });
+        k.push(
+            Event::new(EventKind::Unknown {
+                raw: json!({"type": "X_EVENT"}),
+            })
+            .with_origin(Dialect::AgUi)
+            .kind,
+        );
+        k.push(EventKind::StepFinished { name: None });
+        k.push(finished(Outcome::Unspecified));
+        for kind in k {
+            e.encode(&Event::new(kind), &mut out);
+        }
+        e.encode(
+            &Event::new(EventKind::Unknown {
+                raw: json!({"type": "X_EVENT"}),
+            })
+            .with_origin(Dialect::AgUi),
+            &mut out,
+        );
+        e.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"text\",\"content\":\"hi\"}\n\ndata: [DONE]\n\n"
+        );
+        // steps x2, the reasoning delta, state, custom, the foreign unknown
+        // event (nothing is encoded after `[DONE]`)
+        assert_eq!(e.dropped(), 6);
     }
 }

@@ -55,7 +55,8 @@ mod tests {
     }
 
     fn encode(events: &[Event]) -> Vec<u8> {
-        let mut e = AgKitEncoder::new(EncodeContext::deterministic());
+        // Extension frames on: babelgate to babelgate keeps what AG-Kit cannot say.
+        let mut e = AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true);
         let mut out = Vec::new();
         for ev in events {
             e.encode(ev, &mut out);
@@ -204,7 +205,7 @@ mod tests {
         babelgate_core::Translator::new(
             SseFramer::default(),
             Box::new(AgKitDecoder::new()),
-            Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
+            Box::new(AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true)),
         )
     }
 

@@ -1173,6 +1173,13 @@ impl Encoder for VercelEncoder {
         self.done = true;
     }
 
+    /// The `ai` client fails on a chunk type it does not know, even from a
+    /// Vercel upstream: such a frame is wrapped (see `EventKind::Unknown`
+    /// above) rather than passed through.
+    fn passes(&self, event: &Event) -> bool {
+        !matches!(event.kind, EventKind::Unknown { .. })
+    }
+
     fn headers(&self) -> &'static [(&'static str, &'static str)] {
         HEADERS
     }
