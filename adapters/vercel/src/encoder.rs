@@ -51,6 +51,22 @@ enum Phase {
     Errored,
 }
 
+/// Where the response is in its steps (`start-step` ... `finish-step`).
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    /// No step opened yet in this response.
+    NoneYet,
+    /// A step is open; `output`: a tool result came in it, so content from
+    /// another dialect opens a new step.
+    Open { output: bool },
+    /// A Vercel upstream's `finish-step` (its extras), written before the
+    /// next chunk unless the run's finish comes first (trailing content
+    /// stays in the step that is closing).
+    Closing(Extra),
+    /// The last step is closed.
+    Closed,
+}
+
 #[derive(Debug)]
 struct Call {
     name: String,
@@ -73,12 +89,9 @@ pub struct VercelEncoder {
     run_seq: u64,
     start_written: bool,
     done: bool,
-    step_open: bool,
-    finish_step_pending: Option<Extra>,
+    step: Step,
     /// Nesting of core steps from dialects with named, nested steps.
     core_step_depth: u32,
-    any_step: bool,
-    step_has_output: bool,
     /// A chunk the client stores was written after the first step opened.
     committed: bool,
     calls: HashMap<String, Call>,
@@ -99,11 +112,8 @@ impl VercelEncoder {
             run_seq: 0,
             start_written: false,
             done: false,
-            step_open: false,
-            finish_step_pending: None,
+            step: Step::NoneYet,
             core_step_depth: 0,
-            any_step: false,
-            step_has_output: false,
             committed: false,
             calls: HashMap::new(),
             open_inputs: Vec::new(),
@@ -111,6 +121,13 @@ impl VercelEncoder {
             activities: HashMap::new(),
         }
     }
+}
+
+/// `finish-step` with a Vercel upstream's extras (not a committing chunk).
+fn write_finish_step(out: &mut Vec<u8>, extra: Extra) {
+    let mut c = chunk("finish-step");
+    c.extend(extra);
+    write_json(out, &Value::Object(c));
 }
 
 /// A chunk object with its type first.
@@ -191,7 +208,7 @@ fn output_value(content: &Value, from_vercel: bool) -> Value {
 
 impl VercelEncoder {
     fn emit(&mut self, out: &mut Vec<u8>, obj: Map<String, Value>, event: Option<&Event>) {
-        if self.any_step && commits(&obj) {
+        if self.any_step() && commits(&obj) {
             self.committed = true;
         }
         write_chunk(out, obj, event);
@@ -207,7 +224,7 @@ impl VercelEncoder {
         if self.ctx.message_id.is_none() || self.committed {
             return;
         }
-        if !self.step_open {
+        if !self.step_open() {
             self.open_step(out);
         }
         let id = self.ctx.ids.next("txt");
@@ -239,28 +256,40 @@ impl VercelEncoder {
         }
     }
 
+    /// A step is open (a `finish-step` due still counts).
+    fn step_open(&self) -> bool {
+        matches!(self.step, Step::Open { .. } | Step::Closing(_))
+    }
+
+    fn any_step(&self) -> bool {
+        self.step != Step::NoneYet
+    }
+
+    /// A tool result came: content after it belongs to a new step.
+    fn step_output(&mut self) {
+        if let Step::Open { output } = &mut self.step {
+            *output = true;
+        }
+    }
+
     fn open_step(&mut self, out: &mut Vec<u8>) {
         self.emit(out, chunk("start-step"), None);
-        self.step_open = true;
-        self.any_step = true;
-        self.step_has_output = false;
+        self.step = Step::Open { output: false };
     }
 
     fn flush_finish_step(&mut self, out: &mut Vec<u8>) {
-        if let Some(extra) = self.finish_step_pending.take() {
-            let mut c = chunk("finish-step");
-            c.extend(extra);
-            write_json(out, &Value::Object(c));
-            self.step_open = false;
-            self.step_has_output = false;
+        if matches!(self.step, Step::Closing(_)) {
+            if let Step::Closing(extra) = std::mem::replace(&mut self.step, Step::Closed) {
+                write_finish_step(out, extra);
+            }
         }
     }
 
     fn close_step(&mut self, out: &mut Vec<u8>) {
         self.flush_finish_step(out);
-        if self.step_open {
+        if self.step_open() {
             self.emit(out, chunk("finish-step"), None);
-            self.step_open = false;
+            self.step = Step::Closed;
         }
     }
 
@@ -272,13 +301,13 @@ impl VercelEncoder {
     fn ensure_step(&mut self, out: &mut Vec<u8>, from_vercel: bool, trailer: bool) {
         if !trailer {
             self.flush_finish_step(out);
-            if self.step_open && self.step_has_output && !from_vercel && self.open_inputs.is_empty()
-            {
+            let output = self.step == Step::Open { output: true };
+            if output && !from_vercel && self.open_inputs.is_empty() {
                 self.emit(out, chunk("finish-step"), None);
-                self.step_open = false;
+                self.step = Step::Closed;
             }
         }
-        if !self.step_open {
+        if !self.step_open() {
             self.open_step(out);
         }
     }
@@ -400,7 +429,7 @@ impl VercelEncoder {
             }
             self.commit_continuation(out);
             self.close_step(out);
-            if !self.any_step {
+            if !self.any_step() {
                 // Every answer opens a step, or a continuation after a
                 // front-end tool would look unanswered and be re-sent.
                 self.open_step(out);
@@ -531,7 +560,7 @@ impl VercelEncoder {
         if let Some(c) = self.calls.get_mut(id) {
             c.resolved = true;
         }
-        self.step_has_output = true;
+        self.step_output();
     }
 
     // ---- parts carried as data-<name> ------------------------------------
@@ -660,12 +689,10 @@ impl Encoder for VercelEncoder {
                 self.begin(out);
                 if from_vercel {
                     self.emit(out, chunk("start-step"), Some(event));
-                    self.step_open = true;
-                    self.any_step = true;
-                    self.step_has_output = false;
+                    self.step = Step::Open { output: false };
                 } else {
                     self.core_step_depth += 1;
-                    if !self.step_open {
+                    if !self.step_open() {
                         self.open_step(out);
                     }
                 }
@@ -679,14 +706,16 @@ impl Encoder for VercelEncoder {
                         .filter(|(k, _)| !is_marker(k))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
-                    self.finish_step_pending = Some(extra);
-                    if !self.step_open {
-                        self.flush_finish_step(out);
+                    if self.step_open() {
+                        self.step = Step::Closing(extra);
+                    } else {
+                        // No step to close: written at once, the state kept.
+                        write_finish_step(out, extra);
                     }
                 } else {
                     self.core_step_depth = self.core_step_depth.saturating_sub(1);
-                    if self.core_step_depth == 0 && self.step_open {
-                        self.finish_step_pending = Some(Extra::new());
+                    if self.core_step_depth == 0 && self.step_open() {
+                        self.step = Step::Closing(Extra::new());
                     }
                 }
             }
@@ -752,7 +781,7 @@ impl Encoder for VercelEncoder {
                 if event.extra_from(Dialect::Vercel).is_none() {
                     // The hot path: the same bytes as the map below, written
                     // straight out.
-                    if self.any_step {
+                    if self.any_step() {
                         self.committed = true;
                     }
                     out.extend_from_slice(if reasoning {
@@ -839,7 +868,7 @@ impl Encoder for VercelEncoder {
                             self.emit(out, c, None);
                         }
                         if event.extra_from(Dialect::Vercel).is_none() {
-                            if self.any_step {
+                            if self.any_step() {
                                 self.committed = true;
                             }
                             write_fields(
@@ -906,7 +935,7 @@ impl Encoder for VercelEncoder {
                         self.emit(out, c, Some(event));
                     }
                     self.open_inputs.retain(|x| x != tool_call_id);
-                    self.step_has_output = true;
+                    self.step_output();
                 } else {
                     self.ensure_known(out, tool_call_id, false);
                     let mut c = chunk("tool-output-error");
@@ -940,7 +969,7 @@ impl Encoder for VercelEncoder {
                     // What state_part writes for this, without copying the
                     // state into a chunk map first.
                     self.ensure_step(out, false, false);
-                    if self.any_step {
+                    if self.any_step() {
                         self.committed = true;
                     }
                     out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
@@ -1160,7 +1189,7 @@ impl Encoder for VercelEncoder {
             }
             self.commit_continuation(out);
             self.close_step(out);
-            if !self.any_step {
+            if !self.any_step() {
                 self.open_step(out);
                 self.close_step(out);
             }
