@@ -6,7 +6,11 @@
 //! - the run comes first: anything inside a run before `RunStarted` (or after
 //!   a finished run) gets a `RunStarted` first;
 //! - starts come before deltas: an orphan text, reasoning or tool-argument
-//!   delta gets its start (a tool's name from an earlier start, else `unknown`);
+//!   delta gets its start (a tool's name from an earlier start, else
+//!   `unknown`), unless its item already ended (then it is dropped: nothing
+//!   can be added to an ended message or a call whose arguments are complete);
+//! - a tool call's result (or error, or denial) ends its arguments: an open
+//!   call gets its `ToolCallEnd` first;
 //! - ends of things never opened are dropped;
 //! - everything open is closed before `RunFinished` (messages, reasoning, tool
 //!   calls, collaboration messages; a cancelled run is left as it stopped) and
@@ -22,7 +26,7 @@
 //! Encoders then map kinds to their wire and keep only their own dialect's
 //! rules. How a cut stream ends (`Encoder::finish`/`fail`) stays the encoder's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::event::{Event, EventKind, Outcome, Role};
 use crate::track::{OpenTracker, RunState};
@@ -37,6 +41,8 @@ pub struct Shaper {
     held: Vec<Event>,
     /// Calls of the current run with no result yet, in start order.
     pending: Vec<String>,
+    /// Ids of texts, reasoning messages and calls that ended (until started again).
+    ended: HashSet<String>,
 }
 
 /// The tool name of a start synthesized for a call never announced.
@@ -75,6 +81,27 @@ impl Shaper {
             Keep::Drop => {}
         }
         keep
+    }
+
+    /// [`shape`](Self::shape), with the event itself (or its replacement)
+    /// appended too: everything the encoder should see, in order. For
+    /// callers that own their events anyway (tests, scripted streams).
+    pub fn push(&mut self, ev: &Event, out: &mut Vec<Event>) {
+        match self.shape(ev, out) {
+            Keep::Event => out.push(ev.clone()),
+            Keep::Replaced(e) => out.push(*e),
+            Keep::Drop => {}
+        }
+    }
+
+    /// A whole stream, shaped.
+    pub fn shape_all<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Event> {
+        let mut s = Shaper::new();
+        let mut out = Vec::new();
+        for ev in events {
+            s.push(ev, &mut out);
+        }
+        out
     }
 
     fn ensure_run(&mut self, out: &mut Vec<Event>) {
@@ -164,6 +191,9 @@ impl Shaper {
                     }
                     out.push(self.held.remove(i));
                 } else if !self.open.text_open(message_id) {
+                    if self.ended.contains(message_id) {
+                        return Keep::Drop;
+                    }
                     out.push(Event::new(EventKind::TextStart {
                         message_id: message_id.clone(),
                         role: Role::Assistant,
@@ -182,6 +212,9 @@ impl Shaper {
             EventKind::ReasoningDelta { message_id, .. } => {
                 self.ensure_run(out);
                 if !self.open.reasoning_open(message_id) {
+                    if self.ended.contains(message_id) {
+                        return Keep::Drop;
+                    }
                     out.push(Event::new(EventKind::ReasoningStart {
                         message_id: message_id.clone(),
                     }));
@@ -210,6 +243,9 @@ impl Shaper {
             EventKind::ToolCallArgs { tool_call_id, .. } => {
                 self.ensure_run(out);
                 if !self.open.tool_call_open(tool_call_id) {
+                    if self.ended.contains(tool_call_id) {
+                        return Keep::Drop;
+                    }
                     let name = self
                         .tool_names
                         .get(tool_call_id)
@@ -234,6 +270,11 @@ impl Shaper {
             | EventKind::ToolCallError { tool_call_id, .. }
             | EventKind::ToolCallDenied { tool_call_id } => {
                 self.ensure_run(out);
+                if self.open.tool_call_open(tool_call_id) {
+                    out.push(Event::new(EventKind::ToolCallEnd {
+                        tool_call_id: tool_call_id.clone(),
+                    }));
+                }
                 self.pending.retain(|id| id != tool_call_id);
                 Keep::Event
             }
@@ -261,6 +302,24 @@ impl Shaper {
     }
 
     fn observe(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::TextStart { message_id, .. }
+            | EventKind::ReasoningStart { message_id }
+            | EventKind::ToolCallStart {
+                tool_call_id: message_id,
+                ..
+            } => {
+                self.ended.remove(message_id);
+            }
+            EventKind::TextEnd { message_id }
+            | EventKind::ReasoningEnd { message_id }
+            | EventKind::ToolCallEnd {
+                tool_call_id: message_id,
+            } => {
+                self.ended.insert(message_id.clone());
+            }
+            _ => {}
+        }
         self.open.observe(ev);
     }
 }
@@ -442,9 +501,10 @@ mod tests {
                 "text_delta",
                 "tool_call_start",
                 "tool_call_args",
+                // a result ends the arguments
+                "tool_call_end",
                 "tool_call_result",
                 "text_end",
-                "tool_call_end",
                 "run_finished",
                 // a new run for content after the end
                 "run_started",
@@ -458,6 +518,36 @@ mod tests {
         );
         // the first run's call had its result: nothing pending
         assert_eq!(out[8], finished(Outcome::Unspecified));
+    }
+
+    #[test]
+    fn a_result_ends_the_arguments_and_nothing_is_added_to_what_ended() {
+        let out = shaped(vec![
+            start(),
+            tool_start("t"),
+            EventKind::ToolCallError {
+                tool_call_id: "t".into(),
+                error: "e".into(),
+                input_invalid: false,
+            },
+            args("t"),
+            text_start("m"),
+            delta("m", "a"),
+            end("m"),
+            delta("m", "late"),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "run_started",
+                "tool_call_start",
+                "tool_call_end",
+                "tool_call_error",
+                "text_start",
+                "text_delta",
+                "text_end"
+            ]
+        );
     }
 
     #[test]
