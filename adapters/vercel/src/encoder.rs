@@ -6,8 +6,9 @@
 //!   own become `data-<name>` parts (transient when they should not stay in
 //!   the message);
 //! - `text-delta`/`-end` need an open `text-start` (likewise reasoning, and
-//!   `tool-input-delta` needs `tool-input-start`): starts are synthesized,
-//!   ends of nothing are dropped;
+//!   `tool-input-delta` needs `tool-input-start`): the shape stage ahead of
+//!   this encoder (`babelgate_core::shape`) synthesizes starts and drops ends
+//!   of nothing;
 //! - tool outputs, denials and approval requests need a tool part the client
 //!   has seen: a call it has not seen is announced first;
 //! - `finishReason` must be one of seven values.
@@ -18,7 +19,7 @@
 //! forever); a new step once tool results are in, as `streamText` does; and a
 //! terminal chunk (`finish`, `abort` or `error`) followed by `data: [DONE]`.
 //!
-//! `finish-step` is written lazily, right before whatever comes next: the
+//! The steps are one state ([`Step`]). `finish-step` is written lazily, right before whatever comes next: the
 //! client ignores it, and the delay lets the approval requests that a
 //! `RunFinished` carries land inside the step, where a Vercel upstream put
 //! them.
@@ -29,7 +30,7 @@ use foldhash::{HashMap, HashMapExt};
 use babelgate_core::event::SourceKind;
 use babelgate_core::sse::{write_done, write_json};
 use babelgate_core::{
-    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome, Role,
+    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome,
 };
 use serde_json::{json, Map, Value};
 
@@ -744,35 +745,6 @@ impl Encoder for VercelEncoder {
             | EventKind::ReasoningDelta { message_id, delta } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningDelta { .. });
                 self.begin(out);
-                let open = if reasoning {
-                    self.tracker.reasoning_open(message_id)
-                } else {
-                    self.tracker.text_open(message_id)
-                };
-                if !open {
-                    self.ensure_step(out, from_vercel, false);
-                    let (ty, start) = if reasoning {
-                        (
-                            "reasoning-start",
-                            EventKind::ReasoningStart {
-                                message_id: message_id.clone(),
-                            },
-                        )
-                    } else {
-                        (
-                            "text-start",
-                            EventKind::TextStart {
-                                message_id: message_id.clone(),
-                                role: Role::Assistant,
-                                name: None,
-                            },
-                        )
-                    };
-                    let mut c = chunk(ty);
-                    c.insert("id".into(), s(message_id));
-                    self.emit(out, c, None);
-                    self.tracker.observe(&Event::new(start));
-                }
                 let ty = if reasoning {
                     "reasoning-delta"
                 } else {
@@ -802,22 +774,14 @@ impl Encoder for VercelEncoder {
             }
             EventKind::TextEnd { message_id } | EventKind::ReasoningEnd { message_id } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningEnd { .. });
-                let open = if reasoning {
-                    self.tracker.reasoning_open(message_id)
+                let mut c = chunk(if reasoning {
+                    "reasoning-end"
                 } else {
-                    self.tracker.text_open(message_id)
-                };
-                // The end of a part never started would be refused: dropped.
-                if open {
-                    let mut c = chunk(if reasoning {
-                        "reasoning-end"
-                    } else {
-                        "text-end"
-                    });
-                    c.insert("id".into(), s(message_id));
-                    self.emit(out, c, Some(event));
-                    self.tracker.observe(event);
-                }
+                    "text-end"
+                });
+                c.insert("id".into(), s(message_id));
+                self.emit(out, c, Some(event));
+                self.tracker.observe(event);
             }
             // Vercel has no reasoning phases; the reasoning parts inside are written.
             EventKind::ReasoningPhaseStart { .. } | EventKind::ReasoningPhaseEnd { .. } => {}
@@ -849,9 +813,6 @@ impl Encoder for VercelEncoder {
                 delta,
             } => {
                 self.begin(out);
-                if !self.calls.contains_key(tool_call_id) {
-                    self.start_call(out, tool_call_id, UNKNOWN_TOOL_NAME, true, None, false);
-                }
                 let synthesized = note(event, marker::SYNTHESIZED).is_some();
                 if let Some(call) = self.calls.get_mut(tool_call_id) {
                     // Arguments after the input was complete cannot be shown.
@@ -1217,6 +1178,7 @@ impl Encoder for VercelEncoder {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use babelgate_core::Role;
     use babelgate_core::Interrupt;
 
     pub(crate) fn run_started() -> EventKind {
@@ -1281,11 +1243,13 @@ pub(crate) mod tests {
         }
     }
 
+    /// Through the shape stage, as on every translated route.
     fn encode_with(ctx: EncodeContext, events: &[EventKind]) -> String {
         let mut e = VercelEncoder::new(ctx);
         let mut out = Vec::new();
-        for k in events {
-            e.encode(&Event::new(k.clone()), &mut out);
+        let events: Vec<Event> = events.iter().cloned().map(Event::new).collect();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+            e.encode(ev, &mut out);
         }
         e.finish(&mut out);
         e.finish(&mut out); // idempotent

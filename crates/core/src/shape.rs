@@ -7,8 +7,8 @@
 //!   a finished run) gets a `RunStarted` first;
 //! - starts come before deltas: an orphan text, reasoning or tool-argument
 //!   delta gets its start (a tool's name from an earlier start, else
-//!   `unknown`), unless its item already ended (then it is dropped: nothing
-//!   can be added to an ended message or a call whose arguments are complete);
+//!   `unknown`); text after its message ended opens it again (nothing said is
+//!   lost), arguments after their call ended are dropped (they are complete);
 //! - a tool call's result (or error, or denial) ends its arguments: an open
 //!   call gets its `ToolCallEnd` first;
 //! - ends of things never opened are dropped;
@@ -41,7 +41,7 @@ pub struct Shaper {
     held: Vec<Event>,
     /// Calls of the current run with no result yet, in start order.
     pending: Vec<String>,
-    /// Ids of texts, reasoning messages and calls that ended (until started again).
+    /// Calls whose arguments ended (until started again).
     ended: HashSet<String>,
 }
 
@@ -191,9 +191,6 @@ impl Shaper {
                     }
                     out.push(self.held.remove(i));
                 } else if !self.open.text_open(message_id) {
-                    if self.ended.contains(message_id) {
-                        return Keep::Drop;
-                    }
                     out.push(Event::new(EventKind::TextStart {
                         message_id: message_id.clone(),
                         role: Role::Assistant,
@@ -212,9 +209,6 @@ impl Shaper {
             EventKind::ReasoningDelta { message_id, .. } => {
                 self.ensure_run(out);
                 if !self.open.reasoning_open(message_id) {
-                    if self.ended.contains(message_id) {
-                        return Keep::Drop;
-                    }
                     out.push(Event::new(EventKind::ReasoningStart {
                         message_id: message_id.clone(),
                     }));
@@ -303,20 +297,11 @@ impl Shaper {
 
     fn observe(&mut self, ev: &Event) {
         match &ev.kind {
-            EventKind::TextStart { message_id, .. }
-            | EventKind::ReasoningStart { message_id }
-            | EventKind::ToolCallStart {
-                tool_call_id: message_id,
-                ..
-            } => {
-                self.ended.remove(message_id);
+            EventKind::ToolCallStart { tool_call_id, .. } => {
+                self.ended.remove(tool_call_id);
             }
-            EventKind::TextEnd { message_id }
-            | EventKind::ReasoningEnd { message_id }
-            | EventKind::ToolCallEnd {
-                tool_call_id: message_id,
-            } => {
-                self.ended.insert(message_id.clone());
+            EventKind::ToolCallEnd { tool_call_id } => {
+                self.ended.insert(tool_call_id.clone());
             }
             _ => {}
         }
@@ -521,7 +506,7 @@ mod tests {
     }
 
     #[test]
-    fn a_result_ends_the_arguments_and_nothing_is_added_to_what_ended() {
+    fn a_result_ends_the_arguments_and_nothing_is_added_to_them_after() {
         let out = shaped(vec![
             start(),
             tool_start("t"),
@@ -545,7 +530,10 @@ mod tests {
                 "tool_call_error",
                 "text_start",
                 "text_delta",
-                "text_end"
+                "text_end",
+                // text after its end: the message again
+                "text_start",
+                "text_delta"
             ]
         );
     }
