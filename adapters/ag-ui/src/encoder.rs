@@ -1144,7 +1144,7 @@ mod tests {
         assert_eq!(
             s,
             "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"thread-1\",\"runId\":\"run-2\"}\n\n\
-             data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n\
+             data: {\"type\":\"TEXT_MESSAGE_START\",\"timestamp\":7,\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n\
              data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"timestamp\":7,\"messageId\":\"m1\",\"delta\":\"hi\"}\n\n\
              data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}\n\n\
              data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"thread-1\",\"runId\":\"run-2\"}\n\n"

@@ -10,8 +10,9 @@
 //! - `tool-call-args` throws (and ends the client's stream handling) unless
 //!   the client's last message is the assistant message holding that call;
 //!   `tool-result` appends a tool message. So a call's args always follow its
-//!   start (synthesized if missing), and results are held back while any call
-//!   is still open and written once all open calls have ended.
+//!   start (the shape stage, `babelgate_core::shape`, synthesizes a missing
+//!   one and drops ends of calls not open), and results are held back while
+//!   any call is still open and written once all open calls have ended.
 //! - `text` appends to the last assistant message: starts and ends of text
 //!   messages write nothing.
 //! - `tool-call-end` means "arguments complete": the client then runs a
@@ -36,8 +37,6 @@ use crate::wire::{self, frame, put_opt};
 pub struct AgKitEncoder {
     ctx: EncodeContext,
     open: OpenTracker,
-    /// Tool names by call id, for a start synthesized later.
-    names: HashMap<String, String>,
     /// Argument text of the open calls, to tell a complete call from a cut one.
     args: HashMap<String, String>,
     /// `tool-result` frames waiting for the open calls to end.
@@ -56,7 +55,6 @@ impl AgKitEncoder {
         AgKitEncoder {
             ctx,
             open: OpenTracker::default(),
-            names: HashMap::new(),
             args: HashMap::new(),
             held: Vec::new(),
             done: false,
@@ -158,7 +156,6 @@ impl AgKitEncoder {
             Some(event) => Self::write(out, event, obj),
             None => sse::write_json(out, &Value::Object(obj)),
         }
-        self.names.insert(tool_call_id.into(), tool_name.into());
         self.args.insert(tool_call_id.into(), String::new());
         self.open.observe(&Event::new(EventKind::ToolCallStart {
             tool_call_id: tool_call_id.into(),
@@ -314,14 +311,6 @@ impl AgKitEncoder {
                 tool_call_id,
                 delta,
             } => {
-                if !self.open.tool_call_open(tool_call_id) {
-                    let name = self
-                        .names
-                        .get(tool_call_id)
-                        .cloned()
-                        .unwrap_or_else(|| wire::UNKNOWN_TOOL_NAME.into());
-                    self.start_call(tool_call_id, &name, None, out);
-                }
                 if let Some(text) = self.args.get_mut(tool_call_id) {
                     text.push_str(delta);
                 }
@@ -331,16 +320,13 @@ impl AgKitEncoder {
                 Self::write(out, event, obj);
             }
             K::ToolCallEnd { tool_call_id } => {
-                // Ending a call that is not open would corrupt the client's
-                // list of calls (or run the call twice): nothing to close.
-                if self.open.tool_call_open(tool_call_id) {
-                    let mut obj = frame(wire::TOOL_CALL_END);
-                    put(&mut obj, "toolCallId", s(tool_call_id));
-                    Self::write(out, event, obj);
-                    self.args.remove(tool_call_id);
-                    self.open.observe(event);
-                    self.flush_held(out);
-                }
+                // (Only open calls are ended: the shape stage drops the rest.)
+                let mut obj = frame(wire::TOOL_CALL_END);
+                put(&mut obj, "toolCallId", s(tool_call_id));
+                Self::write(out, event, obj);
+                self.args.remove(tool_call_id);
+                self.open.observe(event);
+                self.flush_held(out);
                 return;
             }
             K::ToolCallResult {
@@ -583,11 +569,13 @@ mod tests {
         AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true)
     }
 
+    /// Through the shape stage, as on every translated route.
     fn run(kinds: Vec<EventKind>) -> String {
         let mut e = enc();
         let mut out = Vec::new();
-        for k in kinds {
-            e.encode(&Event::new(k), &mut out);
+        let events: Vec<Event> = kinds.into_iter().map(Event::new).collect();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+            e.encode(ev, &mut out);
         }
         e.finish(&mut out);
         String::from_utf8(out).unwrap()
@@ -727,7 +715,7 @@ mod tests {
     }
 
     #[test]
-    fn orphan_args_get_a_start_and_orphan_ends_nothing() {
+    fn orphan_args_get_a_start_and_orphan_ends_and_late_args_nothing() {
         let out = run(vec![
             end("never"),
             start("c1", "get_weather"),
@@ -739,10 +727,8 @@ mod tests {
             out,
             "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"get_weather\"}\n\n\
              data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
-             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"unknown_tool\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"unknown\"}\n\n\
              data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c2\",\"delta\":\"{}\"}\n\n\
-             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"get_weather\"}\n\n\
-             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c1\",\"delta\":\"late\"}\n\n\
              data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c2\"}\n\n\
              data: [DONE]\n\n"
         );

@@ -1178,8 +1178,8 @@ impl Encoder for VercelEncoder {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use babelgate_core::Role;
     use babelgate_core::Interrupt;
+    use babelgate_core::Role;
 
     pub(crate) fn run_started() -> EventKind {
         EventKind::RunStarted {

@@ -4,17 +4,22 @@
 //! [`Translator`](crate::Translator)) and hands the encoder a stream that
 //! keeps these rules, whatever the upstream sent:
 //! - the run comes first: anything inside a run before `RunStarted` (or after
-//!   a finished run) gets a `RunStarted` first;
+//!   a finished run) gets a `RunStarted` first; a `RunStarted` while a run is
+//!   open is dropped;
 //! - starts come before deltas: an orphan text, reasoning or tool-argument
 //!   delta gets its start (a tool's name from an earlier start, else
 //!   `unknown`); text after its message ended opens it again (nothing said is
 //!   lost), arguments after their call ended are dropped (they are complete);
 //! - a tool call's result (or error, or denial) ends its arguments: an open
 //!   call gets its `ToolCallEnd` first;
-//! - ends of things never opened are dropped;
-//! - everything open is closed before `RunFinished` (messages, reasoning, tool
-//!   calls, collaboration messages; a cancelled run is left as it stopped) and
-//!   text and reasoning before `RunError`;
+//! - ends of things never opened are dropped, and so are starts of what is
+//!   already open;
+//! - what is open is closed before `RunFinished` (messages, reasoning,
+//!   collaboration messages; a cancelled run is left as it stopped) and text
+//!   and reasoning before `RunError`. Tool calls whose arguments never ended
+//!   are left to the encoder, whose dialect decides what an incomplete call
+//!   becomes (AG-Kit leaves one with cut JSON open so the client runs
+//!   nothing; Vercel fails it);
 //! - nothing follows `RunError`; a second `RunFinished` for the same run is dropped;
 //! - a text message starts with its first content: one that ends empty
 //!   never reaches the encoder (an AG-UI upstream opens and closes an empty
@@ -22,6 +27,9 @@
 //! - tool calls with no result by the end of the run are the client's to
 //!   answer: a `RunFinished` that says nothing of its outcome gets
 //!   `Outcome::Success { pending_tool_call_ids }`.
+//!
+//! A start the stage synthesizes carries the timestamp of the event that
+//! needed it.
 //!
 //! Encoders then map kinds to their wire and keep only their own dialect's
 //! rules. How a cut stream ends (`Encoder::finish`/`fail`) stays the encoder's.
@@ -119,8 +127,8 @@ impl Shaper {
         )
     }
 
-    /// Closes what is open; tool calls and collaboration messages too when
-    /// `all` (before `RunFinished`), else text and reasoning only.
+    /// Closes what is open: text and reasoning, and collaboration messages
+    /// too when `all` (before `RunFinished`). Never tool calls (see above).
     fn close(&mut self, all: bool, out: &mut Vec<Event>) {
         self.held.clear();
         for e in self.open.closing_events() {
@@ -128,7 +136,7 @@ impl Shaper {
                 EventKind::TextEnd { .. }
                 | EventKind::ReasoningEnd { .. }
                 | EventKind::ReasoningPhaseEnd { .. } => true,
-                EventKind::ToolCallEnd { .. } | EventKind::CollabEnd { .. } => all,
+                EventKind::CollabEnd { .. } => all,
                 _ => false,
             };
             if keep {
@@ -140,10 +148,11 @@ impl Shaper {
     fn rules(&mut self, ev: &Event, out: &mut Vec<Event>) -> Keep {
         match &ev.kind {
             EventKind::RunStarted { .. } => {
-                if self.open.run != RunState::Running {
-                    self.pending.clear();
-                    self.held.clear();
+                if self.open.run == RunState::Running {
+                    return Keep::Drop; // a run inside the run: nothing new
                 }
+                self.pending.clear();
+                self.held.clear();
                 Keep::Event
             }
             EventKind::RunFinished { outcome, .. } => {
@@ -178,7 +187,7 @@ impl Shaper {
             EventKind::TextStart { message_id, .. } => {
                 self.ensure_run(out);
                 if self.open.text_open(message_id) || self.held_index(message_id).is_some() {
-                    return Keep::Event; // the encoder knows it is open
+                    return Keep::Drop; // already open
                 }
                 self.held.push(ev.clone());
                 Keep::Drop
@@ -191,11 +200,14 @@ impl Shaper {
                     }
                     out.push(self.held.remove(i));
                 } else if !self.open.text_open(message_id) {
-                    out.push(Event::new(EventKind::TextStart {
-                        message_id: message_id.clone(),
-                        role: Role::Assistant,
-                        name: None,
-                    }));
+                    out.push(
+                        Event::new(EventKind::TextStart {
+                            message_id: message_id.clone(),
+                            role: Role::Assistant,
+                            name: None,
+                        })
+                        .with_timestamp(ev.timestamp),
+                    );
                 }
                 Keep::Event
             }
@@ -206,12 +218,22 @@ impl Shaper {
                 }
                 self.if_open(self.open.text_open(message_id))
             }
+            EventKind::ReasoningStart { message_id } => {
+                self.ensure_run(out);
+                if self.open.reasoning_open(message_id) {
+                    return Keep::Drop; // already open
+                }
+                Keep::Event
+            }
             EventKind::ReasoningDelta { message_id, .. } => {
                 self.ensure_run(out);
                 if !self.open.reasoning_open(message_id) {
-                    out.push(Event::new(EventKind::ReasoningStart {
-                        message_id: message_id.clone(),
-                    }));
+                    out.push(
+                        Event::new(EventKind::ReasoningStart {
+                            message_id: message_id.clone(),
+                        })
+                        .with_timestamp(ev.timestamp),
+                    );
                 }
                 Keep::Event
             }
@@ -227,6 +249,9 @@ impl Shaper {
                 ..
             } => {
                 self.ensure_run(out);
+                if self.open.tool_call_open(tool_call_id) {
+                    return Keep::Drop; // already open
+                }
                 self.tool_names
                     .insert(tool_call_id.clone(), tool_name.clone());
                 if !self.pending.contains(tool_call_id) {
@@ -249,11 +274,14 @@ impl Shaper {
                     if !self.pending.contains(tool_call_id) {
                         self.pending.push(tool_call_id.clone());
                     }
-                    out.push(Event::new(EventKind::ToolCallStart {
-                        tool_call_id: tool_call_id.clone(),
-                        tool_name: name,
-                        parent_message_id: None,
-                    }));
+                    out.push(
+                        Event::new(EventKind::ToolCallStart {
+                            tool_call_id: tool_call_id.clone(),
+                            tool_name: name,
+                            parent_message_id: None,
+                        })
+                        .with_timestamp(ev.timestamp),
+                    );
                 }
                 Keep::Event
             }
@@ -442,6 +470,7 @@ mod tests {
             EventKind::CollabEnd {
                 message_id: "c".into(),
             },
+            text_start("m"),
             text_start("m"),
             delta("m", "a"),
             end("m"),
