@@ -86,8 +86,8 @@ fn tag(ev: &Event) -> Option<String> {
         .map(str::to_string)
 }
 
-fn private(ev: &Event) -> Option<&Value> {
-    ev.extra_from(Dialect::AgUi).and_then(|x| x.get(PRIVATE))
+fn note<'a>(ev: &'a Event, key: &str) -> Option<&'a Value> {
+    ev.note(Dialect::AgUi, key)
 }
 
 fn put_tag(o: &mut Obj, tag: &Option<String>) {
@@ -458,7 +458,7 @@ impl AgUiEncoder {
                 }
                 let mut o = base(TEXT_MESSAGE_START, Some(ev));
                 o.insert("messageId".into(), message_id.clone().into());
-                let no_role = private(ev).and_then(|p| p.get("noRole")) == Some(&Value::Bool(true));
+                let no_role = note(ev, NOTE_NO_ROLE) == Some(&Value::Bool(true));
                 if !no_role {
                     o.insert("role".into(), text_role(*role).into());
                 }
@@ -1034,20 +1034,16 @@ impl Encoder for AgUiEncoder {
         if self.finished {
             return;
         }
-        let marker = private(ev);
         if self.skip > 0 {
-            if marker.and_then(|m| m.get("derived")) == Some(&Value::Bool(true)) {
+            if note(ev, NOTE_DERIVED) == Some(&Value::Bool(true)) {
                 self.skip -= 1;
                 return;
             }
             self.skip = 0;
         }
-        if let Some(raw) = marker.and_then(|m| m.get("chunk")) {
+        if let Some(raw) = note(ev, NOTE_CHUNK) {
             if self.try_chunk(ev, raw, out) {
-                self.skip = marker
-                    .and_then(|m| m.get("follow"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0) as usize;
+                self.skip = note(ev, NOTE_FOLLOW).and_then(Value::as_u64).unwrap_or(0) as usize;
                 return;
             }
         }
