@@ -395,7 +395,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         for (name, events) in streams {
             let path = std::path::Path::new(&dir).join(format!("{name}.sse"));
-            std::fs::write(path, encode(&events)).unwrap();
+            // through the shape stage, as another dialect's stream comes
+            let shaped = babelgate_core::shape::Shaper::shape_all(&events);
+            std::fs::write(path, encode(&shaped)).unwrap();
         }
     }
 
