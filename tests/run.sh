@@ -169,6 +169,10 @@ if [ -n "$RUN_OUT" ]; then
   [ -d "$RUN_OUT/dump-ag-ui" ] && validate tests/node/validate-agui.mjs --dump "$RUN_OUT/dump-ag-ui"
   [ -d "$RUN_OUT/dump-vercel" ] && validate tests/node/validate-vercel.mjs --dump "$RUN_OUT/dump-vercel"
   [ -d "$RUN_OUT/dump-agkit" ] && validate tests/node/validate-agkit.mjs --dump "$RUN_OUT/dump-agkit"
+  # The public AG-UI conformance validator: no error, no warning, on every
+  # AG-UI output of this run and on the captures it is compared with.
+  [ -d "$RUN_OUT/golden" ] && check "ag-ui-validate" "$VENV/bin/python" tests/python/agui_conformance.py \
+    "$RUN_OUT/golden" tests/fixtures/ag-ui tests/fixtures/oracle
 else
   echo "-- not validated (SKIP_CARGO=1): golden streams and adapter dumps"
 fi

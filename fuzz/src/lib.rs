@@ -283,8 +283,13 @@ fn check_output(to: Dialect, out: &[u8]) {
             }
         }
         Dialect::Hai => assert!(!done, "HAI has no [DONE] marker\n{text}"),
-        Dialect::Vercel | Dialect::AgKit => {
-            assert!(done, "{to} output ends without [DONE]\n{text}")
+        Dialect::Vercel => assert!(done, "{to} output ends without [DONE]\n{text}"),
+        // A failed AG-Kit run ends with its error frame and no [DONE] (the
+        // legacy client would take [DONE] for success; the gateway breaks
+        // the body off instead); any other run ends with [DONE].
+        Dialect::AgKit => {
+            let failed = last.is_some_and(|e| matches!(e.kind, EventKind::RunError { .. }));
+            assert_eq!(done, !failed, "AG-Kit: [DONE] after a failed run, or missing\n{text}")
         }
     }
 }

@@ -17,6 +17,11 @@
 //    never saw leaves an entry without id or name;
 //  - gateway rules: `data: [DONE]` is the last frame, once (frames after it
 //    are never read); an `error` frame only in scenarios that may fail.
+//    A failed run is the exception: the client ignores `error` frames and
+//    takes `[DONE]` for success, so the gateway ends it with the error frame
+//    and then breaks the body off (docs/cut-streams.md). Such a stream must
+//    have its error frame last and no `[DONE]`; it is replayed with the body
+//    breaking off at its end, and the client must end in its error state.
 
 import fs from 'node:fs';
 import { onRejected } from '@cloudbase/agent-shared';
@@ -74,7 +79,7 @@ function frameData(bytes) {
   return data;
 }
 
-async function runClient(bytes) {
+async function runClient(bytes, { breakOff = false } = {}) {
   const rejected = [];
   const extensions = [];
   const stopListening = onRejected((value, why) => {
@@ -89,10 +94,19 @@ async function runClient(bytes) {
   slots.length = 0;
   try {
     // Cut in 7-byte pieces so frames and UTF-8 sequences straddle reads.
+    let at = 0;
     const fetch = async () => new Response(new ReadableStream({
-      start(c) {
-        for (let i = 0; i < bytes.length; i += 7) c.enqueue(bytes.subarray(i, i + 7));
-        c.close();
+      // One piece per pull: an error() would discard what is still queued.
+      pull(c) {
+        if (at < bytes.length) {
+          c.enqueue(bytes.subarray(at, at + 7));
+          at += 7;
+        } else if (breakOff) {
+          // As the gateway's body breaks off: what fetch gives on a cut body.
+          c.error(new TypeError('terminated'));
+        } else {
+          c.close();
+        }
       },
     }), { status: 200, headers: { 'content-type': 'text/event-stream' } });
     const chat = useChat({
@@ -134,13 +148,26 @@ async function check({ file, name }) {
   const bytes = fs.readFileSync(file);
   const table = { fixtures: FIXTURE_EXPECTATIONS, golden: GOLDEN_EXPECTATIONS, dump: DUMP_EXPECTATIONS }[mode];
   const expect = table[mode === 'fixtures' ? name.scenario : name.base] ?? {};
-  const { state, rejected, extensions, consoleLines } = await runClient(bytes);
+  const data = frameData(bytes);
+  const errors = data.map((d) => { try { return JSON.parse(d); } catch { return null; } }).filter((v) => v?.type === 'error');
+  // The real server's own bytes (--fixtures) end an error with [DONE].
+  const failed = mode !== 'fixtures' && errors.length > 0;
+  if (failed) {
+    if (data.includes('[DONE]')) return { reason: 'gateway rule: a failed run must not carry "data: [DONE]" (the client would show success)' };
+    if (JSON.parse(data.at(-1))?.type !== 'error') return { reason: 'gateway rule: the error frame must be the last frame of a failed run' };
+  }
+  const { state, rejected, extensions, consoleLines } = await runClient(bytes, { breakOff: failed });
 
   let reason = null;
-  if (state.error) reason = `the client ended in its error state: ${describeError(state.error)}`;
+  if (failed && !state.error) reason = 'a failed run whose body broke off left the client without an error';
+  else if (state.error && !failed) reason = `the client ended in its error state: ${describeError(state.error)}`;
   else if (rejected.length) reason = `the client's schema refused ${rejected.length} frame(s), dropped silently: ${rejected[0]}`;
-  else if (consoleLines.length) reason = `the client printed ${consoleLines[0]}`;
-  else if (!expect.earlierCalls) reason = corruption(state);
+  else {
+    // A failed run's client logs the broken-off body (and nothing else).
+    const printed = consoleLines.filter((l) => !(failed && l.includes('TypeError: terminated')));
+    if (printed.length) reason = `the client printed ${printed[0]}`;
+  }
+  if (!reason && !expect.earlierCalls) reason = corruption(state);
 
   if (expect.rejected) {
     if (!reason) return { reason: 'expected the client to refuse part of this stream, but it took all of it' };
@@ -149,14 +176,12 @@ async function check({ file, name }) {
   }
   if (reason) return { reason };
 
-  const data = frameData(bytes);
   const done = data.filter((d) => d === '[DONE]').length;
-  if (!expect.cut) {
+  if (!expect.cut && !failed) {
     if (data.at(-1) !== '[DONE]' || done !== 1) {
       return { reason: `gateway rule: the stream must end with one "data: [DONE]" (last frame ${JSON.stringify(data.at(-1))}, ${done} [DONE])` };
     }
   }
-  const errors = data.map((d) => { try { return JSON.parse(d); } catch { return null; } }).filter((v) => v?.type === 'error');
   if (mode !== 'dump') {
     if (errors.length && !ERROR_ALLOWED.has(name.scenario)) return { reason: `unexpected error frame: ${errors[0].error}` };
     if (!errors.length && ERROR_REQUIRED.has(name.scenario)) return { reason: 'expected an error frame' };
@@ -169,6 +194,8 @@ async function check({ file, name }) {
     uiToolCalls: state.uiToolCalls,
     pendingInterrupt: state.pendingInterrupt,
     ...(errors.length ? { error: errors[0] } : {}),
+    // What the client still shows of a failed run: its streaming text.
+    ...(failed ? { clientError: describeError(state.error), delta: state.delta } : {}),
     ...(extensions.length ? { extensionFramesIgnored: [...new Set(extensions)].sort() } : {}),
   });
   const snapReason = checkSnapshot(mode === 'fixtures' ? 'agkit/fixtures' : 'agkit', name.base, snapshot);

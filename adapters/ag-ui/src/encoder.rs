@@ -20,7 +20,7 @@ use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Outcome,
 use serde_json::{json, Map, Value};
 
 use crate::chunks::{Chunk, ChunkKind};
-use crate::request::message_to_wire_with;
+use crate::request::messages_to_wire_with;
 use crate::verify::{ClientView, RunPhase};
 use crate::wire::*;
 
@@ -685,7 +685,7 @@ impl AgUiEncoder {
                 let mut o = base(MESSAGES_SNAPSHOT, Some(ev));
                 let list = messages
                     .iter()
-                    .map(|m| message_to_wire_with(m, own_only))
+                    .flat_map(|m| messages_to_wire_with(m, own_only))
                     .collect();
                 o.insert("messages".into(), Value::Array(list));
                 put_extras(&mut o, ev);

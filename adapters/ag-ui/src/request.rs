@@ -10,7 +10,7 @@
 //! `forwardedProps` defaulting to `{}` as `HttpAgent` sends them.
 
 use babelgate_core::request::{
-    Context, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool, ToolCall,
+    piece_id, Context, MediaKind, MediaSource, Message, Part, Piece, ResumeEntry, Tool, ToolCall,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{json, Map, Value};
@@ -267,7 +267,7 @@ fn parts_to_wire(parts: &[Part]) -> Vec<Value> {
                 }
                 Some(Value::Object(o))
             }
-            Part::Reasoning { .. } => None,
+            Part::Reasoning { .. } | Part::ToolCall(_) => None,
             Part::Other { value } => content_part(value).then(|| value.clone()),
         })
         .collect()
@@ -384,12 +384,14 @@ pub fn message_from_wire(v: &Value, path: &str) -> Result<Message, RequestError>
                     // Some clients send parsed arguments; keep them as JSON text.
                     Some(other) => other.to_string(),
                 };
-                m.tool_calls.push(ToolCall {
+                // The calls follow the text: an AG-UI assistant message is
+                // one model response's text, then its calls.
+                m.content.push(Part::ToolCall(ToolCall {
                     id: lenient_str(t, "id", &tpath)?,
                     name: req_str(f, "name", &fpath)?,
                     arguments,
                     extra: rest(t, &["id", "type", "function"]),
-                });
+                }));
             }
             known.extend(["name", "toolCalls"]);
         }
@@ -414,13 +416,106 @@ pub fn message_from_wire(v: &Value, path: &str) -> Result<Message, RequestError>
     Ok(m)
 }
 
-/// One core message as a valid AG-UI 1.0 message, with every kept field.
-pub fn message_to_wire(m: &Message) -> Value {
-    message_to_wire_with(m, false)
+/// One core message as valid AG-UI 1.0 messages, with every kept field: one
+/// message, except an assistant message whose parts AG-UI says in several
+/// (see [`messages_to_wire_with`]).
+pub fn message_to_wire(m: &Message) -> Vec<Value> {
+    messages_to_wire_with(m, false)
+}
+
+fn tool_calls_to_wire(calls: &[&ToolCall], own_only: bool) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|tc| {
+                let mut c = Obj::new();
+                c.insert("id".into(), tc.id.clone().into());
+                c.insert("type".into(), "function".into());
+                c.insert(
+                    "function".into(),
+                    json!({"name": tc.name, "arguments": tc.arguments}),
+                );
+                put_extra(&mut c, &tc.extra, own_only);
+                Value::Object(c)
+            })
+            .collect(),
+    )
 }
 
 /// `own_only`: write back only the kept fields AG-UI messages describe (for
 /// messages that came from another dialect).
+///
+/// An assistant message is written as pydantic-ai's `AGUIAdapter` dumps a
+/// model response ([`Message::assistant_pieces`]): a reasoning part becomes a
+/// `reasoning` message; text after a tool call starts another assistant
+/// message. The first message keeps the id and the kept fields, the others
+/// get `{id}:p2`, `{id}:p3`... The tool messages answering the calls follow
+/// in the history as they were (after the whole turn, as pydantic-ai writes
+/// a response's returns after it).
+pub fn messages_to_wire_with(m: &Message, own_only: bool) -> Vec<Value> {
+    if m.role != Role::Assistant {
+        return vec![message_to_wire_with(m, own_only)];
+    }
+    let pieces = m.assistant_pieces();
+    if pieces.is_empty() {
+        // Nothing said (a failed answer, or only parts AG-UI has no place
+        // for): the message still holds its place.
+        let mut o = Obj::new();
+        o.insert("id".into(), m.id.clone().into());
+        o.insert("role".into(), "assistant".into());
+        if let Some(n) = &m.name {
+            o.insert("name".into(), n.clone().into());
+        }
+        put_extra(&mut o, &m.extra, own_only);
+        return vec![Value::Object(o)];
+    }
+    // The kept fields go on the first assistant message (or the first
+    // message when there is none).
+    let extra_at = pieces
+        .iter()
+        .position(|p| matches!(p, Piece::Reply { .. }))
+        .unwrap_or(0);
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(i, piece)| {
+            let mut o = Obj::new();
+            o.insert("id".into(), piece_id(&m.id, i).into());
+            match piece {
+                Piece::Reasoning { text } => {
+                    o.insert("role".into(), "reasoning".into());
+                    o.insert("content".into(), text.into());
+                    if i == extra_at {
+                        put_extra(&mut o, &m.extra, own_only);
+                    }
+                }
+                Piece::Reply { text, tool_calls } => {
+                    o.insert("role".into(), "assistant".into());
+                    if let Some(t) = text {
+                        o.insert("content".into(), t.into());
+                    }
+                    if let Some(n) = &m.name {
+                        o.insert("name".into(), n.clone().into());
+                    }
+                    if !tool_calls.is_empty() {
+                        o.insert(
+                            "toolCalls".into(),
+                            tool_calls_to_wire(&tool_calls, own_only),
+                        );
+                    }
+                    if i == extra_at {
+                        put_extra(&mut o, &m.extra, own_only);
+                    }
+                }
+            }
+            Value::Object(o)
+        })
+        .collect()
+}
+
+/// One core message as one AG-UI message (an assistant message's parts all
+/// in one: its text joined, then its calls); see [`messages_to_wire_with`]
+/// for the faithful form.
 pub fn message_to_wire_with(m: &Message, own_only: bool) -> Value {
     let mut o = Obj::new();
     o.insert("id".into(), m.id.clone().into());
@@ -432,7 +527,9 @@ pub fn message_to_wire_with(m: &Message, own_only: bool) -> Value {
     };
     match m.role {
         Role::Developer | Role::System => {
-            o.insert("content".into(), m.text().into());
+            // Several text parts (a Vercel system message) are kept apart by
+            // a newline, as pydantic-ai joins a request's system prompts.
+            o.insert("content".into(), m.text_joined("\n").into());
             name(&mut o);
         }
         Role::User => {
@@ -444,23 +541,9 @@ pub fn message_to_wire_with(m: &Message, own_only: bool) -> Value {
                 o.insert("content".into(), m.text().into());
             }
             name(&mut o);
-            if !m.tool_calls.is_empty() {
-                let calls = m
-                    .tool_calls
-                    .iter()
-                    .map(|tc| {
-                        let mut c = Obj::new();
-                        c.insert("id".into(), tc.id.clone().into());
-                        c.insert("type".into(), "function".into());
-                        c.insert(
-                            "function".into(),
-                            json!({"name": tc.name, "arguments": tc.arguments}),
-                        );
-                        put_extra(&mut c, &tc.extra, own_only);
-                        Value::Object(c)
-                    })
-                    .collect();
-                o.insert("toolCalls".into(), Value::Array(calls));
+            let calls: Vec<&ToolCall> = m.tool_calls().collect();
+            if !calls.is_empty() {
+                o.insert("toolCalls".into(), tool_calls_to_wire(&calls, own_only));
             }
         }
         Role::Tool => {
@@ -616,7 +699,7 @@ impl RequestTranslator for AgUiRequests {
         o.insert("state".into(), r.state.clone().unwrap_or_else(|| json!({})));
         o.insert(
             "messages".into(),
-            Value::Array(r.messages.iter().map(message_to_wire).collect()),
+            Value::Array(r.messages.iter().flat_map(message_to_wire).collect()),
         );
         let tools = r
             .tools
@@ -748,8 +831,9 @@ mod tests {
             matches!(&u2.content[3], Part::Media { source: MediaSource::Handle { provider: Some(p), .. }, .. } if p == "openai")
         );
         let a1 = &r.messages[4];
-        assert_eq!(a1.tool_calls[0].arguments, "{\"color\":\"red\"}");
-        assert_eq!(a1.tool_calls[0].extra["encryptedValue"], "enc");
+        let calls: Vec<_> = a1.tool_calls().collect();
+        assert_eq!(calls[0].arguments, "{\"color\":\"red\"}");
+        assert_eq!(calls[0].extra["encryptedValue"], "enc");
         assert_eq!(r.messages[5].error.as_deref(), Some("partial"));
         assert_eq!(
             r.messages[6].content,
@@ -882,10 +966,10 @@ mod tests {
         };
         assert_eq!(
             message_to_wire(&m),
-            json!({"id": "u", "role": "user", "content": [
+            vec![json!({"id": "u", "role": "user", "content": [
                 {"type": "text", "text": "a"},
                 {"type": "video", "source": {"type": "url", "value": "https://x/v.mp4", "mimeType": "video/mp4"}}
-            ]})
+            ]})]
         );
     }
 

@@ -48,6 +48,9 @@ pub struct AgKitEncoder {
     extensions: bool,
     /// Events dropped for want of a declared frame type.
     dropped: u64,
+    /// The run failed: the error frame is written and no `[DONE]` follows,
+    /// the body must break off (see [`Encoder::aborts`]).
+    failed: bool,
 }
 
 impl AgKitEncoder {
@@ -60,6 +63,7 @@ impl AgKitEncoder {
             done: false,
             extensions: false,
             dropped: 0,
+            failed: false,
         }
     }
 
@@ -250,8 +254,11 @@ impl AgKitEncoder {
                 put(&mut obj, "error", s(message));
                 put_opt(&mut obj, "code", code.clone());
                 Self::write(out, event, obj);
-                sse::write_done(out);
+                // No `[DONE]`: the legacy client ignores the error frame and
+                // takes `[DONE]` for success; only a body that breaks off
+                // shows it a failure (docs/cut-streams.md).
                 self.done = true;
+                self.failed = true;
             }
             K::StepStarted { name } | K::StepFinished { name } => {
                 let ty = if matches!(event.kind, K::StepStarted { .. }) {
@@ -366,9 +373,11 @@ impl AgKitEncoder {
                 for (i, m) in messages.iter().enumerate() {
                     // Only a tool message without its call id fails; it has
                     // no AG-Kit shape, like reasoning and activity messages.
-                    if let Ok(Some(mut w)) = message_to_wire(m, &format!("messages[{i}]")) {
-                        w.insert("id".into(), s(&m.id));
-                        list.push(Value::Object(w));
+                    if let Ok(ws) = message_to_wire(m, &format!("messages[{i}]")) {
+                        for mut w in ws {
+                            w.entry("id").or_insert_with(|| s(&m.id));
+                            list.push(Value::Object(w));
+                        }
                     }
                 }
                 let mut obj = frame(wire::MESSAGES_SNAPSHOT);
@@ -547,6 +556,10 @@ impl Encoder for AgKitEncoder {
         self.dropped
     }
 
+    fn aborts(&self) -> bool {
+        self.failed
+    }
+
     /// Closes open tool calls, writes held results and `[DONE]`, once.
     fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.done {
@@ -693,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_close_calls_then_error_then_done() {
+    fn errors_close_calls_then_error_and_no_done() {
         let mut e = enc();
         let mut out = Vec::new();
         e.encode(&Event::new(start("c1", "f")), &mut out);
@@ -709,8 +722,11 @@ mod tests {
              data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"f\"}\n\n\
              data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
              data: {\"type\":\"tool-result\",\"toolCallId\":\"c0\",\"result\":\"held\"}\n\n\
-             data: {\"type\":\"error\",\"error\":\"upstream went away\",\"code\":\"upstream_timeout\"}\n\n\
-             data: [DONE]\n\n"
+             data: {\"type\":\"error\",\"error\":\"upstream went away\",\"code\":\"upstream_timeout\"}\n\n"
+        );
+        assert!(
+            e.aborts(),
+            "only a broken-off body shows the client a failure"
         );
     }
 

@@ -9,7 +9,7 @@
 //! snake-case aliases (`tool_call_id`, `tool_calls`) are accepted there too,
 //! an assistant message needs an `id`, and every tool needs `parameters`.
 
-use babelgate_core::request::{Message, Part, ResumeEntry, Tool, ToolCall};
+use babelgate_core::request::{piece_id, Message, Part, Piece, ResumeEntry, Tool, ToolCall};
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{Map, Value};
 
@@ -131,14 +131,10 @@ impl RequestTranslator for AgKitRequests {
             let mut messages = Vec::new();
             for (i, m) in request.messages.iter().enumerate() {
                 let path = format!("messages[{i}]");
-                if let Some(mut wire) = message_to_wire(m, &path)? {
-                    if m.role == Role::Assistant {
+                for (n, mut wire) in message_to_wire(m, &path)?.into_iter().enumerate() {
+                    if m.role == Role::Assistant && !wire.contains_key("id") {
                         // The 0.1.1 server rejects an assistant message without an id.
-                        let id = if m.id.is_empty() {
-                            format!("assistant-{i}")
-                        } else {
-                            m.id.clone()
-                        };
+                        let id = piece_id(&format!("assistant-{i}"), n);
                         wire.insert("id".into(), Value::String(id));
                     }
                     messages.push(Value::Object(wire));
@@ -249,9 +245,12 @@ pub(crate) fn message_from_wire(v: &Value, path: &str) -> Result<Message, Reques
             match calls {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(items)) => {
+                    // The calls follow the text.
                     for (i, c) in items.iter().enumerate() {
-                        m.tool_calls
-                            .push(tool_call_from_wire(c, &format!("{path}.toolCalls[{i}]"))?);
+                        m.content.push(Part::ToolCall(tool_call_from_wire(
+                            c,
+                            &format!("{path}.toolCalls[{i}]"),
+                        )?));
                     }
                 }
                 Some(_) => {
@@ -380,14 +379,31 @@ fn resume_from_wire(r: Map<String, Value>) -> Result<ResumeEntry, RequestError> 
     })
 }
 
-/// A core message in AG-Kit's shape, or `None` for roles AG-Kit has no
-/// message for (reasoning, activity). Content is text only.
+fn tool_calls_to_wire(calls: &[&ToolCall]) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A core message as the AG-Kit messages that say it: none for roles AG-Kit
+/// has no message for (reasoning, activity), one for the others, except an
+/// assistant message whose text follows a tool call: it is split as AG-UI
+/// splits it (pydantic-ai's `AGUIAdapter`), reasoning left out. Content is
+/// text only. Split assistant messages carry their ids (`{id}`, `{id}:p2`...).
 pub(crate) fn message_to_wire(
     m: &Message,
     path: &str,
-) -> Result<Option<Map<String, Value>>, RequestError> {
+) -> Result<Vec<Map<String, Value>>, RequestError> {
     let mut w = Map::new();
-    let text = m.text();
     match m.role {
         Role::System | Role::Developer | Role::User => {
             let role = if m.role == Role::User {
@@ -396,7 +412,8 @@ pub(crate) fn message_to_wire(
                 "system"
             };
             w.insert("role".into(), Value::String(role.into()));
-            w.insert("content".into(), Value::String(text));
+            // Several text parts (a Vercel message) are kept apart.
+            w.insert("content".into(), Value::String(m.text_joined("\n")));
         }
         Role::Tool => {
             let Some(call_id) = &m.tool_call_id else {
@@ -405,6 +422,7 @@ pub(crate) fn message_to_wire(
                     "a tool message needs the id of the call it answers",
                 ));
             };
+            let text = m.text();
             let content = match &m.error {
                 Some(err) if text.is_empty() => format!("{TOOL_FAILED_PREFIX}{err}"),
                 _ => text,
@@ -414,28 +432,46 @@ pub(crate) fn message_to_wire(
             w.insert("toolCallId".into(), Value::String(call_id.clone()));
         }
         Role::Assistant => {
-            w.insert("role".into(), Value::String("assistant".into()));
-            if m.content.iter().any(|p| matches!(p, Part::Text { .. })) {
-                w.insert("content".into(), Value::String(text));
-            }
-            if !m.tool_calls.is_empty() {
-                let calls = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| {
-                        serde_json::json!({
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": c.arguments},
-                        })
+            let replies: Vec<_> = m
+                .assistant_pieces()
+                .into_iter()
+                .filter_map(|p| match p {
+                    Piece::Reply { text, tool_calls } => Some((text, tool_calls)),
+                    Piece::Reasoning { .. } => None,
+                })
+                .collect();
+            if replies.len() > 1 {
+                return Ok(replies
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, (text, calls))| {
+                        let mut w = Map::new();
+                        w.insert("role".into(), Value::String("assistant".into()));
+                        if let Some(t) = text {
+                            w.insert("content".into(), Value::String(t));
+                        }
+                        if !calls.is_empty() {
+                            w.insert("toolCalls".into(), tool_calls_to_wire(&calls));
+                        }
+                        if !m.id.is_empty() {
+                            w.insert("id".into(), Value::String(piece_id(&m.id, n)));
+                        }
+                        w
                     })
-                    .collect();
-                w.insert("toolCalls".into(), Value::Array(calls));
+                    .collect());
+            }
+            w.insert("role".into(), Value::String("assistant".into()));
+            if let Some((Some(text), _)) = replies.first() {
+                w.insert("content".into(), Value::String(text.clone()));
+            }
+            let calls: Vec<&ToolCall> = m.tool_calls().collect();
+            if !calls.is_empty() {
+                w.insert("toolCalls".into(), tool_calls_to_wire(&calls));
             }
         }
-        Role::Reasoning | Role::Activity => return Ok(None),
+        Role::Reasoning | Role::Activity => return Ok(Vec::new()),
     }
-    Ok(Some(w))
+    Ok(vec![w])
 }
 
 #[cfg(test)]
@@ -589,12 +625,12 @@ mod tests {
         let assistant = Message {
             id: String::new(),
             role: Role::Assistant,
-            tool_calls: vec![ToolCall {
+            content: vec![Part::ToolCall(ToolCall {
                 id: "call_1".into(),
                 name: "f".into(),
                 arguments: "{}".into(),
                 extra: Map::new(),
-            }],
+            })],
             ..Default::default()
         };
         let failed = Message {
@@ -630,6 +666,45 @@ mod tests {
                 "tools": [{"name": "f", "description": "", "parameters": EMPTY_SCHEMA}],
                 "conversationId": "t"
             })
+        );
+    }
+
+    #[test]
+    fn a_vercel_step_is_split_and_user_text_parts_kept_apart() {
+        let call = Part::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            extra: Map::new(),
+        });
+        let mut user = Message::text_message("u1", Role::User, "first");
+        user.content.push(Part::Text {
+            text: "second".into(),
+        });
+        let assistant = Message {
+            id: "a1".into(),
+            role: Role::Assistant,
+            content: vec![
+                Part::Reasoning { text: "r".into() },
+                Part::Text { text: "x".into() },
+                call,
+                Part::Text { text: "y".into() },
+            ],
+            ..Default::default()
+        };
+        let req = RunRequest {
+            thread_id: "t".into(),
+            messages: vec![user, assistant],
+            ..Default::default()
+        };
+        assert_eq!(
+            build(&req)["messages"],
+            json!([
+                {"role": "user", "content": "first\nsecond"},
+                {"id": "a1", "role": "assistant", "content": "x", "toolCalls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"id": "a1:p2", "role": "assistant", "content": "y"}
+            ])
         );
     }
 
@@ -756,8 +831,11 @@ mod tests {
         .unwrap();
         assert_eq!(r.messages[0].tool_call_id.as_deref(), Some("call_1"));
         assert_eq!(r.messages[1].id, "", "ids are the store's to assign");
-        assert!(r.messages[1].content.is_empty());
-        assert_eq!(r.messages[1].tool_calls[0].arguments, r#"{"a":1}"#);
+        assert!(!r.messages[1].has_body(), "no text, only the call");
+        assert_eq!(
+            r.messages[1].tool_calls().next().unwrap().arguments,
+            r#"{"a":1}"#
+        );
         assert_eq!(r.tools[0].description, "");
         assert_eq!(r.tools[0].parameters, Some(json!({"type": "object"})));
         assert_eq!(r.extra.get("messages_extra_is_kept"), Some(&json!(true)));

@@ -22,7 +22,7 @@ use babelgate_core::track::RunState;
 use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, OpenTracker};
 use serde_json::{json, Map, Value};
 
-use crate::request::message_to_json;
+use crate::request::messages_to_json;
 use crate::wire;
 
 /// The business message being written.
@@ -743,7 +743,7 @@ impl HaiEncoder {
                 None => self.custom(ev, "state_delta", patch.clone(), out),
             },
             K::MessagesSnapshot { messages } => {
-                let list = messages.iter().map(message_to_json).collect();
+                let list = messages.iter().flat_map(messages_to_json).collect();
                 self.write(
                     out,
                     wire::MESSAGE_SNAPSHOT,

@@ -7,7 +7,7 @@
 //! encoder (`MESSAGE_SNAPSHOT` carries the same messages).
 
 use babelgate_core::request::{
-    Context, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool, ToolCall,
+    piece_id, Context, MediaKind, MediaSource, Message, Part, Piece, ResumeEntry, Tool, ToolCall,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{json, Map, Value};
@@ -102,7 +102,7 @@ impl RequestTranslator for HaiRequests {
         }
         o.insert(
             "messages".into(),
-            Value::Array(request.messages.iter().map(message_to_json).collect()),
+            Value::Array(request.messages.iter().flat_map(messages_to_json).collect()),
         );
         // The spec's request example always carries context, tools and
         // forwardedProps; HAI back ends built on older AG-UI models require them.
@@ -252,9 +252,12 @@ pub(crate) fn message_from_json(v: &Value, path: &str) -> Result<Message, Reques
     match obj.get("toolCalls") {
         None | Some(Value::Null) => {}
         Some(Value::Array(calls)) => {
+            // The calls follow the text, as in AG-UI.
             for (i, c) in calls.iter().enumerate() {
-                m.tool_calls
-                    .push(tool_call_from_json(c, &format!("{path}.toolCalls[{i}]"))?);
+                m.content.push(Part::ToolCall(tool_call_from_json(
+                    c,
+                    &format!("{path}.toolCalls[{i}]"),
+                )?));
             }
         }
         Some(_) => {
@@ -405,52 +408,67 @@ fn part_to_json(p: &Part) -> Option<Value> {
             }
             json!({"type": ty, "source": s})
         }
-        // AG-UI/HAI content parts have no reasoning part.
-        Part::Reasoning { .. } => return None,
+        // AG-UI/HAI content parts have no reasoning part; calls are
+        // `toolCalls`.
+        Part::Reasoning { .. } | Part::ToolCall(_) => return None,
         Part::Other { value } => value.clone(),
     })
 }
 
-/// The neutral message as HAI writes it (string content unless the source
-/// had parts).
-pub(crate) fn message_to_json(m: &Message) -> Value {
-    let mut o = Map::new();
-    o.insert("id".into(), json!(m.id));
-    o.insert("role".into(), json!(m.role.as_str()));
-    if m.role == Role::Activity {
-        let content = m
-            .content
-            .iter()
-            .find_map(|p| match p {
-                Part::Other { value } => Some(value.clone()),
-                _ => None,
-            })
-            .unwrap_or_else(|| json!({}));
-        o.insert("content".into(), content);
-    } else if m.content_is_parts {
-        o.insert(
-            "content".into(),
-            Value::Array(m.content.iter().filter_map(part_to_json).collect()),
-        );
-    } else if !m.content.is_empty() || m.role != Role::Assistant {
-        // Assistant messages may have only tool calls; every other role's
-        // content is required (a string).
-        let mut text = String::new();
-        for p in &m.content {
-            match p {
-                Part::Text { text: t } => text.push_str(t),
-                Part::Reasoning { text: t } if m.role == Role::Reasoning => text.push_str(t),
-                _ => {}
+/// The neutral message as the HAI messages that say it: one, except an
+/// assistant message with string content, which is split as AG-UI splits it
+/// (pydantic-ai's `AGUIAdapter`: a reasoning part is a `reasoning` message,
+/// text after a tool call starts another assistant message; the first
+/// message keeps the id and the kept fields, the others get `{id}:p2`...).
+pub(crate) fn messages_to_json(m: &Message) -> Vec<Value> {
+    if m.role != Role::Assistant || m.content_is_parts {
+        return vec![message_to_json(m)];
+    }
+    let pieces = m.assistant_pieces();
+    if pieces.is_empty() {
+        return vec![message_to_json(m)];
+    }
+    let extra_at = pieces
+        .iter()
+        .position(|p| matches!(p, Piece::Reply { .. }))
+        .unwrap_or(0);
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(i, piece)| {
+            let mut o = Map::new();
+            o.insert("id".into(), json!(piece_id(&m.id, i)));
+            match piece {
+                Piece::Reasoning { text } => {
+                    o.insert("role".into(), json!("reasoning"));
+                    o.insert("content".into(), json!(text));
+                }
+                Piece::Reply { text, tool_calls } => {
+                    o.insert("role".into(), json!("assistant"));
+                    if let Some(t) = text {
+                        o.insert("content".into(), json!(t));
+                    }
+                    if let Some(n) = &m.name {
+                        o.insert("name".into(), json!(n));
+                    }
+                    if !tool_calls.is_empty() {
+                        o.insert("toolCalls".into(), tool_calls_to_json(&tool_calls));
+                    }
+                }
             }
-        }
-        o.insert("content".into(), json!(text));
-    }
-    if let Some(n) = &m.name {
-        o.insert("name".into(), json!(n));
-    }
-    if !m.tool_calls.is_empty() {
-        let calls = m
-            .tool_calls
+            if i == extra_at {
+                for (k, v) in &m.extra {
+                    o.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            Value::Object(o)
+        })
+        .collect()
+}
+
+fn tool_calls_to_json(calls: &[&ToolCall]) -> Value {
+    Value::Array(
+        calls
             .iter()
             .map(|c| {
                 let mut t = Map::new();
@@ -465,8 +483,54 @@ pub(crate) fn message_to_json(m: &Message) -> Value {
                 }
                 Value::Object(t)
             })
-            .collect();
-        o.insert("toolCalls".into(), Value::Array(calls));
+            .collect(),
+    )
+}
+
+/// The neutral message as one HAI message (string content unless the
+/// source had parts).
+pub(crate) fn message_to_json(m: &Message) -> Value {
+    let mut o = Map::new();
+    o.insert("id".into(), json!(m.id));
+    o.insert("role".into(), json!(m.role.as_str()));
+    if m.role == Role::Activity {
+        let content = m
+            .content
+            .iter()
+            .find_map(|p| match p {
+                Part::Other { value } => Some(value.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| json!({}));
+        o.insert("content".into(), content);
+    } else if m.content_is_parts && !matches!(m.role, Role::System | Role::Developer) {
+        // (System and developer content is a string: several text parts, as
+        // a Vercel system message has, are joined below.)
+        o.insert(
+            "content".into(),
+            Value::Array(m.content.iter().filter_map(part_to_json).collect()),
+        );
+    } else if m.has_body() || m.role != Role::Assistant {
+        // Assistant messages may have only tool calls; every other role's
+        // content is required (a string). Several text parts of a user or
+        // system message (from Vercel) are kept apart by a newline.
+        let mut texts = Vec::new();
+        for p in &m.content {
+            match p {
+                Part::Text { text: t } => texts.push(t.as_str()),
+                Part::Reasoning { text: t } if m.role == Role::Reasoning => texts.push(t),
+                _ => {}
+            }
+        }
+        let sep = if m.role == Role::Assistant { "" } else { "\n" };
+        o.insert("content".into(), json!(texts.join(sep)));
+    }
+    if let Some(n) = &m.name {
+        o.insert("name".into(), json!(n));
+    }
+    let calls: Vec<&ToolCall> = m.tool_calls().collect();
+    if !calls.is_empty() {
+        o.insert("toolCalls".into(), tool_calls_to_json(&calls));
     }
     if let Some(id) = &m.tool_call_id {
         o.insert("toolCallId".into(), json!(id));
@@ -596,7 +660,10 @@ mod tests {
         // HAI's own message fields are kept by wire name
         assert_eq!(r.messages[0].extra["timestamp"], 1620000000000_i64);
         assert_eq!(r.messages[0].extra["extra"], json!({"channel": "web"}));
-        assert_eq!(r.messages[1].tool_calls[0].name, "confirmAction");
+        assert_eq!(
+            r.messages[1].tool_calls().next().unwrap().name,
+            "confirmAction"
+        );
         assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("tool-123"));
         assert!(r.messages[3].content_is_parts);
         assert!(matches!(
@@ -686,6 +753,48 @@ mod tests {
     }
 
     #[test]
+    fn a_vercel_step_is_split_as_ag_ui_splits_it() {
+        let call = Part::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            extra: Map::new(),
+        });
+        let mut system = Message::text_message("s1", Role::System, "a");
+        system.content.push(Part::Text { text: "b".into() });
+        system.content_is_parts = true;
+        let req = RunRequest {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            messages: vec![
+                system,
+                Message {
+                    id: "a1".into(),
+                    role: Role::Assistant,
+                    content: vec![
+                        Part::Text { text: "x".into() },
+                        call,
+                        Part::Text { text: "y".into() },
+                    ],
+                    extra: [("timestamp".to_string(), json!(1))].into_iter().collect(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let b = HaiRequests.build_request(&req).unwrap();
+        assert_eq!(
+            b["messages"],
+            json!([
+                {"id": "s1", "role": "system", "content": "a\nb"},
+                {"id": "a1", "role": "assistant", "content": "x", "timestamp": 1, "toolCalls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"id": "a1:p2", "role": "assistant", "content": "y"}
+            ])
+        );
+    }
+
+    #[test]
     fn neutral_requests_from_other_dialects_build() {
         let req = RunRequest {
             thread_id: "t".into(),
@@ -720,12 +829,17 @@ mod tests {
             ..Default::default()
         };
         let b = HaiRequests.build_request(&req).unwrap();
+        // reasoning is no HAI content but a reasoning message of its own
         assert_eq!(
-            b["messages"][1]["content"], "hello",
-            "reasoning is not HAI content"
+            b["messages"][1],
+            json!({"id": "a1", "role": "reasoning", "content": "hmm"})
         );
-        assert_eq!(b["messages"][2]["content"], "", "tool content is required");
-        assert_eq!(b["messages"][2]["error"], "boom");
+        assert_eq!(
+            b["messages"][2],
+            json!({"id": "a1:p2", "role": "assistant", "content": "hello"})
+        );
+        assert_eq!(b["messages"][3]["content"], "", "tool content is required");
+        assert_eq!(b["messages"][3]["error"], "boom");
         assert_eq!(b["tools"][0], json!({"name": "x", "description": ""}));
         assert_eq!(b["forwardedProps"], json!({"a": 1}));
         let back = parse(b).unwrap();

@@ -11,7 +11,8 @@
 //! messages of one answer back into one `UIMessage`.
 
 use babelgate_core::request::{
-    Context, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool, ToolCall, Trigger,
+    is_piece_id, Context, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool, ToolCall,
+    Trigger,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{json, Map, Value};
@@ -307,10 +308,14 @@ pub(crate) fn ui_to_core_messages(
                     None => content.push(Part::Other { value: p.clone() }),
                 }
             }
+            // More than one part is a list of parts (pydantic-ai's
+            // VercelAIAdapter keeps a user message's text parts apart too);
+            // one text part is plain text.
             let mut msg = Message {
                 id,
                 role,
-                content_is_parts: content.iter().any(|p| !matches!(p, Part::Text { .. })),
+                content_is_parts: content.len() > 1
+                    || content.iter().any(|p| !matches!(p, Part::Text { .. })),
                 content,
                 ..Default::default()
             };
@@ -352,17 +357,18 @@ fn content_part(p: &Value, ppath: &str) -> Result<Option<Part>, RequestError> {
     })
 }
 
-/// One step of an assistant answer being collected.
+/// One step of an assistant answer being collected: its parts in order
+/// (tool calls where they were made) and the results of its calls, which
+/// follow it in the history.
 #[derive(Default)]
 struct Block {
     content: Vec<Part>,
-    tool_calls: Vec<ToolCall>,
     results: Vec<Message>,
 }
 
 impl Block {
     fn is_empty(&self) -> bool {
-        self.content.is_empty() && self.tool_calls.is_empty() && self.results.is_empty()
+        self.content.is_empty() && self.results.is_empty()
     }
 }
 
@@ -396,7 +402,6 @@ fn assistant_to_core(
             role: Role::Assistant,
             content_is_parts: true,
             content: taken.content,
-            tool_calls: taken.tool_calls,
             ..Default::default()
         };
         if let Some(md) = metadata.take() {
@@ -406,9 +411,19 @@ fn assistant_to_core(
         out.push(msg);
         out.extend(taken.results);
     };
+    // Without step-start parts (as pydantic-ai's dump_messages writes them,
+    // one model response per message), text, reasoning or a file after a
+    // call that has its result starts the next step, as pydantic-ai's
+    // VercelAIAdapter.load_messages reads it.
+    let has_steps = parts
+        .iter()
+        .any(|p| p.get("type").and_then(Value::as_str) == Some("step-start"));
     for (j, p) in parts.iter().enumerate() {
         let ppath = format!("{mpath}.parts[{j}]");
         if let Some(part) = content_part(p, &ppath)? {
+            if !has_steps && !block.results.is_empty() {
+                flush(&mut block, out, &mut metadata);
+            }
             // An empty text part says nothing (the gateway writes one to end
             // an empty continuation; some models refuse empty text blocks).
             if !matches!(&part, Part::Text { text } if text.is_empty()) {
@@ -551,12 +566,14 @@ fn tool_part(
             ))
         }
     }
-    block.tool_calls.push(ToolCall {
+    // The call keeps its place among the step's parts; its result waits in
+    // `block.results` and follows the step in the history.
+    block.content.push(Part::ToolCall(ToolCall {
         id: call_id,
         name,
         arguments,
         extra,
-    });
+    }));
     Ok(())
 }
 
@@ -696,6 +713,9 @@ fn ui_part(p: &Part, assistant: bool) -> Value {
             Value::Object(o)
         }
         Part::Other { value } => value.clone(),
+        // Calls are written by `assistant_group`; one elsewhere is a call
+        // waiting for its input to be used.
+        Part::ToolCall(call) => tool_call_part(call, &[], &mut []),
     }
 }
 
@@ -728,13 +748,23 @@ fn assistant_group(
     let mut parts: Vec<Value> = Vec::new();
     let mut i = start;
     let mut prev_was_tool = false;
+    // The previous message was reasoning, or made calls whose results are
+    // still to come: the next assistant message is the same model response
+    // (as pydantic-ai's AGUIAdapter.load_messages merges them), split only
+    // because AG-UI says it in several messages.
+    let mut same_response = false;
     while let Some(m) = messages.get(i) {
         match m.role {
             Role::Assistant | Role::Reasoning => {
-                if i > start && !prev_was_tool && !m.id.starts_with(&step_prefix) {
+                let step_member = m.id.starts_with(&step_prefix);
+                if i > start && !prev_was_tool && !step_member && !same_response {
                     break;
                 }
-                if !m.content.is_empty() || !m.tool_calls.is_empty() {
+                // A new step: the first message, one after tool results, or
+                // a step message of this answer (`{id}:2`); not a piece of a
+                // split message (`{id}:p2`) nor the rest of a response.
+                let new_step = i == start || prev_was_tool || (step_member && !is_piece_id(&m.id));
+                if new_step && !m.content.is_empty() {
                     parts.push(json!({"type": "step-start"}));
                 }
                 if m.role == Role::Reasoning {
@@ -749,12 +779,15 @@ fn assistant_group(
                         .collect::<String>();
                     parts.push(json!({"type": "reasoning", "text": text, "state": "done"}));
                 } else {
-                    parts.extend(m.content.iter().map(|p| ui_part(p, true)));
-                }
-                for call in &m.tool_calls {
-                    parts.push(tool_call_part(call, resume, used));
+                    for p in &m.content {
+                        parts.push(match p {
+                            Part::ToolCall(call) => tool_call_part(call, resume, used),
+                            p => ui_part(p, true),
+                        });
+                    }
                 }
                 prev_was_tool = false;
+                same_response = m.role == Role::Reasoning || m.has_tool_calls();
             }
             Role::Tool => {
                 let id = m.tool_call_id.clone().unwrap_or_default();
@@ -790,6 +823,7 @@ fn assistant_group(
                     }
                 }
                 prev_was_tool = true;
+                same_response = false;
             }
             _ => break,
         }
@@ -975,7 +1009,7 @@ mod tests {
         let a1 = &r.messages[1];
         assert_eq!(a1.extra.get("metadata"), Some(&json!({"model": "m"})));
         assert_eq!(
-            a1.content,
+            a1.content[..2],
             [
                 Part::Reasoning {
                     text: "think".into()
@@ -985,10 +1019,11 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(a1.tool_calls[0].name, "change_background");
-        assert_eq!(a1.tool_calls[0].arguments, r##"{"color":"#ff0000"}"##);
-        assert_eq!(a1.tool_calls[1].name, "lookup");
-        assert_eq!(a1.tool_calls[1].extra.get("dynamic"), Some(&json!(true)));
+        let calls: Vec<_> = a1.tool_calls().collect();
+        assert_eq!(calls[0].name, "change_background");
+        assert_eq!(calls[0].arguments, r##"{"color":"#ff0000"}"##);
+        assert_eq!(calls[1].name, "lookup");
+        assert_eq!(calls[1].extra.get("dynamic"), Some(&json!(true)));
         assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("tc-1"));
         assert_eq!(r.messages[2].text(), r#"{"ok":true}"#);
         assert_eq!(r.messages[3].error.as_deref(), Some("boom"));
@@ -1095,12 +1130,12 @@ mod tests {
                 Message {
                     id: "m1".into(),
                     role: Role::Assistant,
-                    tool_calls: vec![ToolCall {
+                    content: vec![Part::ToolCall(ToolCall {
                         id: "tc".into(),
                         name: "get_weather".into(),
                         arguments: r#"{"city":"北京"}"#.into(),
                         extra: Map::new(),
-                    }],
+                    })],
                     ..Default::default()
                 },
                 Message {
@@ -1304,7 +1339,14 @@ mod tests {
         let shape: Vec<_> = r
             .messages
             .iter()
-            .map(|m| (m.role, m.text(), m.tool_calls.len(), m.tool_call_id.clone()))
+            .map(|m| {
+                (
+                    m.role,
+                    m.text(),
+                    m.tool_calls().count(),
+                    m.tool_call_id.clone(),
+                )
+            })
             .collect();
         assert_eq!(
             shape,
@@ -1325,7 +1367,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            r.messages[1].tool_calls[0].arguments,
+            r.messages[1].tool_calls().next().unwrap().arguments,
             r##"{"color":"#ff0000"}"##
         );
         // building it back gives the client's messages again
@@ -1348,7 +1390,10 @@ mod tests {
         );
         // the call is in the history, unanswered: the agent answers it
         assert_eq!(r.messages.len(), 2);
-        assert_eq!(r.messages[1].tool_calls[0].name, "confirm_action");
+        assert_eq!(
+            r.messages[1].tool_calls().next().unwrap().name,
+            "confirm_action"
+        );
         let built = build(&r);
         assert_eq!(built["messages"], body["messages"]);
         assert_eq!(parse(built).unwrap(), r);
@@ -1370,6 +1415,6 @@ mod tests {
             {"type": "tool-t", "toolCallId": "t", "state": "input-streaming", "input": {"a": "par"}}
         ]}]});
         let r = parse(body).unwrap();
-        assert!(r.messages[0].tool_calls.is_empty());
+        assert!(!r.messages[0].has_tool_calls());
     }
 }

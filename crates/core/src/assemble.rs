@@ -20,6 +20,8 @@ pub struct MessageAssembler {
     results: Vec<Message>,
     message_id: Option<String>,
     counter: u64,
+    /// A reasoning message started: its text is a part of its own.
+    reasoning_started: bool,
 }
 
 impl MessageAssembler {
@@ -71,6 +73,22 @@ impl MessageAssembler {
                     }),
                 }
             }
+            EventKind::ReasoningStart { .. } => self.reasoning_started = true,
+            // Reasoning is kept in its place among the text and calls (an
+            // AG-UI agent reads it back as a reasoning message).
+            EventKind::ReasoningDelta { delta, .. } => {
+                if !self.results.is_empty() {
+                    self.seal();
+                }
+                let fresh = std::mem::take(&mut self.reasoning_started);
+                let m = self.current();
+                match m.content.last_mut() {
+                    Some(Part::Reasoning { text }) if !fresh => text.push_str(delta),
+                    _ => m.content.push(Part::Reasoning {
+                        text: delta.clone(),
+                    }),
+                }
+            }
             EventKind::ToolCallStart {
                 tool_call_id,
                 tool_name,
@@ -79,12 +97,12 @@ impl MessageAssembler {
                 if !self.results.is_empty() {
                     self.seal();
                 }
-                self.current().tool_calls.push(ToolCall {
+                self.current().content.push(Part::ToolCall(ToolCall {
                     id: tool_call_id.clone(),
                     name: tool_name.clone(),
                     arguments: String::new(),
                     extra: Default::default(),
-                });
+                }));
             }
             EventKind::ToolCallArgs {
                 tool_call_id,
@@ -93,7 +111,7 @@ impl MessageAssembler {
                 if let Some(tc) = self
                     .current
                     .as_mut()
-                    .and_then(|m| m.tool_calls.iter_mut().find(|t| &t.id == tool_call_id))
+                    .and_then(|m| m.tool_calls_mut().find(|t| &t.id == tool_call_id))
                 {
                     tc.arguments.push_str(delta);
                 }
@@ -192,12 +210,64 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert_eq!(msgs[0].id, "m1");
         assert_eq!(msgs[0].text(), "Let me check.");
-        assert_eq!(msgs[0].tool_calls[0].arguments, "{\"city\":\"x\"}");
+        assert_eq!(
+            msgs[0].tool_calls().next().unwrap().arguments,
+            "{\"city\":\"x\"}"
+        );
         assert_eq!(msgs[1].role, Role::Tool);
         assert_eq!(msgs[1].tool_call_id.as_deref(), Some("c1"));
         assert_eq!(msgs[1].text(), "sunny");
         assert_eq!(msgs[2].role, Role::Assistant);
         assert_eq!(msgs[2].text(), "Sunny.");
+    }
+
+    #[test]
+    fn reasoning_and_text_after_a_call_keep_their_place() {
+        let mut a = MessageAssembler::new(Some("m1".into()));
+        let start = |id: &str| EventKind::ReasoningStart {
+            message_id: id.into(),
+        };
+        let think = |id: &str, d: &str| EventKind::ReasoningDelta {
+            message_id: id.into(),
+            delta: d.into(),
+        };
+        let say = |d: &str| EventKind::TextDelta {
+            message_id: "t".into(),
+            delta: d.into(),
+        };
+        for k in [
+            start("r1"),
+            think("r1", "a"),
+            think("r1", "b"),
+            say("x"),
+            EventKind::ToolCallStart {
+                tool_call_id: "c1".into(),
+                tool_name: "f".into(),
+                parent_message_id: None,
+            },
+            say("y"),
+            start("r2"),
+            think("r2", "c"),
+        ] {
+            a.observe(&ev(k));
+        }
+        let msgs = a.finish();
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(
+            msgs[0].content,
+            vec![
+                Part::Reasoning { text: "ab".into() },
+                Part::Text { text: "x".into() },
+                Part::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "f".into(),
+                    arguments: String::new(),
+                    extra: Default::default()
+                }),
+                Part::Text { text: "y".into() },
+                Part::Reasoning { text: "c".into() },
+            ]
+        );
     }
 
     #[test]

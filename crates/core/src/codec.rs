@@ -70,6 +70,14 @@ pub trait Encoder: Send {
         0
     }
 
+    /// Whether the stream ended in a failure that this dialect's clients see
+    /// only when the body breaks off (the legacy AG-Kit client ignores error
+    /// frames): the caller then ends the body with a transport error rather
+    /// than cleanly, and `translate` exits non-zero.
+    fn aborts(&self) -> bool {
+        false
+    }
+
     /// Response headers besides `content-type: text/event-stream` that the
     /// dialect's clients expect.
     fn headers(&self) -> &'static [(&'static str, &'static str)] {

@@ -51,20 +51,26 @@ pub enum Trigger {
 }
 
 /// One message of the history.
+///
+/// An assistant message keeps its text, reasoning and tool calls as parts of
+/// one ordered `content`: "text, call, more text" stays in that order, and
+/// each request translator splits it the way its dialect needs (AG-UI: an
+/// assistant message per run of text and calls, a reasoning message per
+/// reasoning part, as pydantic-ai's `AGUIAdapter.dump_messages` does).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(from = "MessageRepr")]
 pub struct Message {
     pub id: String,
     pub role: Role,
-    /// Text and media, in order. Assistant text is one `Text` part per block.
+    /// Text, reasoning, media and tool calls, in order. Assistant text is one
+    /// `Text` part per block.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<Part>,
-    /// Whether `content` was a plain string in the source (AG-UI user
-    /// messages may be either; kept so a same-dialect round trip is exact).
+    /// Whether `content` was a list of parts in the source (AG-UI user
+    /// messages may be a string or parts; a Vercel message with more than one
+    /// part is parts). Kept so a same-dialect round trip is exact.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub content_is_parts: bool,
-    /// Calls an assistant message made.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
     /// For a tool message: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
@@ -81,13 +87,68 @@ pub struct Message {
     pub extra: Extra,
 }
 
+/// What a stored [`Message`] may look like: histories written before tool
+/// calls became parts have a separate `tool_calls` list, read as calls after
+/// the content (where those builders put them).
+#[derive(Deserialize)]
+struct MessageRepr {
+    id: String,
+    role: Role,
+    #[serde(default)]
+    content: Vec<Part>,
+    #[serde(default)]
+    content_is_parts: bool,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    activity_type: Option<String>,
+    #[serde(default)]
+    extra: Extra,
+}
+
+impl From<MessageRepr> for Message {
+    fn from(r: MessageRepr) -> Self {
+        let mut content = r.content;
+        content.extend(r.tool_calls.into_iter().map(Part::ToolCall));
+        Message {
+            id: r.id,
+            role: r.role,
+            content,
+            content_is_parts: r.content_is_parts,
+            tool_call_id: r.tool_call_id,
+            error: r.error,
+            name: r.name,
+            activity_type: r.activity_type,
+            extra: r.extra,
+        }
+    }
+}
+
 impl Message {
     /// All text parts joined, the way dialects with string content want it.
     pub fn text(&self) -> String {
+        self.text_joined("")
+    }
+
+    /// The text parts joined with `sep` (a string-only dialect given several
+    /// user text parts keeps them apart with a newline, as pydantic-ai joins
+    /// system prompts).
+    pub fn text_joined(&self, sep: &str) -> String {
         let mut out = String::new();
+        let mut first = true;
         for p in &self.content {
             if let Part::Text { text } = p {
+                if !first {
+                    out.push_str(sep);
+                }
                 out.push_str(text);
+                first = false;
             }
         }
         out
@@ -101,6 +162,114 @@ impl Message {
             ..Default::default()
         }
     }
+
+    /// The tool calls of an assistant message, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|p| match p {
+            Part::ToolCall(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    pub fn tool_calls_mut(&mut self) -> impl Iterator<Item = &mut ToolCall> {
+        self.content.iter_mut().filter_map(|p| match p {
+            Part::ToolCall(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    pub fn has_tool_calls(&self) -> bool {
+        self.content.iter().any(|p| matches!(p, Part::ToolCall(_)))
+    }
+
+    /// Content other than tool calls (text, reasoning, media, foreign parts).
+    pub fn has_body(&self) -> bool {
+        self.content.iter().any(|p| !matches!(p, Part::ToolCall(_)))
+    }
+
+    /// An assistant message as the messages a dialect with separate
+    /// assistant (text + calls) and reasoning messages writes, in order.
+    /// The rules are pydantic-ai's `AGUIAdapter` (`_dump_response_parts`):
+    /// text after a tool call starts a new assistant message; a reasoning
+    /// part ends the message before it and is a message of its own; adjacent
+    /// text parts run together, text parts with another part between them
+    /// (a file, a data part) are joined by a newline. Parts with no place in
+    /// such a message (media, foreign parts) are left out. The first piece
+    /// keeps the message's id, the others get `{id}:p{n}` ([`piece_id`]).
+    pub fn assistant_pieces(&self) -> Vec<Piece<'_>> {
+        let mut pieces: Vec<Piece<'_>> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        let mut calls: Vec<&ToolCall> = Vec::new();
+        let mut prev_was_text = false;
+        fn push_reply<'a>(
+            pieces: &mut Vec<Piece<'a>>,
+            texts: &mut Vec<String>,
+            calls: &mut Vec<&'a ToolCall>,
+        ) {
+            if texts.is_empty() && calls.is_empty() {
+                return;
+            }
+            let text = (!texts.is_empty()).then(|| texts.join("\n"));
+            pieces.push(Piece::Reply {
+                text,
+                tool_calls: std::mem::take(calls),
+            });
+            texts.clear();
+        }
+        for p in &self.content {
+            match p {
+                Part::Text { text } => {
+                    if !calls.is_empty() {
+                        push_reply(&mut pieces, &mut texts, &mut calls);
+                    }
+                    match texts.last_mut() {
+                        Some(last) if prev_was_text => last.push_str(text),
+                        _ => texts.push(text.clone()),
+                    }
+                    prev_was_text = true;
+                    continue;
+                }
+                Part::Reasoning { text } => {
+                    push_reply(&mut pieces, &mut texts, &mut calls);
+                    pieces.push(Piece::Reasoning { text: text.clone() });
+                }
+                Part::ToolCall(c) => calls.push(c),
+                Part::Media { .. } | Part::Other { .. } => {}
+            }
+            prev_was_text = false;
+        }
+        push_reply(&mut pieces, &mut texts, &mut calls);
+        pieces
+    }
+}
+
+/// The id of the `n`-th (0-based) message an assistant message `id` is split
+/// into: `id` itself, then `{id}:p2`, `{id}:p3`...
+pub fn piece_id(id: &str, n: usize) -> String {
+    if n == 0 {
+        id.to_string()
+    } else {
+        format!("{id}:p{}", n + 1)
+    }
+}
+
+/// Whether `id` names a piece (not the first) of a split assistant message.
+pub fn is_piece_id(id: &str) -> bool {
+    id.rsplit_once(":p")
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// One message of a split assistant message ([`Message::assistant_pieces`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece<'a> {
+    Reasoning {
+        text: String,
+    },
+    /// Text (absent when there is none) and the calls after it.
+    Reply {
+        text: Option<String>,
+        tool_calls: Vec<&'a ToolCall>,
+    },
 }
 
 /// One part of a message body.
@@ -120,6 +289,8 @@ pub enum Part {
     Reasoning {
         text: String,
     },
+    /// A call an assistant message made, where it made it.
+    ToolCall(ToolCall),
     /// A part no other dialect can carry (a Vercel `data-*` or `source-url`
     /// part in history), verbatim.
     Other {
@@ -279,11 +450,86 @@ mod tests {
         assert_eq!(u.to_url(), "https://x/y.png");
     }
 
+    fn call(id: &str) -> Part {
+        Part::ToolCall(ToolCall {
+            id: id.into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            extra: Map::new(),
+        })
+    }
+
+    fn text(t: &str) -> Part {
+        Part::Text { text: t.into() }
+    }
+
+    #[test]
+    fn assistant_pieces_follow_pydantic_ai() {
+        let m = Message {
+            id: "a".into(),
+            role: Role::Assistant,
+            content: vec![
+                Part::Reasoning { text: "r1".into() },
+                text("x"),
+                text("y"),
+                Part::Other {
+                    value: serde_json::json!({"type": "data-x"}),
+                },
+                text("z"),
+                call("c1"),
+                call("c2"),
+                text("after"),
+                Part::Reasoning { text: "r2".into() },
+            ],
+            ..Default::default()
+        };
+        let pieces = m.assistant_pieces();
+        let ids: Vec<_> = m
+            .content
+            .iter()
+            .filter_map(|p| match p {
+                Part::ToolCall(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            pieces,
+            vec![
+                Piece::Reasoning { text: "r1".into() },
+                Piece::Reply {
+                    text: Some("xy\nz".into()),
+                    tool_calls: ids.clone()
+                },
+                Piece::Reply {
+                    text: Some("after".into()),
+                    tool_calls: vec![]
+                },
+                Piece::Reasoning { text: "r2".into() },
+            ]
+        );
+        assert_eq!(piece_id("a", 0), "a");
+        assert_eq!(piece_id("a", 2), "a:p3");
+        assert!(is_piece_id("a:p3") && !is_piece_id("a:2") && !is_piece_id("a"));
+        assert!(Message::default().assistant_pieces().is_empty());
+    }
+
+    #[test]
+    fn stored_messages_with_a_tool_calls_list_still_read() {
+        let v = serde_json::json!({"id": "a", "role": "assistant",
+            "content": [{"type": "text", "text": "hi"}],
+            "tool_calls": [{"id": "c1", "name": "f", "arguments": "{}"}]});
+        let m: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(m.content, vec![text("hi"), call("c1")]);
+        let again: Message = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+        assert_eq!(again, m);
+    }
+
     #[test]
     fn text_joins_text_parts_only() {
         let mut m = Message::text_message("1", Role::User, "a");
         m.content.push(Part::Reasoning { text: "x".into() });
         m.content.push(Part::Text { text: "b".into() });
         assert_eq!(m.text(), "ab");
+        assert_eq!(m.text_joined("\n"), "a\nb");
     }
 }

@@ -15,6 +15,11 @@ pub enum TranslateError {
     Frame(#[from] FrameError),
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    /// The input ended before the run did (no terminal event): the run
+    /// failed, and the output says so in its dialect (AG-UI 1.1: a
+    /// consumer must not synthesize `RUN_FINISHED` for a truncated run).
+    #[error("the input ended before the run finished")]
+    Truncated,
 }
 
 impl TranslateError {
@@ -23,6 +28,7 @@ impl TranslateError {
         match self {
             TranslateError::Frame(e) => e.line(),
             TranslateError::Decode(e) => e.line,
+            TranslateError::Truncated => 0,
         }
     }
 }
@@ -124,25 +130,14 @@ impl Translator {
         self.run_ended
     }
 
-    /// Like [`finish`](Self::finish) for a live upstream: input that ends
-    /// before the run did is a failure the client must hear about (a stream
-    /// that simply stops is not an error to `@ag-ui/client`), so the stream is
-    /// closed with the dialect's error. Returns whether the run ended properly.
+    /// [`finish`](Self::finish), with a truncated input as `Ok(false)`:
+    /// whether the run ended properly.
     pub fn finish_live(&mut self, out: &mut Vec<u8>) -> Result<bool, TranslateError> {
-        if self.done {
-            return Ok(self.run_ended);
+        match self.finish(out) {
+            Ok(()) => Ok(true),
+            Err(TranslateError::Truncated) => Ok(false),
+            Err(e) => Err(e),
         }
-        self.end_input(out)?;
-        if !self.run_ended {
-            self.fail(
-                "the upstream closed the stream before the run finished",
-                Some("upstream_closed"),
-                out,
-            );
-            return Ok(false);
-        }
-        self.finish(out)?;
-        Ok(true)
     }
 
     pub fn encoder(&self) -> &dyn Encoder {
@@ -169,22 +164,36 @@ impl Translator {
     }
 
     /// The upstream ended: flush the last event, close what is open, write the
-    /// dialect's end marker.
+    /// dialect's end marker. Input that ends before the run did is a failure
+    /// (live or offline, whatever the dialect): the output ends with the
+    /// dialect's error, code `upstream_closed`, and this returns
+    /// [`TranslateError::Truncated`]. A stream that simply stops is success to
+    /// some clients (`@ag-ui/client`), so it is never left to them to guess.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
         if self.done {
             return Ok(());
         }
         self.end_input(out)?;
-        if !self.done {
-            if self.sealed {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                self.encoder.finish(&mut scratch);
-                self.scratch = scratch;
-            } else {
-                self.encoder.finish(out);
-            }
-            self.done = true;
+        if self.done {
+            return Ok(());
         }
+        if !self.run_ended {
+            self.fail(
+                "the upstream closed the stream before the run finished",
+                Some("upstream_closed"),
+                out,
+            );
+            return Err(TranslateError::Truncated);
+        }
+        if self.sealed {
+            // Passthrough: the upstream's `[DONE]` is out, nothing follows it.
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.encoder.finish(&mut scratch);
+            self.scratch = scratch;
+        } else {
+            self.encoder.finish(out);
+        }
+        self.done = true;
         Ok(())
     }
 
@@ -223,14 +232,11 @@ impl Translator {
             // but an end marker the encoder writes for what the dialect
             // implies at the end (AG-Kit: a run waiting on an interrupt
             // ends) is still the client's.
-            let mut scratch = std::mem::take(&mut self.scratch);
-            self.encode_pending(&mut scratch);
-            if !self.sealed && scratch.ends_with(DONE) {
-                out.extend_from_slice(DONE);
-                self.sealed = true;
+            if self.sealed {
+                self.observe_pending();
+            } else {
+                self.end_marker_from_observed(out);
             }
-            scratch.clear();
-            self.scratch = scratch;
         } else {
             self.encode_pending(out);
         }
@@ -250,11 +256,16 @@ impl Translator {
                 if self.sealed {
                     // Nothing is written after the end marker.
                     self.observe_pending();
-                } else if frame.is_done() || self.events.iter().all(|e| self.encoder.passes(e)) {
+                } else if frame.is_done() {
+                    // The end marker is the encoder's: written when the
+                    // encoder ends the stream with one here (not after a
+                    // failed AG-Kit run, whose client takes `[DONE]` for
+                    // success; a Vercel encoder writes its own at `finish`).
+                    self.end_marker_from_observed(out);
+                } else if self.events.iter().all(|e| self.encoder.passes(e)) {
                     // Observed, then written as received.
                     self.observe_pending();
                     write_data(out, &frame.data);
-                    self.sealed = frame.is_done();
                 } else {
                     self.encode_pending(out);
                 }
@@ -294,6 +305,19 @@ impl Translator {
         }
         self.events = events;
         self.events.clear();
+    }
+
+    /// Passthrough: the encoder sees the pending events, its bytes dropped
+    /// but for the end marker, when it ends the stream with one.
+    fn end_marker_from_observed(&mut self, out: &mut Vec<u8>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.encode_pending(&mut scratch);
+        if scratch.ends_with(DONE) {
+            out.extend_from_slice(DONE);
+            self.sealed = true;
+        }
+        scratch.clear();
+        self.scratch = scratch;
     }
 
     /// Passthrough: the encoder sees the pending events, its bytes dropped.
@@ -413,14 +437,35 @@ mod tests {
         t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\"", &mut out)
             .unwrap();
         assert_eq!(text(&out), "[run_started][text_start][text_delta]");
-        t.push(b":\"b\"}\n\n", &mut out).unwrap();
+        t.push(b":\"b\"}\n\ndata: {\"end\":1}\n\n", &mut out)
+            .unwrap();
         t.finish(&mut out).unwrap();
         t.finish(&mut out).unwrap();
         assert_eq!(
             text(&out),
-            "[run_started][text_start][text_delta][text_delta]."
+            "[run_started][text_start][text_delta][text_delta][text_end][run_finished]."
         );
-        assert_eq!(t.events_translated, 2);
+        assert_eq!(t.events_translated, 3);
+    }
+
+    #[test]
+    fn input_that_ends_before_the_run_is_a_failure_not_a_finish() {
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\n", &mut out).unwrap();
+        assert_eq!(t.finish(&mut out), Err(TranslateError::Truncated));
+        assert_eq!(
+            text(&out),
+            "[run_started][text_start][text_delta]<err:the upstream closed the stream before the run finished>.",
+            "the dialect's error, never a made-up finish"
+        );
+        // Once failed, finishing again writes nothing and is not an error.
+        t.finish(&mut out).unwrap();
+        assert!(text(&out).ends_with('.'));
+        let mut t = tr();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\n", &mut out).unwrap();
+        assert_eq!(t.finish_live(&mut out), Ok(false));
     }
 
     #[test]

@@ -209,6 +209,9 @@ pub struct Follow {
     pub max_snapshot_bytes: usize,
     /// Held for as long as the client is followed.
     pub slot: FollowerSlot,
+    /// Set before the end when the run failed and the dialect shows that
+    /// only as a body that breaks off (`Encoder::aborts`), as live.
+    pub abort: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Snapshot mode: the log read so far, until it reaches `last`.
@@ -232,6 +235,7 @@ impl Follow {
             input,
             max_snapshot_bytes,
             slot: _slot,
+            abort,
         } = self;
         let after = match mode {
             Mode::After(a) => a,
@@ -339,6 +343,9 @@ impl Follow {
         }
         if !out.is_empty() {
             let _ = tx.send(Bytes::from(out)).await;
+        }
+        if shadow.encoder().aborts() {
+            abort.store(true, Ordering::Release);
         }
     }
 }

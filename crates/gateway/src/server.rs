@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -745,6 +745,7 @@ impl Gateway {
         let headers = translator.encoder().headers();
 
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
+        let abort = Arc::new(AtomicBool::new(false));
         let pump = Pump {
             translator,
             tx: Some(tx),
@@ -762,6 +763,7 @@ impl Gateway {
                 pair: (route.upstream_protocol, route.client),
                 started,
             }),
+            abort: abort.clone(),
         };
         let upstream = resp
             .bytes_stream()
@@ -769,7 +771,7 @@ impl Gateway {
         self.pumps
             .spawn(pump.run(upstream).instrument(tracing::Span::current()));
 
-        let mut resp = sse_response(rx, headers);
+        let mut resp = sse_body(rx, Some(abort), headers);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -851,6 +853,7 @@ impl Gateway {
         };
         tracing::info!(run = %info.run_id, ?mode, "resuming");
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
+        let abort = Arc::new(AtomicBool::new(false));
         self.pumps.spawn(
             resume::Follow {
                 runs,
@@ -861,12 +864,13 @@ impl Gateway {
                 input,
                 max_snapshot_bytes,
                 slot,
+                abort: abort.clone(),
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
-        Ok(sse_response(rx, headers))
+        Ok(sse_body(rx, Some(abort), headers))
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
@@ -989,10 +993,29 @@ pub(crate) fn sse_response(
     rx: mpsc::Receiver<Bytes>,
     dialect_headers: &'static [(&'static str, &'static str)],
 ) -> Response<Body> {
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, std::io::Error>(Frame::data(b)), rx))
+    sse_body(rx, None, dialect_headers)
+}
+
+/// An SSE response of what arrives on `rx`; once `rx` ends, a set `abort`
+/// ends the body with an error instead of cleanly (hyper then breaks off the
+/// connection, or resets the HTTP/2 stream).
+fn sse_body(
+    rx: mpsc::Receiver<Bytes>,
+    abort: Option<Arc<AtomicBool>>,
+    dialect_headers: &'static [(&'static str, &'static str)],
+) -> Response<Body> {
+    let stream = futures_util::stream::unfold(Some((rx, abort)), |state| async move {
+        let (mut rx, abort) = state?;
+        match rx.recv().await {
+            Some(b) => Some((Ok(Frame::data(b)), Some((rx, abort)))),
+            None if abort.is_some_and(|a| a.load(Ordering::Acquire)) => {
+                // Pending once first: hyper flushes what it holds (the error
+                // frame) before the error closes the connection.
+                tokio::task::yield_now().await;
+                Some((Err(std::io::Error::other("the run failed")), None))
+            }
+            None => None,
+        }
     });
     let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
     let h = response.headers_mut();
@@ -1146,6 +1169,9 @@ struct Pump {
     /// The gateway is shutting down and the grace period is over.
     shutdown: CancellationToken,
     report: Option<Report>,
+    /// Set before the pump lets go of `tx` when the client's dialect shows
+    /// a failure only as a body that breaks off (`Encoder::aborts`).
+    abort: Arc<AtomicBool>,
 }
 
 /// Marks a response whose `requests_total` is counted by its pump.
@@ -1298,6 +1324,9 @@ impl Pump {
             self.deliver(&mut out).await;
             break end;
         };
+        if self.translator.encoder().aborts() {
+            self.abort.store(true, Ordering::Release);
+        }
         if let Some(mut rec) = self.recorder.take() {
             rec.end(match end {
                 End::Complete => RunOutcome::Completed,
@@ -1503,6 +1532,7 @@ mod tests {
             new_from_client: Vec::new(),
             shutdown: CancellationToken::new(),
             report: None,
+            abort: Arc::default(),
         };
         (p, rx)
     }

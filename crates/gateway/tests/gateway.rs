@@ -292,6 +292,50 @@ async fn agkit_clients_get_their_history_kept_for_full_history_agents() {
     );
 }
 
+/// A Vercel chat's history reaches an AG-UI agent as pydantic-ai's own
+/// adapters write it (adapters/vercel/tests/history_to_ag_ui.rs has every
+/// case): user text parts kept apart, text after a call after it, reasoning
+/// as reasoning messages.
+#[tokio::test]
+async fn vercel_histories_reach_ag_ui_agents_whole_and_in_order() {
+    let (up, seen) = recording_agui_upstream().await;
+    let gw = start_gateway(&route("/api/chat", Dialect::Vercel, up, Dialect::AgUi)).await;
+    let body = serde_json::json!({
+        "id": "chat-1",
+        "trigger": "submit-message",
+        "messages": [
+            {"id": "u1", "role": "user", "parts": [
+                {"type": "text", "text": "first"}, {"type": "text", "text": "second"}]},
+            {"id": "a1", "role": "assistant", "parts": [
+                {"type": "step-start"},
+                {"type": "reasoning", "text": "thinking", "state": "done"},
+                {"type": "text", "text": "Let me look.", "state": "done"},
+                {"type": "tool-get_weather", "toolCallId": "tc-1", "state": "output-available",
+                 "input": {"city": "Paris"}, "output": "sunny"},
+                {"type": "text", "text": "It is sunny.", "state": "done"}]},
+            {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "thanks"}]}
+        ]
+    });
+    let r = post(gw, "/api/chat", body.to_string().into_bytes()).await;
+    assert_eq!(r.status(), 200);
+    let _ = r.bytes().await.unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen[0]["messages"],
+        serde_json::json!([
+            {"id": "u1", "role": "user", "content": [
+                {"type": "text", "text": "first"}, {"type": "text", "text": "second"}]},
+            {"id": "a1", "role": "reasoning", "content": "thinking"},
+            {"id": "a1:p2", "role": "assistant", "content": "Let me look.", "toolCalls": [
+                {"id": "tc-1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"id": "a1:p3", "role": "assistant", "content": "It is sunny."},
+            {"id": "tc-1-result", "role": "tool", "content": "sunny", "toolCallId": "tc-1"},
+            {"id": "u2", "role": "user", "content": "thanks"}
+        ])
+    );
+}
+
 #[tokio::test]
 async fn events_reach_the_client_while_the_upstream_is_still_talking() {
     // An upstream that sends one event, then waits until the test has seen

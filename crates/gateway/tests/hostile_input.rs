@@ -34,7 +34,8 @@ fn error_event(dialect: &str) -> (&'static str, &'static [&'static str]) {
     match dialect {
         "ag-ui" | "hai" => ("RUN_ERROR", &[]),
         "vercel" => ("error", &["finish-step", "finish", "[DONE]"]),
-        "agkit" => ("error", &["[DONE]"]),
+        // No `[DONE]`: the legacy client would take it for success.
+        "agkit" => ("error", &[]),
         other => panic!("no dialect {other}"),
     }
 }
@@ -120,6 +121,30 @@ fn ag_ui_frames_that_crashed_the_fast_path_end_in_an_error_event() {
                 error.to_string().contains("upstream_malformed"),
                 "ag-ui -> {to} on {frame}: {error}"
             );
+        }
+    }
+}
+
+/// A capture that stops between two events, without its terminal event, is
+/// a failed run in every target (AG-UI 1.1: a consumer must not synthesize
+/// `RUN_FINISHED` for a truncated run): the target's error event with code
+/// `upstream_closed`, no success marker, and exit status 1.
+#[test]
+fn a_cut_capture_translates_to_a_failure_in_every_dialect() {
+    let cut = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+               data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+               data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"half an ans\"}\n\n";
+    for to in DIALECTS {
+        let (code, out, err) = translate("ag-ui", to, cut.as_bytes());
+        assert_eq!(code, 1, "ag-ui -> {to}: {err}");
+        assert!(
+            err.contains("before the run finished"),
+            "ag-ui -> {to}: {err}"
+        );
+        let error = ends_in_error_event(to, &out);
+        assert_eq!(error["code"], "upstream_closed", "ag-ui -> {to}: {error}");
+        for success in ["RUN_FINISHED", "\"finishReason\":\"stop\"", "interrupted"] {
+            assert!(!out.contains(success), "ag-ui -> {to}: {success} in {out}");
         }
     }
 }

@@ -210,17 +210,31 @@ fn started_and_text() -> Vec<Step> {
 }
 
 /// Posts to a gateway route in front of `upstream` and returns the status
-/// and the whole body.
+/// and the whole body, which must end cleanly.
 async fn through(client: Dialect, upstream: SocketAddr, extra: &str) -> (u16, Vec<u8>) {
+    let (status, body, broke_off) = through_raw(client, upstream, extra).await;
+    assert!(!broke_off, "the body broke off");
+    (status, body)
+}
+
+/// Like [`through`]; also whether the body broke off (a transport error at
+/// its end) rather than ending cleanly.
+async fn through_raw(client: Dialect, upstream: SocketAddr, extra: &str) -> (u16, Vec<u8>, bool) {
     let (gw, _) = start_gateway(&(route("/r", client, upstream, Dialect::AgUi) + extra)).await;
-    let r = tokio::time::timeout(Duration::from_secs(20), async {
-        let r = post(gw, "/r", body(client, "hi")).send().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let mut r = post(gw, "/r", body(client, "hi")).send().await.unwrap();
         let status = r.status().as_u16();
-        (status, r.bytes().await.unwrap().to_vec())
+        let mut body = Vec::new();
+        loop {
+            match r.chunk().await {
+                Ok(Some(c)) => body.extend_from_slice(&c),
+                Ok(None) => return (status, body, false),
+                Err(_) => return (status, body, true),
+            }
+        }
     })
     .await
-    .expect("the gateway answers and ends the stream");
-    r
+    .expect("the gateway answers and ends the stream")
 }
 
 // ---- 1. upstream failures ---------------------------------------------------
@@ -327,10 +341,13 @@ async fn fails_mid_stream(steps: Vec<Step>, extra: &str, code: &str) {
     let (_, bytes) = through(Dialect::Hai, up, extra).await;
     let t = types(&data_lines(&bytes));
     assert_eq!(t.last().unwrap(), "RUN_ERROR", "{t:?}");
-    // AG-Kit: the error frame then [DONE].
-    let (_, bytes) = through(Dialect::AgKit, up, extra).await;
+    // AG-Kit: the error frame last, no [DONE], and the body breaks off:
+    // the legacy client shows nothing else as a failure.
+    let (_, bytes, broke_off) = through_raw(Dialect::AgKit, up, extra).await;
     let t = types(&data_lines(&bytes));
-    assert_eq!(&t[t.len() - 2..], ["error", "[DONE]"], "{t:?}");
+    assert_eq!(t.last().map(String::as_str), Some("error"), "{t:?}");
+    assert!(!t.contains(&"[DONE]".to_string()), "{t:?}");
+    assert!(broke_off, "the AG-Kit body must break off after a failure");
 }
 
 #[tokio::test]

@@ -14,7 +14,8 @@ const good = {
   'text.sse': sse(t('Hello'), t(' world'), '[DONE]'),
   'tool.sse': sse(t('Calling.'), start, args, end, result, t('Done.'), '[DONE]'),
   'extension.sse': sse({ type: 'step-started', name: 's' }, t('x'), { type: 'state-snapshot', snapshot: {} }, '[DONE]'),
-  'error.sse': sse(t('x'), { type: 'error', error: 'the run was stopped', code: 'stopped' }, '[DONE]'),
+  // A failed run: the error frame last, no [DONE] (the body breaks off).
+  'error.sse': sse(t('x'), { type: 'error', error: 'the run was stopped', code: 'stopped' }),
 };
 const broken = {
   'extra-key.sse': [sse({ ...t('lost'), index: 0 }, '[DONE]'), /unknown key index/],
@@ -28,6 +29,9 @@ const broken = {
   'no-done.sse': [sse(t('x')), /\[DONE\]/],
   'after-done.sse': [sse(t('x'), '[DONE]', t('never read')), /\[DONE\]/],
   'not-json.sse': [sse(t('x'), 'keep-alive', '[DONE]'), /not a JSON object/],
+  // The client takes [DONE] for success and ignores the error frame.
+  'error-then-done.sse': [sse(t('x'), { type: 'error', error: 'e' }, '[DONE]'), /must not carry "data: \[DONE\]"/],
+  'error-not-last.sse': [sse({ type: 'error', error: 'e' }, t('x')), /error frame must be the last/],
 };
 
 test('validate-agkit.mjs passes good streams and fails each broken one', () => {

@@ -116,7 +116,7 @@ export async function startRedis(password) {
  * hanging) when the answer has not ended after `boundMs`, showing what came.
  * Every answer goes into the ledger.
  */
-export async function exchange(label, url, { method = 'POST', headers = {}, body, boundMs = 30_000 } = {}) {
+export async function exchange(label, url, { method = 'POST', headers = {}, body, boundMs = 30_000, allowBreakOff = false } = {}) {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), boundMs);
   let status;
@@ -138,6 +138,9 @@ export async function exchange(label, url, { method = 'POST', headers = {}, body
     }
   } catch (e) {
     record(label, { status: status ?? 0, headers: resHeaders, body: text });
+    // A body that breaks off after its head: how a failed AG-Kit run ends
+    // (the legacy client shows nothing else as a failure).
+    if (allowBreakOff && status !== undefined && !ac.signal.aborted) return { status, headers: resHeaders, body: text, brokeOff: true };
     if (ac.signal.aborted) {
       throw new Error(`${label}: ${method} ${url} did not end within ${boundMs / 1000}s (a hang); status ${status ?? '(no head)'}, body so far:\n${text.slice(0, 4000)}`);
     }
@@ -145,7 +148,7 @@ export async function exchange(label, url, { method = 'POST', headers = {}, body
   } finally {
     clearTimeout(timer);
   }
-  const r = { status, headers: resHeaders, body: text };
+  const r = { status, headers: resHeaders, body: text, brokeOff: false };
   record(label, r);
   return r;
 }
@@ -214,6 +217,8 @@ export async function openStream(label, url, { headers = {}, body, boundMs = 30_
       await pump;
       return entry.body;
     },
+    /** Whether the body broke off (an error while reading it). */
+    brokeOff: () => failure !== undefined,
     cancel: () => ac.abort(),
   };
 }
@@ -331,7 +336,7 @@ const parse = (d) => {
  * sequence, complete), 'finish' (a normal end), or 'cut' (neither: a
  * silently truncated stream). `code` is the error's code where it has one.
  */
-export function ending(dialect, text) {
+export function ending(dialect, text, { brokeOff = false } = {}) {
   const frames = sseData(text);
   const json = frames.map(parse);
   const types = json.map((j) => j?.type);
@@ -352,10 +357,11 @@ export function ending(dialect, text) {
       return { kind: 'cut' };
     }
     case 'agkit': {
-      if (frames.at(-1) !== '[DONE]') return { kind: 'cut' };
+      // A failed run: its error frame last, no [DONE] (the legacy client
+      // takes [DONE] for success), and the body broken off.
       const err = types.lastIndexOf('error');
-      if (err >= 0 && err === frames.length - 2) return { kind: 'error', code: json[err].code, message: json[err].error };
-      if (err < 0) return { kind: 'finish' };
+      if (brokeOff && err >= 0 && err === frames.length - 1) return { kind: 'error', code: json[err].code, message: json[err].error };
+      if (!brokeOff && err < 0 && frames.at(-1) === '[DONE]') return { kind: 'finish' };
       return { kind: 'cut' };
     }
     default:
