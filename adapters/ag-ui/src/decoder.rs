@@ -11,7 +11,7 @@
 
 use babelgate_core::event::Interrupt;
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, Outcome, Role};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::chunks::{lane_effect, Chunk, ChunkKind, LaneEffect, Lanes, Pending};
 use crate::request::message_from_wire;
@@ -288,12 +288,12 @@ impl AgUiDecoder {
         }
         let follow = made.len().saturating_sub(1);
         for (i, ev) in made.iter_mut().enumerate() {
-            let marker = if i == 0 {
-                json!({"chunk": raw, "follow": follow})
+            if i == 0 {
+                ev.extra.insert(NOTE_CHUNK.into(), raw.clone());
+                ev.extra.insert(NOTE_FOLLOW.into(), follow.into());
             } else {
-                json!({"derived": true})
-            };
-            ev.extra.insert(PRIVATE.into(), marker);
+                ev.extra.insert(NOTE_DERIVED.into(), true.into());
+            }
         }
         out.extend(made);
         Ok(())
@@ -343,7 +343,7 @@ impl AgUiDecoder {
                 let message_id = f.req_str("messageId")?;
                 let role = parse_role(ty, f.opt_str("role")?)?;
                 if role.is_none() {
-                    f.o.insert(PRIVATE.into(), json!({"noRole": true}));
+                    f.o.insert(NOTE_NO_ROLE.into(), true.into());
                 }
                 EventKind::TextStart {
                     message_id,
@@ -915,6 +915,7 @@ impl AgUiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn fast_state_delta_agrees_with_the_general_path() {
@@ -1246,10 +1247,10 @@ mod tests {
             ]
         );
         assert_eq!(evs[0].timestamp, Some(1));
-        assert_eq!(evs[0].extra[PRIVATE]["follow"], 1);
-        assert_eq!(evs[0].extra[PRIVATE]["chunk"]["delta"], "a");
-        assert_eq!(evs[1].extra[PRIVATE], json!({"derived": true}));
-        assert_eq!(evs[2].extra[PRIVATE]["follow"], 0);
+        assert_eq!(evs[0].extra[NOTE_FOLLOW], 1);
+        assert_eq!(evs[0].extra[NOTE_CHUNK]["delta"], "a");
+        assert_eq!(evs[1].extra[NOTE_DERIVED], true);
+        assert_eq!(evs[2].extra[NOTE_FOLLOW], 0);
     }
 
     #[test]

@@ -182,7 +182,10 @@ mod tests {
             .into_iter()
             .filter(|e| !matches!(&e.kind, EventKind::TextStart { .. }))
             .collect();
-        let got = payloads(&encode_events(&rest));
+        // (through the shape stage, as on a translated route)
+        let got = payloads(&encode_events(&babelgate_core::shape::Shaper::shape_all(
+            &rest,
+        )));
         verify_stream(&got).unwrap();
         let types: Vec<_> = got
             .iter()
@@ -596,7 +599,8 @@ mod tests {
             let (events, fail) = strategy.new_tree(&mut runner).unwrap().current();
             let mut e = AgUiEncoder::new(EncodeContext::deterministic());
             let mut out = Vec::new();
-            for ev in &events {
+            // through the shape stage, as on every translated route
+            for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
                 e.encode(ev, &mut out);
             }
             if fail {
@@ -616,7 +620,8 @@ mod tests {
         fn any_input_gives_a_stream_the_client_accepts(events in prop::collection::vec(any_event(), 0..40), fail in any::<bool>()) {
             let mut e = AgUiEncoder::new(EncodeContext::deterministic());
             let mut out = Vec::new();
-            for ev in &events {
+            // through the shape stage, as on every translated route
+            for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
                 e.encode(ev, &mut out);
             }
             if fail {

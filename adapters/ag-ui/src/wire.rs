@@ -79,13 +79,15 @@ pub const EVENT_TYPES: [&str; 31] = [
     SUBAGENT_ERROR,
 ];
 
-/// The key, in `Event::extra`, of what the decoder tells its own encoder so a
-/// same-dialect stream comes back byte-for-byte as JSON: `chunk` (the
-/// shorthand event verbatim, on the first core event made from it) with
-/// `follow` (how many more core events came from it, each marked `derived`),
-/// and `noRole` (a TEXT_MESSAGE_START without `role`). Never written to the
-/// wire; a `$` never starts an AG-UI field name.
-pub const PRIVATE: &str = "$agui";
+/// Private notes (`babelgate_core::event::NOTE_PREFIX`) the decoder leaves
+/// for its own encoder, so that it knows what an AG-UI client saw: the
+/// shorthand chunk verbatim, on the first core event made from it, with how
+/// many more core events came from it, each marked derived; a
+/// TEXT_MESSAGE_START that had no `role`. Never written to the wire.
+pub const NOTE_CHUNK: &str = "$chunk";
+pub const NOTE_FOLLOW: &str = "$follow";
+pub const NOTE_DERIVED: &str = "$derived";
+pub const NOTE_NO_ROLE: &str = "$noRole";
 
 /// JSON numbers survive a round trip up to 2^53 - 1; the schemas bound
 /// timestamps and counts to that.
@@ -211,7 +213,8 @@ pub fn token_usage(v: &Value) -> bool {
 /// same-dialect round trip exact).
 pub fn extra_field_ok(key: &str, v: &Value) -> bool {
     match key {
-        PRIVATE | "type" | "timestamp" => false,
+        k if babelgate_core::event::is_note(k) => false,
+        "type" | "timestamp" => false,
         "rawEvent" | "result" | "payload" => !v.is_null(),
         "metadata" | "responseSchema" => v.is_object(),
         "subagentRunId"
@@ -281,7 +284,7 @@ mod tests {
         assert!(!extra_field_ok("rawEvent", &Value::Null));
         assert!(!extra_field_ok("metadata", &json!("x")));
         assert!(extra_field_ok("futureField", &Value::Null));
-        assert!(!extra_field_ok(PRIVATE, &json!({})));
+        assert!(!extra_field_ok(NOTE_CHUNK, &json!({})));
         assert!(extra_field_ok("outcome", &json!({"type": "later"})));
         assert!(!extra_field_ok("outcome", &json!("later")));
     }

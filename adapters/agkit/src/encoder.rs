@@ -10,8 +10,9 @@
 //! - `tool-call-args` throws (and ends the client's stream handling) unless
 //!   the client's last message is the assistant message holding that call;
 //!   `tool-result` appends a tool message. So a call's args always follow its
-//!   start (synthesized if missing), and results are held back while any call
-//!   is still open and written once all open calls have ended.
+//!   start (the shape stage, `babelgate_core::shape`, synthesizes a missing
+//!   one and drops ends of calls not open), and results are held back while
+//!   any call is still open and written once all open calls have ended.
 //! - `text` appends to the last assistant message: starts and ends of text
 //!   messages write nothing.
 //! - `tool-call-end` means "arguments complete": the client then runs a
@@ -36,14 +37,17 @@ use crate::wire::{self, frame, put_opt};
 pub struct AgKitEncoder {
     ctx: EncodeContext,
     open: OpenTracker,
-    /// Tool names by call id, for a start synthesized later.
-    names: HashMap<String, String>,
     /// Argument text of the open calls, to tell a complete call from a cut one.
     args: HashMap<String, String>,
     /// `tool-result` frames waiting for the open calls to end.
     held: Vec<Map<String, Value>>,
     /// `[DONE]` is out: the client reads nothing more.
     done: bool,
+    /// Write what AG-Kit cannot say as extension frames (`wire.rs`) instead
+    /// of dropping it.
+    extensions: bool,
+    /// Events dropped for want of a declared frame type.
+    dropped: u64,
     /// The run failed: the error frame is written and no `[DONE]` follows,
     /// the body must break off (see [`Encoder::aborts`]).
     failed: bool,
@@ -54,14 +58,51 @@ impl AgKitEncoder {
         AgKitEncoder {
             ctx,
             open: OpenTracker::default(),
-            names: HashMap::new(),
             args: HashMap::new(),
             held: Vec::new(),
             done: false,
+            extensions: false,
+            dropped: 0,
             failed: false,
         }
     }
 
+    /// Opt in to extension frames: what AG-Kit has no frame for (reasoning,
+    /// steps, state, data...) goes out as frames of the types in `wire.rs`,
+    /// which the real client ignores and babelgate's decoder reads back.
+    /// Off by default: a client gets only the types the AG-Kit server declares.
+    pub fn with_extensions(mut self, on: bool) -> Self {
+        self.extensions = on;
+        self
+    }
+}
+
+/// Whether the event maps to frame types the AG-Kit server declares (or to
+/// nothing at all), as opposed to an extension frame.
+fn declared(event: &Event) -> bool {
+    use EventKind as K;
+    match &event.kind {
+        K::RunStarted { .. }
+        | K::RunFinished { .. }
+        | K::RunError { .. }
+        | K::TextStart { .. }
+        | K::TextDelta { .. }
+        | K::TextEnd { .. }
+        | K::ReasoningStart { .. }
+        | K::ReasoningEnd { .. }
+        | K::ToolCallStart { .. }
+        | K::ToolCallArgs { .. }
+        | K::ToolCallEnd { .. }
+        | K::ToolCallResult { .. }
+        | K::ToolCallError { .. }
+        | K::ToolCallDenied { .. } => true,
+        // An AG-Kit upstream's own frame, written back as it came.
+        K::Unknown { .. } => event.origin == Some(Dialect::AgKit),
+        _ => false,
+    }
+}
+
+impl AgKitEncoder {
     /// Writes one frame, with the event's extras when they are AG-Kit's own.
     fn write(out: &mut Vec<u8>, event: &Event, mut obj: Map<String, Value>) {
         if let Some(extra) = event.extra_from(Dialect::AgKit) {
@@ -119,7 +160,6 @@ impl AgKitEncoder {
             Some(event) => Self::write(out, event, obj),
             None => sse::write_json(out, &Value::Object(obj)),
         }
-        self.names.insert(tool_call_id.into(), tool_name.into());
         self.args.insert(tool_call_id.into(), String::new());
         self.open.observe(&Event::new(EventKind::ToolCallStart {
             tool_call_id: tool_call_id.into(),
@@ -187,6 +227,10 @@ impl AgKitEncoder {
 
     fn encode_one(&mut self, event: &Event, out: &mut Vec<u8>) {
         use EventKind as K;
+        if !self.extensions && !declared(event) {
+            self.dropped += 1;
+            return;
+        }
         let put = |obj: &mut Map<String, Value>, k: &str, v: Value| {
             obj.insert(k.into(), v);
         };
@@ -274,14 +318,6 @@ impl AgKitEncoder {
                 tool_call_id,
                 delta,
             } => {
-                if !self.open.tool_call_open(tool_call_id) {
-                    let name = self
-                        .names
-                        .get(tool_call_id)
-                        .cloned()
-                        .unwrap_or_else(|| wire::UNKNOWN_TOOL_NAME.into());
-                    self.start_call(tool_call_id, &name, None, out);
-                }
                 if let Some(text) = self.args.get_mut(tool_call_id) {
                     text.push_str(delta);
                 }
@@ -291,16 +327,13 @@ impl AgKitEncoder {
                 Self::write(out, event, obj);
             }
             K::ToolCallEnd { tool_call_id } => {
-                // Ending a call that is not open would corrupt the client's
-                // list of calls (or run the call twice): nothing to close.
-                if self.open.tool_call_open(tool_call_id) {
-                    let mut obj = frame(wire::TOOL_CALL_END);
-                    put(&mut obj, "toolCallId", s(tool_call_id));
-                    Self::write(out, event, obj);
-                    self.args.remove(tool_call_id);
-                    self.open.observe(event);
-                    self.flush_held(out);
-                }
+                // (Only open calls are ended: the shape stage drops the rest.)
+                let mut obj = frame(wire::TOOL_CALL_END);
+                put(&mut obj, "toolCallId", s(tool_call_id));
+                Self::write(out, event, obj);
+                self.args.remove(tool_call_id);
+                self.open.observe(event);
+                self.flush_held(out);
                 return;
             }
             K::ToolCallResult {
@@ -519,6 +552,10 @@ impl Encoder for AgKitEncoder {
         }
     }
 
+    fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
     fn aborts(&self) -> bool {
         self.failed
     }
@@ -542,14 +579,16 @@ mod tests {
     use serde_json::json;
 
     fn enc() -> AgKitEncoder {
-        AgKitEncoder::new(EncodeContext::deterministic())
+        AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true)
     }
 
+    /// Through the shape stage, as on every translated route.
     fn run(kinds: Vec<EventKind>) -> String {
         let mut e = enc();
         let mut out = Vec::new();
-        for k in kinds {
-            e.encode(&Event::new(k), &mut out);
+        let events: Vec<Event> = kinds.into_iter().map(Event::new).collect();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+            e.encode(ev, &mut out);
         }
         e.finish(&mut out);
         String::from_utf8(out).unwrap()
@@ -692,7 +731,7 @@ mod tests {
     }
 
     #[test]
-    fn orphan_args_get_a_start_and_orphan_ends_nothing() {
+    fn orphan_args_get_a_start_and_orphan_ends_and_late_args_nothing() {
         let out = run(vec![
             end("never"),
             start("c1", "get_weather"),
@@ -704,10 +743,8 @@ mod tests {
             out,
             "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"get_weather\"}\n\n\
              data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c1\"}\n\n\
-             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"unknown_tool\"}\n\n\
+             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c2\",\"toolCallName\":\"unknown\"}\n\n\
              data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c2\",\"delta\":\"{}\"}\n\n\
-             data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c1\",\"toolCallName\":\"get_weather\"}\n\n\
-             data: {\"type\":\"tool-call-args\",\"toolCallId\":\"c1\",\"delta\":\"late\"}\n\n\
              data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c2\"}\n\n\
              data: [DONE]\n\n"
         );
@@ -881,5 +918,66 @@ mod tests {
             "data: {\"type\":\"text\",\"content\":\"x\",\"index\":0}\n\n\
              data: {\"type\":\"text\",\"content\":\"x\"}\n\n"
         );
+    }
+
+    /// By default a client gets only the frame types the AG-Kit server
+    /// declares: the rest is dropped and counted.
+    #[test]
+    fn only_declared_frame_types_by_default() {
+        let mut e = AgKitEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        let mut k = vec![EventKind::RunStarted {
+            thread_id: None,
+            run_id: None,
+            parent_run_id: None,
+            message_id: None,
+            input: None,
+        }];
+        k.push(EventKind::StepStarted { name: None });
+        k.push(EventKind::ReasoningStart {
+            message_id: "r".into(),
+        });
+        k.push(EventKind::ReasoningDelta {
+            message_id: "r".into(),
+            delta: "hmm".into(),
+        });
+        k.push(EventKind::ReasoningEnd {
+            message_id: "r".into(),
+        });
+        text(&mut k, "m", &["hi"]);
+        k.push(EventKind::StateSnapshot {
+            snapshot: json!({"a": 1}),
+        });
+        k.push(EventKind::Custom {
+            name: "n".into(),
+            value: json!(1),
+        });
+        k.push(
+            Event::new(EventKind::Unknown {
+                raw: json!({"type": "X_EVENT"}),
+            })
+            .with_origin(Dialect::AgUi)
+            .kind,
+        );
+        k.push(EventKind::StepFinished { name: None });
+        k.push(finished(Outcome::Unspecified));
+        for kind in k {
+            e.encode(&Event::new(kind), &mut out);
+        }
+        e.encode(
+            &Event::new(EventKind::Unknown {
+                raw: json!({"type": "X_EVENT"}),
+            })
+            .with_origin(Dialect::AgUi),
+            &mut out,
+        );
+        e.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"type\":\"text\",\"content\":\"hi\"}\n\ndata: [DONE]\n\n"
+        );
+        // steps x2, the reasoning delta, state, custom, the foreign unknown
+        // event (nothing is encoded after `[DONE]`)
+        assert_eq!(e.dropped(), 6);
     }
 }

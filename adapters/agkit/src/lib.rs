@@ -62,7 +62,8 @@ mod tests {
     }
 
     fn encode(events: &[Event]) -> Vec<u8> {
-        let mut e = AgKitEncoder::new(EncodeContext::deterministic());
+        // Extension frames on: babelgate to babelgate keeps what AG-Kit cannot say.
+        let mut e = AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true);
         let mut out = Vec::new();
         for ev in events {
             e.encode(ev, &mut out);
@@ -218,7 +219,7 @@ mod tests {
         babelgate_core::Translator::new(
             SseFramer::default(),
             Box::new(AgKitDecoder::new()),
-            Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
+            Box::new(AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true)),
         )
     }
 
@@ -408,7 +409,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         for (name, events) in streams {
             let path = std::path::Path::new(&dir).join(format!("{name}.sse"));
-            std::fs::write(path, encode(&events)).unwrap();
+            // through the shape stage, as another dialect's stream comes
+            let shaped = babelgate_core::shape::Shaper::shape_all(&events);
+            std::fs::write(path, encode(&shaped)).unwrap();
         }
     }
 

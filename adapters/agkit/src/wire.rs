@@ -52,8 +52,6 @@ pub const UNKNOWN: &str = "unknown";
 pub const TOOL_FAILED_PREFIX: &str = "Tool call failed with info: ";
 /// The result written for a call the human refused.
 pub const TOOL_DENIED_RESULT: &str = "Tool call was denied by the user.";
-/// Name for a tool call whose start never came (AG-Kit needs one).
-pub const UNKNOWN_TOOL_NAME: &str = "unknown_tool";
 
 /// A frame object with `type` first, as the Python server orders its fields.
 pub fn frame(ty: &str) -> Map<String, Value> {

@@ -644,20 +644,7 @@ impl HaiEncoder {
                 tool_call_id,
                 delta,
             } => {
-                if !self.tracker.tool_call_open(tool_call_id) {
-                    // No start seen: the client needs one; the name is unknown.
-                    self.write(
-                        out,
-                        wire::TOOL_CALL_START,
-                        vec![
-                            ("toolCallId", json!(tool_call_id)),
-                            ("toolCallName", json!("unknown")),
-                        ],
-                        None,
-                        false,
-                    );
-                    self.observe_tool_start(tool_call_id, "unknown");
-                }
+                // (A call's start comes first: the shape stage sees to it.)
                 let d = match ev
                     .extra_from(Dialect::Hai)
                     .and_then(|x| x.get(wire::X_ARGS_JSON))
@@ -1297,11 +1284,13 @@ mod tests {
         HaiEncoder::new(EncodeContext::deterministic())
     }
 
+    /// Through the shape stage, as on every translated route.
     fn run(events: Vec<EventKind>) -> String {
         let mut e = enc();
         let mut out = Vec::new();
-        for k in events {
-            e.encode(&Event::new(k), &mut out);
+        let events: Vec<Event> = events.into_iter().map(Event::new).collect();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+            e.encode(ev, &mut out);
         }
         e.finish(&mut out);
         String::from_utf8(out).unwrap()
@@ -1403,8 +1392,11 @@ mod tests {
     fn run_error_ends_business_data_but_not_tool_calls() {
         let mut e = enc();
         let mut out = Vec::new();
-        e.encode(
-            &Event::new(EventKind::RunStarted {
+        // through the shape stage, as on a translated route
+        let mut shaper = babelgate_core::shape::Shaper::new();
+        let mut shaped = Vec::new();
+        for ev in [
+            Event::new(EventKind::RunStarted {
                 thread_id: Some("th".into()),
                 run_id: Some("r".into()),
                 parent_run_id: None,
@@ -1412,19 +1404,18 @@ mod tests {
                 input: None,
             })
             .with_timestamp(Some(5)),
-            &mut out,
-        );
-        e.encode(
-            &Event::new(text_delta_k("m", "a")).with_timestamp(Some(6)),
-            &mut out,
-        );
-        e.encode(
-            &Event::new(EventKind::ToolCallArgs {
+            Event::new(text_delta_k("m", "a")).with_timestamp(Some(6)),
+            // an orphan delta: the shape stage gives it its start
+            Event::new(EventKind::ToolCallArgs {
                 tool_call_id: "t".into(),
                 delta: "{".into(),
             }),
-            &mut out,
-        );
+        ] {
+            shaper.push(&ev, &mut shaped);
+        }
+        for ev in &shaped {
+            e.encode(ev, &mut out);
+        }
         e.fail("upstream timed out", Some("TIMEOUT"), &mut out);
         e.encode(&Event::new(text_delta_k("m", "after")), &mut out);
         e.finish(&mut out);
@@ -2051,8 +2042,10 @@ mod tests {
         ) {
             let mut e = enc();
             let mut out = Vec::new();
-            for k in kinds {
-                e.encode(&Event::new(k), &mut out);
+            let events: Vec<Event> = kinds.into_iter().map(Event::new).collect();
+            // through the shape stage, as on every translated route
+            for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+                e.encode(ev, &mut out);
             }
             if fail {
                 e.fail("gone", Some("upstream_closed"), &mut out);

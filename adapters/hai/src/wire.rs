@@ -102,7 +102,7 @@ pub fn frame(ty: &str) -> Map<String, Value> {
 /// Whether `key` is one of this adapter's private notes rather than a wire
 /// field.
 pub fn is_private(key: &str) -> bool {
-    key.starts_with('$')
+    babelgate_core::event::is_note(key)
 }
 
 #[cfg(test)]

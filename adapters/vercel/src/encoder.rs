@@ -6,8 +6,9 @@
 //!   own become `data-<name>` parts (transient when they should not stay in
 //!   the message);
 //! - `text-delta`/`-end` need an open `text-start` (likewise reasoning, and
-//!   `tool-input-delta` needs `tool-input-start`): starts are synthesized,
-//!   ends of nothing are dropped;
+//!   `tool-input-delta` needs `tool-input-start`): the shape stage ahead of
+//!   this encoder (`babelgate_core::shape`) synthesizes starts and drops ends
+//!   of nothing;
 //! - tool outputs, denials and approval requests need a tool part the client
 //!   has seen: a call it has not seen is announced first;
 //! - `finishReason` must be one of seven values.
@@ -18,7 +19,7 @@
 //! forever); a new step once tool results are in, as `streamText` does; and a
 //! terminal chunk (`finish`, `abort` or `error`) followed by `data: [DONE]`.
 //!
-//! `finish-step` is written lazily, right before whatever comes next: the
+//! The steps are one state ([`Step`]). `finish-step` is written lazily, right before whatever comes next: the
 //! client ignores it, and the delay lets the approval requests that a
 //! `RunFinished` carries land inside the step, where a Vercel upstream put
 //! them.
@@ -29,7 +30,7 @@ use foldhash::{HashMap, HashMapExt};
 use babelgate_core::event::SourceKind;
 use babelgate_core::sse::{write_done, write_json};
 use babelgate_core::{
-    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome, Role,
+    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome,
 };
 use serde_json::{json, Map, Value};
 
@@ -49,6 +50,22 @@ enum Phase {
     /// An `error` was written: the chat stops reading there, so nothing more
     /// is written but `[DONE]`.
     Errored,
+}
+
+/// Where the response is in its steps (`start-step` ... `finish-step`).
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    /// No step opened yet in this response.
+    NoneYet,
+    /// A step is open; `output`: a tool result came in it, so content from
+    /// another dialect opens a new step.
+    Open { output: bool },
+    /// A Vercel upstream's `finish-step` (its extras), written before the
+    /// next chunk unless the run's finish comes first (trailing content
+    /// stays in the step that is closing).
+    Closing(Extra),
+    /// The last step is closed.
+    Closed,
 }
 
 #[derive(Debug)]
@@ -73,12 +90,9 @@ pub struct VercelEncoder {
     run_seq: u64,
     start_written: bool,
     done: bool,
-    step_open: bool,
-    finish_step_pending: Option<Extra>,
+    step: Step,
     /// Nesting of core steps from dialects with named, nested steps.
     core_step_depth: u32,
-    any_step: bool,
-    step_has_output: bool,
     /// A chunk the client stores was written after the first step opened.
     committed: bool,
     calls: HashMap<String, Call>,
@@ -99,11 +113,8 @@ impl VercelEncoder {
             run_seq: 0,
             start_written: false,
             done: false,
-            step_open: false,
-            finish_step_pending: None,
+            step: Step::NoneYet,
             core_step_depth: 0,
-            any_step: false,
-            step_has_output: false,
             committed: false,
             calls: HashMap::new(),
             open_inputs: Vec::new(),
@@ -111,6 +122,13 @@ impl VercelEncoder {
             activities: HashMap::new(),
         }
     }
+}
+
+/// `finish-step` with a Vercel upstream's extras (not a committing chunk).
+fn write_finish_step(out: &mut Vec<u8>, extra: Extra) {
+    let mut c = chunk("finish-step");
+    c.extend(extra);
+    write_json(out, &Value::Object(c));
 }
 
 /// A chunk object with its type first.
@@ -191,7 +209,7 @@ fn output_value(content: &Value, from_vercel: bool) -> Value {
 
 impl VercelEncoder {
     fn emit(&mut self, out: &mut Vec<u8>, obj: Map<String, Value>, event: Option<&Event>) {
-        if self.any_step && commits(&obj) {
+        if self.any_step() && commits(&obj) {
             self.committed = true;
         }
         write_chunk(out, obj, event);
@@ -207,7 +225,7 @@ impl VercelEncoder {
         if self.ctx.message_id.is_none() || self.committed {
             return;
         }
-        if !self.step_open {
+        if !self.step_open() {
             self.open_step(out);
         }
         let id = self.ctx.ids.next("txt");
@@ -239,28 +257,40 @@ impl VercelEncoder {
         }
     }
 
+    /// A step is open (a `finish-step` due still counts).
+    fn step_open(&self) -> bool {
+        matches!(self.step, Step::Open { .. } | Step::Closing(_))
+    }
+
+    fn any_step(&self) -> bool {
+        self.step != Step::NoneYet
+    }
+
+    /// A tool result came: content after it belongs to a new step.
+    fn step_output(&mut self) {
+        if let Step::Open { output } = &mut self.step {
+            *output = true;
+        }
+    }
+
     fn open_step(&mut self, out: &mut Vec<u8>) {
         self.emit(out, chunk("start-step"), None);
-        self.step_open = true;
-        self.any_step = true;
-        self.step_has_output = false;
+        self.step = Step::Open { output: false };
     }
 
     fn flush_finish_step(&mut self, out: &mut Vec<u8>) {
-        if let Some(extra) = self.finish_step_pending.take() {
-            let mut c = chunk("finish-step");
-            c.extend(extra);
-            write_json(out, &Value::Object(c));
-            self.step_open = false;
-            self.step_has_output = false;
+        if matches!(self.step, Step::Closing(_)) {
+            if let Step::Closing(extra) = std::mem::replace(&mut self.step, Step::Closed) {
+                write_finish_step(out, extra);
+            }
         }
     }
 
     fn close_step(&mut self, out: &mut Vec<u8>) {
         self.flush_finish_step(out);
-        if self.step_open {
+        if self.step_open() {
             self.emit(out, chunk("finish-step"), None);
-            self.step_open = false;
+            self.step = Step::Closed;
         }
     }
 
@@ -272,13 +302,13 @@ impl VercelEncoder {
     fn ensure_step(&mut self, out: &mut Vec<u8>, from_vercel: bool, trailer: bool) {
         if !trailer {
             self.flush_finish_step(out);
-            if self.step_open && self.step_has_output && !from_vercel && self.open_inputs.is_empty()
-            {
+            let output = self.step == Step::Open { output: true };
+            if output && !from_vercel && self.open_inputs.is_empty() {
                 self.emit(out, chunk("finish-step"), None);
-                self.step_open = false;
+                self.step = Step::Closed;
             }
         }
-        if !self.step_open {
+        if !self.step_open() {
             self.open_step(out);
         }
     }
@@ -400,7 +430,7 @@ impl VercelEncoder {
             }
             self.commit_continuation(out);
             self.close_step(out);
-            if !self.any_step {
+            if !self.any_step() {
                 // Every answer opens a step, or a continuation after a
                 // front-end tool would look unanswered and be re-sent.
                 self.open_step(out);
@@ -531,7 +561,7 @@ impl VercelEncoder {
         if let Some(c) = self.calls.get_mut(id) {
             c.resolved = true;
         }
-        self.step_has_output = true;
+        self.step_output();
     }
 
     // ---- parts carried as data-<name> ------------------------------------
@@ -660,12 +690,10 @@ impl Encoder for VercelEncoder {
                 self.begin(out);
                 if from_vercel {
                     self.emit(out, chunk("start-step"), Some(event));
-                    self.step_open = true;
-                    self.any_step = true;
-                    self.step_has_output = false;
+                    self.step = Step::Open { output: false };
                 } else {
                     self.core_step_depth += 1;
-                    if !self.step_open {
+                    if !self.step_open() {
                         self.open_step(out);
                     }
                 }
@@ -679,14 +707,16 @@ impl Encoder for VercelEncoder {
                         .filter(|(k, _)| !is_marker(k))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
-                    self.finish_step_pending = Some(extra);
-                    if !self.step_open {
-                        self.flush_finish_step(out);
+                    if self.step_open() {
+                        self.step = Step::Closing(extra);
+                    } else {
+                        // No step to close: written at once, the state kept.
+                        write_finish_step(out, extra);
                     }
                 } else {
                     self.core_step_depth = self.core_step_depth.saturating_sub(1);
-                    if self.core_step_depth == 0 && self.step_open {
-                        self.finish_step_pending = Some(Extra::new());
+                    if self.core_step_depth == 0 && self.step_open() {
+                        self.step = Step::Closing(Extra::new());
                     }
                 }
             }
@@ -715,35 +745,6 @@ impl Encoder for VercelEncoder {
             | EventKind::ReasoningDelta { message_id, delta } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningDelta { .. });
                 self.begin(out);
-                let open = if reasoning {
-                    self.tracker.reasoning_open(message_id)
-                } else {
-                    self.tracker.text_open(message_id)
-                };
-                if !open {
-                    self.ensure_step(out, from_vercel, false);
-                    let (ty, start) = if reasoning {
-                        (
-                            "reasoning-start",
-                            EventKind::ReasoningStart {
-                                message_id: message_id.clone(),
-                            },
-                        )
-                    } else {
-                        (
-                            "text-start",
-                            EventKind::TextStart {
-                                message_id: message_id.clone(),
-                                role: Role::Assistant,
-                                name: None,
-                            },
-                        )
-                    };
-                    let mut c = chunk(ty);
-                    c.insert("id".into(), s(message_id));
-                    self.emit(out, c, None);
-                    self.tracker.observe(&Event::new(start));
-                }
                 let ty = if reasoning {
                     "reasoning-delta"
                 } else {
@@ -752,7 +753,7 @@ impl Encoder for VercelEncoder {
                 if event.extra_from(Dialect::Vercel).is_none() {
                     // The hot path: the same bytes as the map below, written
                     // straight out.
-                    if self.any_step {
+                    if self.any_step() {
                         self.committed = true;
                     }
                     out.extend_from_slice(if reasoning {
@@ -773,22 +774,14 @@ impl Encoder for VercelEncoder {
             }
             EventKind::TextEnd { message_id } | EventKind::ReasoningEnd { message_id } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningEnd { .. });
-                let open = if reasoning {
-                    self.tracker.reasoning_open(message_id)
+                let mut c = chunk(if reasoning {
+                    "reasoning-end"
                 } else {
-                    self.tracker.text_open(message_id)
-                };
-                // The end of a part never started would be refused: dropped.
-                if open {
-                    let mut c = chunk(if reasoning {
-                        "reasoning-end"
-                    } else {
-                        "text-end"
-                    });
-                    c.insert("id".into(), s(message_id));
-                    self.emit(out, c, Some(event));
-                    self.tracker.observe(event);
-                }
+                    "text-end"
+                });
+                c.insert("id".into(), s(message_id));
+                self.emit(out, c, Some(event));
+                self.tracker.observe(event);
             }
             // Vercel has no reasoning phases; the reasoning parts inside are written.
             EventKind::ReasoningPhaseStart { .. } | EventKind::ReasoningPhaseEnd { .. } => {}
@@ -820,9 +813,6 @@ impl Encoder for VercelEncoder {
                 delta,
             } => {
                 self.begin(out);
-                if !self.calls.contains_key(tool_call_id) {
-                    self.start_call(out, tool_call_id, UNKNOWN_TOOL_NAME, true, None, false);
-                }
                 let synthesized = note(event, marker::SYNTHESIZED).is_some();
                 if let Some(call) = self.calls.get_mut(tool_call_id) {
                     // Arguments after the input was complete cannot be shown.
@@ -839,7 +829,7 @@ impl Encoder for VercelEncoder {
                             self.emit(out, c, None);
                         }
                         if event.extra_from(Dialect::Vercel).is_none() {
-                            if self.any_step {
+                            if self.any_step() {
                                 self.committed = true;
                             }
                             write_fields(
@@ -906,7 +896,7 @@ impl Encoder for VercelEncoder {
                         self.emit(out, c, Some(event));
                     }
                     self.open_inputs.retain(|x| x != tool_call_id);
-                    self.step_has_output = true;
+                    self.step_output();
                 } else {
                     self.ensure_known(out, tool_call_id, false);
                     let mut c = chunk("tool-output-error");
@@ -940,7 +930,7 @@ impl Encoder for VercelEncoder {
                     // What state_part writes for this, without copying the
                     // state into a chunk map first.
                     self.ensure_step(out, false, false);
-                    if self.any_step {
+                    if self.any_step() {
                         self.committed = true;
                     }
                     out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
@@ -1160,7 +1150,7 @@ impl Encoder for VercelEncoder {
             }
             self.commit_continuation(out);
             self.close_step(out);
-            if !self.any_step {
+            if !self.any_step() {
                 self.open_step(out);
                 self.close_step(out);
             }
@@ -1173,6 +1163,13 @@ impl Encoder for VercelEncoder {
         self.done = true;
     }
 
+    /// The `ai` client fails on a chunk type it does not know, even from a
+    /// Vercel upstream: such a frame is wrapped (see `EventKind::Unknown`
+    /// above) rather than passed through.
+    fn passes(&self, event: &Event) -> bool {
+        !matches!(event.kind, EventKind::Unknown { .. })
+    }
+
     fn headers(&self) -> &'static [(&'static str, &'static str)] {
         HEADERS
     }
@@ -1182,6 +1179,7 @@ impl Encoder for VercelEncoder {
 pub(crate) mod tests {
     use super::*;
     use babelgate_core::Interrupt;
+    use babelgate_core::Role;
 
     pub(crate) fn run_started() -> EventKind {
         EventKind::RunStarted {
@@ -1245,11 +1243,13 @@ pub(crate) mod tests {
         }
     }
 
+    /// Through the shape stage, as on every translated route.
     fn encode_with(ctx: EncodeContext, events: &[EventKind]) -> String {
         let mut e = VercelEncoder::new(ctx);
         let mut out = Vec::new();
-        for k in events {
-            e.encode(&Event::new(k.clone()), &mut out);
+        let events: Vec<Event> = events.iter().cloned().map(Event::new).collect();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+            e.encode(ev, &mut out);
         }
         e.finish(&mut out);
         e.finish(&mut out); // idempotent

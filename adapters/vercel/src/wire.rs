@@ -53,27 +53,29 @@ pub const STATE_PART_ID: &str = "state";
 
 /// Keys of `Event::extra` that are not wire fields but notes the decoder leaves
 /// for the encoder of its own dialect, so that a Vercel stream comes back
-/// unchanged. They start with `_` and are never written to the wire.
+/// unchanged. They start with `$` (`babelgate_core::event::NOTE_PREFIX`, one
+/// convention for every adapter) and are never written to the wire.
 pub mod marker {
     /// The decoder made this event up (a `ToolCallStart`/`ToolCallArgs` for a
     /// bare `tool-input-available`): nothing is written for it.
-    pub const SYNTHESIZED: &str = "_synthesized";
+    pub const SYNTHESIZED: &str = "$synthesized";
     /// This `MessageMetadata` was a field of `start` or `finish` (value
     /// `"start"`/`"finish"`), which carry it again in their own extras.
-    pub const CARRIED_BY: &str = "_carriedBy";
+    pub const CARRIED_BY: &str = "$carriedBy";
     /// This `ToolCallEnd` came from a `tool-input-error`: the `ToolCallError`
     /// that follows writes it.
-    pub const INPUT_ERROR: &str = "_inputError";
+    pub const INPUT_ERROR: &str = "$inputError";
     /// A `data-state` part in the `{type: "snapshot"|"delta", ...}` envelope.
-    pub const FORM: &str = "_form";
+    pub const FORM: &str = "$form";
     /// The chunk type an event came from, where the event alone does not tell
     /// (`reasoning-file` -> `File`, `data-unknown` -> `Unknown`).
-    pub const TYPE: &str = "_type";
+    pub const TYPE: &str = "$type";
 }
 
-/// Whether `key` is one of the decoder's notes rather than a wire field.
+/// Whether `key` is one of the decoder's notes rather than a wire field
+/// (`babelgate_core::event::NOTE_PREFIX`, as for every adapter).
 pub fn is_marker(key: &str) -> bool {
-    key.starts_with('_')
+    babelgate_core::event::is_note(key)
 }
 
 /// An extra map holding one marker.

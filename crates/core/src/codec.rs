@@ -54,6 +54,22 @@ pub trait Encoder: Send {
         self.finish(out);
     }
 
+    /// On a same-dialect route (see `Translator::passthrough`), whether the
+    /// frame this event came from may reach the client as received. An
+    /// encoder says no only for what its dialect's real client rejects even
+    /// from its own upstream (the `ai` client fails on an unknown chunk
+    /// type); the frame is then written as the encoder maps it.
+    fn passes(&self, event: &Event) -> bool {
+        let _ = event;
+        true
+    }
+
+    /// Events this encoder dropped because its client's dialect has no frame
+    /// for them (and no fallback is enabled), for metrics.
+    fn dropped(&self) -> u64 {
+        0
+    }
+
     /// Whether the stream ended in a failure that this dialect's clients see
     /// only when the body breaks off (the legacy AG-Kit client ignores error
     /// frames): the caller then ends the body with a transport error rather

@@ -26,6 +26,18 @@ use crate::dialect::Dialect;
 /// dialect writes them back; others may ignore them (see docs/mapping.md).
 pub type Extra = Map<String, Value>;
 
+/// The first character of a private note's key in [`Event::extra`]: what a
+/// decoder tells the encoder of its own dialect (a chunk written back
+/// verbatim, an event it made up, the form a field came in), one convention
+/// for every adapter. No dialect here starts a field name with it, and no
+/// encoder writes a note to its wire.
+pub const NOTE_PREFIX: char = '$';
+
+/// Whether an [`Extra`] key is a private note rather than a wire field.
+pub fn is_note(key: &str) -> bool {
+    key.starts_with(NOTE_PREFIX)
+}
+
 /// One neutral event plus what travels beside every event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
@@ -64,6 +76,13 @@ impl Event {
     pub fn with_extra(mut self, extra: Extra) -> Self {
         self.extra = extra;
         self
+    }
+
+    /// A private note (see [`NOTE_PREFIX`]) the decoder of `dialect` left on
+    /// this event.
+    pub fn note(&self, dialect: Dialect, key: &str) -> Option<&Value> {
+        debug_assert!(is_note(key), "{key} is not a note key");
+        self.extra_from(dialect)?.get(key)
     }
 
     /// Extra fields, but only when they came from `dialect` (an encoder only

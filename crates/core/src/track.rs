@@ -107,6 +107,10 @@ impl OpenTracker {
         self.reasoning_phases.iter().any(|x| x == id)
     }
 
+    pub fn collab_open(&self, id: &str) -> bool {
+        self.collabs.iter().any(|x| x == id)
+    }
+
     pub fn tool_call_open(&self, id: &str) -> bool {
         self.tool_calls.iter().any(|(x, _)| x == id)
     }

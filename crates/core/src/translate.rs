@@ -4,7 +4,8 @@
 use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
-use crate::sse::{Frame, FrameError, SseFramer};
+use crate::shape::{Keep, Shaper};
+use crate::sse::{write_data, Frame, FrameError, SseFramer};
 
 /// Why a translation stopped early. The output written so far stays well
 /// formed: the encoder has already reported the error in its dialect.
@@ -32,6 +33,9 @@ impl TranslateError {
     }
 }
 
+/// The `[DONE]` end marker as encoders write it.
+const DONE: &[u8] = b"data: [DONE]\n\n";
+
 /// Input is framed this many bytes at a time (see [`Translator::push`]).
 const PIECE: usize = 4096;
 
@@ -42,8 +46,22 @@ pub struct Translator {
     framer: SseFramer,
     decoder: Box<dyn Decoder>,
     encoder: Box<dyn Encoder>,
+    /// Owns the stream's shape between decoder and encoder; `None` when
+    /// frames pass through as received.
+    shaper: Option<Shaper>,
+    /// Same dialect on both sides: each frame is written as it came and the
+    /// encoder only observes its events (to close what is open on an error
+    /// or at the end).
+    passthrough: bool,
+    /// What the encoder writes while only observing (discarded).
+    scratch: Vec<u8>,
+    /// Passthrough: the upstream's `[DONE]` went out, so the client reads
+    /// nothing more; the encoder still sees the rest, its bytes dropped.
+    sealed: bool,
     frames: Vec<Frame>,
     events: Vec<Event>,
+    /// Events the shaper puts before the one it is given.
+    shaped: Vec<Event>,
     /// Events that passed through, for metrics.
     pub events_translated: u64,
     /// Builds the messages the run produced, when the caller keeps history.
@@ -60,14 +78,37 @@ impl Translator {
             framer,
             decoder,
             encoder,
+            shaper: Some(Shaper::new()),
+            passthrough: false,
+            scratch: Vec::new(),
+            sealed: false,
             frames: Vec::new(),
             events: Vec::new(),
+            shaped: Vec::new(),
             events_translated: 0,
             assembler: None,
             run_ended: false,
             input_ended: false,
             done: false,
         }
+    }
+
+    /// A translator between an upstream and a client of the same dialect:
+    /// the client gets the upstream's frames unchanged (unknown events and
+    /// extra fields included; `id:`/`event:`/`retry:` lines aside, which no
+    /// dialect here gives meaning to), except the `[DONE]` end marker, which
+    /// the encoder writes at [`finish`](Self::finish) as on any route. The
+    /// encoder sees every event, its output discarded, so that an error or a
+    /// cut stream still closes exactly what is open.
+    pub fn passthrough(
+        framer: SseFramer,
+        decoder: Box<dyn Decoder>,
+        encoder: Box<dyn Encoder>,
+    ) -> Self {
+        let mut t = Translator::new(framer, decoder, encoder);
+        t.shaper = None;
+        t.passthrough = true;
+        t
     }
 
     /// Also assembles the messages the run produces (see [`take_messages`](Self::take_messages)).
@@ -144,7 +185,14 @@ impl Translator {
             );
             return Err(TranslateError::Truncated);
         }
-        self.encoder.finish(out);
+        if self.sealed {
+            // Passthrough: the upstream's `[DONE]` is out, nothing follows it.
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.encoder.finish(&mut scratch);
+            self.scratch = scratch;
+        } else {
+            self.encoder.finish(out);
+        }
         self.done = true;
         Ok(())
     }
@@ -153,8 +201,12 @@ impl Translator {
     /// fault (a timeout, a dropped connection), in the client's dialect.
     pub fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
         if !self.done {
-            self.encode_pending(out);
-            self.encoder.fail(message, code, out);
+            if self.sealed {
+                self.observe_pending();
+            } else {
+                self.encode_pending(out);
+                self.encoder.fail(message, code, out);
+            }
             self.done = true;
         }
     }
@@ -175,38 +227,116 @@ impl Translator {
                     .finish(&mut self.events)
                     .map_err(TranslateError::from)
             });
-        self.encode_pending(out);
+        if self.passthrough {
+            // What the decoder held back came from frames already written;
+            // but an end marker the encoder writes for what the dialect
+            // implies at the end (AG-Kit: a run waiting on an interrupt
+            // ends) is still the client's.
+            if self.sealed {
+                self.observe_pending();
+            } else {
+                self.end_marker_from_observed(out);
+            }
+        } else {
+            self.encode_pending(out);
+        }
         self.on_error(r, out)
     }
 
     fn drain_frames(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
         let mut result = Ok(());
-        for frame in self.frames.drain(..) {
+        let mut frames = std::mem::take(&mut self.frames);
+        for frame in frames.drain(..) {
             if let Err(mut e) = self.decoder.decode(&frame, &mut self.events) {
                 e.line = frame.line;
                 result = Err(e.into());
                 break;
             }
+            if self.passthrough {
+                if self.sealed {
+                    // Nothing is written after the end marker.
+                    self.observe_pending();
+                } else if frame.is_done() {
+                    // The end marker is the encoder's: written when the
+                    // encoder ends the stream with one here (not after a
+                    // failed AG-Kit run, whose client takes `[DONE]` for
+                    // success; a Vercel encoder writes its own at `finish`).
+                    self.end_marker_from_observed(out);
+                } else if self.events.iter().all(|e| self.encoder.passes(e)) {
+                    // Observed, then written as received.
+                    self.observe_pending();
+                    write_data(out, &frame.data);
+                } else {
+                    self.encode_pending(out);
+                }
+            }
             self.framer.recycle(frame);
         }
-        self.frames.clear();
+        frames.clear();
+        self.frames = frames;
+        if self.passthrough {
+            // What a frame that failed to decode left is not written.
+            self.observe_pending();
+        }
         self.encode_pending(out);
         result
     }
 
     fn encode_pending(&mut self, out: &mut Vec<u8>) {
         // By reference, then cleared: events are large, moving each out costs.
-        for ev in &self.events {
-            self.encoder.encode(ev, out);
+        let events = std::mem::take(&mut self.events);
+        for ev in &events {
             self.events_translated += 1;
-            if ev.kind.is_terminal() {
-                self.run_ended = true;
+            let Some(shaper) = &mut self.shaper else {
+                self.deliver(ev, out);
+                continue;
+            };
+            let mut before = std::mem::take(&mut self.shaped);
+            let keep = shaper.shape(ev, &mut before);
+            for e in before.drain(..) {
+                self.deliver(&e, out);
             }
-            if let Some(a) = &mut self.assembler {
-                a.observe(ev);
+            self.shaped = before;
+            match keep {
+                Keep::Event => self.deliver(ev, out),
+                Keep::Replaced(e) => self.deliver(&e, out),
+                Keep::Drop => {}
             }
         }
+        self.events = events;
         self.events.clear();
+    }
+
+    /// Passthrough: the encoder sees the pending events, its bytes dropped
+    /// but for the end marker, when it ends the stream with one.
+    fn end_marker_from_observed(&mut self, out: &mut Vec<u8>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.encode_pending(&mut scratch);
+        if scratch.ends_with(DONE) {
+            out.extend_from_slice(DONE);
+            self.sealed = true;
+        }
+        scratch.clear();
+        self.scratch = scratch;
+    }
+
+    /// Passthrough: the encoder sees the pending events, its bytes dropped.
+    fn observe_pending(&mut self) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.encode_pending(&mut scratch);
+        scratch.clear();
+        self.scratch = scratch;
+    }
+
+    /// One shaped event to the encoder (and the assembler).
+    fn deliver(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        self.encoder.encode(ev, out);
+        if ev.kind.is_terminal() {
+            self.run_ended = true;
+        }
+        if let Some(a) = &mut self.assembler {
+            a.observe(ev);
+        }
     }
 
     fn on_error(
@@ -306,12 +436,15 @@ mod tests {
         let mut out = Vec::new();
         t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\"", &mut out)
             .unwrap();
-        assert_eq!(text(&out), "[text_delta]");
+        assert_eq!(text(&out), "[run_started][text_start][text_delta]");
         t.push(b":\"b\"}\n\ndata: {\"end\":1}\n\n", &mut out)
             .unwrap();
         t.finish(&mut out).unwrap();
         t.finish(&mut out).unwrap();
-        assert_eq!(text(&out), "[text_delta][text_delta][run_finished].");
+        assert_eq!(
+            text(&out),
+            "[run_started][text_start][text_delta][text_delta][text_end][run_finished]."
+        );
         assert_eq!(t.events_translated, 3);
     }
 
@@ -323,7 +456,7 @@ mod tests {
         assert_eq!(t.finish(&mut out), Err(TranslateError::Truncated));
         assert_eq!(
             text(&out),
-            "[text_delta]<err:the upstream closed the stream before the run finished>.",
+            "[run_started][text_start][text_delta]<err:the upstream closed the stream before the run finished>.",
             "the dialect's error, never a made-up finish"
         );
         // Once failed, finishing again writes nothing and is not an error.
@@ -349,7 +482,9 @@ mod tests {
         assert!(err.to_string().starts_with("line 3: invalid JSON"), "{err}");
         let s = text(&out);
         assert!(
-            s.starts_with("[text_delta]<err:upstream stream is malformed: line 3"),
+            s.starts_with(
+                "[run_started][text_start][text_delta]<err:upstream stream is malformed: line 3"
+            ),
             "{s}"
         );
         assert!(s.ends_with('.'), "{s}");
@@ -380,7 +515,7 @@ mod tests {
         assert!(!t.finish_live(&mut out).unwrap());
         assert_eq!(
             text(&out),
-            "[text_delta]<err:the upstream closed the stream before the run finished>."
+            "[run_started][text_start][text_delta]<err:the upstream closed the stream before the run finished>."
         );
 
         let mut t = tr();
@@ -391,6 +526,44 @@ mod tests {
             t.finish_live(&mut out).unwrap(),
             "last event without blank line still counts"
         );
-        assert_eq!(text(&out), "[text_delta][run_finished].");
+        assert_eq!(
+            text(&out),
+            "[run_started][text_start][text_delta][text_end][run_finished]."
+        );
+    }
+
+    #[test]
+    fn the_same_dialect_passes_frames_through_and_the_encoder_only_observes() {
+        let mut t = Translator::passthrough(
+            SseFramer::new(64),
+            Box::new(Lines),
+            Box::new(Marks::default()),
+        );
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\",\"x\":1}\n\ndata: [DONE]\n\n", &mut out)
+            .unwrap_err();
+        // the frame as it came (extra field included), no shaping; `[DONE]`
+        // is not a line-frame here, so it fails the decoder and is not written
+        assert!(
+            text(&out).starts_with("data: {\"t\":\"a\",\"x\":1}\n\n<err:"),
+            "{}",
+            text(&out)
+        );
+
+        let mut t = Translator::passthrough(
+            SseFramer::new(64),
+            Box::new(Lines),
+            Box::new(Marks::default()),
+        );
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"end\":1}\n\n", &mut out)
+            .unwrap();
+        assert!(t.finish_live(&mut out).unwrap());
+        assert_eq!(
+            text(&out),
+            "data: {\"t\":\"a\"}\n\ndata: {\"end\":1}\n\n.",
+            "the encoder's own bytes for observed events are dropped; finish is its own"
+        );
+        assert_eq!(t.events_translated, 2);
     }
 }

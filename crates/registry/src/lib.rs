@@ -55,22 +55,156 @@ pub fn policy(dialect: Dialect) -> Policy {
     }
 }
 
-/// A translator from `from` (upstream) to `to` (client).
+/// A translator from `from` (upstream) to `to` (client). The same dialect on
+/// both sides passes the upstream's frames through as received (see
+/// [`Translator::passthrough`]).
 pub fn translator(
     from: Dialect,
     to: Dialect,
     ctx: EncodeContext,
     max_event_bytes: usize,
 ) -> Translator {
-    Translator::new(
-        SseFramer::new(max_event_bytes),
-        decoder(from),
-        encoder(to, ctx),
-    )
+    let framer = SseFramer::new(max_event_bytes);
+    if from == to {
+        Translator::passthrough(framer, decoder(from), encoder(to, ctx))
+    } else {
+        Translator::new(framer, decoder(from), encoder(to, ctx))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn run(from: Dialect, to: Dialect, input: &str) -> String {
+        let mut t = translator(from, to, EncodeContext::deterministic(), 1 << 20);
+        let mut out = Vec::new();
+        t.push(input.as_bytes(), &mut out).unwrap();
+        // a cut input is a failed run (TranslateError::Truncated), said in the output
+        let _ = t.finish(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn payloads(s: &str) -> Vec<Value> {
+        s.split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap_or(Value::String(d.into())))
+            .collect()
+    }
+
+    fn types(s: &str) -> Vec<String> {
+        payloads(s)
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                v => v["type"].as_str().unwrap_or("?").to_string(),
+            })
+            .collect()
+    }
+
+    /// An AG-UI client of an AG-UI upstream hears the upstream as it spoke:
+    /// no TEXT_MESSAGE_END slipped in before its RUN_ERROR, unknown events
+    /// and extra fields kept, spacing included.
+    #[test]
+    fn same_dialect_routes_pass_frames_through() {
+        let input = concat!(
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+            "data: {\"type\": \"TEXT_MESSAGE_START\", \"messageId\": \"m\", \"role\": \"assistant\", \"vendor\": {\"x\": 1}}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n",
+            "data: {\"type\":\"SOMETHING_NEW\",\"a\":[1,2]}\n\n",
+            "data: {\"type\":\"RUN_ERROR\",\"message\":\"boom\"}\n\n",
+        );
+        assert_eq!(run(Dialect::AgUi, Dialect::AgUi, input), input);
+
+        // HAI likewise; a cut stream still gets what the encoder closes, and
+        // its error.
+        let input = concat!(
+            "data: {\"type\": \"RUN_STARTED\", \"messageId\": \"m\", \"role\": \"assistant\"}\n\n",
+            "data: {\"type\": \"BUSINESS_DATA_START\", \"messageId\": \"m\", \"role\": \"assistant\"}\n\n",
+        );
+        let out = run(Dialect::Hai, Dialect::Hai, input);
+        assert!(out.starts_with(input), "{out}");
+        assert_eq!(
+            types(&out),
+            [
+                "RUN_STARTED",
+                "BUSINESS_DATA_START",
+                "BUSINESS_DATA_END",
+                "RUN_ERROR"
+            ]
+        );
+
+        // Vercel: one `[DONE]`, the upstream's.
+        let input = concat!(
+            "data: {\"type\":\"start\"}\n\n",
+            "data: {\"type\":\"start-step\"}\n\n",
+            "data: {\"type\":\"finish-step\"}\n\n",
+            "data: {\"type\":\"finish\"}\n\n",
+            "data: [DONE]\n\n",
+        );
+        assert_eq!(run(Dialect::Vercel, Dialect::Vercel, input), input);
+    }
+
+    /// pydantic-ai's AGUIAdapter opens and closes an empty text message as
+    /// the parent of its tool calls: a Vercel client gets no empty text part.
+    #[test]
+    fn an_empty_parent_text_message_is_no_vercel_text_part() {
+        let input = concat!(
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n",
+            "data: {\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c\",\"toolCallName\":\"f\",\"parentMessageId\":\"m\"}\n\n",
+            "data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c\",\"delta\":\"{}\"}\n\n",
+            "data: {\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"c\"}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+        );
+        let out = run(Dialect::AgUi, Dialect::Vercel, input);
+        assert!(!out.contains("text-start"), "{out}");
+        assert_eq!(
+            types(&out),
+            [
+                "start",
+                "start-step",
+                "tool-input-start",
+                "tool-input-delta",
+                "tool-input-available",
+                "finish-step",
+                "finish",
+                "[DONE]"
+            ]
+        );
+    }
+
+    /// A front-end tool call left for the client: the AG-UI run finishes
+    /// with a success outcome naming it (AG-UI 1.1, @ag-ui/core 1.0.0).
+    #[test]
+    fn a_call_left_for_the_client_is_pending_in_run_finished() {
+        let input = concat!(
+            "data: {\"type\":\"start\",\"messageId\":\"m\"}\n\n",
+            "data: {\"type\":\"start-step\"}\n\n",
+            "data: {\"type\":\"tool-input-start\",\"toolCallId\":\"c\",\"toolName\":\"f\"}\n\n",
+            "data: {\"type\":\"tool-input-available\",\"toolCallId\":\"c\",\"toolName\":\"f\",\"input\":{}}\n\n",
+            "data: {\"type\":\"tool-input-start\",\"toolCallId\":\"s\",\"toolName\":\"g\"}\n\n",
+            "data: {\"type\":\"tool-input-available\",\"toolCallId\":\"s\",\"toolName\":\"g\",\"input\":{}}\n\n",
+            "data: {\"type\":\"tool-output-available\",\"toolCallId\":\"s\",\"output\":1}\n\n",
+            "data: {\"type\":\"finish-step\"}\n\n",
+            "data: {\"type\":\"finish\",\"finishReason\":\"tool-calls\"}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let out = run(Dialect::Vercel, Dialect::AgUi, input);
+        let last = payloads(&out).pop().unwrap();
+        assert_eq!(last["type"], "RUN_FINISHED", "{out}");
+        assert_eq!(
+            last["outcome"],
+            serde_json::json!({"type": "success", "pendingToolCallIds": ["c"]}),
+            "{out}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
     use super::*;
     use babelgate_core::Resume;
 

@@ -1,0 +1,652 @@
+//! The shape of a well-formed stream, owned once for every dialect pair.
+//!
+//! [`Shaper`] sits between a decoder and an encoder (see
+//! [`Translator`](crate::Translator)) and hands the encoder a stream that
+//! keeps these rules, whatever the upstream sent:
+//! - the run comes first: anything inside a run before `RunStarted` (or after
+//!   a finished run) gets a `RunStarted` first; a `RunStarted` while a run is
+//!   open is dropped;
+//! - starts come before deltas: an orphan text, reasoning or tool-argument
+//!   delta gets its start (a tool's name from an earlier start, else
+//!   `unknown`); text after its message ended opens it again (nothing said is
+//!   lost), arguments after their call ended are dropped (they are complete);
+//! - a tool call's result (or error, or denial) ends its arguments: an open
+//!   call gets its `ToolCallEnd` first;
+//! - ends of things never opened are dropped, and so are starts of what is
+//!   already open;
+//! - what is open is closed before `RunFinished` (messages, reasoning,
+//!   collaboration messages; a cancelled run is left as it stopped) and text
+//!   and reasoning before `RunError`. Tool calls whose arguments never ended
+//!   are left to the encoder, whose dialect decides what an incomplete call
+//!   becomes (AG-Kit leaves one with cut JSON open so the client runs
+//!   nothing; Vercel fails it);
+//! - nothing follows `RunError`; a second `RunFinished` for the same run is dropped;
+//! - a text message starts with its first content: one that ends empty
+//!   never reaches the encoder (an AG-UI upstream opens and closes an empty
+//!   message as the parent of its tool calls);
+//! - tool calls with no result by the end of the run are the client's to
+//!   answer: a `RunFinished` that says nothing of its outcome gets
+//!   `Outcome::Success { pending_tool_call_ids }`.
+//!
+//! A start the stage synthesizes carries the timestamp of the event that
+//! needed it.
+//!
+//! Encoders then map kinds to their wire and keep only their own dialect's
+//! rules. How a cut stream ends (`Encoder::finish`/`fail`) stays the encoder's.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::event::{Event, EventKind, Outcome, Role};
+use crate::track::{OpenTracker, RunState};
+
+#[derive(Debug, Default)]
+pub struct Shaper {
+    open: OpenTracker,
+    errored: bool,
+    /// Tool names by call id, for a start synthesized before orphan arguments.
+    tool_names: HashMap<String, String>,
+    /// Text starts held until their first content.
+    held: Vec<Event>,
+    /// Calls of the current run with no result yet, in start order.
+    pending: Vec<String>,
+    /// Calls whose arguments ended (until started again).
+    ended: HashSet<String>,
+}
+
+/// The tool name of a start synthesized for a call never announced.
+pub const UNKNOWN_TOOL: &str = "unknown";
+
+fn run_started() -> Event {
+    Event::new(EventKind::RunStarted {
+        thread_id: None,
+        run_id: None,
+        parent_run_id: None,
+        message_id: None,
+        input: None,
+    })
+}
+
+impl Shaper {
+    pub fn new() -> Self {
+        Shaper::default()
+    }
+
+    /// Shapes one event: appends to `out` the events the encoder should see
+    /// before it, and says what becomes of the event itself (kept as it is,
+    /// so the hot path copies nothing; replaced; or dropped).
+    pub fn shape(&mut self, ev: &Event, out: &mut Vec<Event>) -> Keep {
+        if self.errored {
+            return Keep::Drop;
+        }
+        let from = out.len();
+        let keep = self.rules(ev, out);
+        for e in out.iter().skip(from) {
+            self.observe(e);
+        }
+        match &keep {
+            Keep::Event => self.observe(ev),
+            Keep::Replaced(e) => self.observe(e),
+            Keep::Drop => {}
+        }
+        keep
+    }
+
+    /// [`shape`](Self::shape), with the event itself (or its replacement)
+    /// appended too: everything the encoder should see, in order. For
+    /// callers that own their events anyway (tests, scripted streams).
+    pub fn push(&mut self, ev: &Event, out: &mut Vec<Event>) {
+        match self.shape(ev, out) {
+            Keep::Event => out.push(ev.clone()),
+            Keep::Replaced(e) => out.push(*e),
+            Keep::Drop => {}
+        }
+    }
+
+    /// A whole stream, shaped.
+    pub fn shape_all<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Event> {
+        let mut s = Shaper::new();
+        let mut out = Vec::new();
+        for ev in events {
+            s.push(ev, &mut out);
+        }
+        out
+    }
+
+    fn ensure_run(&mut self, out: &mut Vec<Event>) {
+        if self.open.run != RunState::Running {
+            out.push(run_started());
+            // observed by `shape`, but later rules here ask before that
+            self.open.run = RunState::Running;
+            self.pending.clear();
+        }
+    }
+
+    fn held_index(&self, id: &str) -> Option<usize> {
+        self.held.iter().position(
+            |e| matches!(&e.kind, EventKind::TextStart { message_id, .. } if message_id == id),
+        )
+    }
+
+    /// Closes what is open: text and reasoning, and collaboration messages
+    /// too when `all` (before `RunFinished`). Never tool calls (see above).
+    fn close(&mut self, all: bool, out: &mut Vec<Event>) {
+        self.held.clear();
+        for e in self.open.closing_events() {
+            let keep = match e.kind {
+                EventKind::TextEnd { .. }
+                | EventKind::ReasoningEnd { .. }
+                | EventKind::ReasoningPhaseEnd { .. } => true,
+                EventKind::CollabEnd { .. } => all,
+                _ => false,
+            };
+            if keep {
+                out.push(e);
+            }
+        }
+    }
+
+    fn rules(&mut self, ev: &Event, out: &mut Vec<Event>) -> Keep {
+        match &ev.kind {
+            EventKind::RunStarted { .. } => {
+                if self.open.run == RunState::Running {
+                    return Keep::Drop; // a run inside the run: nothing new
+                }
+                self.pending.clear();
+                self.held.clear();
+                Keep::Event
+            }
+            EventKind::RunFinished { outcome, .. } => {
+                if self.open.run == RunState::Ended {
+                    return Keep::Drop; // one end per run
+                }
+                self.ensure_run(out);
+                if !matches!(outcome, Outcome::Cancelled { .. }) {
+                    self.close(true, out);
+                }
+                self.held.clear();
+                if matches!(outcome, Outcome::Unspecified) && !self.pending.is_empty() {
+                    let mut e = ev.clone();
+                    if let EventKind::RunFinished { outcome, .. } = &mut e.kind {
+                        *outcome = Outcome::Success {
+                            pending_tool_call_ids: std::mem::take(&mut self.pending),
+                        };
+                    }
+                    return Keep::Replaced(Box::new(e));
+                }
+                Keep::Event
+            }
+            EventKind::RunError { .. } => {
+                // After a finished run an error is still said (AG-UI takes one).
+                if self.open.run == RunState::NotStarted {
+                    self.ensure_run(out);
+                }
+                self.close(false, out);
+                self.errored = true;
+                Keep::Event
+            }
+            EventKind::TextStart { message_id, .. } => {
+                self.ensure_run(out);
+                if self.open.text_open(message_id) || self.held_index(message_id).is_some() {
+                    return Keep::Drop; // already open
+                }
+                self.held.push(ev.clone());
+                Keep::Drop
+            }
+            EventKind::TextDelta { message_id, delta } => {
+                self.ensure_run(out);
+                if let Some(i) = self.held_index(message_id) {
+                    if delta.is_empty() {
+                        return Keep::Drop;
+                    }
+                    out.push(self.held.remove(i));
+                } else if !self.open.text_open(message_id) {
+                    out.push(
+                        Event::new(EventKind::TextStart {
+                            message_id: message_id.clone(),
+                            role: Role::Assistant,
+                            name: None,
+                        })
+                        .with_timestamp(ev.timestamp),
+                    );
+                }
+                Keep::Event
+            }
+            EventKind::TextEnd { message_id } => {
+                if let Some(i) = self.held_index(message_id) {
+                    self.held.remove(i);
+                    return Keep::Drop; // it never said anything
+                }
+                self.if_open(self.open.text_open(message_id))
+            }
+            EventKind::ReasoningStart { message_id } => {
+                self.ensure_run(out);
+                if self.open.reasoning_open(message_id) {
+                    return Keep::Drop; // already open
+                }
+                Keep::Event
+            }
+            EventKind::ReasoningDelta { message_id, .. } => {
+                self.ensure_run(out);
+                if !self.open.reasoning_open(message_id) {
+                    out.push(
+                        Event::new(EventKind::ReasoningStart {
+                            message_id: message_id.clone(),
+                        })
+                        .with_timestamp(ev.timestamp),
+                    );
+                }
+                Keep::Event
+            }
+            EventKind::ReasoningEnd { message_id } => {
+                self.if_open(self.open.reasoning_open(message_id))
+            }
+            EventKind::ReasoningPhaseEnd { message_id } => {
+                self.if_open(self.open.reasoning_phase_open(message_id))
+            }
+            EventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => {
+                self.ensure_run(out);
+                if self.open.tool_call_open(tool_call_id) {
+                    return Keep::Drop; // already open
+                }
+                self.tool_names
+                    .insert(tool_call_id.clone(), tool_name.clone());
+                if !self.pending.contains(tool_call_id) {
+                    self.pending.push(tool_call_id.clone());
+                }
+                Keep::Event
+            }
+            EventKind::ToolCallArgs { tool_call_id, .. } => {
+                self.ensure_run(out);
+                if !self.open.tool_call_open(tool_call_id) {
+                    if self.ended.contains(tool_call_id) {
+                        return Keep::Drop;
+                    }
+                    let name = self
+                        .tool_names
+                        .get(tool_call_id)
+                        .cloned()
+                        .unwrap_or_else(|| UNKNOWN_TOOL.to_string());
+                    self.tool_names.insert(tool_call_id.clone(), name.clone());
+                    if !self.pending.contains(tool_call_id) {
+                        self.pending.push(tool_call_id.clone());
+                    }
+                    out.push(
+                        Event::new(EventKind::ToolCallStart {
+                            tool_call_id: tool_call_id.clone(),
+                            tool_name: name,
+                            parent_message_id: None,
+                        })
+                        .with_timestamp(ev.timestamp),
+                    );
+                }
+                Keep::Event
+            }
+            EventKind::ToolCallEnd { tool_call_id } => {
+                self.if_open(self.open.tool_call_open(tool_call_id))
+            }
+            EventKind::ToolCallResult { tool_call_id, .. }
+            | EventKind::ToolCallError { tool_call_id, .. }
+            | EventKind::ToolCallDenied { tool_call_id } => {
+                self.ensure_run(out);
+                if self.open.tool_call_open(tool_call_id) {
+                    out.push(Event::new(EventKind::ToolCallEnd {
+                        tool_call_id: tool_call_id.clone(),
+                    }));
+                }
+                self.pending.retain(|id| id != tool_call_id);
+                Keep::Event
+            }
+            EventKind::CollabEnd { message_id } => {
+                let open = self.open.collab_open(message_id);
+                self.if_open(open)
+            }
+            // Opaque: written as the encoder sees fit, run or not.
+            EventKind::Unknown { .. } => Keep::Event,
+            _ => {
+                self.ensure_run(out);
+                Keep::Event
+            }
+        }
+    }
+
+    /// An end is kept only for something open (there is nothing to close
+    /// otherwise), and only inside a run.
+    fn if_open(&self, open: bool) -> Keep {
+        if open && self.open.run_open() {
+            Keep::Event
+        } else {
+            Keep::Drop
+        }
+    }
+
+    fn observe(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::ToolCallStart { tool_call_id, .. } => {
+                self.ended.remove(tool_call_id);
+            }
+            EventKind::ToolCallEnd { tool_call_id } => {
+                self.ended.insert(tool_call_id.clone());
+            }
+            _ => {}
+        }
+        self.open.observe(ev);
+    }
+}
+
+/// What becomes of the event [`Shaper::shape`] was given (after the events
+/// it appended).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Keep {
+    Event,
+    Replaced(Box<Event>),
+    Drop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shaped(kinds: Vec<EventKind>) -> Vec<EventKind> {
+        let mut s = Shaper::new();
+        let mut all = Vec::new();
+        for k in kinds {
+            let ev = Event::new(k);
+            let mut pre = Vec::new();
+            let keep = s.shape(&ev, &mut pre);
+            all.extend(pre.into_iter().map(|e| e.kind));
+            match keep {
+                Keep::Event => all.push(ev.kind),
+                Keep::Replaced(e) => all.push(e.kind),
+                Keep::Drop => {}
+            }
+        }
+        all
+    }
+
+    fn names(kinds: &[EventKind]) -> Vec<&'static str> {
+        kinds.iter().map(EventKind::name).collect()
+    }
+
+    fn start() -> EventKind {
+        EventKind::RunStarted {
+            thread_id: None,
+            run_id: None,
+            parent_run_id: None,
+            message_id: None,
+            input: None,
+        }
+    }
+
+    fn finished(outcome: Outcome) -> EventKind {
+        EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome,
+            finish_reason: None,
+            usage: None,
+        }
+    }
+
+    fn text_start(id: &str) -> EventKind {
+        EventKind::TextStart {
+            message_id: id.into(),
+            role: Role::Assistant,
+            name: None,
+        }
+    }
+
+    fn delta(id: &str, d: &str) -> EventKind {
+        EventKind::TextDelta {
+            message_id: id.into(),
+            delta: d.into(),
+        }
+    }
+
+    fn end(id: &str) -> EventKind {
+        EventKind::TextEnd {
+            message_id: id.into(),
+        }
+    }
+
+    fn tool_start(id: &str) -> EventKind {
+        EventKind::ToolCallStart {
+            tool_call_id: id.into(),
+            tool_name: "f".into(),
+            parent_message_id: Some("m0".into()),
+        }
+    }
+
+    fn args(id: &str) -> EventKind {
+        EventKind::ToolCallArgs {
+            tool_call_id: id.into(),
+            delta: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn run_first_and_starts_before_deltas() {
+        let out = shaped(vec![
+            delta("m", "a"),
+            EventKind::ReasoningDelta {
+                message_id: "r".into(),
+                delta: "x".into(),
+            },
+            args("t"),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "run_started",
+                "text_start",
+                "text_delta",
+                "reasoning_start",
+                "reasoning_delta",
+                "tool_call_start",
+                "tool_call_args"
+            ]
+        );
+        assert!(
+            matches!(&out[5], EventKind::ToolCallStart { tool_name, .. } if tool_name == UNKNOWN_TOOL)
+        );
+    }
+
+    #[test]
+    fn ends_of_what_was_never_opened_are_dropped() {
+        let out = shaped(vec![
+            start(),
+            end("m"),
+            EventKind::ToolCallEnd {
+                tool_call_id: "t".into(),
+            },
+            EventKind::ReasoningEnd {
+                message_id: "r".into(),
+            },
+            EventKind::CollabEnd {
+                message_id: "c".into(),
+            },
+            text_start("m"),
+            text_start("m"),
+            delta("m", "a"),
+            end("m"),
+            end("m"),
+        ]);
+        assert_eq!(
+            names(&out),
+            ["run_started", "text_start", "text_delta", "text_end"]
+        );
+    }
+
+    #[test]
+    fn everything_is_closed_before_the_end_and_nothing_follows_an_error() {
+        let out = shaped(vec![
+            start(),
+            text_start("m"),
+            delta("m", "a"),
+            tool_start("t"),
+            args("t"),
+            EventKind::ToolCallResult {
+                tool_call_id: "t".into(),
+                message_id: None,
+                content: "ok".into(),
+            },
+            finished(Outcome::Unspecified),
+            finished(Outcome::Unspecified),
+            text_start("n"),
+            delta("n", "b"),
+            tool_start("u"),
+            EventKind::RunError {
+                message: "x".into(),
+                code: None,
+            },
+            delta("n", "c"),
+            finished(Outcome::Unspecified),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "run_started",
+                "text_start",
+                "text_delta",
+                "tool_call_start",
+                "tool_call_args",
+                // a result ends the arguments
+                "tool_call_end",
+                "tool_call_result",
+                "text_end",
+                "run_finished",
+                // a new run for content after the end
+                "run_started",
+                "text_start",
+                "text_delta",
+                "tool_call_start",
+                // text closed before the error; the call is the encoder's
+                "text_end",
+                "run_error"
+            ]
+        );
+        // the first run's call had its result: nothing pending
+        assert_eq!(out[8], finished(Outcome::Unspecified));
+    }
+
+    #[test]
+    fn a_result_ends_the_arguments_and_nothing_is_added_to_them_after() {
+        let out = shaped(vec![
+            start(),
+            tool_start("t"),
+            EventKind::ToolCallError {
+                tool_call_id: "t".into(),
+                error: "e".into(),
+                input_invalid: false,
+            },
+            args("t"),
+            text_start("m"),
+            delta("m", "a"),
+            end("m"),
+            delta("m", "late"),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "run_started",
+                "tool_call_start",
+                "tool_call_end",
+                "tool_call_error",
+                "text_start",
+                "text_delta",
+                "text_end",
+                // text after its end: the message again
+                "text_start",
+                "text_delta"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cancelled_run_is_left_as_it_stopped() {
+        let out = shaped(vec![
+            start(),
+            text_start("m"),
+            delta("m", "a"),
+            finished(Outcome::Cancelled { reason: None }),
+        ]);
+        assert_eq!(
+            names(&out),
+            ["run_started", "text_start", "text_delta", "run_finished"]
+        );
+    }
+
+    #[test]
+    fn an_empty_text_message_never_reaches_the_encoder() {
+        // pydantic-ai's AGUIAdapter: an empty message as the parent of a call
+        let out = shaped(vec![
+            start(),
+            text_start("m0"),
+            end("m0"),
+            tool_start("t"),
+            args("t"),
+            EventKind::ToolCallEnd {
+                tool_call_id: "t".into(),
+            },
+            text_start("m1"),
+            delta("m1", ""),
+            delta("m1", "hi"),
+            end("m1"),
+            text_start("m2"),
+            finished(Outcome::Unspecified),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "run_started",
+                "tool_call_start",
+                "tool_call_args",
+                "tool_call_end",
+                "text_start",
+                "text_delta",
+                "text_end",
+                "run_finished"
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_left_without_a_result_are_pending_at_the_end() {
+        let out = shaped(vec![
+            start(),
+            tool_start("a"),
+            EventKind::ToolCallEnd {
+                tool_call_id: "a".into(),
+            },
+            tool_start("b"),
+            EventKind::ToolCallResult {
+                tool_call_id: "b".into(),
+                message_id: None,
+                content: "ok".into(),
+            },
+            args("c"),
+            finished(Outcome::Unspecified),
+        ]);
+        assert_eq!(
+            out.last(),
+            Some(&finished(Outcome::Success {
+                pending_tool_call_ids: vec!["a".into(), "c".into()]
+            }))
+        );
+        // an outcome the source gave is kept
+        let out = shaped(vec![
+            start(),
+            tool_start("a"),
+            finished(Outcome::Cancelled { reason: None }),
+        ]);
+        assert_eq!(
+            out.last(),
+            Some(&finished(Outcome::Cancelled { reason: None }))
+        );
+    }
+}
