@@ -78,6 +78,7 @@ function stopAll() {
   for (const c of children) { c.killedByUs = true; c.kill('SIGTERM'); }
 }
 process.on('exit', stopAll);
+export { stopAll };
 
 async function waitFor(url, ms = 20000) {
   const t0 = Date.now();
@@ -265,7 +266,13 @@ function aguiFollowUp(scenario, first, messages) {
   return null;
 }
 
-async function main() {
+/**
+ * Starts the oracle agent and (unless --no-gateway) babelgate, runs every
+ * scenario natively and through the gateway, and returns the report of
+ * differences. `writeFixtures: false` (the test) leaves tests/fixtures alone.
+ */
+export async function compareAll({ writeFixtures = true } = {}) {
+  const saveFixture = writeFixtures ? save : () => {};
   fs.mkdirSync(FIX, { recursive: true });
   fs.mkdirSync(OUT, { recursive: true });
   start(PY, [path.join(ROOT, 'tests', 'python', 'oracle_agent.py'), '--port', String(ORACLE_PORT)], 'oracle');
@@ -306,10 +313,10 @@ upstream_protocol = "vercel"
     // Native captures.
     const nA = await post(`${ORACLE}/agui`, aguiBody([aUser]));
     const nV = await post(`${ORACLE}/vercel`, vercelBody([vUser]));
-    save(path.join(FIX, `${s}.ag-ui.sse`), nA.bytes);
-    save(path.join(FIX, `${s}.vercel.sse`), nV.bytes);
-    save(path.join(FIX, `${s}.ag-ui.history.json`), historyJson(nA.history));
-    save(path.join(FIX, `${s}.vercel.history.json`), historyJson(nV.history));
+    saveFixture(path.join(FIX, `${s}.ag-ui.sse`), nA.bytes);
+    saveFixture(path.join(FIX, `${s}.vercel.sse`), nV.bytes);
+    saveFixture(path.join(FIX, `${s}.ag-ui.history.json`), historyJson(nA.history));
+    saveFixture(path.join(FIX, `${s}.vercel.history.json`), historyJson(nV.history));
     if (noGateway) continue;
 
     // Through the gateway.
@@ -350,9 +357,10 @@ upstream_protocol = "vercel"
       if (faG) r.gA = await post(`${GATEWAY}/a-from-vercel`, faG);
       for (const [k, v] of Object.entries(r)) {
         const name = { nV: 'vercel', gV: 'gw-ag-ui-to-vercel', nA: 'ag-ui', gA: 'gw-vercel-to-ag-ui' }[k];
+        const put = k.startsWith('n') ? saveFixture : save;
         const dir = k.startsWith('n') ? FIX : OUT;
-        save(path.join(dir, `${s}.turn2.${name}.sse`), v.bytes);
-        save(path.join(dir, `${s}.turn2.${name}.history.json`), historyJson(v.history));
+        put(path.join(dir, `${s}.turn2.${name}.sse`), v.bytes);
+        put(path.join(dir, `${s}.turn2.${name}.history.json`), historyJson(v.history));
       }
       save(path.join(OUT, `${s}.turn2.requests.json`), JSON.stringify({ fvN, fvG, faN, faG }, null, 2) + '\n');
       const c = {};
@@ -384,6 +392,9 @@ upstream_protocol = "vercel"
     console.log(`report: ${path.relative(ROOT, path.join(OUT, 'report.json'))}`);
   }
   console.log(`native captures: ${path.relative(ROOT, FIX)}`);
+  return report;
 }
 
-main().then(() => { stopAll(); process.exit(0); }, (e) => { console.error(e); stopAll(); process.exit(1); });
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  compareAll().then(() => { stopAll(); process.exit(0); }, (e) => { console.error(e); stopAll(); process.exit(1); });
+}
