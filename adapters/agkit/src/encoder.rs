@@ -56,12 +56,12 @@ pub struct AgKitEncoder {
 impl AgKitEncoder {
     pub fn new(ctx: EncodeContext) -> Self {
         AgKitEncoder {
+            extensions: ctx.extension_frames,
             ctx,
             open: OpenTracker::default(),
             args: HashMap::new(),
             held: Vec::new(),
             done: false,
-            extensions: false,
             dropped: 0,
             failed: false,
         }

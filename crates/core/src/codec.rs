@@ -109,6 +109,10 @@ pub struct EncodeContext {
     /// The assistant message being continued (Vercel after a front-end tool),
     /// which the client expects in `start.messageId`.
     pub message_id: Option<String>,
+    /// Write extension frames for what the client's dialect has no frame for
+    /// (AG-Kit: reasoning, steps, state...), where the dialect has them;
+    /// off, such events are dropped and counted (`Encoder::dropped`).
+    pub extension_frames: bool,
 }
 
 impl EncodeContext {

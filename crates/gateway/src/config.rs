@@ -131,6 +131,7 @@ struct RawRoute {
     response_timeout_ms: Option<u64>,
     max_streams: Option<usize>,
     rate_limit: Option<RawRateLimit>,
+    extension_frames: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -356,6 +357,9 @@ pub struct Route {
     pub max_streams: usize,
     /// Per-caller limits (`[routes.rate_limit]`).
     pub rate_limit: Option<RateLimit>,
+    /// AG-Kit clients: also frames the AG-Kit server never sends, for what
+    /// AG-Kit cannot say (off: those events are dropped and counted).
+    pub extension_frames: bool,
 }
 
 /// Per-caller limits of a route: the caller is its bearer credential, or
@@ -1056,6 +1060,17 @@ impl Config {
                     concurrent_streams: rl.concurrent_streams,
                 }
             });
+            let extension_frames = match &r.extension_frames {
+                Some(v) if *v.get_ref() && client.is_some_and(|d| d != Dialect::AgKit) => {
+                    c.at(
+                        v,
+                        "routes.extension_frames: only AG-Kit clients have extension frames",
+                    );
+                    false
+                }
+                Some(v) => *v.get_ref(),
+                None => false,
+            };
             if let (Some(client), Some(upstream), Some(upstream_protocol)) =
                 (client, upstream, upstream_protocol)
             {
@@ -1083,6 +1098,7 @@ impl Config {
                     ),
                     max_streams: r.max_streams.unwrap_or(0),
                     rate_limit,
+                    extension_frames,
                 });
             }
         }

@@ -44,6 +44,7 @@ pub struct Metrics {
     pub active_streams: Gauge,
     pub requests: Family<RequestLabels, Counter>,
     pub events: Family<PairLabels, Counter>,
+    pub dropped: Family<PairLabels, Counter>,
     pub upstream_errors: Family<KindLabels, Counter>,
     /// Streams whose translation panicked (a bug; the client got `internal`).
     pub stream_panics: Counter,
@@ -83,6 +84,12 @@ impl Default for Metrics {
             "Core events translated, by upstream and client dialect",
             events.clone(),
         );
+        let dropped = Family::<PairLabels, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Core events the client's dialect has no frame for, dropped (AG-Kit without extension_frames)",
+            dropped.clone(),
+        );
         let upstream_errors = Family::<KindLabels, Counter>::default();
         registry.register(
             "upstream_errors",
@@ -120,6 +127,7 @@ impl Default for Metrics {
             active_streams,
             requests,
             events,
+            dropped,
             upstream_errors,
             stream_panics,
             rejected,
@@ -154,6 +162,17 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    pub fn dropped(&self, from: &str, to: &str, n: u64) {
+        if n > 0 {
+            self.dropped
+                .get_or_create(&PairLabels {
+                    from: from.to_string(),
+                    to: to.to_string(),
+                })
+                .inc_by(n);
+        }
     }
 
     pub fn events(&self, from: &str, to: &str, n: u64) {

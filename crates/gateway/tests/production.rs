@@ -393,6 +393,54 @@ async fn an_unknown_event_passes_without_error() {
     assert_eq!(&t[t.len() - 2..], ["finish", "[DONE]"]);
 }
 
+/// An AG-Kit client gets only the frame types the AG-Kit server declares:
+/// what AG-Kit cannot say (a step here) is dropped and counted; a route's
+/// `extension_frames = true` sends it as an extension frame instead.
+#[tokio::test]
+async fn agkit_clients_get_declared_frames_unless_the_route_opts_in() {
+    let mut steps = vec![
+        agui(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#),
+        agui(r#"{"type":"STEP_STARTED","stepName":"plan"}"#),
+        agui(r#"{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}"#),
+        agui(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"hi"}"#),
+        agui(r#"{"type":"TEXT_MESSAGE_END","messageId":"m1"}"#),
+        agui(r#"{"type":"STEP_FINISHED","stepName":"plan"}"#),
+        agui(r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#),
+    ];
+    steps.push(Step::Write(String::new()));
+    let (up, _) = scripted(SSE_HEAD, steps).await;
+    for (extra, want_steps) in [("", false), ("extension_frames = true\n", true)] {
+        let (gw, _) =
+            start_gateway(&(route("/r", Dialect::AgKit, up, Dialect::AgUi) + extra)).await;
+        let r = post(gw, "/r", body(Dialect::AgKit, "hi"))
+            .send()
+            .await
+            .unwrap();
+        let t = types(&data_lines(&r.bytes().await.unwrap()));
+        assert_eq!(
+            t.contains(&"step-started".to_string()),
+            want_steps,
+            "{extra:?}: {t:?}"
+        );
+        assert_eq!(t.last().map(String::as_str), Some("[DONE]"), "{t:?}");
+        let metrics = reqwest::get(format!("http://{gw}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let counted =
+            metrics.contains("babelgate_events_dropped_total{from=\"ag-ui\",to=\"agkit\"} 2");
+        assert_eq!(counted, !want_steps, "{extra:?}: {metrics}");
+    }
+    // Only AG-Kit clients have extension frames: anywhere else it is an error.
+    let e = Config::parse(
+        &(route("/r", Dialect::Vercel, up, Dialect::AgUi) + "extension_frames = true\n"),
+    )
+    .unwrap_err();
+    assert!(format!("{e:?}").contains("only AG-Kit clients"), "{e:?}");
+}
+
 // ---- 2. bad client input ------------------------------------------------------
 
 #[tokio::test]

@@ -222,6 +222,11 @@ impl Pump {
             let lasted = r.started.elapsed();
             r.metrics
                 .events(r.pair.0.as_str(), r.pair.1.as_str(), events);
+            r.metrics.dropped(
+                r.pair.0.as_str(),
+                r.pair.1.as_str(),
+                self.translator.encoder().dropped(),
+            );
             // The one count of this request: its head said 200, but a client
             // that left is counted as 499 (as proxies log it).
             let status = if end == End::ClientGone { 499 } else { 200 };
