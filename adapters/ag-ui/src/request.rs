@@ -10,7 +10,8 @@
 //! `forwardedProps` defaulting to `{}` as `HttpAgent` sends them.
 
 use babelgate_core::request::{
-    piece_id, Context, MediaKind, MediaSource, Message, Part, Piece, ResumeEntry, Tool, ToolCall,
+    extra_piece, piece_id, Context, MediaKind, MediaSource, Message, Part, Piece, ResumeEntry,
+    Tool, ToolCall,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{json, Map, Value};
@@ -471,10 +472,7 @@ pub fn messages_to_wire_with(m: &Message, own_only: bool) -> Vec<Value> {
     }
     // The kept fields go on the first assistant message (or the first
     // message when there is none).
-    let extra_at = pieces
-        .iter()
-        .position(|p| matches!(p, Piece::Reply { .. }))
-        .unwrap_or(0);
+    let extra_at = extra_piece(&pieces);
     pieces
         .into_iter()
         .enumerate()

@@ -7,7 +7,8 @@
 //! encoder (`MESSAGE_SNAPSHOT` carries the same messages).
 
 use babelgate_core::request::{
-    piece_id, Context, MediaKind, MediaSource, Message, Part, Piece, ResumeEntry, Tool, ToolCall,
+    extra_piece, piece_id, Context, MediaKind, MediaSource, Message, Part, Piece, ResumeEntry,
+    Tool, ToolCall,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{json, Map, Value};
@@ -428,10 +429,7 @@ pub(crate) fn messages_to_json(m: &Message) -> Vec<Value> {
     if pieces.is_empty() {
         return vec![message_to_json(m)];
     }
-    let extra_at = pieces
-        .iter()
-        .position(|p| matches!(p, Piece::Reply { .. }))
-        .unwrap_or(0);
+    let extra_at = extra_piece(&pieces);
     pieces
         .into_iter()
         .enumerate()

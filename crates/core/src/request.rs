@@ -253,6 +253,15 @@ pub fn piece_id(id: &str, n: usize) -> String {
     }
 }
 
+/// Which piece of a split assistant message carries the message's kept
+/// fields: the first reply, or the first piece when there is none.
+pub fn extra_piece(pieces: &[Piece<'_>]) -> usize {
+    pieces
+        .iter()
+        .position(|p| matches!(p, Piece::Reply { .. }))
+        .unwrap_or(0)
+}
+
 /// Whether `id` names a piece (not the first) of a split assistant message.
 pub fn is_piece_id(id: &str) -> bool {
     id.rsplit_once(":p")
