@@ -1,0 +1,365 @@
+//! Where an encoder writes: the client's bytes plus, for each SSE event
+//! written, its byte range and whether it is a comment (a heartbeat, never
+//! logged). The gateway's run log and resume read the spans instead of
+//! re-scanning the bytes for blank lines.
+//!
+//! Encoders wrap each SSE event in [`Sink::begin_event`] / [`Sink::end_event`]
+//! (or write through the helpers here, which do it for them); bytes written
+//! through [`Sink::buf_mut`] outside an event belong to no span.
+
+use std::ops::Range;
+
+use serde::Serialize;
+
+use crate::sse;
+
+/// What a span holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    /// An SSE event the client acts on: logged, given an `id:` on resumable
+    /// routes.
+    Event,
+    /// A comment (`: ping`): sent, never logged.
+    Comment,
+}
+
+/// One SSE event's place in [`Sink::bytes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    pub range: Range<usize>,
+    pub kind: SpanKind,
+}
+
+/// The output buffer and the spans of the events written into it.
+#[derive(Debug, Default, Clone)]
+pub struct Sink {
+    buf: Vec<u8>,
+    spans: Vec<Span>,
+    /// Where the event being written started, between `begin_event` and
+    /// `end_event`.
+    open: Option<(usize, SpanKind)>,
+}
+
+impl Sink {
+    pub fn new() -> Self {
+        Sink::default()
+    }
+
+    /// Starts an event at the current end of the buffer. A second `begin`
+    /// without an `end` ends the first one there.
+    pub fn begin_event(&mut self) {
+        self.begin(SpanKind::Event);
+    }
+
+    /// Ends the event begun last; an event that wrote no byte leaves no span.
+    pub fn end_event(&mut self) {
+        if let Some((start, kind)) = self.open.take() {
+            let end = self.buf.len();
+            if end > start {
+                self.spans.push(Span {
+                    range: start..end,
+                    kind,
+                });
+            }
+        }
+    }
+
+    fn begin(&mut self, kind: SpanKind) {
+        self.end_event();
+        self.open = Some((self.buf.len(), kind));
+    }
+
+    /// The buffer, for writers that do not know about spans (inside a
+    /// `begin_event`/`end_event` pair, what they write is that event's).
+    pub fn buf_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// `data: <payload>\n\n` as one event (see [`sse::write_data`]).
+    pub fn data(&mut self, payload: &str) {
+        self.begin_event();
+        sse::write_data(&mut self.buf, payload);
+        self.end_event();
+    }
+
+    /// One JSON value as one event (see [`sse::write_json`]).
+    pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) {
+        self.begin_event();
+        sse::write_json(&mut self.buf, value);
+        self.end_event();
+    }
+
+    /// `data: [DONE]\n\n` as one event.
+    pub fn done(&mut self) {
+        self.begin_event();
+        sse::write_done(&mut self.buf);
+        self.end_event();
+    }
+
+    /// A comment (`: <text>\n\n`), sent but never logged.
+    pub fn comment(&mut self, text: &str) {
+        self.begin(SpanKind::Comment);
+        sse::write_comment(&mut self.buf, text);
+        self.end_event();
+    }
+
+    /// One already framed SSE event (a passthrough frame as received), which
+    /// must end with its blank line.
+    pub fn raw_event(&mut self, bytes: &[u8]) {
+        self.begin_event();
+        self.buf.extend_from_slice(bytes);
+        self.end_event();
+    }
+
+    /// Runs a writer that knows nothing of spans (an encoder still on the
+    /// `&mut Vec<u8>` API) and cuts what it appended into events at its blank
+    /// lines: the one place that still scans, for writers not yet moved.
+    pub fn write_unspanned(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        self.end_event();
+        let from = self.buf.len();
+        write(&mut self.buf);
+        let appended = self.buf.get(from..).unwrap_or_default();
+        for range in split_events(appended) {
+            let kind = if appended.get(range.start) == Some(&b':') {
+                SpanKind::Comment
+            } else {
+                SpanKind::Event
+            };
+            self.spans.push(Span {
+                range: range.start + from..range.end + from,
+                kind,
+            });
+        }
+    }
+
+    /// Everything written so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The spans of the events ended so far, in order.
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
+    }
+
+    /// The bytes of each logged event (comments left out), in order.
+    pub fn events(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.spans
+            .iter()
+            .filter(|s| s.kind == SpanKind::Event)
+            .filter_map(|s| self.buf.get(s.range.clone()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Empties the sink (keeping its allocations) for the next push.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.spans.clear();
+        self.open = None;
+    }
+
+    /// The bytes and spans, leaving the sink empty.
+    pub fn take(&mut self) -> (Vec<u8>, Vec<Span>) {
+        self.end_event();
+        (
+            std::mem::take(&mut self.buf),
+            std::mem::take(&mut self.spans),
+        )
+    }
+
+    /// Appends the bytes to `out` (the `&mut Vec<u8>` APIs' wrapper) and
+    /// forgets them.
+    pub fn drain_into(&mut self, out: &mut Vec<u8>) {
+        self.end_event();
+        out.append(&mut self.buf);
+        self.spans.clear();
+    }
+}
+
+/// The ranges of the SSE events in `bytes`, each ending after its blank line
+/// (`\n\n`, `\r\n\r\n` or `\r\r`); a tail with no blank line is one more.
+fn split_events(bytes: &[u8]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    let mut prev_nl = false;
+    while let Some(&b) = bytes.get(i) {
+        let nl = match b {
+            b'\n' => true,
+            b'\r' => {
+                if bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                true
+            }
+            _ => false,
+        };
+        i += 1;
+        if nl && prev_nl {
+            out.push(start..i);
+            start = i;
+            prev_nl = false;
+        } else {
+            prev_nl = nl;
+        }
+    }
+    if start < bytes.len() {
+        out.push(start..bytes.len());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn texts(sink: &Sink) -> Vec<String> {
+        sink.events()
+            .map(|e| String::from_utf8(e.to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn helpers_record_one_span_per_event() {
+        let mut sink = Sink::new();
+        sink.json(&json!({"type": "a"}));
+        sink.data("x\ny");
+        sink.done();
+        assert_eq!(
+            sink.bytes(),
+            b"data: {\"type\":\"a\"}\n\ndata: x\ndata: y\n\ndata: [DONE]\n\n"
+        );
+        assert_eq!(
+            texts(&sink),
+            [
+                "data: {\"type\":\"a\"}\n\n",
+                "data: x\ndata: y\n\n",
+                "data: [DONE]\n\n"
+            ]
+        );
+        // The spans tile the buffer.
+        let mut at = 0;
+        for s in sink.spans() {
+            assert_eq!(s.range.start, at);
+            at = s.range.end;
+        }
+        assert_eq!(at, sink.bytes().len());
+    }
+
+    #[test]
+    fn comments_are_spans_but_not_logged() {
+        let mut sink = Sink::new();
+        sink.json(&json!(1));
+        sink.comment("ping");
+        sink.json(&json!(2));
+        assert_eq!(sink.spans().len(), 3);
+        assert_eq!(sink.spans()[1].kind, SpanKind::Comment);
+        assert_eq!(&sink.bytes()[sink.spans()[1].range.clone()], b": ping\n\n");
+        assert_eq!(texts(&sink), ["data: 1\n\n", "data: 2\n\n"]);
+    }
+
+    #[test]
+    fn begin_end_around_hand_written_bytes() {
+        let mut sink = Sink::new();
+        sink.begin_event();
+        sse::write_id(sink.buf_mut(), "7");
+        sse::write_json(sink.buf_mut(), &json!({"a": 1}));
+        sink.end_event();
+        // An empty event leaves no span; a begin ends the event before it.
+        sink.begin_event();
+        sink.end_event();
+        sink.begin_event();
+        sink.buf_mut().extend_from_slice(b"data: 1\n\n");
+        sink.begin_event();
+        sink.buf_mut().extend_from_slice(b"data: 2\n\n");
+        sink.end_event();
+        assert_eq!(
+            texts(&sink),
+            ["id: 7\ndata: {\"a\":1}\n\n", "data: 1\n\n", "data: 2\n\n"]
+        );
+    }
+
+    #[test]
+    fn spans_are_the_same_whatever_the_split_of_the_writes() {
+        let events: Vec<&[u8]> = vec![
+            b"data: {\"a\":1}\n\n",
+            b"event: x\ndata: 2\ndata: 3\n\n",
+            b": ping\n\n",
+            b"data: [DONE]\n\n",
+        ];
+        let whole: Vec<u8> = events.concat();
+        let expected: Vec<Span> = {
+            let mut at = 0;
+            events
+                .iter()
+                .map(|e| {
+                    let kind = if e.first() == Some(&b':') {
+                        SpanKind::Comment
+                    } else {
+                        SpanKind::Event
+                    };
+                    at += e.len();
+                    Span {
+                        range: at - e.len()..at,
+                        kind,
+                    }
+                })
+                .collect()
+        };
+        for cut in 0..=whole.len() {
+            // Each event written in two writes, the second starting at `cut`
+            // when it falls inside the event.
+            let mut sink = Sink::new();
+            let mut at = 0;
+            for (e, span) in events.iter().zip(&expected) {
+                sink.begin(span.kind);
+                let mid = cut.clamp(at, at + e.len()) - at;
+                sink.buf_mut().extend_from_slice(&e[..mid]);
+                sink.buf_mut().extend_from_slice(&e[mid..]);
+                at += e.len();
+                sink.end_event();
+            }
+            assert_eq!(sink.bytes(), &whole[..]);
+            assert_eq!(sink.spans(), &expected[..], "cut at {cut}");
+            // A writer on the old API, cut between two whole-event writes.
+            let mut legacy = Sink::new();
+            let first = whole.len().min(cut);
+            let boundary = expected
+                .iter()
+                .map(|s| s.range.end)
+                .filter(|&end| end <= first)
+                .max()
+                .unwrap_or(0);
+            legacy.write_unspanned(|out| out.extend_from_slice(&whole[..boundary]));
+            legacy.write_unspanned(|out| out.extend_from_slice(&whole[boundary..]));
+            assert_eq!(legacy.spans(), &expected[..], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn take_and_drain_leave_the_sink_empty() {
+        let mut sink = Sink::new();
+        sink.json(&json!(1));
+        sink.begin_event();
+        sink.buf_mut().extend_from_slice(b"data: 2\n\n");
+        let (bytes, spans) = sink.take();
+        assert_eq!(bytes, b"data: 1\n\ndata: 2\n\n");
+        assert_eq!(spans.len(), 2);
+        assert!(sink.is_empty() && sink.spans().is_empty());
+        sink.json(&json!(3));
+        let mut out = b"x".to_vec();
+        sink.drain_into(&mut out);
+        assert_eq!(out, b"xdata: 3\n\n");
+        assert!(sink.is_empty() && sink.spans().is_empty());
+    }
+
+    #[test]
+    fn split_events_handles_crlf_and_tails() {
+        assert_eq!(split_events(b"a\r\n\r\nb\r\rc"), vec![0..5, 5..8, 8..9]);
+        assert_eq!(split_events(b""), Vec::<Range<usize>>::new());
+    }
+}
