@@ -9,6 +9,7 @@ use crate::dialect::Dialect;
 use crate::event::Event;
 use crate::ids::{Clock, IdGen};
 use crate::request::RunRequest;
+use crate::sink::Sink;
 use crate::sse::Frame;
 
 /// Upstream bytes (already framed) to core events.
@@ -52,6 +53,23 @@ pub trait Encoder: Send {
         });
         self.encode(&ev, out);
         self.finish(out);
+    }
+
+    /// [`encode`](Self::encode) into a [`Sink`], which records where each
+    /// SSE event starts and ends. The default cuts the bytes at their blank
+    /// lines; an encoder that marks its events itself overrides it.
+    fn encode_to(&mut self, event: &Event, sink: &mut Sink) {
+        sink.write_unspanned(|out| self.encode(event, out));
+    }
+
+    /// [`finish`](Self::finish) into a [`Sink`].
+    fn finish_to(&mut self, sink: &mut Sink) {
+        sink.write_unspanned(|out| self.finish(out));
+    }
+
+    /// [`fail`](Self::fail) into a [`Sink`].
+    fn fail_to(&mut self, message: &str, code: Option<&str>, sink: &mut Sink) {
+        sink.write_unspanned(|out| self.fail(message, code, out));
     }
 
     /// On a same-dialect route (see `Translator::passthrough`), whether the

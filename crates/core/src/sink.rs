@@ -38,11 +38,37 @@ pub struct Sink {
     /// Where the event being written started, between `begin_event` and
     /// `end_event`.
     open: Option<(usize, SpanKind)>,
+    /// Spans are not kept (the `&mut Vec<u8>` wrappers: bytes only).
+    untracked: bool,
 }
 
 impl Sink {
     pub fn new() -> Self {
         Sink::default()
+    }
+
+    /// A sink that only appends to `buf` and keeps no spans, for the
+    /// `&mut Vec<u8>` APIs (benches, fuzz, the CLI): no cost beyond them.
+    pub fn untracked(buf: Vec<u8>) -> Self {
+        Sink {
+            buf,
+            untracked: true,
+            ..Sink::default()
+        }
+    }
+
+    /// The bytes, the spans dropped.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// Forgets what was written from `len` on (its spans with it).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+        self.spans.retain(|s| s.range.end <= len);
+        if matches!(self.open, Some((start, _)) if start > len) {
+            self.open = None;
+        }
     }
 
     /// Starts an event at the current end of the buffer. A second `begin`
@@ -55,7 +81,7 @@ impl Sink {
     pub fn end_event(&mut self) {
         if let Some((start, kind)) = self.open.take() {
             let end = self.buf.len();
-            if end > start {
+            if end > start && !self.untracked {
                 self.spans.push(Span {
                     range: start..end,
                     kind,
@@ -118,6 +144,9 @@ impl Sink {
         self.end_event();
         let from = self.buf.len();
         write(&mut self.buf);
+        if self.untracked {
+            return;
+        }
         let appended = self.buf.get(from..).unwrap_or_default();
         for range in split_events(appended) {
             let kind = if appended.get(range.start) == Some(&b':') {
@@ -355,6 +384,21 @@ mod tests {
         sink.drain_into(&mut out);
         assert_eq!(out, b"xdata: 3\n\n");
         assert!(sink.is_empty() && sink.spans().is_empty());
+    }
+
+    #[test]
+    fn untracked_keeps_bytes_only_and_truncate_drops_spans() {
+        let mut sink = Sink::untracked(b"x".to_vec());
+        sink.json(&json!(1));
+        sink.write_unspanned(|out| out.extend_from_slice(b"data: 2\n\n"));
+        assert!(sink.spans().is_empty());
+        assert_eq!(sink.into_bytes(), b"xdata: 1\n\ndata: 2\n\n");
+        let mut sink = Sink::new();
+        sink.json(&json!(1));
+        let len = sink.bytes().len();
+        sink.json(&json!(2));
+        sink.truncate(len);
+        assert_eq!(texts(&sink), ["data: 1\n\n"]);
     }
 
     #[test]

@@ -5,7 +5,8 @@ use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
 use crate::shape::{Keep, Shaper};
-use crate::sse::{write_data, Frame, FrameError, SseFramer};
+use crate::sink::Sink;
+use crate::sse::{Frame, FrameError, SseFramer};
 
 /// Why a translation stopped early. The output written so far stays well
 /// formed: the encoder has already reported the error in its dialect.
@@ -54,7 +55,7 @@ pub struct Translator {
     /// or at the end).
     passthrough: bool,
     /// What the encoder writes while only observing (discarded).
-    scratch: Vec<u8>,
+    scratch: Sink,
     /// Passthrough: the upstream's `[DONE]` went out, so the client reads
     /// nothing more; the encoder still sees the rest, its bytes dropped.
     sealed: bool,
@@ -80,7 +81,7 @@ impl Translator {
             encoder,
             shaper: Some(Shaper::new()),
             passthrough: false,
-            scratch: Vec::new(),
+            scratch: Sink::untracked(Vec::new()),
             sealed: false,
             frames: Vec::new(),
             events: Vec::new(),
@@ -132,12 +133,32 @@ impl Translator {
 
     /// [`finish`](Self::finish), with a truncated input as `Ok(false)`:
     /// whether the run ended properly.
-    pub fn finish_live(&mut self, out: &mut Vec<u8>) -> Result<bool, TranslateError> {
-        match self.finish(out) {
+    pub fn finish_live_to(&mut self, out: &mut Sink) -> Result<bool, TranslateError> {
+        match self.finish_to(out) {
             Ok(()) => Ok(true),
             Err(TranslateError::Truncated) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`push_to`](Self::push_to), appending to a plain buffer.
+    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        with_buffer(out, |sink| self.push_to(bytes, sink))
+    }
+
+    /// [`finish_to`](Self::finish_to), appending to a plain buffer.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        with_buffer(out, |sink| self.finish_to(sink))
+    }
+
+    /// [`finish_live_to`](Self::finish_live_to), appending to a plain buffer.
+    pub fn finish_live(&mut self, out: &mut Vec<u8>) -> Result<bool, TranslateError> {
+        with_buffer(out, |sink| self.finish_live_to(sink))
+    }
+
+    /// [`fail_to`](Self::fail_to), appending to a plain buffer.
+    pub fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+        with_buffer(out, |sink| self.fail_to(message, code, sink))
     }
 
     pub fn encoder(&self) -> &dyn Encoder {
@@ -146,7 +167,7 @@ impl Translator {
 
     /// Feeds upstream bytes. On error the client stream is closed with the
     /// dialect's error and the translator accepts nothing more.
-    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), TranslateError> {
+    pub fn push_to(&mut self, bytes: &[u8], out: &mut Sink) -> Result<(), TranslateError> {
         if self.done {
             return Ok(());
         }
@@ -169,7 +190,7 @@ impl Translator {
     /// dialect's error, code `upstream_closed`, and this returns
     /// [`TranslateError::Truncated`]. A stream that simply stops is success to
     /// some clients (`@ag-ui/client`), so it is never left to them to guess.
-    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+    pub fn finish_to(&mut self, out: &mut Sink) -> Result<(), TranslateError> {
         if self.done {
             return Ok(());
         }
@@ -178,7 +199,7 @@ impl Translator {
             return Ok(());
         }
         if !self.run_ended {
-            self.fail(
+            self.fail_to(
                 "the upstream closed the stream before the run finished",
                 Some("upstream_closed"),
                 out,
@@ -188,10 +209,10 @@ impl Translator {
         if self.sealed {
             // Passthrough: the upstream's `[DONE]` is out, nothing follows it.
             let mut scratch = std::mem::take(&mut self.scratch);
-            self.encoder.finish(&mut scratch);
+            self.encoder.finish_to(&mut scratch);
             self.scratch = scratch;
         } else {
-            self.encoder.finish(out);
+            self.encoder.finish_to(out);
         }
         self.done = true;
         Ok(())
@@ -199,20 +220,20 @@ impl Translator {
 
     /// Ends the client stream with an error that is not the upstream bytes'
     /// fault (a timeout, a dropped connection), in the client's dialect.
-    pub fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+    pub fn fail_to(&mut self, message: &str, code: Option<&str>, out: &mut Sink) {
         if !self.done {
             if self.sealed {
                 self.observe_pending();
             } else {
                 self.encode_pending(out);
-                self.encoder.fail(message, code, out);
+                self.encoder.fail_to(message, code, out);
             }
             self.done = true;
         }
     }
 
     /// Flushes the framer and the decoder, once.
-    fn end_input(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+    fn end_input(&mut self, out: &mut Sink) -> Result<(), TranslateError> {
         if self.input_ended {
             return Ok(());
         }
@@ -243,7 +264,7 @@ impl Translator {
         self.on_error(r, out)
     }
 
-    fn drain_frames(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+    fn drain_frames(&mut self, out: &mut Sink) -> Result<(), TranslateError> {
         let mut result = Ok(());
         let mut frames = std::mem::take(&mut self.frames);
         for frame in frames.drain(..) {
@@ -265,7 +286,7 @@ impl Translator {
                 } else if self.events.iter().all(|e| self.encoder.passes(e)) {
                     // Observed, then written as received.
                     self.observe_pending();
-                    write_data(out, &frame.data);
+                    out.data(&frame.data);
                 } else {
                     self.encode_pending(out);
                 }
@@ -282,7 +303,7 @@ impl Translator {
         result
     }
 
-    fn encode_pending(&mut self, out: &mut Vec<u8>) {
+    fn encode_pending(&mut self, out: &mut Sink) {
         // By reference, then cleared: events are large, moving each out costs.
         let events = std::mem::take(&mut self.events);
         for ev in &events {
@@ -309,11 +330,11 @@ impl Translator {
 
     /// Passthrough: the encoder sees the pending events, its bytes dropped
     /// but for the end marker, when it ends the stream with one.
-    fn end_marker_from_observed(&mut self, out: &mut Vec<u8>) {
+    fn end_marker_from_observed(&mut self, out: &mut Sink) {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.encode_pending(&mut scratch);
-        if scratch.ends_with(DONE) {
-            out.extend_from_slice(DONE);
+        if scratch.bytes().ends_with(DONE) {
+            out.done();
             self.sealed = true;
         }
         scratch.clear();
@@ -329,8 +350,8 @@ impl Translator {
     }
 
     /// One shaped event to the encoder (and the assembler).
-    fn deliver(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        self.encoder.encode(ev, out);
+    fn deliver(&mut self, ev: &Event, out: &mut Sink) {
+        self.encoder.encode_to(ev, out);
         if ev.kind.is_terminal() {
             self.run_ended = true;
         }
@@ -342,10 +363,10 @@ impl Translator {
     fn on_error(
         &mut self,
         r: Result<(), TranslateError>,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) -> Result<(), TranslateError> {
         if let Err(e) = &r {
-            self.fail(
+            self.fail_to(
                 &format!("upstream stream is malformed: {e}"),
                 Some("upstream_malformed"),
                 out,
@@ -353,6 +374,14 @@ impl Translator {
         }
         r
     }
+}
+
+/// Runs `write` on an untracked sink over `out`'s allocation (no copy).
+fn with_buffer<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
+    let mut sink = Sink::untracked(std::mem::take(out));
+    let r = write(&mut sink);
+    *out = sink.into_bytes();
+    r
 }
 
 #[cfg(test)]
@@ -565,5 +594,25 @@ mod tests {
             "the encoder's own bytes for observed events are dropped; finish is its own"
         );
         assert_eq!(t.events_translated, 2);
+    }
+
+    #[test]
+    fn a_sink_gets_the_same_bytes_with_spans_that_tile_them() {
+        let input = b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\ndata: {\"end\":1}\n\n";
+        let mut t = tr();
+        let mut sink = Sink::new();
+        t.push_to(input, &mut sink).unwrap();
+        t.finish_to(&mut sink).unwrap();
+        let mut plain = tr();
+        let mut out = Vec::new();
+        plain.push(input, &mut out).unwrap();
+        plain.finish(&mut out).unwrap();
+        assert_eq!(sink.bytes(), &out[..]);
+        let mut at = 0;
+        for s in sink.spans() {
+            assert_eq!(s.range.start, at);
+            at = s.range.end;
+        }
+        assert_eq!(at, out.len());
     }
 }
