@@ -11,7 +11,7 @@ use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::request::Message;
 use babelgate_core::sse::{SseFramer, DEFAULT_MAX_EVENT_BYTES};
 use babelgate_core::track::OpenTracker;
-use babelgate_core::{Decoder, Dialect, EncodeContext, Encoder, Event, EventKind};
+use babelgate_core::{Decoder, Dialect, EncodeContext, Encoder, Event, EventKind, Sink, SpanKind};
 use babelgate_store::{EventId, LogItem, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -63,28 +63,26 @@ impl Recorder {
         }
     }
 
-    /// Logs each event of `out` and writes it, with its id, to `client`.
-    /// Comments (heartbeats) are not logged.
-    pub async fn record(&mut self, out: &[u8], client: &mut Vec<u8>) {
+    /// Logs each event the sink holds and writes it, with its id, to
+    /// `client`: the sink's spans say where each starts and ends (nothing is
+    /// scanned). Comments (heartbeats) are not logged; bytes outside any span
+    /// go out as they are.
+    pub async fn record(&mut self, out: &Sink, client: &mut Vec<u8>) {
+        let bytes = out.bytes();
         let Some(writer) = self.writer.as_ref() else {
-            client.extend_from_slice(out);
+            client.extend_from_slice(bytes);
             return;
         };
+        let spans = out.spans();
         // One copy of the chunk, each logged event a slice of it, and one
         // store call for them all: an upstream read often holds many events.
-        let mut spans = Vec::new();
-        let mut at = 0;
-        for event in events(out) {
-            spans.push((at..at + event.len(), !event.starts_with(b":")));
-            at += event.len();
-        }
         let mut ids = Vec::new();
-        if spans.iter().any(|(_, logged)| *logged) {
-            let chunk = Bytes::copy_from_slice(out);
+        if spans.iter().any(|s| s.kind == SpanKind::Event) {
+            let chunk = Bytes::copy_from_slice(bytes);
             let logged: Vec<Bytes> = spans
                 .iter()
-                .filter(|(_, logged)| *logged)
-                .map(|(range, _)| chunk.slice(range.clone()))
+                .filter(|s| s.kind == SpanKind::Event)
+                .map(|s| chunk.slice(s.range.clone()))
                 .collect();
             ids.reserve(logged.len());
             if let Err(e) = writer.append_batch(logged, &mut ids).await {
@@ -95,14 +93,23 @@ impl Recorder {
         // Events the log took carry their id; the rest (comments, and what
         // came after a store failure) go out without one.
         let mut ids = ids.into_iter();
-        for (range, logged) in spans {
-            let id = if logged { ids.next() } else { None };
-            let event = out.get(range).unwrap_or_default();
+        let mut at = 0;
+        for span in spans {
+            // What no span holds (an encoder that wrote between events) is
+            // sent as it is.
+            client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
+            let id = match span.kind {
+                SpanKind::Event => ids.next(),
+                SpanKind::Comment => None,
+            };
+            let event = bytes.get(span.range.clone()).unwrap_or_default();
             match id {
                 Some(id) => with_id(id, event, client),
                 None => client.extend_from_slice(event),
             }
+            at = span.range.end;
         }
+        client.extend_from_slice(bytes.get(at..).unwrap_or_default());
     }
 
     /// Resolves when someone asked to stop the run (`POST .../stop`, any
@@ -452,10 +459,17 @@ mod tests {
             .unwrap();
         let mut rec = Recorder::new(writer, Duration::from_secs(1));
         let mut client = Vec::new();
-        rec.record(b"data: 1\n\n: ping\n\ndata: 2\n\n", &mut client)
-            .await;
-        rec.record(b": ping\n\n", &mut client).await;
-        rec.record(b"data: 3\n\n", &mut client).await;
+        let mut sink = Sink::new();
+        sink.data("1");
+        sink.comment("ping");
+        sink.data("2");
+        rec.record(&sink, &mut client).await;
+        sink.clear();
+        sink.comment("ping");
+        rec.record(&sink, &mut client).await;
+        sink.clear();
+        sink.data("3");
+        rec.record(&sink, &mut client).await;
         let mut logged = Vec::new();
         let mut read = log.read("r1", None);
         while logged.len() < 3 {
@@ -483,7 +497,10 @@ mod tests {
             .await
             .unwrap();
         let mut client = Vec::new();
-        rec.record(b"data: 4\n\ndata: 5\n\n", &mut client).await;
+        sink.clear();
+        sink.data("4");
+        sink.data("5");
+        rec.record(&sink, &mut client).await;
         assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
-use babelgate_core::{Dialect, EncodeContext, Translator};
+use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -92,7 +92,12 @@ impl Pump {
         let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
         let mut first_sent = false;
         // Small to start: most streams are mostly idle, and it grows to fit.
-        let mut out = Vec::with_capacity(512);
+        // Where each event starts and ends is kept only for the run log.
+        let mut out = if self.recorder.is_some() {
+            Sink::new()
+        } else {
+            Sink::untracked(Vec::with_capacity(512))
+        };
         let idle = tokio::time::sleep(self.idle);
         tokio::pin!(idle);
         // Far in the future when heartbeats are off: one code path either way.
@@ -122,7 +127,7 @@ impl Pump {
                 next = upstream.next() => next,
                 () = &mut idle => {
                     let msg = format!("the upstream sent nothing for {:?}", self.idle);
-                    self.translator.fail(&msg, Some("upstream_idle"), &mut out);
+                    self.translator.fail_to(&msg, Some("upstream_idle"), &mut out);
                     self.remember().await;
                     self.deliver(&mut out).await;
                     break End::Upstream("upstream_idle");
@@ -130,7 +135,7 @@ impl Pump {
                 () = &mut beat => {
                     beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
                     if self.tx.is_some() {
-                        babelgate_core::sse::write_comment(&mut out, "ping");
+                        out.comment("ping");
                         if !self.deliver(&mut out).await {
                             break End::ClientGone;
                         }
@@ -138,13 +143,13 @@ impl Pump {
                     continue;
                 }
                 () = shutdown.cancelled() => {
-                    self.translator.fail("the gateway is shutting down", Some("shutdown"), &mut out);
+                    self.translator.fail_to("the gateway is shutting down", Some("shutdown"), &mut out);
                     self.remember().await;
                     self.deliver(&mut out).await;
                     break End::Shutdown;
                 }
                 () = stop => {
-                    self.translator.fail("the run was stopped", Some("stopped"), &mut out);
+                    self.translator.fail_to("the run was stopped", Some("stopped"), &mut out);
                     self.remember().await;
                     self.deliver(&mut out).await;
                     break End::Stopped;
@@ -159,14 +164,14 @@ impl Pump {
                 }
             };
             let end = match next {
-                None => match self.guarded(&mut out, |t, out| t.finish_live(out)) {
+                None => match self.guarded(&mut out, |t, out| t.finish_live_to(out)) {
                     Some(Ok(true)) => End::Complete,
                     Some(_) => End::Upstream("upstream_disconnected"),
                     None => End::Internal,
                 },
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "the upstream connection failed");
-                    self.translator.fail(
+                    self.translator.fail_to(
                         "the upstream connection failed",
                         Some("upstream_disconnected"),
                         &mut out,
@@ -175,7 +180,7 @@ impl Pump {
                 }
                 Some(Ok(bytes)) => {
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
-                    let Some(r) = self.guarded(&mut out, |t, out| t.push(&bytes, out)) else {
+                    let Some(r) = self.guarded(&mut out, |t, out| t.push_to(&bytes, out)) else {
                         break self.end_internal(&mut out).await;
                     };
                     if r.is_ok() {
@@ -266,10 +271,10 @@ impl Pump {
     /// again but for that error.
     fn guarded<T>(
         &mut self,
-        out: &mut Vec<u8>,
-        step: impl FnOnce(&mut Translator, &mut Vec<u8>) -> T,
+        out: &mut Sink,
+        step: impl FnOnce(&mut Translator, &mut Sink) -> T,
     ) -> Option<T> {
-        let before = out.len();
+        let before = out.bytes().len();
         let translator = &mut self.translator;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(translator, out))) {
             Ok(r) => Some(r),
@@ -284,7 +289,7 @@ impl Pump {
                 tracing::error!(panic = %what, "the stream's translation panicked");
                 out.truncate(before);
                 let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    translator.fail(
+                    translator.fail_to(
                         "the gateway failed to translate the stream",
                         Some("internal"),
                         out,
@@ -301,7 +306,7 @@ impl Pump {
     }
 
     /// Ends a stream whose translation panicked (see [`guarded`](Self::guarded)).
-    async fn end_internal(&mut self, out: &mut Vec<u8>) -> End {
+    async fn end_internal(&mut self, out: &mut Sink) -> End {
         if let Some(r) = &self.report {
             r.metrics.stream_panics.inc();
         }
@@ -321,18 +326,18 @@ impl Pump {
 
     /// Logs what is buffered and sends it to the client, if one is there;
     /// false when the client is gone and the run should stop.
-    async fn deliver(&mut self, out: &mut Vec<u8>) -> bool {
+    async fn deliver(&mut self, out: &mut Sink) -> bool {
         if out.is_empty() {
             return true;
         }
         let chunk = match &mut self.recorder {
             Some(rec) => {
-                let mut with_ids = Vec::with_capacity(out.len() + 64);
+                let mut with_ids = Vec::with_capacity(out.bytes().len() + 64);
                 rec.record(out, &mut with_ids).await;
                 out.clear();
                 Bytes::from(with_ids)
             }
-            None => Bytes::from(std::mem::take(out)),
+            None => Bytes::from(out.take().0),
         };
         match &self.tx {
             None => true,
@@ -562,6 +567,84 @@ mod tests {
                 client == Dialect::AgKit,
                 "{client:?}: {kept:?}"
             );
+        }
+    }
+
+    /// Every pair, the upstream cut in small reads: the run log holds one
+    /// entry per event the client got, each the client's event exactly, and
+    /// the client's event carries that entry's id.
+    #[tokio::test]
+    async fn the_run_log_holds_one_entry_per_client_event_for_each_dialect() {
+        use babelgate_store::{LogItem, MemoryRunLog, RunLog};
+        let dir = |d: Dialect| match d {
+            Dialect::AgUi => "ag-ui",
+            Dialect::Vercel => "vercel",
+            Dialect::Hai => "hai",
+            Dialect::AgKit => "agkit",
+        };
+        let all = [Dialect::AgUi, Dialect::Vercel, Dialect::Hai, Dialect::AgKit];
+        for from in all {
+            let path = format!(
+                "{}/../../tests/fixtures/{}/server_tool.sse",
+                env!("CARGO_MANIFEST_DIR"),
+                dir(from)
+            );
+            let input = std::fs::read(&path).unwrap();
+            for to in all {
+                let (mut p, mut rx) = pump(Duration::from_secs(100), None);
+                p.translator = registry::translator(
+                    from,
+                    to,
+                    EncodeContext::deterministic(),
+                    DEFAULT_MAX_EVENT_BYTES,
+                );
+                let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
+                let (writer, _) =
+                    RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
+                        .await
+                        .unwrap();
+                p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
+                let (up, s) = upstream();
+                let task = tokio::spawn(p.run(s));
+                let input = input.clone();
+                let feed = tokio::spawn(async move {
+                    for piece in input.chunks(7) {
+                        up.send(Ok(Bytes::copy_from_slice(piece))).await.unwrap();
+                    }
+                });
+                let mut body = Vec::new();
+                while let Some(c) = rx.recv().await {
+                    body.extend_from_slice(&c);
+                }
+                feed.await.unwrap();
+                task.await.unwrap();
+                let mut logged = Vec::new();
+                let mut read = log.read("r1", None);
+                while let Some(item) = read.next().await {
+                    match item.unwrap() {
+                        LogItem::Event { id, data } => logged.push((id, data)),
+                        LogItem::End(_) => break,
+                        other => panic!("{other:?}"),
+                    }
+                }
+                let client: Vec<&[u8]> = crate::resume::events(&body).collect();
+                assert!(!client.is_empty(), "{from:?} -> {to:?}");
+                assert_eq!(client.len(), logged.len(), "{from:?} -> {to:?}");
+                for (event, (id, data)) in client.iter().zip(&logged) {
+                    let mut want = Vec::new();
+                    crate::resume::with_id(*id, data, &mut want);
+                    assert_eq!(
+                        String::from_utf8_lossy(event),
+                        String::from_utf8_lossy(&want),
+                        "{from:?} -> {to:?}"
+                    );
+                    assert_eq!(
+                        crate::resume::events(data).count(),
+                        1,
+                        "{from:?} -> {to:?}: one event per entry"
+                    );
+                }
+            }
         }
     }
 }
