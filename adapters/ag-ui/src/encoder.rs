@@ -16,7 +16,9 @@
 
 use babelgate_core::event::Interrupt;
 use babelgate_core::sse::write_json;
-use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Outcome, Role};
+use std::ops::Range;
+
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Outcome, Role, Sink};
 use serde_json::{json, Map, Value};
 
 use crate::chunks::{Chunk, ChunkKind};
@@ -39,6 +41,9 @@ pub struct AgUiEncoder {
     /// no `parentMessageId`) belong to: without one the client makes a
     /// message per call, and parallel calls no longer share their message.
     turn_message: Option<String>,
+    /// Inside `encode_to` and its kin: where each event written went, so
+    /// that the sink learns its spans without scanning.
+    marks: Option<Vec<Range<usize>>>,
 }
 
 impl AgUiEncoder {
@@ -52,6 +57,7 @@ impl AgUiEncoder {
             finished: false,
             skip: 0,
             turn_message: None,
+            marks: None,
         }
     }
 }
@@ -132,7 +138,27 @@ fn usage(v: &Option<Value>) -> Option<Value> {
 
 impl AgUiEncoder {
     fn write(&mut self, o: Obj, out: &mut Vec<u8>) {
+        let start = out.len();
         write_json(out, &Value::Object(o));
+        if let Some(marks) = &mut self.marks {
+            marks.push(start..out.len());
+        }
+    }
+
+    /// Runs `step` on the sink's buffer, then gives the sink the span of
+    /// each event `write` wrote (every AG-UI event goes through it).
+    fn marked(&mut self, sink: &mut Sink, step: impl FnOnce(&mut Self, &mut Vec<u8>)) {
+        self.marks = Some(self.marks.take().unwrap_or_default());
+        step(self, sink.buf_mut());
+        if let Some(mut marks) = self.marks.take() {
+            for range in marks.drain(..) {
+                sink.mark_event(range);
+            }
+            self.marks = Some(marks);
+        }
+        if let Some(m) = &mut self.marks {
+            m.clear();
+        }
     }
 
     /// Writes one event the client must accept. What it would refuse is
@@ -1030,6 +1056,18 @@ impl Encoder for AgUiEncoder {
         Dialect::AgUi
     }
 
+    fn encode_to(&mut self, ev: &Event, sink: &mut Sink) {
+        self.marked(sink, |e, out| e.encode(ev, out));
+    }
+
+    fn finish_to(&mut self, sink: &mut Sink) {
+        self.marked(sink, |e, out| e.finish(out));
+    }
+
+    fn fail_to(&mut self, message: &str, code: Option<&str>, sink: &mut Sink) {
+        self.marked(sink, |e, out| e.fail(message, code, out));
+    }
+
     fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
         if self.finished {
             return;
@@ -1435,5 +1473,41 @@ mod tests {
             json!({"type": "CUSTOM", "name": "subagent_finished", "value": {"subagentRunId": "ghost"}})
         );
         assert_valid(&s);
+    }
+
+    #[test]
+    fn the_sink_gets_one_span_per_event_without_a_scan() {
+        let mut enc = AgUiEncoder::new(EncodeContext::deterministic());
+        let mut sink = Sink::new();
+        let mut plain = AgUiEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        let events = [
+            Event::new(EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: "hi".into(),
+            }),
+            Event::new(EventKind::ToolCallStart {
+                tool_call_id: "c".into(),
+                tool_name: "f".into(),
+                parent_message_id: None,
+            }),
+        ];
+        for ev in &events {
+            enc.encode_to(ev, &mut sink);
+            plain.encode(ev, &mut out);
+        }
+        enc.fail_to("boom", Some("x"), &mut sink);
+        plain.fail("boom", Some("x"), &mut out);
+        enc.finish_to(&mut sink);
+        assert_eq!(sink.bytes(), &out[..]);
+        let mut at = 0;
+        for span in sink.spans() {
+            assert_eq!(span.range.start, at);
+            at = span.range.end;
+            let e = &out[span.range.clone()];
+            assert!(e.ends_with(b"\n\n") && !e[..e.len() - 2].windows(2).any(|w| w == b"\n\n"));
+        }
+        assert_eq!(at, out.len());
+        assert!(sink.spans().len() >= 5, "{}", String::from_utf8_lossy(&out));
     }
 }

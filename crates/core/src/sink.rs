@@ -95,6 +95,19 @@ impl Sink {
         self.open = Some((self.buf.len(), kind));
     }
 
+    /// Records that `range` of the buffer (already written) is one event:
+    /// for an encoder that writes through the `&mut Vec<u8>` API and notes
+    /// where each of its events went (see `Encoder::encode_to`).
+    pub fn mark_event(&mut self, range: Range<usize>) {
+        self.end_event();
+        if !self.untracked && range.start < range.end && range.end <= self.buf.len() {
+            self.spans.push(Span {
+                range,
+                kind: SpanKind::Event,
+            });
+        }
+    }
+
     /// The buffer, for writers that do not know about spans (inside a
     /// `begin_event`/`end_event` pair, what they write is that event's).
     pub fn buf_mut(&mut self) -> &mut Vec<u8> {
@@ -399,6 +412,19 @@ mod tests {
         sink.json(&json!(2));
         sink.truncate(len);
         assert_eq!(texts(&sink), ["data: 1\n\n"]);
+    }
+
+    #[test]
+    fn marked_events_become_spans() {
+        let mut sink = Sink::new();
+        sse::write_json(sink.buf_mut(), &json!(1));
+        let at = sink.bytes().len();
+        sse::write_json(sink.buf_mut(), &json!(2));
+        sink.mark_event(0..at);
+        sink.mark_event(at..sink.bytes().len());
+        sink.mark_event(5..5);
+        sink.mark_event(0..1000);
+        assert_eq!(texts(&sink), ["data: 1\n\n", "data: 2\n\n"]);
     }
 
     #[test]
