@@ -300,9 +300,14 @@ impl Follow {
                                 }
                             } else if at_last {
                                 let entries = held.take().map(|h| h.entries).unwrap_or_default();
-                                snapshot(dialect, &input, &decode(dialect, &entries), &mut out);
                                 // The summary's last event carries the id it covers.
-                                tag_last(&mut out, id);
+                                snapshot(
+                                    dialect,
+                                    &input,
+                                    &decode(dialect, &entries),
+                                    Some(id),
+                                    &mut out,
+                                );
                             }
                         }
                     }
@@ -346,7 +351,13 @@ impl Follow {
         if let Some(h) = held.take() {
             // The log ended before reaching `last` (it was trimmed): summarise
             // what there is.
-            snapshot(dialect, &input, &decode(dialect, &h.entries), &mut out);
+            snapshot(
+                dialect,
+                &input,
+                &decode(dialect, &h.entries),
+                None,
+                &mut out,
+            );
         }
         if !out.is_empty() {
             let _ = tx.send(Bytes::from(out)).await;
@@ -367,22 +378,18 @@ fn decode(dialect: Dialect, entries: &[(EventId, Bytes)]) -> Vec<Event> {
     events
 }
 
-/// Puts `id:` on the last event of `out`, so that a later reconnect with
-/// `Last-Event-ID` continues after what the snapshot covered.
-fn tag_last(out: &mut Vec<u8>, id: EventId) {
-    let body = out.strip_suffix(b"\n\n").unwrap_or(out);
-    let start = body
-        .windows(2)
-        .rposition(|w| w == b"\n\n")
-        .map_or(0, |i| i + 2);
-    let event = out.split_off(start);
-    with_id(id, &event, out);
-}
-
 /// What a client without `Last-Event-ID` gets first: the run's start, a
 /// messages snapshot (the run's input and what is complete so far), then the
-/// items still open, re-opened with what they hold.
-fn snapshot(dialect: Dialect, input: &[Message], events: &[Event], out: &mut Vec<u8>) {
+/// items still open, re-opened with what they hold. `tag`: the id the
+/// summary covers, put on its last event (the sink says where that starts),
+/// so that a later reconnect with `Last-Event-ID` continues after it.
+fn snapshot(
+    dialect: Dialect,
+    input: &[Message],
+    events: &[Event],
+    tag: Option<EventId>,
+    out: &mut Vec<u8>,
+) {
     let mut tracker = OpenTracker::default();
     let mut split = events.len();
     let mut open_since: Vec<(usize, String)> = Vec::new();
@@ -407,19 +414,36 @@ fn snapshot(dialect: Dialect, input: &[Message], events: &[Event], out: &mut Vec
     messages.extend(assembler.finish());
 
     let mut encoder: Box<dyn Encoder> = registry::encoder(dialect, EncodeContext::default());
+    let mut sink = Sink::new();
     if let Some(start) = done
         .iter()
         .find(|e| matches!(e.kind, EventKind::RunStarted { .. }))
     {
-        encoder.encode(start, out);
+        encoder.encode_to(start, &mut sink);
     }
-    encoder.encode(&Event::new(EventKind::MessagesSnapshot { messages }), out);
+    encoder.encode_to(
+        &Event::new(EventKind::MessagesSnapshot { messages }),
+        &mut sink,
+    );
     for ev in open {
         if !matches!(ev.kind, EventKind::RunStarted { .. }) {
-            encoder.encode(ev, out);
+            encoder.encode_to(ev, &mut sink);
         }
     }
     // No `finish`: the live tail continues the run.
+    let (bytes, spans) = sink.take();
+    let last = spans
+        .iter()
+        .rev()
+        .find(|s| s.kind == SpanKind::Event)
+        .map(|s| s.range.clone());
+    match (tag, last) {
+        (Some(id), Some(last)) => {
+            out.extend_from_slice(bytes.get(..last.start).unwrap_or_default());
+            with_id(id, bytes.get(last.start..).unwrap_or_default(), out);
+        }
+        _ => out.extend_from_slice(&bytes),
+    }
 }
 
 fn item_start(kind: &EventKind) -> Option<String> {
@@ -505,9 +529,22 @@ mod tests {
     }
 
     #[test]
-    fn the_last_event_gets_the_id() {
-        let mut out = b"data: 1\n\ndata: 2\n\n".to_vec();
-        tag_last(&mut out, EventId::new(5, 1));
-        assert_eq!(out, b"data: 1\n\nid: 5-1\ndata: 2\n\n");
+    fn the_snapshot_s_last_event_gets_the_id() {
+        let open = [Event::new(EventKind::TextDelta {
+            message_id: "m".into(),
+            delta: "hi".into(),
+        })];
+        for dialect in [Dialect::AgUi, Dialect::Hai] {
+            let mut out = Vec::new();
+            snapshot(dialect, &[], &open, Some(EventId::new(5, 1)), &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let evs: Vec<&str> = text.trim_end().split("\n\n").collect();
+            assert!(evs.len() >= 2, "{text}");
+            assert!(evs.last().unwrap().starts_with("id: 5-1\n"), "{text}");
+            assert_eq!(text.matches("id: ").count(), 1, "{text}");
+            let mut untagged = Vec::new();
+            snapshot(dialect, &[], &open, None, &mut untagged);
+            assert!(!String::from_utf8(untagged).unwrap().contains("id: "));
+        }
     }
 }
