@@ -148,16 +148,17 @@ impl AgUiEncoder {
     /// Runs `step` on the sink's buffer, then gives the sink the span of
     /// each event `write` wrote (every AG-UI event goes through it).
     fn marked(&mut self, sink: &mut Sink, step: impl FnOnce(&mut Self, &mut Vec<u8>)) {
-        self.marks = Some(self.marks.take().unwrap_or_default());
+        // Cleared first: a step that panicked (the pump catches it) may
+        // have left marks of bytes since dropped.
+        let mut marks = self.marks.take().unwrap_or_default();
+        marks.clear();
+        self.marks = Some(marks);
         step(self, sink.buf_mut());
         if let Some(mut marks) = self.marks.take() {
             for range in marks.drain(..) {
                 sink.mark_event(range);
             }
             self.marks = Some(marks);
-        }
-        if let Some(m) = &mut self.marks {
-            m.clear();
         }
     }
 
