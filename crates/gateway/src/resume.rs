@@ -20,21 +20,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::registry;
 
-/// The SSE events in an encoder's output: each ends with a blank line, and
-/// encoders never write one inside an event (JSON escapes newlines).
-pub fn events(out: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = out;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let end = memchr::memmem::find(rest, b"\n\n").map_or(rest.len(), |i| i + 2);
-        let (event, tail) = rest.split_at(end);
-        rest = tail;
-        Some(event)
-    })
-}
-
 /// Writes `id: <id>` and the event.
 pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
     // Once per event: itoa rather than the formatter and a String.
@@ -458,20 +443,6 @@ fn item_start(kind: &EventKind) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn encoder_output_splits_into_events() {
-        let out = b"data: {\"a\":1}\n\n: ping\n\ndata: [DONE]\n\n";
-        let v: Vec<&[u8]> = events(out).collect();
-        assert_eq!(
-            v,
-            [
-                &b"data: {\"a\":1}\n\n"[..],
-                &b": ping\n\n"[..],
-                &b"data: [DONE]\n\n"[..]
-            ]
-        );
-    }
 
     #[tokio::test]
     async fn recorded_events_get_the_ids_of_their_log_entries() {

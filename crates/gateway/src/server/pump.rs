@@ -380,6 +380,23 @@ impl Drop for ActiveGuard {
 
 #[cfg(test)]
 mod tests {
+    /// The SSE events in a body (each ends with a blank line; encoders
+    /// never write one inside an event).
+    fn sse_events(mut rest: &[u8]) -> impl Iterator<Item = &[u8]> {
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let end = rest
+                .windows(2)
+                .position(|w| w == b"\n\n")
+                .map_or(rest.len(), |i| i + 2);
+            let (event, tail) = rest.split_at(end);
+            rest = tail;
+            Some(event)
+        })
+    }
+
     use super::*;
     use crate::server::STREAM_BUFFER_CHUNKS;
     use babelgate_store::RunWriter;
@@ -627,7 +644,7 @@ mod tests {
                         other => panic!("{other:?}"),
                     }
                 }
-                let client: Vec<&[u8]> = crate::resume::events(&body).collect();
+                let client: Vec<&[u8]> = sse_events(&body).collect();
                 assert!(!client.is_empty(), "{from:?} -> {to:?}");
                 assert_eq!(client.len(), logged.len(), "{from:?} -> {to:?}");
                 for (event, (id, data)) in client.iter().zip(&logged) {
@@ -639,7 +656,7 @@ mod tests {
                         "{from:?} -> {to:?}"
                     );
                     assert_eq!(
-                        crate::resume::events(data).count(),
+                        sse_events(data).count(),
                         1,
                         "{from:?} -> {to:?}: one event per entry"
                     );
