@@ -33,12 +33,18 @@ marker found wins, so "error_after" must be tested before "error"):
                    continuation request whose history holds the tool's result
                    gets a text answer quoting it.
     think          a thinking part, then text
+    history        one text answer; the point is the history the model got
+                   (tests/node/e2e/oracle-history.test.mjs sends a rich one)
+    abort          one text delta, then waits; a client that goes away
+                   cancels the run, which /history records as
+                   {"scenario": "abort", "cancelled": true}
     (anything else) like plain
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import threading
 from typing import Any, AsyncIterator
@@ -70,6 +76,8 @@ from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 
 MARKERS = [
+    "history",
+    "abort",
     "error_before",
     "error_during",
     "error_after",
@@ -89,6 +97,11 @@ RETRY_TEXT = ["flaky(2) worked."]
 ERROR_AFTER_TEXT = ["Partial answer "]
 THINK = ["Let me think. ", "The answer is 42."]
 THINK_TEXT = ["Thought about it: 42."]
+HISTORY_TEXT = ["History received."]
+ABORT_TEXT = ["Partial answer, then silence"]
+# How long an abort run waits for its client to leave: far longer than any
+# test takes to abort, short enough not to hold a stray process.
+ABORT_WAIT_S = 60
 CLIENT_TOOL = "change_background"
 CLIENT_TOOL_ARGS = ['{"col', 'or":"#ff', '0000"}']
 CLIENT_TOOL_SCHEMA = {
@@ -104,17 +117,20 @@ _history_lock = threading.Lock()
 _history_file: str | None = None
 
 
-def log_history(scenario: str, messages: list[ModelMessage]) -> None:
-    entry = {
-        "scenario": scenario,
-        "messages": json.loads(ModelMessagesTypeAdapter.dump_json(messages)),
-    }
+def log_event(entry: dict[str, Any]) -> None:
     with _history_lock:
         entry["seq"] = len(_history)
         _history.append(entry)
         if _history_file:
             with open(_history_file, "a", encoding="utf-8") as f:
                 f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+
+def log_history(scenario: str, messages: list[ModelMessage]) -> None:
+    log_event({
+        "scenario": scenario,
+        "messages": json.loads(ModelMessagesTypeAdapter.dump_json(messages)),
+    })
 
 
 # --- the scripted model ----------------------------------------------------
@@ -197,6 +213,18 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator
                 yield d
         else:
             yield "No client tool was offered."
+    elif scenario == "history":
+        for d in HISTORY_TEXT:
+            yield d
+    elif scenario == "abort":
+        for d in ABORT_TEXT:
+            yield d
+        try:
+            await asyncio.sleep(ABORT_WAIT_S)
+        except asyncio.CancelledError:
+            log_event({"scenario": "abort", "cancelled": True})
+            raise
+        yield " (nobody left)"
     elif scenario == "think":
         for d in THINK:
             yield {0: DeltaThinkingPart(content=d)}

@@ -359,6 +359,16 @@ pub fn message_from_wire(v: &Value, path: &str) -> Result<Message, RequestError>
             } else {
                 m.tool_call_id = Some(req_str(o, "toolCallId", path)?);
                 m.error = opt_str(o, "error", path)?;
+                // A TOOL_CALL_RESULT has no error field, so the encoder marks
+                // a failed call in its metadata, which @ag-ui/client merges
+                // into the tool message: sent back, it is still a failure.
+                let marked = o
+                    .get("metadata")
+                    .and_then(|md| md.get("error"))
+                    .is_some_and(|e| e == &Value::Bool(true));
+                if m.error.is_none() && marked {
+                    m.error = Some(m.text());
+                }
                 known.extend(["toolCallId", "error"]);
             }
         }
@@ -797,6 +807,20 @@ mod tests {
             ],
             "resume": [{"interruptId": "int-1", "status": "resolved", "payload": {"ok": true}}]
         })
+    }
+
+    #[test]
+    fn a_tool_message_marked_failed_by_the_encoder_is_a_failure() {
+        let mut body = http_agent_body();
+        body["messages"] = json!([
+            {"id": "t1", "role": "tool", "toolCallId": "tc-1", "content": "n=1 is wrong",
+             "metadata": {"error": true}},
+            {"id": "t2", "role": "tool", "toolCallId": "tc-2", "content": "fine",
+             "metadata": {"error": false}}
+        ]);
+        let r = parse(body).unwrap();
+        assert_eq!(r.messages[0].error.as_deref(), Some("n=1 is wrong"));
+        assert_eq!(r.messages[1].error, None);
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //    difference of the assembled result to target/oracle/report.json and
 //    prints it.
 //
-// Two follow-up turns test history fidelity: `tool` is continued with the
-// client-assembled messages plus a new "plain" user message, and
+// Follow-up turns test history fidelity: `tool` and `error_during` (a failed
+// call) are continued with the client-assembled messages plus a new "plain"
+// user message, and
 // `client_tool` is continued with the front-end tool's output (the way each
 // client sends it), through each path.
 
@@ -127,7 +128,7 @@ async function post(url, body, accept = 'text/event-stream') {
 
 // --- the real clients -----------------------------------------------------------
 
-async function vercelClient(bytes) {
+export async function vercelClient(bytes) {
   const transport = new DefaultChatTransport({
     api: 'http://oracle.invalid/api/chat',
     fetch: async () => new Response(bytes, {
@@ -156,7 +157,7 @@ async function vercelClient(bytes) {
   };
 }
 
-async function aguiClient(bytes) {
+export async function aguiClient(bytes) {
   delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
   const agent = new HttpAgent({
     url: 'http://oracle.invalid/agent', threadId: 'conv-oracle',
@@ -185,7 +186,7 @@ async function aguiClient(bytes) {
 // --- normalisation and diff ---------------------------------------------------
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
-function normalize(v) {
+export function normalize(v) {
   const ids = new Map();
   const idOf = (s) => {
     if (!ids.has(s)) ids.set(s, `<id${ids.size + 1}>`);
@@ -210,7 +211,7 @@ function normalize(v) {
   return walk(v);
 }
 
-function diff(a, b, at = '$', out = []) {
+export function diff(a, b, at = '$', out = []) {
   if (JSON.stringify(a) === JSON.stringify(b)) return out;
   const both = a && b && typeof a === 'object' && typeof b === 'object' && Array.isArray(a) === Array.isArray(b);
   if (!both) {
@@ -235,7 +236,7 @@ const historyJson = (h) => JSON.stringify(h, null, 2) + '\n';
 // addToolOutput does.
 function vercelFollowUp(scenario, first, assistant) {
   if (!assistant) return null;
-  if (scenario === 'tool') {
+  if (scenario === 'tool' || scenario === 'error_during') {
     return vercelBody([first, assistant, { id: 'user-2', role: 'user', parts: [{ type: 'text', text: PROMPT('plain') + ' again' }] }]);
   }
   if (scenario === 'client_tool') {
@@ -253,7 +254,7 @@ function vercelFollowUp(scenario, first, assistant) {
 function aguiFollowUp(scenario, first, messages) {
   if (!messages) return null;
   const history = messages.filter((m) => m.role !== 'user' || m.id !== first.id);
-  if (scenario === 'tool') {
+  if (scenario === 'tool' || scenario === 'error_during') {
     return aguiBody([first, ...history, { id: 'user-2', role: 'user', content: PROMPT('plain') + ' again' }]);
   }
   if (scenario === 'client_tool') {
