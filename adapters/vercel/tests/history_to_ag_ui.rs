@@ -38,6 +38,8 @@ fn fixture() -> Value {
     serde_json::from_str(include_str!("../testdata/pydantic_ai_history.json")).unwrap()
 }
 
+/// Deliberate difference `history-split-ids` (docs/mapping.md): ids are left
+/// out of the comparison.
 fn without_ids(messages: &[Value]) -> Vec<Value> {
     messages
         .iter()
@@ -167,9 +169,10 @@ fn vercel_histories_reach_ag_ui_as_pydantic_ai_writes_them() {
         let got = without_ids(&to_ag_ui(&case["vercel"]));
         let mut want: Vec<Value> = case["ag_ui"].as_array().unwrap().clone();
         for m in &mut want {
-            // pydantic-ai's own carrier for a tool outcome
-            // (`{"pydantic_ai": {"outcome": "failed"}}`): the gateway says a
-            // failure with `error` only. See docs/mapping/vercel.md.
+            // Deliberate difference `history-failure-carrier`
+            // (docs/mapping.md): pydantic-ai's own carrier for a tool outcome
+            // (`{"pydantic_ai": {"outcome": "failed"}}`); the gateway says a
+            // failure with `error` only.
             if let Some(o) = m.as_object_mut() {
                 o.remove("encryptedValue");
             }
@@ -190,7 +193,8 @@ fn ag_ui_histories_from_vercel_round_trip() {
     }
 }
 
-/// AG-UI histories to Vercel: pydantic-ai makes a UI message per model
+/// AG-UI histories to Vercel (deliberate difference `history-one-ui-message`,
+/// docs/mapping.md): pydantic-ai makes a UI message per model
 /// response (two for one answer with a tool round); the gateway keeps one
 /// answer in one UI message with `step-start` between its steps, which the
 /// `ai` client needs to continue it. The parts, in order, are the same.

@@ -313,6 +313,52 @@ fn every_fixture_event_type_has_a_row_in_its_dialect_section() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The ids of `id: '...'` entries in tests/node/oracle/deliberate.mjs.
+fn oracle_deliberate_ids() -> BTreeSet<String> {
+    let path = repo_root().join("tests/node/oracle/deliberate.mjs");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.split("id: '")
+        .skip(1)
+        .filter_map(|rest| rest.split('\'').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every difference an oracle test allows has a row saying why, and every row
+/// is one a test allows by that id (a stale row would claim a difference no
+/// test holds).
+#[test]
+fn every_deliberate_difference_is_explained_and_held_by_a_test() {
+    let doc = mapping_doc();
+    let lines = section(&doc, |h| h.starts_with("## Deliberate differences"))
+        .expect("a \"## Deliberate differences\" section");
+    let rows = table_rows(&lines);
+    assert!(rows.len() >= 10, "{} rows", rows.len());
+    let mut documented = BTreeSet::new();
+    for row in &rows {
+        assert_eq!(row.len(), 5, "{row:?}");
+        let id = code_spans(&row[0]).into_iter().next().expect("an id");
+        let held_by = code_spans(&row[4]).into_iter().next().expect("a file");
+        let text = std::fs::read_to_string(repo_root().join(&held_by))
+            .unwrap_or_else(|e| panic!("{id}: held by {held_by}: {e}"));
+        let named = if held_by.ends_with("deliberate.mjs") {
+            text.contains(&format!("id: '{id}'"))
+        } else {
+            text.contains(&format!("`{id}`"))
+        };
+        assert!(named, "{id}: {held_by} does not name it");
+        assert!(!row[3].is_empty(), "{id}: no reason");
+        documented.insert(id);
+    }
+    let allowed = oracle_deliberate_ids();
+    assert!(!allowed.is_empty());
+    let missing: Vec<_> = allowed.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "allowed by the oracle tests, not in docs/mapping.md: {missing:?}"
+    );
+}
+
 #[test]
 fn table_helpers_read_the_doc_conventions() {
     assert_eq!(

@@ -15,17 +15,13 @@ import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent } from '@ag-ui/client';
 import { BABELGATE, PYTHON, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
 import { diff, normalize } from '../oracle/capture.mjs';
+import { isDeliberate } from '../oracle/deliberate.mjs';
 
-// Differences in the model's history that are not faults, by path, each with
-// its reason (docs/mapping.md, "Deliberate differences").
-const DELIBERATE = [
-  // pydantic-ai notes the UI message id of each model message. One Vercel UI
-  // message is several AG-UI messages (an answer with tool rounds), so the
-  // ids cannot agree: the gateway keeps the id on the first and names the
-  // rest `<id>:p2`, `<id>:2`, `<toolCallId>-result` (docs/mapping/vercel.md),
-  // and the other way a group takes its first message's id.
-  [/^\$\[\d+\]\.messages\[\d+\]\.metadata(\.__pydantic_ai__\.ui_message_id)?$/, 'message ids: one UI message is several AG-UI messages'],
-];
+// Differences in the model's history that are not faults: the
+// `pydantic-ai-history` entries of tests/node/oracle/deliberate.mjs, each
+// explained in docs/mapping.md ("Deliberate differences"). One is message
+// ids: one Vercel UI message is several AG-UI messages, so pydantic-ai's
+// note of each model message's UI message id cannot agree.
 
 // Each pydantic-ai adapter keeps tool arguments in its wire's form: the
 // object of a Vercel `input`, the JSON text of AG-UI `arguments`. Through the
@@ -202,7 +198,7 @@ after(async () => {
   if (oracle) await stopProc(oracle);
 });
 
-const left = (d) => sameArguments(d).filter((x) => !DELIBERATE.some(([re]) => re.test(x.path)));
+const left = (d) => sameArguments(d).filter((x) => !isDeliberate('pydantic-ai-history', { path: x.path }));
 
 describe('pydantic-ai natively vs through babelgate: histories and aborts', () => {
   test('a Vercel client\'s rich history reaches the model the same through an AG-UI agent', async () => {

@@ -7,40 +7,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BABELGATE, PYTHON, freePort } from './lib/stack.mjs';
+import { isDeliberate } from '../oracle/deliberate.mjs';
 
-// Differences that are not faults of the translation, by path.
-const DELIBERATE = [
-  // Event and chunk sequences differ by construction (babelgate adds steps,
-  // pydantic-ai's Vercel adapter sends message metadata): compared is what
-  // the clients assemble from them.
-  [/^\$\.(eventTypes|chunkTypes)\b/, 'the wire sequence, not what the client assembles'],
-  [/^\$\.message\.metadata$/, "pydantic-ai's own message-metadata chunk (a timestamp)"],
-  // Ids the gateway mints where the client sent none (docs/mapping.md).
-  [/\.metadata\.__pydantic_ai__\.ui_message_id$/, 'message ids minted by the gateway'],
-  [/\.run_id$/, 'run ids minted by the gateway'],
-  // An assistant message that only calls a tool: the AG-UI adapter opens an
-  // empty text message as the calls' parent, a Vercel upstream has none to
-  // send, so @ag-ui/client has no `content` to set.
-  [/^\$\.messages\[\d+\]\.content$/, 'no empty text message to carry an empty content'],
-];
-
-// A failed tool call, per scenario where one happens. AG-UI 1.0 has no
-// field on TOOL_CALL_RESULT that says a call failed (`error` exists only on a
-// tool message in a history or a snapshot). pydantic-ai puts the failure in
-// its own REASONING_ENCRYPTED_VALUE, an opaque value for pydantic-ai alone
-// that a gateway must neither read nor forge. So AG-UI -> Vercel shows the
-// call as succeeded (and a follow-up sent from that client says so), and
-// Vercel -> AG-UI marks it in the result's `metadata.error`, which the
-// gateway reads back as the failure when the client sends the history again
-// (the turn-2 history through /a-from-vercel holds the test to that).
-// docs/mapping.md, "Deliberate differences".
-// [path, the one aspect it is allowed in (all when absent)]
-const TOOL_FAILURE = [
-  [/^\$\.message\.parts\[\d+\]\.(state|errorText|output)$/, 'vercel_client'],
-  [/^\$\.messages\[\d+\]\.(encryptedValue|metadata)$/, 'agui_client'],
-  [/^\$\[\d+\]\.messages\[\d+\]\.parts\[\d+\]\.outcome$/, 'history_via_v_from_agui_vs_native_agui'],
-];
-const PER_SCENARIO = { retry: TOOL_FAILURE, error_during: TOOL_FAILURE };
+// Differences that are not faults of the translation: the `pydantic-ai`
+// entries of tests/node/oracle/deliberate.mjs, each explained in
+// docs/mapping.md ("Deliberate differences"). Among them a failed tool call
+// in `retry` and `error_during`: AG-UI 1.0 has no field on TOOL_CALL_RESULT
+// that says a call failed, and pydantic-ai says it only in its own opaque
+// REASONING_ENCRYPTED_VALUE, which a gateway must neither read nor forge.
 
 const ASPECTS = ['vercel_client', 'agui_client', 'history_via_v_from_agui_vs_native_agui', 'history_via_a_from_vercel_vs_native_vercel'];
 
@@ -69,7 +43,7 @@ describe('pydantic-ai natively vs through babelgate: what the real clients and t
     test(scenario, () => {
       for (const [turn, r] of Object.entries(report[scenario])) {
         for (const aspect of ASPECTS) {
-          const left = (r[aspect] ?? []).filter((d) => !DELIBERATE.some(([re]) => re.test(d.path)) && !(PER_SCENARIO[scenario] ?? []).some(([re, only]) => (!only || only === aspect) && re.test(d.path)));
+          const left = (r[aspect] ?? []).filter((d) => !isDeliberate('pydantic-ai', { path: d.path, scenario, aspect }));
           assert.deepEqual(left, [], `${scenario} ${turn} ${aspect}: ${JSON.stringify(left).slice(0, 1500)}`);
         }
       }
