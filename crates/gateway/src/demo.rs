@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use babelgate_core::event::Interrupt;
 use babelgate_core::request::RunRequest;
-use babelgate_core::{Dialect, EncodeContext, Event, EventKind, IdGen, Outcome, Role};
+use babelgate_core::{Dialect, EncodeContext, Event, EventKind, IdGen, Outcome, Role, Shaper};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
@@ -92,7 +92,7 @@ impl DemoAgent {
         let delay = self.delay;
         tokio::spawn(async move {
             let mut out = Vec::new();
-            for ev in script.events {
+            for ev in script.into_events() {
                 encoder.encode(&ev, &mut out);
                 if tx
                     .send(Bytes::from(std::mem::take(&mut out)))
@@ -243,6 +243,14 @@ impl Script {
         self.events.push(Event::new(kind));
     }
 
+    /// What is sent: the script through the same shape stage as an upstream
+    /// stream, so the demo's client sees what a translated run would show it
+    /// (a front-end call left open ends the run with its pending id, text is
+    /// closed before an error).
+    fn into_events(self) -> Vec<Event> {
+        Shaper::shape_all(&self.events)
+    }
+
     /// One text message, streamed in small pieces like a model would.
     fn text(&mut self, text: &str) {
         let id = self.ids.next("text");
@@ -340,6 +348,28 @@ mod tests {
             } => assert!(interrupts[0].tool_call_id.is_some()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn what_is_sent_goes_through_the_shape_stage() {
+        let bg = Script::for_request(&run_saying("make the background red")).into_events();
+        let call = bg.iter().find_map(|e| match &e.kind {
+            EventKind::ToolCallStart { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        });
+        match &bg.last().unwrap().kind {
+            EventKind::RunFinished {
+                outcome:
+                    Outcome::Success {
+                        pending_tool_call_ids,
+                    },
+                ..
+            } => assert_eq!(Some(pending_tool_call_ids.clone()), call.map(|c| vec![c])),
+            other => panic!("{other:?}"),
+        }
+        let err = Script::for_request(&run_saying("error please")).into_events();
+        let names: Vec<_> = err.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(names[names.len() - 2..], ["text_end", "run_error"]);
     }
 
     #[test]
