@@ -29,6 +29,7 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     gateway_keeps_history: true,
     upstream_keeps_history: true,
     resume: babelgate_core::Resume::AfterOrFromStart,
+    extension_frames: true,
 };
 
 #[cfg(test)]

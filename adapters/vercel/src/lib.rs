@@ -27,6 +27,7 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     gateway_keeps_history: false,
     upstream_keeps_history: false,
     resume: babelgate_core::Resume::RunningFromStart,
+    extension_frames: false,
 };
 
 #[cfg(test)]

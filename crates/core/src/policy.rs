@@ -14,6 +14,10 @@ pub struct Policy {
     pub upstream_keeps_history: bool,
     /// How its clients come back to a run.
     pub resume: Resume,
+    /// Its encoder can also write frames the dialect does not declare, for
+    /// what it cannot say otherwise, when a route opts in
+    /// (`extension_frames`); by default what it cannot say is dropped.
+    pub extension_frames: bool,
 }
 
 /// How a dialect's clients reconnect to a run (`GET {path}/{id}/stream`).

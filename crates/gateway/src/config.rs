@@ -1061,10 +1061,13 @@ impl Config {
                 }
             });
             let extension_frames = match &r.extension_frames {
-                Some(v) if *v.get_ref() && client.is_some_and(|d| d != Dialect::AgKit) => {
+                Some(v)
+                    if *v.get_ref()
+                        && client.is_some_and(|d| !crate::registry::policy(d).extension_frames) =>
+                {
                     c.at(
                         v,
-                        "routes.extension_frames: only AG-Kit clients have extension frames",
+                        "routes.extension_frames: only AG-Kit clients have extension frames (the client dialect has none)",
                     );
                     false
                 }

@@ -1,0 +1,70 @@
+//! The registry is the one place that knows every adapter: outside it and the
+//! adapters themselves, no code names a dialect, so a fifth dialect adds an
+//! adapter crate, a `Dialect` variant and its registry arms, and touches no
+//! core or gateway code. What differs between dialects around their streams
+//! is each adapter's `POLICY`, read through `registry::policy`.
+
+use std::path::{Path, PathBuf};
+
+const VARIANTS: [&str; 4] = [
+    "Dialect::AgUi",
+    "Dialect::Hai",
+    "Dialect::Vercel",
+    "Dialect::AgKit",
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file before its unit tests (tests may name dialects).
+fn code_before_tests(text: &str) -> &str {
+    text.find("#[cfg(test)]").map_or(text, |at| &text[..at])
+}
+
+#[test]
+fn no_code_outside_the_registry_and_the_adapters_names_a_dialect() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    for dir in ["crates/core/src", "crates/gateway/src", "crates/store/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 20, "{} files", files.len());
+    let mut named = Vec::new();
+    for file in &files {
+        // The enum itself: its variants, names and list.
+        if file.ends_with("crates/core/src/dialect.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in code_before_tests(&text).lines().enumerate() {
+            if VARIANTS.iter().any(|v| line.contains(v)) {
+                named.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "dialects named outside the registry:\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_a_dialect_where_one_is_named() {
+    let text = "fn f(d: Dialect) -> bool { d == Dialect::AgKit }\n#[cfg(test)]\nmod tests { Dialect::Hai }";
+    let code = code_before_tests(text);
+    assert!(VARIANTS.iter().any(|v| code.contains(v)));
+    assert!(!code.contains("Dialect::Hai"));
+}
