@@ -8,6 +8,8 @@
 // each with its reason (docs/oracle-findings.md, docs/mapping.md).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { HttpAgent } from '@ag-ui/client';
 import { BABELGATE, freePort } from './lib/stack.mjs';
 
 const SCENARIOS = ['plain', 'unicode', 'tool', 'retry', 'error_before', 'error_during', 'error_after', 'client_tool', 'think'];
@@ -96,13 +98,91 @@ function renumber(v) {
 
 const ASPECTS = ['vercel_client', 'agui_client', 'history_via_v_from_agui_vs_native_agui', 'history_via_a_from_vercel_vs_native_vercel'];
 
+// Multi-part and interleaved history, the same conversation in each
+// dialect: a user message of two text parts (one with U+2028), an assistant
+// message with reasoning, text, a tool call with its result and more text,
+// then a new user message.
+const HISTORY_VERCEL = [
+  { id: 'h-u1', role: 'user', parts: [{ type: 'text', text: 'scenario tool, first part' }, { type: 'text', text: 'second part: 你好\u2028!' }] },
+  {
+    id: 'h-a1',
+    role: 'assistant',
+    parts: [
+      { type: 'step-start' },
+      { type: 'reasoning', text: 'Weather needs a tool.', state: 'done' },
+      { type: 'text', text: 'Let me look.', state: 'done' },
+      { type: 'tool-get_weather', toolCallId: 'call_h_1', state: 'output-available', input: { city: '北京' }, output: { city: '北京', temperature: 22, condition: 'sunny' } },
+      { type: 'step-start' },
+      { type: 'text', text: 'It is sunny.', state: 'done' },
+    ],
+  },
+  { id: 'h-u2', role: 'user', parts: [{ type: 'text', text: 'scenario plain again' }] },
+];
+const HISTORY_AGUI = [
+  { id: 'h-u1', role: 'user', content: [{ type: 'text', text: 'scenario tool, first part' }, { type: 'text', text: 'second part: 你好\u2028!' }] },
+  { id: 'h-r1', role: 'reasoning', content: 'Weather needs a tool.' },
+  { id: 'h-a1', role: 'assistant', content: 'Let me look.', toolCalls: [{ id: 'call_h_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"北京"}' } }] },
+  { id: 'h-t1', role: 'tool', toolCallId: 'call_h_1', content: '{"city":"北京","temperature":22,"condition":"sunny"}' },
+  { id: 'h-a2', role: 'assistant', content: 'It is sunny.' },
+  { id: 'h-u2', role: 'user', content: 'scenario plain again' },
+];
+
+// Aborts: the model streams some text and then waits for its abort signal.
+// The client aborts once it has shown that text.
+const ABORT_PROMPT = 'scenario abort';
+async function aborted(m, since) {
+  // Event-driven: the model records the abort when its signal fires; the
+  // bound only matters when it never does.
+  for (let i = 0; i < 400; i += 1) {
+    const h = (await (await fetch(`${m.ORACLE}/history?since=${since}`)).json()).filter((e) => e.scenario === 'abort');
+    if (h.length && h[0].aborted !== false) return h[0].aborted;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return 'never';
+}
+async function vercelAbort(url, chatId) {
+  const ac = new AbortController();
+  const stream = await new DefaultChatTransport({ api: url }).sendMessages({
+    chatId, trigger: 'submit-message', messageId: undefined, abortSignal: ac.signal,
+    messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: ABORT_PROMPT }] }],
+  });
+  let message = null;
+  let error = null;
+  try {
+    for await (const msg of readUIMessageStream({ stream, onError: (e) => { error = e?.name ?? String(e); } })) {
+      message = structuredClone(msg);
+      if (msg.parts.some((p) => p.type === 'text' && p.text)) ac.abort();
+    }
+  } catch (e) {
+    error = e?.name ?? String(e);
+  }
+  return { text: message?.parts.filter((p) => p.type === 'text').map((p) => p.text), error };
+}
+async function aguiAbort(url, threadId) {
+  const agent = new HttpAgent({ url, threadId });
+  agent.messages = [{ id: 'u1', role: 'user', content: ABORT_PROMPT }];
+  let failure = null;
+  let finished = false;
+  try {
+    await agent.runAgent({ runId: `run-${threadId}` }, {
+      onTextMessageContentEvent: () => agent.abortRun(),
+      onRunFinishedEvent: () => { finished = true; },
+    });
+  } catch (e) {
+    failure = e?.name ?? String(e);
+  }
+  return { text: agent.messages.filter((x) => x.role === 'assistant').map((x) => x.content), failure, finished };
+}
+
 let report;
+let capture;
 let stopAll = () => {};
 before(async () => {
   process.env.BABELGATE = BABELGATE;
   process.env.ORACLE_PORT = String(await freePort());
   process.env.GATEWAY_PORT = String(await freePort());
   const m = await import('../oracle/capture.mjs');
+  capture = m;
   stopAll = m.stopAll;
   report = await m.compareAll({ ...m.MASTRA, writeFixtures: false, scenarios: SCENARIOS, adjust });
 }, { timeout: 240_000 });
@@ -115,6 +195,54 @@ describe('Mastra natively vs through babelgate: what the real clients and the mo
     assert.deepEqual(report.tool.turn2.missing, []);
     assert.deepEqual(report.client_tool.turn2.missing, []);
   });
+  test('multi-part, interleaved and reasoning history reaches the model as natively', async () => {
+    const m = capture;
+    const nA = await m.post(`${m.ORACLE}/agui`, m.aguiBody(HISTORY_AGUI));
+    const gV = await m.post(`${m.GATEWAY}/v-from-agui`, m.vercelBody(HISTORY_VERCEL));
+    const nV = await m.post(`${m.ORACLE}/vercel`, m.vercelBody(HISTORY_VERCEL));
+    const gA = await m.post(`${m.GATEWAY}/a-from-vercel`, m.aguiBody(HISTORY_AGUI));
+    assert.deepEqual([nA.status, gV.status, nV.status, gA.status], [200, 200, 200, 200]);
+    for (const r of [nA, gV, nV, gA]) assert.equal(r.history.length, 1, 'one model call each');
+    // Not vacuous: the model saw the whole conversation, interleaved.
+    const roles = (h) => h[0].prompt.map((x) => `${x.role}:${Array.isArray(x.content) ? x.content.map((p) => p.type).join('+') : 'text'}`);
+    assert.deepEqual(roles(nV.history), ['system:text', 'user:text+text', 'assistant:reasoning+text+tool-call', 'tool:tool-result', 'assistant:text', 'user:text']);
+    // @ag-ui/mastra gives the model no AG-UI reasoning message (it converts
+    // user, assistant and tool messages only), natively as through babelgate.
+    assert.deepEqual(roles(nA.history), ['system:text', 'user:text+text', 'assistant:text+tool-call', 'tool:tool-result', 'assistant:text', 'user:text']);
+    assert.deepEqual(m.diff(m.normalize(nA.history), m.normalize(gV.history)), [], 'AG-UI agent: Vercel history through babelgate vs AG-UI history natively');
+    assert.deepEqual(m.diff(m.normalize(nV.history), m.normalize(gA.history)), [], 'Vercel agent: AG-UI history through babelgate vs Vercel history natively');
+  });
+
+  test('abort: the client shows the same text, and the Vercel agent\'s model is aborted through babelgate as natively', async () => {
+    const m = capture;
+    const since = async () => (await (await fetch(`${m.ORACLE}/history`)).json()).length;
+    const release = () => fetch(`${m.ORACLE}/release`);
+    // Vercel upstream: native Vercel client vs AG-UI client through babelgate.
+    let s0 = await since();
+    const cvN = await vercelAbort(`${m.ORACLE}/vercel`, 'abort-1');
+    const abortedN = await aborted(m, s0);
+    await release();
+    s0 = await since();
+    const caG = await aguiAbort(`${m.GATEWAY}/a-from-vercel`, 'abort-2');
+    const abortedG = await aborted(m, s0);
+    await release();
+    assert.equal(abortedN, true, 'natively, @mastra/ai-sdk passes the abort to the model');
+    assert.equal(abortedG, true, 'through babelgate, the abort reaches the Vercel agent\'s model too');
+    // AG-UI upstream: native AG-UI client vs Vercel client through babelgate.
+    // @ag-ui/mastra does not pass a client's abort to the model (its run has
+    // no teardown), so only what the clients show is compared; /release
+    // ends the model calls left waiting.
+    const caN = await aguiAbort(`${m.ORACLE}/agui`, 'abort-3');
+    await release();
+    const cvG = await vercelAbort(`${m.GATEWAY}/v-from-agui`, 'abort-4');
+    await release();
+    const want = ['Streaming until aborted'];
+    assert.deepEqual(cvN, { text: want, error: 'AbortError' });
+    assert.deepEqual(cvG, cvN, 'Vercel client: through babelgate as natively');
+    assert.deepEqual(caN, { text: want, failure: null, finished: false });
+    assert.deepEqual(caG, caN, 'AG-UI client: through babelgate as natively');
+  });
+
   for (const scenario of SCENARIOS) {
     test(scenario, () => {
       for (const [turn, r] of Object.entries(report[scenario])) {

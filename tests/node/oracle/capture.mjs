@@ -421,3 +421,7 @@ export const MASTRA = {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   compareAll(process.argv.includes('--mastra') ? MASTRA : {}).then(() => { stopAll(); process.exit(0); }, (e) => { console.error(e); stopAll(); process.exit(1); });
 }
+
+// For tests that send their own requests to the agent and the gateway that
+// compareAll started (same ports).
+export { post, vercelClient, aguiClient, normalize, diff, aguiBody, vercelBody, ORACLE, GATEWAY };

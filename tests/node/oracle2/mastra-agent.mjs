@@ -23,7 +23,9 @@
 //   the model stream errors), client_tool (change_background: AG-UI gets it
 //   from RunAgentInput.tools, /vercel declares it as a client tool; the run
 //   ends with the call left for the client; the follow-up gets a text
-//   quoting the tool's output), think (reasoning then text).
+//   quoting the tool's output), think (reasoning then text), abort (some
+//   text, then the model waits for its abort signal, recorded as `aborted`
+//   in /history; GET /release ends every call still waiting).
 import http from 'node:http';
 import { Readable } from 'node:stream';
 import { Agent } from '@mastra/core/agent';
@@ -37,12 +39,13 @@ import { createUIMessageStreamResponse } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { z } from 'zod';
 
-const MARKERS = ['error_before', 'error_during', 'error_after', 'client_tool', 'unicode', 'retry', 'think', 'tool', 'plain'];
+const MARKERS = ['abort', 'error_before', 'error_during', 'error_after', 'client_tool', 'unicode', 'retry', 'think', 'tool', 'plain'];
 const PLAIN = ['Hello ', 'from the ', 'oracle.'];
 const UNICODE = ['你好，世界', '! 🎉👍', '🏽 line\u2028separator\u2029paragraph ', 'é—ü'];
 const WEATHER_ARGS = ['{"city":', '"北京"}'];
 const WEATHER_TEXT = ['北京今天晴，', '气温 22°C。'];
 const THINK = ['Let me think. ', 'The answer is 42.'];
+const ABORT = ['Streaming until aborted'];
 const THINK_TEXT = ['Thought about it: 42.'];
 const CLIENT_TOOL = 'change_background';
 const CLIENT_TOOL_ARGS = ['{"col', 'or":"#ff', '0000"}'];
@@ -53,6 +56,7 @@ const CLIENT_TOOL_SCHEMA = {
 };
 
 const history = [];
+const held = new Set();
 
 function lastUserText(prompt) {
   for (let i = prompt.length - 1; i >= 0; i -= 1) {
@@ -93,6 +97,7 @@ function script(prompt, tools) {
   const failed = results.filter((r) => r.output?.type?.startsWith('error'));
   switch (s) {
     case 'unicode': return { parts: [...text(UNICODE), finish('stop')] };
+    case 'abort': return { parts: text(ABORT).slice(0, 2), hold: true };
     case 'tool':
       return results.length ? { parts: [...text(WEATHER_TEXT), finish('stop')] }
         : { parts: [...toolCall('get_weather', WEATHER_ARGS, 'call_weather_1'), finish('tool-calls')] };
@@ -138,8 +143,9 @@ function failure(message) {
 const model = new MockLanguageModelV3({
   provider: 'oracle',
   modelId: 'oracle-script',
-  doStream: async ({ prompt, tools }) => {
-    history.push({ seq: history.length, scenario: scenarioOf(prompt), prompt: structuredClone(prompt) });
+  doStream: async ({ prompt, tools, abortSignal }) => {
+    const entry = { seq: history.length, scenario: scenarioOf(prompt), prompt: structuredClone(prompt) };
+    history.push(entry);
     const plan = script(prompt, tools);
     if (plan.throws) throw failure(plan.throws);
     const parts = [{ type: 'stream-start', warnings: [] }, ...plan.parts];
@@ -148,7 +154,29 @@ const model = new MockLanguageModelV3({
         start(c) {
           for (const p of parts) c.enqueue(p);
           if (plan.fails) c.error(failure(plan.fails));
-          else c.close();
+          else if (!plan.hold) c.close();
+          else {
+            // abort: the text stays open until the call's abort signal fires
+            // (recorded: what the test asks) or GET /release lets it finish.
+            entry.aborted = false;
+            const end = (aborted) => {
+              if (entry.aborted !== false) return;
+              entry.aborted = aborted;
+              held.delete(release);
+              try {
+                if (aborted) c.error(abortSignal.reason ?? failure('aborted'));
+                else {
+                  c.enqueue({ type: 'text-end', id: parts.find((p) => p.type === 'text-start').id });
+                  c.enqueue(finish('stop'));
+                  c.close();
+                }
+              } catch {}
+            };
+            const release = () => end(null);
+            held.add(release);
+            if (abortSignal?.aborted) end(true);
+            abortSignal?.addEventListener('abort', () => end(true), { once: true });
+          }
         },
       }),
     };
@@ -218,8 +246,11 @@ async function agui(req, res) {
 
 async function vercel(req, res) {
   const params = await readJson(req);
+  // What Mastra's own chatRoute does: the request's abort signal is the run's.
+  const gone = new AbortController();
+  res.on('close', () => { if (!res.writableFinished) gone.abort(); });
   const stream = await handleChatStream({
-    mastra, agentId: 'oracle', version: 'v7', params, sendReasoning: true,
+    mastra, agentId: 'oracle', version: 'v7', params: { ...params, abortSignal: gone.signal }, sendReasoning: true,
     defaultOptions: { clientTools: VERCEL_CLIENT_TOOLS },
   });
   const r = createUIMessageStreamResponse({ stream });
@@ -238,6 +269,11 @@ const server = http.createServer((req, res) => {
   if (req.method === 'GET' && url.pathname === '/history') {
     res.writeHead(200, { 'content-type': 'application/json' });
     return res.end(JSON.stringify(history.slice(Number(url.searchParams.get('since') ?? 0))));
+  }
+  if (req.method === 'GET' && url.pathname === '/release') {
+    for (const r of [...held]) r();
+    res.writeHead(200, { 'content-type': 'application/json' });
+    return res.end('{"ok":true}');
   }
   if (req.method === 'GET' && url.pathname === '/healthz') {
     res.writeHead(200, { 'content-type': 'application/json' });
