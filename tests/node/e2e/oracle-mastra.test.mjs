@@ -25,8 +25,8 @@ const DELIBERATE = [
 // Where Mastra's two adapters differ from each other by construction, the
 // native side is brought to what the other dialect's adapter can say, and
 // everything else is still compared (see adjust below):
-// - Error text: @mastra/ai-sdk sends the error serialised as JSON (with a
-//   stack), @ag-ui/mastra's run fails with `String(error)`; babelgate passes
+// - Error text: @mastra/ai-sdk sends the error serialised as JSON (its
+//   fields), @ag-ui/mastra's run fails with `String(error)`; babelgate passes
 //   each upstream's text as it is. Compared: the scripted message in it.
 // - Failed tool calls (retry, error_during): @ag-ui/mastra drops Mastra's
 //   `tool-error` chunk, so its AG-UI stream has no result for a failed call:
