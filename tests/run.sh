@@ -172,7 +172,7 @@ if [ -n "$RUN_OUT" ]; then
   # The public AG-UI conformance validator: no error, no warning, on every
   # AG-UI output of this run and on the captures it is compared with.
   [ -d "$RUN_OUT/golden" ] && check "ag-ui-validate" "$VENV/bin/python" tests/python/agui_conformance.py \
-    "$RUN_OUT/golden" tests/fixtures/ag-ui tests/fixtures/oracle
+    "$RUN_OUT/golden" tests/fixtures/ag-ui tests/fixtures/oracle tests/fixtures/oracle-mastra
 else
   echo "-- not validated (SKIP_CARGO=1): golden streams and adapter dumps"
 fi

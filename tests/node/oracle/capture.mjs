@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Oracle capture and comparison: pydantic-ai's own adapters are the reference.
 //
-//   node tests/node/oracle/capture.mjs [--no-gateway]
+//   node tests/node/oracle/capture.mjs [--no-gateway] [--mastra]
 //
 // Env: ORACLE_PY (default target/oracle-venv/bin/python), BABELGATE (default
 // target/debug/babelgate, else /work/main/target/debug/babelgate),
@@ -36,8 +36,8 @@ import { HttpAgent } from '@ag-ui/client';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..', '..');
-const FIX = path.join(ROOT, 'tests', 'fixtures', 'oracle');
-const OUT = path.join(ROOT, 'target', 'oracle');
+const FIXTURES = path.join(ROOT, 'tests', 'fixtures', 'oracle');
+const OUTPUT = path.join(ROOT, 'target', 'oracle');
 const ORACLE_PORT = Number(process.env.ORACLE_PORT ?? 18765);
 const GATEWAY_PORT = Number(process.env.GATEWAY_PORT ?? 18766);
 const ORACLE = `http://127.0.0.1:${ORACLE_PORT}`;
@@ -199,7 +199,7 @@ export function normalize(v) {
       if (/^(id|messageId|parentMessageId|runId)$/.test(key ?? '')) return idOf(x);
       return x.replace(UUID, (m) => idOf(m));
     }
-    if (typeof x === 'number' && /timestamp/i.test(key ?? '')) return '<ts>';
+    if (typeof x === 'number' && /timestamp|^createdAt$/i.test(key ?? '')) return '<ts>';
     if (Array.isArray(x)) return x.map((e) => walk(e, key));
     if (x && typeof x === 'object') {
       const o = {};
@@ -210,6 +210,9 @@ export function normalize(v) {
   };
   return walk(v);
 }
+
+// Each side numbered on its own, so that equal shapes get equal ids.
+const normalizeEach = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, normalize(v)]));
 
 export function diff(a, b, at = '$', out = []) {
   if (JSON.stringify(a) === JSON.stringify(b)) return out;
@@ -272,11 +275,21 @@ function aguiFollowUp(scenario, first, messages) {
  * scenario natively and through the gateway, and returns the report of
  * differences. `writeFixtures: false` (the test) leaves tests/fixtures alone.
  */
-export async function compareAll({ writeFixtures = true } = {}) {
+export async function compareAll({
+  writeFixtures = true,
+  fixtures: FIX = FIXTURES,
+  out: OUT = OUTPUT,
+  agent = [PY, path.join(ROOT, 'tests', 'python', 'oracle_agent.py')],
+  scenarios = SCENARIOS,
+  // (scenario, turn, {cvN, cvG, caN, caG}) -> the same, normalised: where a
+  // framework's two adapters differ by construction, the caller says how,
+  // and everything else is still compared.
+  adjust = (_s, _t, c) => c,
+} = {}) {
   const saveFixture = writeFixtures ? save : () => {};
   fs.mkdirSync(FIX, { recursive: true });
   fs.mkdirSync(OUT, { recursive: true });
-  start(PY, [path.join(ROOT, 'tests', 'python', 'oracle_agent.py'), '--port', String(ORACLE_PORT)], 'oracle');
+  start(agent[0], [...agent.slice(1), '--port', String(ORACLE_PORT)], 'oracle');
   await waitFor(`${ORACLE}/healthz`);
   if (!noGateway) {
     const toml = `[server]
@@ -306,7 +319,7 @@ upstream_protocol = "vercel"
   }
 
   const report = {};
-  for (const s of SCENARIOS) {
+  for (const s of scenarios) {
     const vUser = { id: 'user-1', role: 'user', parts: [{ type: 'text', text: PROMPT(s) }] };
     const aUser = { id: 'user-1', role: 'user', content: PROMPT(s) };
     const turns = {};
@@ -334,10 +347,11 @@ upstream_protocol = "vercel"
     const cvG = await vercelClient(gV.bytes);
     const caN = await aguiClient(nA.bytes);
     const caG = await aguiClient(gA.bytes);
+    const a1 = adjust(s, 'turn1', normalizeEach({ cvN, cvG, caN, caG }));
     turns.turn1 = {
       status: { native_vercel: nV.status, gw_vercel: gV.status, native_agui: nA.status, gw_agui: gA.status },
-      vercel_client: diff(normalize(cvN), normalize(cvG)),
-      agui_client: diff(normalize(caN), normalize(caG)),
+      vercel_client: diff(a1.cvN, a1.cvG),
+      agui_client: diff(a1.caN, a1.caG),
       // What the model saw: gateway route to /agui vs native /agui request, etc.
       history_via_v_from_agui_vs_native_agui: diff(normalize(nA.history), normalize(gV.history)),
       history_via_a_from_vercel_vs_native_vercel: diff(normalize(nV.history), normalize(gA.history)),
@@ -371,8 +385,9 @@ upstream_protocol = "vercel"
       if (r.gA) c.caG = await aguiClient(r.gA.bytes);
       t2.missing = Object.entries({ fvN, fvG, faN, faG }).filter(([, v]) => !v).map(([k]) => k);
       t2.status = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v.status]));
-      t2.vercel_client = diff(normalize(c.cvN ?? null), normalize(c.cvG ?? null));
-      t2.agui_client = diff(normalize(c.caN ?? null), normalize(c.caG ?? null));
+      const a2 = adjust(s, 'turn2', normalizeEach({ cvN: c.cvN ?? null, cvG: c.cvG ?? null, caN: c.caN ?? null, caG: c.caG ?? null }));
+      t2.vercel_client = diff(a2.cvN, a2.cvG);
+      t2.agui_client = diff(a2.caN, a2.caG);
       t2.history_via_v_from_agui_vs_native_agui = diff(normalize(r.nA?.history ?? null), normalize(r.gV?.history ?? null));
       t2.history_via_a_from_vercel_vs_native_vercel = diff(normalize(r.nV?.history ?? null), normalize(r.gA?.history ?? null));
       save(path.join(OUT, `${s}.turn2.clients.json`), JSON.stringify(normalize(c), null, 2) + '\n');
@@ -396,6 +411,18 @@ upstream_protocol = "vercel"
   return report;
 }
 
+// The second framework (tests/node/oracle2/mastra-agent.mjs): same scenarios,
+// same comparison; its captures go to tests/fixtures/oracle-mastra/.
+export const MASTRA = {
+  fixtures: path.join(ROOT, 'tests', 'fixtures', 'oracle-mastra'),
+  out: path.join(ROOT, 'target', 'oracle-mastra'),
+  agent: [process.execPath, path.join(ROOT, 'tests', 'node', 'oracle2', 'mastra-agent.mjs')],
+};
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  compareAll().then(() => { stopAll(); process.exit(0); }, (e) => { console.error(e); stopAll(); process.exit(1); });
+  compareAll(process.argv.includes('--mastra') ? MASTRA : {}).then(() => { stopAll(); process.exit(0); }, (e) => { console.error(e); stopAll(); process.exit(1); });
 }
+
+// For tests that send their own requests to the agent and the gateway that
+// compareAll started (same ports).
+export { post, aguiBody, vercelBody, ORACLE, GATEWAY };

@@ -9,6 +9,7 @@
 
 export const DELIBERATE = [
   { id: 'wire-sequence', test: 'pydantic-ai', path: /^\$\.(eventTypes|chunkTypes)\b/ },
+  { id: 'wire-sequence', test: 'mastra', path: /^\$\.(eventTypes|chunkTypes)\b/ },
   { id: 'message-metadata-chunk', test: 'pydantic-ai', path: /^\$\.message\.metadata$/ },
   { id: 'minted-ids', test: 'pydantic-ai', path: /\.metadata\.__pydantic_ai__\.ui_message_id$/ },
   { id: 'minted-ids', test: 'pydantic-ai', path: /\.run_id$/ },
