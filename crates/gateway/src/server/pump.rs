@@ -90,6 +90,11 @@ impl Pump {
         S: futures_util::Stream<Item = Result<Bytes, String>> + Unpin,
     {
         let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
+        if self.recorder.is_some() {
+            // The run log keeps, beside each client event, the core events
+            // it was encoded from.
+            self.translator.keep_journal();
+        }
         let mut first_sent = false;
         // Small to start: most streams are mostly idle, and it grows to fit.
         // Where each event starts and ends is kept only for the run log.
@@ -333,7 +338,8 @@ impl Pump {
         let chunk = match &mut self.recorder {
             Some(rec) => {
                 let mut with_ids = Vec::with_capacity(out.bytes().len() + 64);
-                rec.record(out, &mut with_ids).await;
+                let steps = self.translator.take_journal();
+                rec.record(out, steps, &mut with_ids).await;
                 out.clear();
                 Bytes::from(with_ids)
             }
@@ -639,7 +645,9 @@ mod tests {
                 let mut read = log.read("r1", None);
                 while let Some(item) = read.next().await {
                     match item.unwrap() {
-                        LogItem::Event { id, data } => logged.push((id, data)),
+                        // entries of core events that encoded to nothing are never sent
+                        LogItem::Event { data, .. } if data.is_empty() => {}
+                        LogItem::Event { id, data, .. } => logged.push((id, data)),
                         LogItem::End(_) => break,
                         other => panic!("{other:?}"),
                     }
