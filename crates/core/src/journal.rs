@@ -6,14 +6,57 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::codec::Encoder;
-use crate::event::{Event, EventKind};
+use crate::codec::{EncodeContext, Encoder};
+use crate::event::Event;
+use crate::ids::IdGen;
 use crate::sink::Sink;
+
+/// What an encoder's output depends on besides the events: its context as
+/// the stream began (ids included, so that a replay mints the same ones).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    pub ids: IdGen,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(default)]
+    pub extension_frames: bool,
+}
+
+impl Setup {
+    pub fn of(ctx: &EncodeContext) -> Self {
+        Setup {
+            ids: ctx.ids.clone(),
+            thread_id: ctx.thread_id.clone(),
+            run_id: ctx.run_id.clone(),
+            message_id: ctx.message_id.clone(),
+            extension_frames: ctx.extension_frames,
+        }
+    }
+
+    /// The context to build the replaying encoder with (the clock is now's).
+    pub fn context(&self) -> EncodeContext {
+        EncodeContext {
+            ids: self.ids.clone(),
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+            message_id: self.message_id.clone(),
+            extension_frames: self.extension_frames,
+            ..EncodeContext::default()
+        }
+    }
+}
 
 /// One call the encoder got.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
+    /// The encoder was built with this context (first, when known): a
+    /// replay builds its encoder with the same.
+    Begin(Setup),
     /// `encode` of this (shaped) event.
     Event(Event),
     /// `finish`: the stream's end.
@@ -27,25 +70,14 @@ pub enum Step {
 }
 
 impl Step {
-    /// Makes the same call on `encoder`.
+    /// Makes the same call on `encoder` (`Begin` is the caller's: it says
+    /// how to build the encoder).
     pub fn replay(&self, encoder: &mut dyn Encoder, sink: &mut Sink) {
         match self {
+            Step::Begin(_) => {}
             Step::Event(ev) => encoder.encode_to(ev, sink),
             Step::Finish => encoder.finish_to(sink),
             Step::Fail { message, code } => encoder.fail_to(message, code.as_deref(), sink),
-        }
-    }
-
-    /// The event the step stands for in a summary of the stream: a failure
-    /// is its `RunError`; the end marker is none.
-    pub fn event(&self) -> Option<Event> {
-        match self {
-            Step::Event(ev) => Some(ev.clone()),
-            Step::Finish => None,
-            Step::Fail { message, code } => Some(Event::new(EventKind::RunError {
-                message: message.clone(),
-                code: code.clone(),
-            })),
         }
     }
 
@@ -69,11 +101,16 @@ pub struct Noted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Role;
+    use crate::event::{EventKind, Role};
 
     #[test]
     fn steps_round_trip_through_json() {
         let steps = vec![
+            Step::Begin(Setup::of(&EncodeContext {
+                thread_id: Some("t".into()),
+                extension_frames: true,
+                ..EncodeContext::default()
+            })),
             Step::Event(Event::new(EventKind::TextStart {
                 message_id: "m".into(),
                 role: Role::Assistant,

@@ -4,7 +4,7 @@
 use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
-use crate::journal::{Noted, Step};
+use crate::journal::{Noted, Setup, Step};
 use crate::shape::{Keep, Shaper};
 use crate::sink::Sink;
 use crate::sse::{Frame, FrameError, SseFramer};
@@ -78,6 +78,8 @@ pub struct Translator {
     /// While the encoder only observes (its bytes go to `scratch`): the
     /// index of the next span of the caller's sink.
     observe_at: Option<usize>,
+    /// The encoder's context as it was built, the journal's first step.
+    setup: Option<Setup>,
 }
 
 impl Translator {
@@ -100,7 +102,14 @@ impl Translator {
             done: false,
             journal: None,
             observe_at: None,
+            setup: None,
         }
+    }
+
+    /// The context the encoder was built with (see [`Setup`]), for the
+    /// journal to begin with.
+    pub fn note_setup(&mut self, setup: Setup) {
+        self.setup = Some(setup);
     }
 
     /// From now on, notes every call the encoder gets with the span of the
@@ -108,7 +117,13 @@ impl Translator {
     /// [`take_journal`](Self::take_journal) whenever it takes the output
     /// (span indices are the output sink's, from its last clear).
     pub fn keep_journal(&mut self) {
-        self.journal.get_or_insert_with(Vec::new);
+        if self.journal.is_none() {
+            let begin = self.setup.take().map(|setup| Noted {
+                step: Step::Begin(setup),
+                span: 0,
+            });
+            self.journal = Some(begin.into_iter().collect());
+        }
     }
 
     /// The steps noted since the last call.
@@ -684,6 +699,7 @@ mod tests {
             j.iter()
                 .map(|n| {
                     let k = match &n.step {
+                        Step::Begin(_) => "begin".into(),
                         Step::Event(e) => e.kind.name().to_string(),
                         Step::Finish => "finish".into(),
                         Step::Fail { .. } => "fail".into(),

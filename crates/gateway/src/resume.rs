@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
-use babelgate_core::journal::{Noted, Step};
+use babelgate_core::journal::{Noted, Setup, Step};
 use babelgate_core::request::Message;
 use babelgate_core::track::OpenTracker;
 use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Shaper, Sink, SpanKind};
@@ -217,6 +217,7 @@ fn decode_steps(core: Option<&Bytes>) -> Vec<Step> {
 /// what the client got: it is given the logged steps (its bytes dropped), so
 /// that an error at any point closes exactly what the client has open.
 struct Replica {
+    dialect: Dialect,
     encoder: Box<dyn Encoder>,
     scratch: Sink,
     /// The client's stream has its end (finish or failure) already.
@@ -226,10 +227,16 @@ struct Replica {
 impl Replica {
     fn new(dialect: Dialect) -> Self {
         Replica {
+            dialect,
             encoder: registry::encoder(dialect, EncodeContext::default()),
             scratch: Sink::untracked(Vec::new()),
             ended: false,
         }
+    }
+
+    /// The encoder as the live one was built (its ids, thread and run).
+    fn begin(&mut self, setup: &Setup) {
+        self.encoder = registry::encoder(self.dialect, setup.context());
     }
 
     /// The client got the bytes these steps wrote.
@@ -237,6 +244,9 @@ impl Replica {
         for step in steps {
             if self.ended {
                 break;
+            }
+            if let Step::Begin(setup) = step {
+                self.begin(setup);
             }
             step.replay(self.encoder.as_mut(), &mut self.scratch);
             self.ended = step.ends();
@@ -454,6 +464,9 @@ fn snapshot(
         .iter()
         .flat_map(|e| decode_steps(e.core.as_ref()))
         .collect();
+    if let Some(Step::Begin(setup)) = steps.first() {
+        replica.begin(setup);
+    }
     let end = steps.iter().find(|s| s.ends()).cloned();
     let events: Vec<&Event> = steps
         .iter()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
+use babelgate_core::journal::Setup;
 use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
@@ -30,7 +31,10 @@ pub(super) fn stream_translator(
     ctx: EncodeContext,
     continue_message_id: Option<String>,
 ) -> Translator {
-    let translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
+    let setup = Setup::of(&ctx);
+    let mut translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
+    // For the run log: a follower builds its encoder as this one was.
+    translator.note_setup(setup);
     if registry::policy(client).gateway_keeps_history {
         translator.with_assembler(MessageAssembler::new(continue_message_id))
     } else {
