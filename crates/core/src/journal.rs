@@ -58,7 +58,7 @@ pub enum Step {
     /// replay builds its encoder with the same.
     Begin(Setup),
     /// `encode` of this (shaped) event.
-    Event(Event),
+    Event(Box<Event>),
     /// `finish`: the stream's end.
     Finish,
     /// `fail`: the dialect's error, then the end.
@@ -111,18 +111,18 @@ mod tests {
                 extension_frames: true,
                 ..EncodeContext::default()
             })),
-            Step::Event(Event::new(EventKind::TextStart {
+            Step::Event(Box::new(Event::new(EventKind::TextStart {
                 message_id: "m".into(),
                 role: Role::Assistant,
                 name: None,
-            })),
-            Step::Event(
+            }))),
+            Step::Event(Box::new(
                 Event::new(EventKind::TextDelta {
                     message_id: "m".into(),
                     delta: "hé\u{2028}".into(),
                 })
                 .with_timestamp(Some(5)),
-            ),
+            )),
             Step::Fail {
                 message: "x".into(),
                 code: Some("run_lost".into()),

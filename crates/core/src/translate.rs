@@ -428,7 +428,7 @@ impl Translator {
     fn deliver(&mut self, ev: &Event, out: &mut Sink) {
         let before = out.spans().len();
         self.encoder.encode_to(ev, out);
-        self.note(|| Step::Event(ev.clone()), before, out);
+        self.note(|| Step::Event(Box::new(ev.clone())), before, out);
         if ev.kind.is_terminal() {
             self.run_ended = true;
         }

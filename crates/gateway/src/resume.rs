@@ -472,7 +472,7 @@ fn snapshot(
         .iter()
         .take_while(|s| !s.ends())
         .filter_map(|s| match s {
-            Step::Event(ev) => Some(ev),
+            Step::Event(ev) => Some(ev.as_ref()),
             _ => None,
         })
         .collect();
@@ -573,10 +573,10 @@ mod tests {
     use super::*;
 
     fn step(delta: &str) -> Step {
-        Step::Event(Event::new(EventKind::TextDelta {
+        Step::Event(Box::new(Event::new(EventKind::TextDelta {
             message_id: "m".into(),
             delta: delta.into(),
-        }))
+        })))
     }
 
     #[tokio::test]
