@@ -98,13 +98,13 @@ impl Recorder {
                 .filter_map(|(&i, core)| spans.get(i).map(|s| (s, core)))
                 .map(|(s, core)| Entry {
                     data: chunk.slice(s.range.clone()),
-                    core: encode_steps(core),
+                    core: write_steps(core),
                 })
                 .collect();
             if !trailing.is_empty() {
                 entries.push(Entry {
                     data: Bytes::new(),
-                    core: encode_steps(&trailing),
+                    core: write_steps(&trailing),
                 });
             }
             ids.reserve(entries.len());
@@ -189,7 +189,7 @@ impl Drop for FollowerSlot {
 }
 
 /// A log entry's core part, as stored.
-fn encode_steps(steps: &[Step]) -> Option<Bytes> {
+fn write_steps(steps: &[Step]) -> Option<Bytes> {
     if steps.is_empty() {
         return None;
     }
@@ -203,7 +203,7 @@ fn encode_steps(steps: &[Step]) -> Option<Bytes> {
 }
 
 /// A log entry's core part, read back (none from a log written without).
-fn decode_steps(core: Option<&Bytes>) -> Vec<Step> {
+fn read_steps(core: Option<&Bytes>) -> Vec<Step> {
     let Some(core) = core else {
         return Vec::new();
     };
@@ -369,7 +369,7 @@ impl Follow {
                 }
                 Ok(LogItem::Event { id, data, core }) => {
                     if skip.is_some_and(|after| id <= after) {
-                        replica.observe(&decode_steps(core.as_ref()));
+                        replica.observe(&read_steps(core.as_ref()));
                         continue;
                     }
                     match held.as_mut() {
@@ -377,7 +377,7 @@ impl Follow {
                             if !data.is_empty() {
                                 with_id(id, &data, &mut out);
                             }
-                            replica.observe(&decode_steps(core.as_ref()));
+                            replica.observe(&read_steps(core.as_ref()));
                         }
                         Some(h) => {
                             h.bytes += data.len() + core.as_ref().map_or(0, Bytes::len);
@@ -391,7 +391,7 @@ impl Follow {
                                     if !e.data.is_empty() {
                                         with_id(e.id, &e.data, &mut out);
                                     }
-                                    replica.observe(&decode_steps(e.core.as_ref()));
+                                    replica.observe(&read_steps(e.core.as_ref()));
                                 }
                             } else if at_last {
                                 let entries = held.take().map(|h| h.entries).unwrap_or_default();
@@ -462,7 +462,7 @@ fn snapshot(
 ) {
     let steps: Vec<Step> = entries
         .iter()
-        .flat_map(|e| decode_steps(e.core.as_ref()))
+        .flat_map(|e| read_steps(e.core.as_ref()))
         .collect();
     if let Some(Step::Begin(setup)) = steps.first() {
         replica.begin(setup);
@@ -621,7 +621,7 @@ mod tests {
         while logged.len() < 4 {
             match read.next().await {
                 Some(Ok(LogItem::Event { id, data, core })) => {
-                    logged.push((id, data, decode_steps(core.as_ref())))
+                    logged.push((id, data, read_steps(core.as_ref())))
                 }
                 Some(Ok(_)) => {}
                 other => panic!("read: {other:?}"),
@@ -666,7 +666,7 @@ mod tests {
         let open = [Logged {
             id: EventId::new(5, 1),
             data: Bytes::from_static(b"data: x\n\n"),
-            core: encode_steps(&[step("hi")]),
+            core: write_steps(&[step("hi")]),
         }];
         for dialect in [Dialect::AgUi, Dialect::Hai] {
             let mut out = Vec::new();
