@@ -4,21 +4,47 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde::{Deserialize, Serialize};
+
 /// Makes ids. Random by default; sequential (`msg-1`, `msg-2`...) for tests and
-/// golden files, so snapshots need no id filters.
-#[derive(Debug, Clone)]
+/// golden files, so snapshots need no id filters. Its state is plain data: a
+/// copy taken before a stream (see `journal::Setup`) mints the same ids again
+/// for the same calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IdGen {
-    Random { seed: RandomState, counter: u64 },
-    Sequential { next: u64 },
+    /// Ids keyed by a random key drawn once per generator.
+    Random {
+        key: [u64; 2],
+        counter: u64,
+    },
+    Sequential {
+        next: u64,
+    },
 }
 
 impl Default for IdGen {
     fn default() -> Self {
+        // RandomState is keyed from the OS: two of its hashes make the key.
+        let word = |salt: u64| {
+            let mut h = RandomState::new().build_hasher();
+            h.write_u64(salt);
+            h.finish()
+        };
         IdGen::Random {
-            seed: RandomState::new(),
+            key: [word(1), word(2)],
             counter: 0,
         }
     }
+}
+
+/// SipHash-1-3 of `word` under `key`: a keyed PRF, so ids do not give the key
+/// away (an invertible mixer would: one id, and the rest follow).
+fn keyed(key: [u64; 2], word: u64) -> u64 {
+    use std::hash::Hasher;
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(key[0], key[1]);
+    h.write_u64(word);
+    h.finish()
 }
 
 impl IdGen {
@@ -34,15 +60,13 @@ impl IdGen {
                 *next += 1;
                 format!("{prefix}-{n}")
             }
-            IdGen::Random { seed, counter } => {
+            IdGen::Random { key, counter } => {
                 *counter += 1;
-                // RandomState is keyed per process from the OS; two hashes
-                // of a counter give 128 unpredictable-enough bits for ids.
-                let mut a = seed.build_hasher();
-                a.write_u64(*counter);
-                let mut b = seed.build_hasher();
-                b.write_u64(!*counter);
-                format!("{prefix}_{:016x}{:016x}", a.finish(), b.finish())
+                // 128 bits from a random key and the counter: unique per
+                // generator, unrelated between generators.
+                let a = keyed(*key, *counter);
+                let b = keyed(*key, !*counter);
+                format!("{prefix}_{a:016x}{b:016x}")
             }
         }
     }
@@ -82,5 +106,10 @@ mod tests {
         let (a, b) = (r.next("m"), r.next("m"));
         assert_ne!(a, b);
         assert_eq!(a.len(), 2 + 32);
+        // a copy of the state mints the same ids; another generator others
+        let mut copy = IdGen::default();
+        let mut again = copy.clone();
+        assert_eq!(copy.next("m"), again.next("m"));
+        assert_ne!(copy.next("m"), IdGen::default().next("m"));
     }
 }

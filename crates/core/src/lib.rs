@@ -20,6 +20,7 @@ pub mod codec;
 pub mod dialect;
 pub mod event;
 pub mod ids;
+pub mod journal;
 pub mod json;
 pub mod policy;
 pub mod request;

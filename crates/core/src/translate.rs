@@ -4,6 +4,7 @@
 use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
+use crate::journal::{Noted, Setup, Step};
 use crate::shape::{Keep, Shaper};
 use crate::sink::Sink;
 use crate::sse::{Frame, FrameError, SseFramer};
@@ -71,6 +72,14 @@ pub struct Translator {
     run_ended: bool,
     input_ended: bool,
     done: bool,
+    /// What the encoder was given and where its bytes went, while a caller
+    /// keeps it (see [`keep_journal`](Self::keep_journal)).
+    journal: Option<Vec<Noted>>,
+    /// While the encoder only observes (its bytes go to `scratch`): the
+    /// index of the next span of the caller's sink.
+    observe_at: Option<usize>,
+    /// The encoder's context as it was built, the journal's first step.
+    setup: Option<Setup>,
 }
 
 impl Translator {
@@ -91,7 +100,57 @@ impl Translator {
             run_ended: false,
             input_ended: false,
             done: false,
+            journal: None,
+            observe_at: None,
+            setup: None,
         }
+    }
+
+    /// The context the encoder was built with (see [`Setup`]), for the
+    /// journal to begin with.
+    pub fn note_setup(&mut self, setup: Setup) {
+        self.setup = Some(setup);
+    }
+
+    /// From now on, notes every call the encoder gets with the span of the
+    /// output it belongs to (see [`Noted`]); the caller takes them with
+    /// [`take_journal`](Self::take_journal) whenever it takes the output
+    /// (span indices are the output sink's, from its last clear).
+    pub fn keep_journal(&mut self) {
+        if self.journal.is_none() {
+            let begin = self.setup.take().map(|setup| Noted {
+                step: Step::Begin(setup),
+                span: 0,
+            });
+            self.journal = Some(begin.into_iter().collect());
+        }
+    }
+
+    /// The steps noted since the last call.
+    pub fn take_journal(&mut self) -> Vec<Noted> {
+        match &mut self.journal {
+            Some(j) => std::mem::take(j),
+            None => Vec::new(),
+        }
+    }
+
+    /// Notes a step whose call began when `out` had `before` spans.
+    fn note(&mut self, step: impl FnOnce() -> Step, before: usize, out: &Sink) {
+        let Some(journal) = &mut self.journal else {
+            return;
+        };
+        let span = match self.observe_at {
+            Some(at) => at,
+            None => {
+                let after = out.spans().len();
+                if after > before {
+                    after - 1
+                } else {
+                    after
+                }
+            }
+        };
+        journal.push(Noted { step: step(), span });
     }
 
     /// A translator between an upstream and a client of the same dialect:
@@ -209,10 +268,15 @@ impl Translator {
         if self.sealed {
             // Passthrough: the upstream's `[DONE]` is out, nothing follows it.
             let mut scratch = std::mem::take(&mut self.scratch);
+            self.observe_at = Some(out.spans().len());
             self.encoder.finish_to(&mut scratch);
+            self.note(|| Step::Finish, 0, &scratch);
+            self.observe_at = None;
             self.scratch = scratch;
         } else {
+            let before = out.spans().len();
             self.encoder.finish_to(out);
+            self.note(|| Step::Finish, before, out);
         }
         self.done = true;
         Ok(())
@@ -223,10 +287,16 @@ impl Translator {
     pub fn fail_to(&mut self, message: &str, code: Option<&str>, out: &mut Sink) {
         if !self.done {
             if self.sealed {
-                self.observe_pending();
+                self.observe_pending(out.spans().len());
             } else {
                 self.encode_pending(out);
+                let before = out.spans().len();
                 self.encoder.fail_to(message, code, out);
+                let step = || Step::Fail {
+                    message: message.to_string(),
+                    code: code.map(str::to_string),
+                };
+                self.note(step, before, out);
             }
             self.done = true;
         }
@@ -254,7 +324,7 @@ impl Translator {
             // implies at the end (AG-Kit: a run waiting on an interrupt
             // ends) is still the client's.
             if self.sealed {
-                self.observe_pending();
+                self.observe_pending(out.spans().len());
             } else {
                 self.end_marker_from_observed(out);
             }
@@ -276,7 +346,7 @@ impl Translator {
             if self.passthrough {
                 if self.sealed {
                     // Nothing is written after the end marker.
-                    self.observe_pending();
+                    self.observe_pending(out.spans().len());
                 } else if frame.is_done() {
                     // The end marker is the encoder's: written when the
                     // encoder ends the stream with one here (not after a
@@ -285,7 +355,7 @@ impl Translator {
                     self.end_marker_from_observed(out);
                 } else if self.events.iter().all(|e| self.encoder.passes(e)) {
                     // Observed, then written as received.
-                    self.observe_pending();
+                    self.observe_pending(out.spans().len());
                     out.data(&frame.data);
                 } else {
                     self.encode_pending(out);
@@ -297,7 +367,7 @@ impl Translator {
         self.frames = frames;
         if self.passthrough {
             // What a frame that failed to decode left is not written.
-            self.observe_pending();
+            self.observe_pending(out.spans().len());
         }
         self.encode_pending(out);
         result
@@ -332,7 +402,9 @@ impl Translator {
     /// but for the end marker, when it ends the stream with one.
     fn end_marker_from_observed(&mut self, out: &mut Sink) {
         let mut scratch = std::mem::take(&mut self.scratch);
+        self.observe_at = Some(out.spans().len());
         self.encode_pending(&mut scratch);
+        self.observe_at = None;
         if scratch.bytes().ends_with(DONE) {
             out.done();
             self.sealed = true;
@@ -341,17 +413,22 @@ impl Translator {
         self.scratch = scratch;
     }
 
-    /// Passthrough: the encoder sees the pending events, its bytes dropped.
-    fn observe_pending(&mut self) {
+    /// Passthrough: the encoder sees the pending events, its bytes dropped;
+    /// `at`: the index of the next span of the caller's sink.
+    fn observe_pending(&mut self, at: usize) {
         let mut scratch = std::mem::take(&mut self.scratch);
+        self.observe_at = Some(at);
         self.encode_pending(&mut scratch);
+        self.observe_at = None;
         scratch.clear();
         self.scratch = scratch;
     }
 
     /// One shaped event to the encoder (and the assembler).
     fn deliver(&mut self, ev: &Event, out: &mut Sink) {
+        let before = out.spans().len();
         self.encoder.encode_to(ev, out);
+        self.note(|| Step::Event(Box::new(ev.clone())), before, out);
         if ev.kind.is_terminal() {
             self.run_ended = true;
         }
@@ -614,5 +691,55 @@ mod tests {
             at = s.range.end;
         }
         assert_eq!(at, out.len());
+    }
+
+    #[test]
+    fn the_journal_notes_each_step_with_the_span_it_ended_in() {
+        let kinds = |j: &[Noted]| -> Vec<(String, usize)> {
+            j.iter()
+                .map(|n| {
+                    let k = match &n.step {
+                        Step::Begin(_) => "begin".into(),
+                        Step::Event(e) => e.kind.name().to_string(),
+                        Step::Finish => "finish".into(),
+                        Step::Fail { .. } => "fail".into(),
+                    };
+                    (k, n.span)
+                })
+                .collect()
+        };
+        let mut t = tr();
+        let mut sink = Sink::new();
+        t.push_to(b"data: {\"t\":\"a\"}\n\n", &mut sink).unwrap();
+        assert!(t.take_journal().is_empty(), "off unless asked for");
+        t.keep_journal();
+        t.push_to(b"data: {\"t\":\"b\"}\n\n", &mut sink).unwrap();
+        t.fail_to("gone", Some("x"), &mut sink);
+        let spans = sink.spans().len();
+        assert_eq!(
+            kinds(&t.take_journal()),
+            [
+                ("text_delta".to_string(), 3),
+                ("fail".to_string(), spans - 1)
+            ]
+        );
+        assert!(t.take_journal().is_empty());
+
+        // Same dialect: the encoder only observes; each event belongs to
+        // the frame written after it.
+        let mut t = Translator::passthrough(
+            SseFramer::new(64),
+            Box::new(Lines),
+            Box::new(Marks::default()),
+        );
+        t.keep_journal();
+        let mut sink = Sink::new();
+        t.push_to(b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\n", &mut sink)
+            .unwrap();
+        assert_eq!(sink.spans().len(), 2);
+        assert_eq!(
+            kinds(&t.take_journal()),
+            [("text_delta".to_string(), 0), ("text_delta".to_string(), 1)]
+        );
     }
 }

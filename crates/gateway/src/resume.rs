@@ -2,17 +2,27 @@
 //! run's log (babelgate-store), with the log's id as the SSE `id:`; a client
 //! that reconnects reads the log back from where it was, then follows the
 //! live tail, on any instance that shares the store.
+//!
+//! Each entry holds the client's event as sent and, beside it, the core
+//! steps its encoder was given (`core`, JSON of [`Step`]s: the shaped events
+//! whose encoding ended in that event, the stream's end or failure); steps
+//! that wrote nothing (dropped by the dialect) go with the next event, or in
+//! an entry of their own that is never sent. A follower replays the steps
+//! into an encoder of the client's dialect to know what the client has open,
+//! and builds a snapshot from them: it never decodes the gateway's own
+//! output. Cost: each event is stored about twice (its bytes, and its core
+//! event as JSON, about as large), and both count towards the log's caps.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
+use babelgate_core::journal::{Noted, Setup, Step};
 use babelgate_core::request::Message;
-use babelgate_core::sse::{SseFramer, DEFAULT_MAX_EVENT_BYTES};
 use babelgate_core::track::OpenTracker;
-use babelgate_core::{Decoder, Dialect, EncodeContext, Encoder, Event, EventKind, Sink, SpanKind};
-use babelgate_store::{EventId, LogItem, RunLog, RunOutcome, RunWriter};
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Shaper, Sink, SpanKind};
+use babelgate_store::{Entry, EventId, LogItem, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -48,29 +58,57 @@ impl Recorder {
         }
     }
 
-    /// Logs each event the sink holds and writes it, with its id, to
-    /// `client`: the sink's spans say where each starts and ends (nothing is
-    /// scanned). Comments (heartbeats) are not logged; bytes outside any span
-    /// go out as they are.
-    pub async fn record(&mut self, out: &Sink, client: &mut Vec<u8>) {
+    /// Logs each event the sink holds, with the core steps of the
+    /// translator's journal that belong to it, and writes it, with its id,
+    /// to `client`: the sink's spans say where each starts and ends (nothing
+    /// is scanned). Comments (heartbeats) are not logged; bytes outside any
+    /// span go out as they are; steps that belong to no event of the sink
+    /// are logged in an entry of their own, never sent.
+    pub async fn record(&mut self, out: &Sink, steps: Vec<Noted>, client: &mut Vec<u8>) {
         let bytes = out.bytes();
         let Some(writer) = self.writer.as_ref() else {
             client.extend_from_slice(bytes);
             return;
         };
         let spans = out.spans();
+        let events: Vec<usize> = spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.kind == SpanKind::Event)
+            .map(|(i, _)| i)
+            .collect();
+        // A step goes with the first event at or after its span (the last
+        // slot: after every event of the sink).
+        let mut cores: Vec<Vec<Step>> = vec![Vec::new(); events.len() + 1];
+        for noted in steps {
+            let k = events.partition_point(|&i| i < noted.span);
+            if let Some(core) = cores.get_mut(k) {
+                core.push(noted.step);
+            }
+        }
+        let trailing = cores.pop().unwrap_or_default();
         // One copy of the chunk, each logged event a slice of it, and one
         // store call for them all: an upstream read often holds many events.
         let mut ids = Vec::new();
-        if spans.iter().any(|s| s.kind == SpanKind::Event) {
+        if !events.is_empty() || !trailing.is_empty() {
             let chunk = Bytes::copy_from_slice(bytes);
-            let logged: Vec<Bytes> = spans
+            let mut entries: Vec<Entry> = events
                 .iter()
-                .filter(|s| s.kind == SpanKind::Event)
-                .map(|s| chunk.slice(s.range.clone()))
+                .zip(&cores)
+                .filter_map(|(&i, core)| spans.get(i).map(|s| (s, core)))
+                .map(|(s, core)| Entry {
+                    data: chunk.slice(s.range.clone()),
+                    core: write_steps(core),
+                })
                 .collect();
-            ids.reserve(logged.len());
-            if let Err(e) = writer.append_batch(logged, &mut ids).await {
+            if !trailing.is_empty() {
+                entries.push(Entry {
+                    data: Bytes::new(),
+                    core: write_steps(&trailing),
+                });
+            }
+            ids.reserve(entries.len());
+            if let Err(e) = writer.append_entries(entries, &mut ids).await {
                 tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
                 self.writer = None;
             }
@@ -150,26 +188,80 @@ impl Drop for FollowerSlot {
     }
 }
 
-/// Decodes the client-dialect bytes a log holds back into core events.
-struct Reader {
-    framer: SseFramer,
-    decoder: Box<dyn Decoder>,
+/// A log entry's core part, as stored.
+fn write_steps(steps: &[Step]) -> Option<Bytes> {
+    if steps.is_empty() {
+        return None;
+    }
+    match serde_json::to_vec(steps) {
+        Ok(json) => Some(Bytes::from(json)),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not log the core events of a client event");
+            None
+        }
+    }
 }
 
-impl Reader {
+/// A log entry's core part, read back (none from a log written without).
+fn read_steps(core: Option<&Bytes>) -> Vec<Step> {
+    let Some(core) = core else {
+        return Vec::new();
+    };
+    serde_json::from_slice(core).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "unreadable core events in the run log");
+        Vec::new()
+    })
+}
+
+/// An encoder of the client's dialect in the state of the one that wrote
+/// what the client got: it is given the logged steps (its bytes dropped), so
+/// that an error at any point closes exactly what the client has open.
+struct Replica {
+    dialect: Dialect,
+    encoder: Box<dyn Encoder>,
+    scratch: Sink,
+    /// The client's stream has its end (finish or failure) already.
+    ended: bool,
+}
+
+impl Replica {
     fn new(dialect: Dialect) -> Self {
-        Reader {
-            framer: SseFramer::new(DEFAULT_MAX_EVENT_BYTES),
-            decoder: registry::decoder(dialect),
+        Replica {
+            dialect,
+            encoder: registry::encoder(dialect, EncodeContext::default()),
+            scratch: Sink::untracked(Vec::new()),
+            ended: false,
         }
     }
 
-    fn read(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
-        let mut frames = Vec::new();
-        // The log holds what our own encoder wrote: it decodes.
-        let _ = self.framer.push(bytes, &mut frames);
-        for f in &frames {
-            let _ = self.decoder.decode(f, out);
+    /// The encoder as the live one was built (its ids, thread and run).
+    fn begin(&mut self, setup: &Setup) {
+        self.encoder = registry::encoder(self.dialect, setup.context());
+    }
+
+    /// The client got the bytes these steps wrote.
+    fn observe(&mut self, steps: &[Step]) {
+        for step in steps {
+            if self.ended {
+                break;
+            }
+            if let Step::Begin(setup) = step {
+                self.begin(setup);
+            }
+            step.replay(self.encoder.as_mut(), &mut self.scratch);
+            self.ended = step.ends();
+            self.scratch.clear();
+        }
+    }
+
+    /// Ends the client's stream with the dialect's error, after closing what
+    /// it has open; nothing when its stream has ended already.
+    fn fail(&mut self, message: &str, code: &str, out: &mut Vec<u8>) {
+        if !self.ended {
+            self.ended = true;
+            let mut sink = Sink::untracked(std::mem::take(out));
+            self.encoder.fail_to(message, Some(code), &mut sink);
+            *out = sink.into_bytes();
         }
     }
 }
@@ -196,8 +288,9 @@ pub struct Follow {
     pub last: Option<EventId>,
     /// Snapshot mode: the run's input, first in the snapshot.
     pub input: Vec<Message>,
-    /// Snapshot mode: at most this many bytes of log are held to build the
-    /// snapshot; past it the run is replayed as it was sent instead.
+    /// Snapshot mode: at most this many bytes of log (client bytes and core
+    /// parts) are held to build the snapshot; past it the run is replayed as
+    /// it was sent instead.
     pub max_snapshot_bytes: usize,
     /// Held for as long as the client is followed.
     pub slot: FollowerSlot,
@@ -208,15 +301,22 @@ pub struct Follow {
 
 /// Snapshot mode: the log read so far, until it reaches `last`.
 struct Held {
-    entries: Vec<(EventId, Bytes)>,
+    entries: Vec<Logged>,
     bytes: usize,
     last: EventId,
+}
+
+/// One log entry as read.
+struct Logged {
+    id: EventId,
+    data: Bytes,
+    core: Option<Bytes>,
 }
 
 impl Follow {
     /// Streams the log to the client: the replay, then the live tail, each
     /// event with its id; a lost run, a broken store or shutdown ends with the
-    /// dialect's error, after closing what the replay left open.
+    /// dialect's error, after closing what the client has open.
     pub async fn run(self, tx: mpsc::Sender<Bytes>, shutdown: CancellationToken) {
         let Follow {
             runs,
@@ -229,20 +329,16 @@ impl Follow {
             slot: _slot,
             abort,
         } = self;
-        let after = match mode {
-            Mode::After(a) => a,
+        // With `Last-Event-ID` the log is still read from its start: what
+        // the client got before the id is not sent again, but its steps
+        // tell what the client has open.
+        let mut skip = match mode {
+            Mode::After(after) => after,
             Mode::Snapshot => None,
         };
-        let mut log = runs.read(&run_id, after);
-        // A client-to-client translator fed with everything sent, so that an
-        // error at any point closes exactly what the client has open.
-        let mut shadow = registry::translator(
-            dialect,
-            dialect,
-            EncodeContext::default(),
-            DEFAULT_MAX_EVENT_BYTES,
-        );
-        let mut sink = Vec::new();
+        let mut log = runs.read(&run_id, None);
+        let mut first = true;
+        let mut replica = Replica::new(dialect);
         let mut out = Vec::new();
         // Snapshot mode: the log up to `last` is held (as the store gave
         // it: no copy in memory), then summarised; past the cap, replayed.
@@ -254,74 +350,73 @@ impl Follow {
             }),
             _ => None,
         };
-        loop {
+        let failure = loop {
             let item = tokio::select! {
                 item = log.next() => match item {
                     Some(item) => item,
-                    None => break,
+                    None => break None,
                 },
-                () = shutdown.cancelled() => {
-                    shadow.fail("the gateway is shutting down", Some("shutdown"), &mut out);
-                    break;
-                }
+                () = shutdown.cancelled() => break Some(("the gateway is shutting down", "shutdown")),
             };
+            let at_start = std::mem::take(&mut first);
             match item {
-                Ok(LogItem::Event { id, data }) => {
-                    let _ = shadow.push(&data, &mut sink);
-                    sink.clear();
+                Ok(LogItem::Truncated) if at_start && skip.is_some() => {
+                    // The log lost its start: read from the client's id as
+                    // asked (the store says whether any of that is gone);
+                    // what was open before it is unknown, as the log is.
+                    log = runs.read(&run_id, skip.take());
+                    continue;
+                }
+                Ok(LogItem::Event { id, data, core }) => {
+                    if skip.is_some_and(|after| id <= after) {
+                        replica.observe(&read_steps(core.as_ref()));
+                        continue;
+                    }
                     match held.as_mut() {
-                        None => with_id(id, &data, &mut out),
+                        None => {
+                            if !data.is_empty() {
+                                with_id(id, &data, &mut out);
+                            }
+                            replica.observe(&read_steps(core.as_ref()));
+                        }
                         Some(h) => {
-                            h.bytes += data.len();
+                            h.bytes += data.len() + core.as_ref().map_or(0, Bytes::len);
                             let at_last = id >= h.last;
-                            h.entries.push((id, data));
+                            h.entries.push(Logged { id, data, core });
                             if h.bytes > max_snapshot_bytes {
                                 // Too much to summarise within the bound:
                                 // the run as it was sent (a valid stream
                                 // from its start), then the tail.
-                                for (id, data) in held.take().map(|h| h.entries).unwrap_or_default()
-                                {
-                                    with_id(id, &data, &mut out);
+                                for e in held.take().map(|h| h.entries).unwrap_or_default() {
+                                    if !e.data.is_empty() {
+                                        with_id(e.id, &e.data, &mut out);
+                                    }
+                                    replica.observe(&read_steps(e.core.as_ref()));
                                 }
                             } else if at_last {
                                 let entries = held.take().map(|h| h.entries).unwrap_or_default();
                                 // The summary's last event carries the id it covers.
-                                snapshot(
-                                    dialect,
-                                    &input,
-                                    &decode(dialect, &entries),
-                                    Some(id),
-                                    &mut out,
-                                );
+                                snapshot(&mut replica, &input, &entries, Some(id), &mut out);
                             }
                         }
                     }
                 }
-                Ok(LogItem::End(_)) => break,
+                Ok(LogItem::End(_)) => break None,
                 Ok(LogItem::Lost) => {
-                    shadow.fail(
+                    break Some((
                         "the gateway instance serving this run went away",
-                        Some("run_lost"),
-                        &mut out,
-                    );
-                    break;
+                        "run_lost",
+                    ))
                 }
                 Ok(LogItem::Truncated) => {
-                    shadow.fail(
+                    break Some((
                         "the events since the last one received are no longer kept",
-                        Some("resume_truncated"),
-                        &mut out,
-                    );
-                    break;
+                        "resume_truncated",
+                    ))
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the run failed");
-                    shadow.fail(
-                        "reading the run failed",
-                        Some("store_unavailable"),
-                        &mut out,
-                    );
-                    break;
+                    break Some(("reading the run failed", "store_unavailable"));
                 }
             }
             if !out.is_empty()
@@ -332,49 +427,55 @@ impl Follow {
             {
                 return; // the client went away again; the run is not affected
             }
-        }
+        };
         if let Some(h) = held.take() {
-            // The log ended before reaching `last` (it was trimmed): summarise
-            // what there is.
-            snapshot(
-                dialect,
-                &input,
-                &decode(dialect, &h.entries),
-                None,
-                &mut out,
-            );
+            // The log ended (or failed) before reaching `last`: summarise
+            // what there is, before any error.
+            snapshot(&mut replica, &input, &h.entries, None, &mut out);
+        }
+        if let Some((message, code)) = failure {
+            replica.fail(message, code, &mut out);
         }
         if !out.is_empty() {
             let _ = tx.send(Bytes::from(out)).await;
         }
-        if shadow.encoder().aborts() {
+        if replica.encoder.aborts() {
             abort.store(true, Ordering::Release);
         }
     }
 }
 
-/// The core events of logged client-dialect events.
-fn decode(dialect: Dialect, entries: &[(EventId, Bytes)]) -> Vec<Event> {
-    let mut reader = Reader::new(dialect);
-    let mut events = Vec::new();
-    for (_, data) in entries {
-        reader.read(data, &mut events);
-    }
-    events
-}
-
 /// What a client without `Last-Event-ID` gets first: the run's start, a
 /// messages snapshot (the run's input and what is complete so far), then the
-/// items still open, re-opened with what they hold. `tag`: the id the
+/// items still open, re-opened with what they hold, all built from the
+/// logged core events and shaped by the same stage as a live stream, then
+/// written by `replica`'s encoder (which goes on observing the tail). A run
+/// that already ended gets its end as it got it live. `tag`: the id the
 /// summary covers, put on its last event (the sink says where that starts),
 /// so that a later reconnect with `Last-Event-ID` continues after it.
 fn snapshot(
-    dialect: Dialect,
+    replica: &mut Replica,
     input: &[Message],
-    events: &[Event],
+    entries: &[Logged],
     tag: Option<EventId>,
     out: &mut Vec<u8>,
 ) {
+    let steps: Vec<Step> = entries
+        .iter()
+        .flat_map(|e| read_steps(e.core.as_ref()))
+        .collect();
+    if let Some(Step::Begin(setup)) = steps.first() {
+        replica.begin(setup);
+    }
+    let end = steps.iter().find(|s| s.ends()).cloned();
+    let events: Vec<&Event> = steps
+        .iter()
+        .take_while(|s| !s.ends())
+        .filter_map(|s| match s {
+            Step::Event(ev) => Some(ev.as_ref()),
+            _ => None,
+        })
+        .collect();
     let mut tracker = OpenTracker::default();
     let mut split = events.len();
     let mut open_since: Vec<(usize, String)> = Vec::new();
@@ -398,24 +499,51 @@ fn snapshot(
     let mut messages = input.to_vec();
     messages.extend(assembler.finish());
 
-    let mut encoder: Box<dyn Encoder> = registry::encoder(dialect, EncodeContext::default());
-    let mut sink = Sink::new();
+    let mut summary: Vec<Event> = Vec::new();
     if let Some(start) = done
         .iter()
         .find(|e| matches!(e.kind, EventKind::RunStarted { .. }))
     {
-        encoder.encode_to(start, &mut sink);
+        summary.push((*start).clone());
     }
-    encoder.encode_to(
-        &Event::new(EventKind::MessagesSnapshot { messages }),
-        &mut sink,
+    summary.push(Event::new(EventKind::MessagesSnapshot { messages }));
+    summary.extend(
+        open.iter()
+            .filter(|e| !matches!(e.kind, EventKind::RunStarted { .. }))
+            .map(|e| (*e).clone()),
     );
-    for ev in open {
-        if !matches!(ev.kind, EventKind::RunStarted { .. }) {
-            encoder.encode_to(ev, &mut sink);
+    // A run that ended says so (only events before its end are open).
+    if let Some(end) = done.iter().rev().find(|e| e.kind.is_terminal()) {
+        summary.push((*end).clone());
+    }
+    let mut shaper = Shaper::new();
+    let mut shaped = Vec::new();
+    for ev in &summary {
+        shaper.push(ev, &mut shaped);
+    }
+    // The tail goes on as it was sent: a message it continues must be open
+    // even when nothing was said in it yet (the stage holds a start until
+    // its first content).
+    let (mut wanted, mut given) = (OpenTracker::default(), OpenTracker::default());
+    summary.iter().for_each(|e| wanted.observe(e));
+    shaped.iter().for_each(|e| given.observe(e));
+    for ev in &summary {
+        if let EventKind::TextStart { message_id, .. } = &ev.kind {
+            if wanted.text_open(message_id) && !given.text_open(message_id) {
+                given.observe(ev);
+                shaped.push(ev.clone());
+            }
         }
     }
-    // No `finish`: the live tail continues the run.
+    let mut sink = Sink::new();
+    for ev in &shaped {
+        replica.encoder.encode_to(ev, &mut sink);
+    }
+    // No `finish` otherwise: the live tail continues the run.
+    if let Some(step) = end {
+        step.replay(replica.encoder.as_mut(), &mut sink);
+        replica.ended = true;
+    }
     let (bytes, spans) = sink.take();
     let last = spans
         .iter()
@@ -444,6 +572,13 @@ fn item_start(kind: &EventKind) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn step(delta: &str) -> Step {
+        Step::Event(Box::new(Event::new(EventKind::TextDelta {
+            message_id: "m".into(),
+            delta: delta.into(),
+        })))
+    }
+
     #[tokio::test]
     async fn recorded_events_get_the_ids_of_their_log_entries() {
         use babelgate_store::{MemoryConfig, MemoryRunLog};
@@ -458,30 +593,57 @@ mod tests {
         sink.data("1");
         sink.comment("ping");
         sink.data("2");
-        rec.record(&sink, &mut client).await;
+        // a step of the first event, one noted at the comment (it goes with
+        // the next event), one after every event (an entry of its own)
+        let noted = vec![
+            Noted {
+                step: step("a"),
+                span: 0,
+            },
+            Noted {
+                step: step("b"),
+                span: 1,
+            },
+            Noted {
+                step: step("c"),
+                span: 3,
+            },
+        ];
+        rec.record(&sink, noted, &mut client).await;
         sink.clear();
         sink.comment("ping");
-        rec.record(&sink, &mut client).await;
+        rec.record(&sink, Vec::new(), &mut client).await;
         sink.clear();
         sink.data("3");
-        rec.record(&sink, &mut client).await;
+        rec.record(&sink, Vec::new(), &mut client).await;
         let mut logged = Vec::new();
         let mut read = log.read("r1", None);
-        while logged.len() < 3 {
+        while logged.len() < 4 {
             match read.next().await {
-                Some(Ok(LogItem::Event { id, data })) => logged.push((id, data)),
+                Some(Ok(LogItem::Event { id, data, core })) => {
+                    logged.push((id, data, read_steps(core.as_ref())))
+                }
                 Some(Ok(_)) => {}
                 other => panic!("read: {other:?}"),
             }
         }
         // the comments are not logged and carry no id; each event carries
-        // the id of its own entry
-        let [(a, d1), (b, d2), (c, d3)] = &logged[..] else {
+        // the id of its own entry; the core-only entry is not sent
+        let [(a, d1, c1), (b, d2, c2), (_, d3, c3), (c, d4, c4)] = &logged[..] else {
             unreachable!()
         };
         assert_eq!(
-            [&d1[..], &d2[..], &d3[..]],
-            [b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"]
+            [&d1[..], &d2[..], &d3[..], &d4[..]],
+            [&b"data: 1\n\n"[..], b"data: 2\n\n", b"", b"data: 3\n\n"]
+        );
+        assert_eq!(
+            [c1, c2, c3, c4],
+            [
+                &vec![step("a")],
+                &vec![step("b")],
+                &vec![step("c")],
+                &vec![]
+            ]
         );
         let want = format!(
             "id: {a}\ndata: 1\n\n: ping\n\nid: {b}\ndata: 2\n\n: ping\n\nid: {c}\ndata: 3\n\n"
@@ -495,26 +657,29 @@ mod tests {
         sink.clear();
         sink.data("4");
         sink.data("5");
-        rec.record(&sink, &mut client).await;
+        rec.record(&sink, Vec::new(), &mut client).await;
         assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
     }
 
     #[test]
     fn the_snapshot_s_last_event_gets_the_id() {
-        let open = [Event::new(EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: "hi".into(),
-        })];
+        let open = [Logged {
+            id: EventId::new(5, 1),
+            data: Bytes::from_static(b"data: x\n\n"),
+            core: write_steps(&[step("hi")]),
+        }];
         for dialect in [Dialect::AgUi, Dialect::Hai] {
             let mut out = Vec::new();
-            snapshot(dialect, &[], &open, Some(EventId::new(5, 1)), &mut out);
+            let mut replica = Replica::new(dialect);
+            snapshot(&mut replica, &[], &open, Some(EventId::new(5, 1)), &mut out);
             let text = String::from_utf8(out).unwrap();
             let evs: Vec<&str> = text.trim_end().split("\n\n").collect();
             assert!(evs.len() >= 2, "{text}");
             assert!(evs.last().unwrap().starts_with("id: 5-1\n"), "{text}");
             assert_eq!(text.matches("id: ").count(), 1, "{text}");
+            assert!(text.contains("hi"), "{text}");
             let mut untagged = Vec::new();
-            snapshot(dialect, &[], &open, None, &mut untagged);
+            snapshot(&mut Replica::new(dialect), &[], &open, None, &mut untagged);
             assert!(!String::from_utf8(untagged).unwrap().contains("id: "));
         }
     }

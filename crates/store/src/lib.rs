@@ -17,6 +17,11 @@
 //!   thread id) to the latest run begun for it, so a reconnecting client can
 //!   find it. [`RunLog::read`] replays a log from any point and then follows it
 //!   live until the run ends ([`LogItem::End`]) or is lost ([`LogItem::Lost`]).
+//!   Beside its bytes an entry may hold a second opaque part, `core` (the
+//!   gateway puts there the neutral events the bytes were encoded from, so
+//!   a follower never decodes its own output); an entry with empty bytes and
+//!   a `core` part is never sent to a client (events that encoded to
+//!   nothing). Both parts count towards the byte caps.
 //!
 //! # Life of a run
 //!
@@ -83,7 +88,7 @@
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
 //! | `<p>:conv:{<thread>}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` and `max_history_bytes` | `history_ttl`, refreshed by reads and appends |
-//! | `<p>:run:{<id>}:log` | stream | a begin marker (field `b`), one entry per SSE event (field `d` = the bytes), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: the retention; lost: `lost_retention` |
+//! | `<p>:run:{<id>}:log` | stream | a begin marker (field `b`), one entry per SSE event (field `d` = the bytes, empty for a core-only entry; field `c` = its `core` part, when there is one), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: the retention; lost: `lost_retention` |
 //! | `<p>:run:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id), `input` (the run's input, a JSON array of at most `max_input_bytes`) | as the log |
 //! | `<p>:run:{<id>}:lease` | string | the owner, `SET ... PX <lease>` on begin and renew | the lease |
 //! | `<p>:latest:<key>` | string | id of the latest run begun for the conversation key | as that run's log |
@@ -278,11 +283,39 @@ impl RunInfo {
     }
 }
 
+/// One entry of a run log as appended: the client's SSE event as sent, and
+/// an optional second part the store keeps beside it without reading it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Entry {
+    /// The SSE event as the client gets it (empty: nothing is sent).
+    pub data: Bytes,
+    /// Opaque to the store: the gateway keeps the neutral events that
+    /// `data` was encoded from here.
+    pub core: Option<Bytes>,
+}
+
+impl Entry {
+    /// An entry of client bytes only.
+    pub fn data(data: Bytes) -> Self {
+        Entry { data, core: None }
+    }
+
+    /// What the entry counts against the byte caps: both parts.
+    pub fn size(&self) -> usize {
+        self.data.len() + self.core.as_ref().map_or(0, Bytes::len)
+    }
+}
+
 /// What [`RunLog::read`] yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogItem {
-    /// One SSE event as it was sent, with its id.
-    Event { id: EventId, data: Bytes },
+    /// One entry as it was appended, with its id: `data` as it was sent
+    /// (empty for an entry that holds only `core`), `core` as it was given.
+    Event {
+        id: EventId,
+        data: Bytes,
+        core: Option<Bytes>,
+    },
     /// Entries the reader asked for were dropped by the per-run caps; comes
     /// first, then what is left.
     Truncated,
@@ -330,19 +363,32 @@ pub trait RunLog: Send + Sync {
     /// [`StoreError::UnknownRun`] when its data is gone.
     async fn append(&self, run_id: &str, data: Bytes) -> Result<EventId, StoreError> {
         let mut ids = Vec::with_capacity(1);
-        self.append_batch(run_id, vec![data], &mut ids).await?;
+        self.append_entries(run_id, vec![Entry::data(data)], &mut ids)
+            .await?;
         ids.pop()
             .ok_or_else(|| StoreError::Corrupt("append gave no id".into()))
     }
 
     /// Appends several SSE events in order, as [`append`](RunLog::append)
-    /// one by one would, pushing each one's id to `ids`; on an error, `ids`
-    /// holds the ids of the events appended before it. The memory backend
-    /// takes its lock once per batch, Redis answers it in one round trip.
+    /// one by one would (see [`append_entries`](RunLog::append_entries)).
     async fn append_batch(
         &self,
         run_id: &str,
         data: Vec<Bytes>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        let entries = data.into_iter().map(Entry::data).collect();
+        self.append_entries(run_id, entries, ids).await
+    }
+
+    /// Appends entries in order, pushing each one's id to `ids`; on an
+    /// error, `ids` holds the ids of the entries appended before it. The
+    /// memory backend takes its lock once per batch, Redis answers it in one
+    /// round trip.
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        entries: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError>;
 
@@ -368,7 +414,7 @@ pub trait RunLog: Send + Sync {
     /// The run `run_id`, as [`latest`](RunLog::latest) reports it.
     async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError>;
 
-    /// The id of the last event appended so far (`None`: none yet, or no
+    /// The id of the last entry appended so far (`None`: none yet, or no
     /// such run). A reconnecting client is summarised up to it, then follows.
     async fn last_id(&self, run_id: &str) -> Result<Option<EventId>, StoreError>;
 

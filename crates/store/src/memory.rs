@@ -10,7 +10,7 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
 use crate::{
-    ConversationStore, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
+    ConversationStore, Entry, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
     RunStatus, StoreError, MIN_RETENTION,
 };
 
@@ -206,7 +206,7 @@ struct Run {
     key: String,
     owner: String,
     started: Instant,
-    entries: VecDeque<(EventId, Bytes)>,
+    entries: VecDeque<(EventId, Entry)>,
     bytes: usize,
     /// The run's input for snapshots (JSON array), counted in the total.
     input: Bytes,
@@ -394,10 +394,10 @@ impl RunLog for MemoryRunLog {
         Ok(previous)
     }
 
-    async fn append_batch(
+    async fn append_entries(
         &self,
         run_id: &str,
-        data: Vec<Bytes>,
+        data: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
         if data.is_empty() {
@@ -425,7 +425,7 @@ impl RunLog for MemoryRunLog {
         };
         let mut added = 0;
         for (id, d) in ids.iter().skip(first).zip(data) {
-            added += d.len();
+            added += d.size();
             run.entries.push_back((*id, d));
         }
         run.bytes += added;
@@ -434,7 +434,7 @@ impl RunLog for MemoryRunLog {
             && (run.entries.len() > sh.max_entries || run.bytes > sh.max_bytes)
         {
             if let Some((old, dropped)) = run.entries.pop_front() {
-                run.bytes -= dropped.len();
+                run.bytes -= dropped.size();
                 run.trimmed = Some(old);
             }
         }
@@ -463,10 +463,10 @@ impl RunLog for MemoryRunLog {
                 break;
             };
             if let Some((old, dropped)) = largest.entries.pop_front() {
-                largest.bytes -= dropped.len();
+                largest.bytes -= dropped.size();
                 largest.trimmed = Some(old);
                 largest.bump();
-                runs.total_bytes -= dropped.len();
+                runs.total_bytes -= dropped.size();
             }
         }
         Ok(())
@@ -689,10 +689,11 @@ impl Reader {
                 Some(c) => run.entries.partition_point(|(id, _)| *id <= c),
                 None => 0,
             };
-            for (id, data) in run.entries.range(from..).take(READ_BATCH) {
+            for (id, entry) in run.entries.range(from..).take(READ_BATCH) {
                 self.pending.push_back(Ok(LogItem::Event {
                     id: *id,
-                    data: data.clone(),
+                    data: entry.data.clone(),
+                    core: entry.core.clone(),
                 }));
                 self.cursor = Some(*id);
             }

@@ -15,7 +15,7 @@ use redis::{AsyncConnectionConfig, ErrorKind, RedisError, Script, Value};
 use tokio::sync::{oneshot, watch};
 
 use crate::{
-    ConversationStore, EventId, LogItem, Message, RedisConfig, RunInfo, RunLog, RunOutcome,
+    ConversationStore, Entry, EventId, LogItem, Message, RedisConfig, RunInfo, RunLog, RunOutcome,
     RunStatus, StoreError, MIN_RETENTION,
 };
 
@@ -58,15 +58,23 @@ redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return 1
 "#;
 
-/// KEYS log meta lease; ARGV data max_entries max_bytes lost_ms.
-/// Returns {0} unknown, {1} not running, {2, id}.
+/// KEYS log meta lease; ARGV data max_entries max_bytes lost_ms [core].
+/// Returns {0} unknown, {1} not running, {2, id}. An entry's size is its
+/// data and its core part together.
 const APPEND: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[4])
 if not st then return {0} end
 if st ~= 'running' then return {1} end
-local id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[1])
+local id
+local size = string.len(ARGV[1])
+if ARGV[5] then
+  id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[1], 'c', ARGV[5])
+  size = size + string.len(ARGV[5])
+else
+  id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[1])
+end
 local n = redis.call('HINCRBY', KEYS[2], 'entries', 1)
-local b = redis.call('HINCRBY', KEYS[2], 'bytes', string.len(ARGV[1]))
+local b = redis.call('HINCRBY', KEYS[2], 'bytes', size)
 local max_n = tonumber(ARGV[2])
 local max_b = tonumber(ARGV[3])
 local trimmed = false
@@ -77,7 +85,9 @@ while n > 1 and (n > max_n or b > max_b) do
   local fields = first[2]
   if fields[1] == 'd' then
     n = n - 1
-    b = b - string.len(fields[2])
+    for i = 2, #fields, 2 do
+      b = b - string.len(fields[i])
+    end
     trimmed = first[1]
   end
 end
@@ -613,10 +623,10 @@ impl RunLog for RedisStore {
     /// would be). A server that lost its script cache answers NOSCRIPT
     /// before running any of them; the script is then loaded and the batch
     /// sent again.
-    async fn append_batch(
+    async fn append_entries(
         &self,
         run_id: &str,
-        data: Vec<Bytes>,
+        data: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
         if data.is_empty() {
@@ -633,10 +643,13 @@ impl RunLog for RedisStore {
             let mut inv = script.key(&log);
             inv.key(&meta)
                 .key(&lease)
-                .arg(&d[..])
+                .arg(&d.data[..])
                 .arg(max_entries.as_bytes())
                 .arg(max_bytes.as_bytes())
                 .arg(lost_ms.as_bytes());
+            if let Some(core) = &d.core {
+                inv.arg(&core[..]);
+            }
             pipe.invoke_script(&inv);
         }
         let mut con = inner.conn.clone();
@@ -1067,11 +1080,14 @@ impl Reader {
             let id = parse_id(&entry.id)?;
             self.cursor = entry.id.clone();
             if let Some(v) = entry.map.get("d") {
-                let data = match v {
-                    Value::BulkString(b) => Bytes::from(b.clone()),
-                    _ => return Err(StoreError::Corrupt(format!("entry {id}"))),
+                let bytes = |v: &Value| match v {
+                    Value::BulkString(b) => Ok(Bytes::from(b.clone())),
+                    _ => Err(StoreError::Corrupt(format!("entry {id}"))),
                 };
-                self.pending.push_back(Ok(LogItem::Event { id, data }));
+                let data = bytes(v)?;
+                let core = entry.map.get("c").map(bytes).transpose()?;
+                self.pending
+                    .push_back(Ok(LogItem::Event { id, data, core }));
             } else if let Some(v) = entry.map.get("e") {
                 let outcome = text(v)
                     .as_deref()

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{EventId, RunInfo, RunLog, RunOutcome, StoreError};
+use crate::{Entry, EventId, RunInfo, RunLog, RunOutcome, StoreError};
 
 /// The pump's handle on a run it proxies.
 ///
@@ -73,6 +73,16 @@ impl RunWriter {
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
         self.log.append_batch(&self.run_id, data, ids).await
+    }
+
+    /// Appends entries, client bytes with their core part (see
+    /// [`RunLog::append_entries`]).
+    pub async fn append_entries(
+        &self,
+        entries: Vec<Entry>,
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        self.log.append_entries(&self.run_id, entries, ids).await
     }
 
     /// Whether a stop was requested (as learnt so far).

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use babelgate_core::Role;
 use babelgate_store::{
-    BoxStream, Bytes, EventId, LogItem, MemoryConfig, Message, RedisConfig, RunInfo, RunLog,
+    BoxStream, Bytes, Entry, EventId, LogItem, MemoryConfig, Message, RedisConfig, RunInfo, RunLog,
     RunOutcome, RunStatus, RunWriter, StoreConfig, StoreError, Stores,
 };
 use futures_util::StreamExt;
@@ -156,7 +156,9 @@ fn events(items: &[LogItem]) -> Vec<(EventId, String)> {
     items
         .iter()
         .filter_map(|i| match i {
-            LogItem::Event { id, data } => Some((*id, String::from_utf8_lossy(data).into_owned())),
+            LogItem::Event { id, data, .. } => {
+                Some((*id, String::from_utf8_lossy(data).into_owned()))
+            }
             _ => None,
         })
         .collect()
@@ -214,6 +216,8 @@ on_both_backends!(
     ended_log_expires_after_retention,
     unknown_runs_are_reported,
     caps_drop_the_oldest_entries_and_readers_are_told,
+    entries_keep_their_core_part_beside_the_bytes,
+    core_parts_count_towards_the_byte_cap,
     ping_answers,
     waiting_for_a_stop_polls_nothing,
     history_is_capped_by_bytes,
@@ -409,7 +413,8 @@ async fn log_replays_everything_then_the_end(kind: Kind) {
         items[4],
         LogItem::Event {
             id: last,
-            data: binary
+            data: binary,
+            core: None,
         }
     );
     assert_eq!(items[5], LogItem::End(RunOutcome::Completed));
@@ -529,7 +534,7 @@ async fn log_resumes_mid_run_from_the_last_id(kind: Kind) {
     let mut seen = Vec::new();
     for _ in 0..2 {
         match next_item(&mut first).await {
-            LogItem::Event { id, data } => seen.push((id, data)),
+            LogItem::Event { id, data, .. } => seen.push((id, data)),
             other => panic!("{other:?}"),
         }
     }
@@ -686,13 +691,13 @@ impl RunLog for Counting {
     ) -> Result<Option<RunInfo>, StoreError> {
         self.log.begin(key, run_id, owner, lease).await
     }
-    async fn append_batch(
+    async fn append_entries(
         &self,
         run_id: &str,
-        data: Vec<Bytes>,
+        entries: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
-        self.log.append_batch(run_id, data, ids).await
+        self.log.append_entries(run_id, entries, ids).await
     }
     async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
         self.log.renew(run_id, owner, lease).await
@@ -967,6 +972,151 @@ async fn caps_drop_the_oldest_entries_and_readers_are_told(kind: Kind) {
     let items = collect(log.read("r2", None)).await;
     assert_eq!(items.first(), Some(&LogItem::Truncated));
     assert_eq!(datas(&items), ["5678", "9abc"], "byte cap");
+}
+
+fn entry(data: &str, core: Option<&str>) -> Entry {
+    Entry {
+        data: ev(data),
+        core: core.map(ev),
+    }
+}
+
+/// Each entry comes back with its bytes exactly and its core part as
+/// given (none, empty, binary; core-only entries with empty bytes), in
+/// order with plain appends, from the start, after an id and live.
+async fn entries_keep_their_core_part_beside_the_bytes(kind: Kind) {
+    let b = Backend::default(kind).await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let binary = Bytes::from_static(&[0, 255, 10, 13, 128]);
+    let batch = vec![
+        entry("data: a\n\n", Some("[{\"kind\":\"a\"}]")),
+        entry("data: b\n\n", None),
+        entry("", Some("[{\"kind\":\"dropped\"}]")),
+        Entry {
+            data: ev("data: c\n\n"),
+            core: Some(binary.clone()),
+        },
+        entry("data: d\n\n", Some("")),
+    ];
+    let mut ids = Vec::new();
+    log.append_entries("r1", batch.clone(), &mut ids)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 5);
+    let plain = log.append("r1", ev("data: e\n\n")).await.unwrap();
+    assert!(strictly_increasing(&ids) && ids[4] < plain);
+    assert_eq!(log.last_id("r1").await.unwrap(), Some(plain));
+
+    let mut live = b.other().await.runs.read("r1", Some(plain));
+    let mut more = Vec::new();
+    log.append_entries("r1", vec![entry("", Some("late"))], &mut more)
+        .await
+        .unwrap();
+    assert_eq!(
+        next_item(&mut live).await,
+        LogItem::Event {
+            id: more[0],
+            data: Bytes::new(),
+            core: Some(ev("late")),
+        },
+        "a core-only entry reaches a live reader too"
+    );
+    assert_eq!(log.last_id("r1").await.unwrap(), Some(more[0]));
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+
+    let want = |from: usize| -> Vec<LogItem> {
+        batch
+            .iter()
+            .zip(&ids)
+            .skip(from)
+            .map(|(e, id)| LogItem::Event {
+                id: *id,
+                data: e.data.clone(),
+                core: e.core.clone(),
+            })
+            .chain([
+                LogItem::Event {
+                    id: plain,
+                    data: ev("data: e\n\n"),
+                    core: None,
+                },
+                LogItem::Event {
+                    id: more[0],
+                    data: Bytes::new(),
+                    core: Some(ev("late")),
+                },
+                LogItem::End(RunOutcome::Completed),
+            ])
+            .collect()
+    };
+    let reader = b.other().await.runs;
+    assert_eq!(collect(reader.read("r1", None)).await, want(0));
+    assert_eq!(collect(reader.read("r1", Some(ids[1]))).await, want(2));
+}
+
+/// The byte cap counts both parts of an entry.
+async fn core_parts_count_towards_the_byte_cap(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_run_bytes: 20,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let log = b.runs();
+    log.begin("k", "r1", "me", LONG_LEASE).await.unwrap();
+    let mut ids = Vec::new();
+    // 4 + 6, then 2 + 8: 20 bytes, all kept; one byte more drops the first.
+    log.append_entries(
+        "r1",
+        vec![entry("aaaa", Some("AAAAAA")), entry("bb", Some("BBBBBBBB"))],
+        &mut ids,
+    )
+    .await
+    .unwrap();
+    let kept = collect_until_quiet(&*log, "r1").await;
+    assert_eq!(kept, ["aaaa", "bb"]);
+    log.append_entries("r1", vec![entry("", Some("c"))], &mut ids)
+        .await
+        .unwrap();
+    // 10 + 1 held: a 9-byte entry fits only if dropping the first took both
+    // of its parts off the count.
+    log.append_entries("r1", vec![entry("", Some("123456789"))], &mut ids)
+        .await
+        .unwrap();
+    log.end("r1", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let items = collect(log.read("r1", None)).await;
+    assert_eq!(items.first(), Some(&LogItem::Truncated), "{items:?}");
+    assert_eq!(datas(&items), ["bb", "", ""]);
+    let after_first = collect(log.read("r1", Some(ids[0]))).await;
+    assert!(
+        !after_first.contains(&LogItem::Truncated),
+        "only the first entry was dropped: {after_first:?}"
+    );
+}
+
+/// The data of the entries a running run holds now.
+async fn collect_until_quiet(log: &dyn RunLog, run: &str) -> Vec<String> {
+    let last = log.last_id(run).await.unwrap().expect("entries");
+    let mut read = log.read(run, None);
+    let mut out = Vec::new();
+    loop {
+        match next_item(&mut read).await {
+            LogItem::Event { id, data, .. } => {
+                out.push(String::from_utf8_lossy(&data).into_owned());
+                if id == last {
+                    return out;
+                }
+            }
+            other => panic!("{other:?} after {out:?}"),
+        }
+    }
 }
 
 async fn ping_answers(kind: Kind) {

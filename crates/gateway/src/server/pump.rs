@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
+use babelgate_core::journal::Setup;
 use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
@@ -30,7 +31,10 @@ pub(super) fn stream_translator(
     ctx: EncodeContext,
     continue_message_id: Option<String>,
 ) -> Translator {
-    let translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
+    let setup = Setup::of(&ctx);
+    let mut translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
+    // For the run log: a follower builds its encoder as this one was.
+    translator.note_setup(setup);
     if registry::policy(client).gateway_keeps_history {
         translator.with_assembler(MessageAssembler::new(continue_message_id))
     } else {
@@ -90,6 +94,11 @@ impl Pump {
         S: futures_util::Stream<Item = Result<Bytes, String>> + Unpin,
     {
         let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
+        if self.recorder.is_some() {
+            // The run log keeps, beside each client event, the core events
+            // it was encoded from.
+            self.translator.keep_journal();
+        }
         let mut first_sent = false;
         // Small to start: most streams are mostly idle, and it grows to fit.
         // Where each event starts and ends is kept only for the run log.
@@ -333,7 +342,8 @@ impl Pump {
         let chunk = match &mut self.recorder {
             Some(rec) => {
                 let mut with_ids = Vec::with_capacity(out.bytes().len() + 64);
-                rec.record(out, &mut with_ids).await;
+                let steps = self.translator.take_journal();
+                rec.record(out, steps, &mut with_ids).await;
                 out.clear();
                 Bytes::from(with_ids)
             }
@@ -639,7 +649,9 @@ mod tests {
                 let mut read = log.read("r1", None);
                 while let Some(item) = read.next().await {
                     match item.unwrap() {
-                        LogItem::Event { id, data } => logged.push((id, data)),
+                        // entries of core events that encoded to nothing are never sent
+                        LogItem::Event { data, .. } if data.is_empty() => {}
+                        LogItem::Event { id, data, .. } => logged.push((id, data)),
                         LogItem::End(_) => break,
                         other => panic!("{other:?}"),
                     }
