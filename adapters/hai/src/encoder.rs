@@ -154,8 +154,13 @@ impl HaiEncoder {
     }
 
     fn finish_run(&mut self, ev: Option<&Event>, out: &mut Sink) {
-        self.close_all(out);
         let hai = is_hai(ev);
+        // A HAI source's own end comes back as it was sent: what it left
+        // open stays so (`observe_run` forgets it). From another dialect the
+        // shape stage has closed messages; the rest is closed here.
+        if !hai {
+            self.close_all(out);
+        }
         let mut f: Vec<(&str, Value)> = Vec::new();
         if let Some(EventKind::RunFinished {
             thread_id,
@@ -404,8 +409,11 @@ impl HaiEncoder {
             K::RunError { message, code } => {
                 // Business data ends first so the front end gets its complete
                 // message; tool calls are left open (ending one tells the
-                // front end to run it).
-                self.close_biz(out);
+                // front end to run it). A HAI source's error comes back as
+                // it was sent, inside its message if it was.
+                if !hai {
+                    self.close_biz(out);
+                }
                 let mut f = vec![("message", json!(message))];
                 push_opt(&mut f, "code", code);
                 self.write(out, wire::RUN_ERROR, f, Some(ev), false);
