@@ -18,9 +18,10 @@
 //! Whatever the core has no slot for is kept in `extra` (wire names, plus the
 //! `$` notes of [`crate::wire`]) so that the HAI encoder writes the same frames
 //! back. Ends the HAI stream never sent but the core needs (a restarted
-//! business message, before a `TOOL_CALL_RESULT`...) are marked
-//! `$synthesized`. What a run leaves open at its end is not closed here: the
-//! shape stage (`core::shape`) does that for every dialect.
+//! business message, thinking that gives way to text...) are marked
+//! `$synthesized`. What the shape stage (`core::shape`) closes for every
+//! dialect is not closed here: what a run leaves open at its end, a call
+//! whose result arrives before its end.
 
 use babelgate_core::event::{Extra, Interrupt, Outcome};
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, OpenTracker, Role};
@@ -553,13 +554,6 @@ impl HaiDecoder {
                 let content = o
                     .shift_remove("content")
                     .ok_or_else(|| DecodeError::field(ty, "content"))?;
-                if self.tracker.tool_call_open(&id) {
-                    // A result implies the call's end; the source did not say.
-                    let end = synth(K::ToolCallEnd {
-                        tool_call_id: id.clone(),
-                    });
-                    self.emit(out, end);
-                }
                 let ts = take_ts(&mut o);
                 let kind = K::ToolCallResult {
                     tool_call_id: id,
@@ -1409,15 +1403,19 @@ mod tests {
             }
         );
         assert_eq!(evs[5].extra["role"], "tool");
-        // u was still open: its end is implied by the result
+        // u is still open: the end its result implies is the shape stage's
+        assert!(matches!(&k[6], EventKind::ToolCallResult { content, .. } if content.is_array()));
+        let shaped = babelgate_core::Shaper::shape_all(&evs);
+        let at = shaped
+            .iter()
+            .position(|e| matches!(&e.kind, EventKind::ToolCallResult { tool_call_id, .. } if tool_call_id == "u"))
+            .unwrap();
         assert_eq!(
-            k[6],
+            shaped[at - 1].kind,
             EventKind::ToolCallEnd {
                 tool_call_id: "u".into()
             }
         );
-        assert!(is_synth(&evs[6]));
-        assert!(matches!(&k[7], EventKind::ToolCallResult { content, .. } if content.is_array()));
     }
 
     #[test]

@@ -358,8 +358,9 @@ impl HaiEncoder {
         }));
     }
 
-    /// A result, error or denial: the call ends first (a foreign stream may
-    /// not have said so).
+    /// A result, error or denial: the call ends first (the shape stage has
+    /// said so for a foreign stream; a HAI source that did not say so gets
+    /// no end it never sent).
     fn tool_result(
         &mut self,
         ev: &Event,
@@ -368,7 +369,13 @@ impl HaiEncoder {
         out: &mut Sink,
     ) {
         if self.tracker.tool_call_open(tool_call_id) {
-            self.end_tool_call(tool_call_id, out);
+            if is_hai(Some(ev)) {
+                self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
+                    tool_call_id: tool_call_id.to_string(),
+                }));
+            } else {
+                self.end_tool_call(tool_call_id, out);
+            }
         }
         self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
     }
