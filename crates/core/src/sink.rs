@@ -51,16 +51,19 @@ impl Sink {
 
     /// A sink that only appends to `buf` and keeps no spans, for the
     /// `&mut Vec<u8>` APIs (benches, fuzz, the CLI): no cost beyond them.
+    #[inline]
     pub fn untracked(buf: Vec<u8>) -> Self {
         Sink {
             buf,
+            spans: Vec::new(),
+            open: None,
             untracked: true,
-            ..Sink::default()
         }
     }
 
     /// Runs `write` on an untracked sink over `out`'s allocation (no copy),
     /// appending to it: the `&mut Vec<u8>` APIs over the `Sink` ones.
+    #[inline]
     pub fn appending<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
         let mut sink = Sink::untracked(std::mem::take(out));
         let r = write(&mut sink);
@@ -69,6 +72,7 @@ impl Sink {
     }
 
     /// The bytes, the spans dropped.
+    #[inline]
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
