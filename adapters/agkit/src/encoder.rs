@@ -27,8 +27,9 @@
 use foldhash::{HashMap, HashMapExt};
 
 use babelgate_core::event::SourceKind;
-use babelgate_core::sse;
-use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Interrupt, OpenTracker};
+use babelgate_core::{
+    Dialect, EncodeContext, Encoder, Event, EventKind, Interrupt, OpenTracker, Sink,
+};
 use serde_json::{Map, Value};
 
 use crate::request::message_to_wire;
@@ -104,7 +105,7 @@ fn declared(event: &Event) -> bool {
 
 impl AgKitEncoder {
     /// Writes one frame, with the event's extras when they are AG-Kit's own.
-    fn write(out: &mut Vec<u8>, event: &Event, mut obj: Map<String, Value>) {
+    fn write(out: &mut Sink, event: &Event, mut obj: Map<String, Value>) {
         if let Some(extra) = event.extra_from(Dialect::AgKit) {
             for (k, v) in extra {
                 if k != "type" {
@@ -112,7 +113,7 @@ impl AgKitEncoder {
                 }
             }
         }
-        sse::write_json(out, &Value::Object(obj));
+        out.json(&Value::Object(obj));
     }
 
     fn any_call_open(&self) -> bool {
@@ -121,7 +122,7 @@ impl AgKitEncoder {
 
     /// Results wait while a call is open: the tool message they append would
     /// make the client throw on that call's next args.
-    fn result(&mut self, event: &Event, tool_call_id: &str, result: String, out: &mut Vec<u8>) {
+    fn result(&mut self, event: &Event, tool_call_id: &str, result: String, out: &mut Sink) {
         let mut obj = frame(wire::TOOL_RESULT);
         obj.insert("toolCallId".into(), Value::String(tool_call_id.into()));
         obj.insert("result".into(), Value::String(result));
@@ -136,10 +137,10 @@ impl AgKitEncoder {
         self.flush_held(out);
     }
 
-    fn flush_held(&mut self, out: &mut Vec<u8>) {
+    fn flush_held(&mut self, out: &mut Sink) {
         if !self.any_call_open() {
             for obj in self.held.drain(..) {
-                sse::write_json(out, &Value::Object(obj));
+                out.json(&Value::Object(obj));
             }
         }
     }
@@ -151,14 +152,14 @@ impl AgKitEncoder {
         tool_call_id: &str,
         tool_name: &str,
         source: Option<&Event>,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         let mut obj = frame(wire::TOOL_CALL_START);
         obj.insert("toolCallId".into(), Value::String(tool_call_id.into()));
         obj.insert("toolCallName".into(), Value::String(tool_name.into()));
         match source {
             Some(event) => Self::write(out, event, obj),
-            None => sse::write_json(out, &Value::Object(obj)),
+            None => out.json(&Value::Object(obj)),
         }
         self.args.insert(tool_call_id.into(), String::new());
         self.open.observe(&Event::new(EventKind::ToolCallStart {
@@ -174,7 +175,7 @@ impl AgKitEncoder {
     /// result on its own) or offers the call to the user. A call cut before
     /// its arguments were whole JSON is therefore left open (the client shows
     /// it as still streaming and runs nothing) instead of being ended.
-    fn close_open(&mut self, out: &mut Vec<u8>) {
+    fn close_open(&mut self, out: &mut Sink) {
         for ev in self.open.closing_events() {
             if let EventKind::ToolCallEnd { tool_call_id } = &ev.kind {
                 let whole = self
@@ -225,7 +226,7 @@ impl AgKitEncoder {
         obj
     }
 
-    fn encode_one(&mut self, event: &Event, out: &mut Vec<u8>) {
+    fn encode_one(&mut self, event: &Event, out: &mut Sink) {
         use EventKind as K;
         if !self.extensions && !declared(event) {
             self.dropped += 1;
@@ -242,10 +243,10 @@ impl AgKitEncoder {
                 if let babelgate_core::Outcome::Interrupt { interrupts } = outcome {
                     for i in interrupts {
                         let obj = self.interrupt_frame(event, i);
-                        sse::write_json(out, &Value::Object(obj));
+                        out.json(&Value::Object(obj));
                     }
                 }
-                sse::write_done(out);
+                out.done();
                 self.done = true;
             }
             K::RunError { message, code } => {
@@ -527,13 +528,13 @@ impl AgKitEncoder {
             K::Unknown { raw } => match (event.origin, raw) {
                 // Our own: back verbatim (text the decoder could not parse
                 // included).
-                (Some(Dialect::AgKit), Value::String(text)) => sse::write_data(out, text),
-                (Some(Dialect::AgKit), other) => sse::write_json(out, other),
+                (Some(Dialect::AgKit), Value::String(text)) => out.data(text),
+                (Some(Dialect::AgKit), other) => out.json(other),
                 (origin, other) => {
                     let mut obj = frame(wire::UNKNOWN);
                     put_opt(&mut obj, "dialect", origin.map(|d| d.as_str()));
                     put(&mut obj, "event", other.clone());
-                    sse::write_json(out, &Value::Object(obj));
+                    out.json(&Value::Object(obj));
                 }
             },
         }
@@ -546,7 +547,7 @@ impl Encoder for AgKitEncoder {
         Dialect::AgKit
     }
 
-    fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
+    fn encode_to(&mut self, event: &Event, out: &mut Sink) {
         if !self.done {
             self.encode_one(event, out);
         }
@@ -561,10 +562,10 @@ impl Encoder for AgKitEncoder {
     }
 
     /// Closes open tool calls, writes held results and `[DONE]`, once.
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish_to(&mut self, out: &mut Sink) {
         if !self.done {
             self.close_open(out);
-            sse::write_done(out);
+            out.done();
             self.done = true;
         }
     }

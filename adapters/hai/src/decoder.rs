@@ -17,8 +17,11 @@
 //!
 //! Whatever the core has no slot for is kept in `extra` (wire names, plus the
 //! `$` notes of [`crate::wire`]) so that the HAI encoder writes the same frames
-//! back. Ends the HAI stream never sent but the core needs (at `RUN_FINISHED`,
-//! before a `TOOL_CALL_RESULT`...) are marked `$synthesized`.
+//! back. Ends the HAI stream never sent but the core needs (a restarted
+//! business message, thinking that gives way to text...) are marked
+//! `$synthesized`. What the shape stage (`core::shape`) closes for every
+//! dialect is not closed here: what a run leaves open at its end, a call
+//! whose result arrives before its end.
 
 use babelgate_core::event::{Extra, Interrupt, Outcome};
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, OpenTracker, Role};
@@ -64,8 +67,8 @@ enum Piece {
 #[derive(Debug, Default)]
 pub struct HaiDecoder {
     bizs: Vec<Biz>,
-    /// What the emitted events left open (tool calls, steps, AG-UI-spelled
-    /// messages), so a run's end can close it.
+    /// What the emitted events left open (tool calls, AG-UI-spelled
+    /// messages), so that shorthand and orphan frames are read right.
     tracker: OpenTracker,
     collabs: Vec<String>,
     /// AG-UI `TEXT_MESSAGE_CHUNK` / `TOOL_CALL_CHUNK` shorthand in progress.
@@ -134,8 +137,8 @@ impl HaiDecoder {
     }
 
     /// Closes, without HAI frames, the business messages still open: before
-    /// `RUN_FINISHED`/`RUN_ERROR`, where the HAI encoder would otherwise write
-    /// the `BUSINESS_DATA_END` the source never sent.
+    /// a `BUSINESS_DATA_START` that restarts one, where the HAI encoder would
+    /// otherwise write the `BUSINESS_DATA_END` the source never sent.
     fn close_bizs(&mut self, out: &mut Vec<Event>) {
         for b in std::mem::take(&mut self.bizs) {
             if let Some(start) = b.start {
@@ -159,24 +162,6 @@ impl HaiDecoder {
                 );
             }
             self.emit(out, synth(EventKind::TextEnd { message_id: b.id }));
-        }
-    }
-
-    /// Closes everything the run left open, silently (see [`Self::close_bizs`]).
-    fn close_run(&mut self, all: bool, out: &mut Vec<Event>) {
-        self.close_bizs(out);
-        for mut ev in self.tracker.closing_events() {
-            let keep = all
-                || matches!(
-                    ev.kind,
-                    EventKind::TextEnd { .. }
-                        | EventKind::ReasoningEnd { .. }
-                        | EventKind::ReasoningPhaseEnd { .. }
-                );
-            if keep {
-                ev = mark_synth(ev.with_origin(Dialect::Hai));
-                self.emit(out, ev);
-            }
         }
     }
 
@@ -405,7 +390,9 @@ impl HaiDecoder {
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
             wire::RUN_FINISHED => {
-                self.close_run(true, out);
+                // What the run left open is closed by the shape stage
+                // (`core::shape`), once for every dialect.
+                self.bizs.clear();
                 let ts = take_ts(&mut o);
                 let outcome = match o.get("outcome").and_then(parse_outcome) {
                     Some(oc) => {
@@ -429,7 +416,7 @@ impl HaiDecoder {
             }
             wire::RUN_ERROR => {
                 let message = need_str(&mut o, ty, "message")?;
-                self.close_run(false, out);
+                self.bizs.clear();
                 let ts = take_ts(&mut o);
                 let kind = K::RunError {
                     message,
@@ -567,13 +554,6 @@ impl HaiDecoder {
                 let content = o
                     .shift_remove("content")
                     .ok_or_else(|| DecodeError::field(ty, "content"))?;
-                if self.tracker.tool_call_open(&id) {
-                    // A result implies the call's end; the source did not say.
-                    let end = synth(K::ToolCallEnd {
-                        tool_call_id: id.clone(),
-                    });
-                    self.emit(out, end);
-                }
                 let ts = take_ts(&mut o);
                 let kind = K::ToolCallResult {
                     tool_call_id: id,
@@ -1326,8 +1306,12 @@ mod tests {
         assert_eq!(evs.len(), 4, "finish released n's START; nothing is closed");
     }
 
+    /// What a run leaves open is the shape stage's to close: the decoder
+    /// passes the end on as it came, the shape stage closes messages and
+    /// collaborations before `RunFinished` (tool calls and steps are the
+    /// encoder's), and text and reasoning only before `RunError`.
     #[test]
-    fn run_end_closes_silently_what_the_source_left_open() {
+    fn the_run_end_leaves_closing_to_the_shape_stage() {
         let evs = decode_all(&[
             json!({"type":"RUN_STARTED","messageId":"r"}),
             json!({"type":"STEP_STARTED","stepName":"s"}),
@@ -1337,49 +1321,45 @@ mod tests {
             json!({"type":"AGENT_COLLABORATIVE_MESSAGE_START","messageId":"c","from":"a","to":"b"}),
             json!({"type":"RUN_FINISHED","messageId":"r"}),
         ]);
-        let n = evs.len();
-        assert!(matches!(evs[n - 1].kind, EventKind::RunFinished { .. }));
-        let closers: Vec<_> = evs[6..n - 1]
-            .iter()
-            .map(|e| (e.kind.name(), is_synth(e)))
-            .collect();
+        let names = |evs: &[Event]| evs.iter().map(|e| e.kind.name()).collect::<Vec<_>>();
         assert_eq!(
-            closers,
-            [
-                ("text_end", true),
-                ("tool_call_end", true),
-                ("collab_end", true),
-                ("step_finished", true)
-            ]
+            names(&evs[4..]),
+            ["tool_call_start", "collab_start", "run_finished"]
         );
-    }
+        let shaped = babelgate_core::Shaper::shape_all(&evs);
+        assert_eq!(
+            names(&shaped[6..]),
+            ["text_end", "collab_end", "run_finished"]
+        );
 
-    #[test]
-    fn run_error_closes_business_data_only() {
         let evs = decode_all(&[
             json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}),
             json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"x"}),
             json!({"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"f"}),
             json!({"type":"RUN_ERROR","message":"boom","code":"E1","timestamp":7}),
         ]);
-        let names: Vec<_> = evs.iter().map(|e| e.kind.name()).collect();
         assert_eq!(
-            names,
+            names(&evs),
+            ["text_start", "text_delta", "tool_call_start", "run_error"]
+        );
+        assert_eq!(
+            evs[3].kind,
+            EventKind::RunError {
+                message: "boom".into(),
+                code: Some("E1".into())
+            }
+        );
+        let shaped = babelgate_core::Shaper::shape_all(&evs);
+        assert_eq!(
+            names(&shaped),
             [
+                "run_started",
                 "text_start",
                 "text_delta",
                 "tool_call_start",
                 "text_end",
                 "run_error"
             ]
-        );
-        assert!(is_synth(&evs[3]));
-        assert_eq!(
-            evs[4].kind,
-            EventKind::RunError {
-                message: "boom".into(),
-                code: Some("E1".into())
-            }
         );
     }
 
@@ -1423,15 +1403,19 @@ mod tests {
             }
         );
         assert_eq!(evs[5].extra["role"], "tool");
-        // u was still open: its end is implied by the result
+        // u is still open: the end its result implies is the shape stage's
+        assert!(matches!(&k[6], EventKind::ToolCallResult { content, .. } if content.is_array()));
+        let shaped = babelgate_core::Shaper::shape_all(&evs);
+        let at = shaped
+            .iter()
+            .position(|e| matches!(&e.kind, EventKind::ToolCallResult { tool_call_id, .. } if tool_call_id == "u"))
+            .unwrap();
         assert_eq!(
-            k[6],
+            shaped[at - 1].kind,
             EventKind::ToolCallEnd {
                 tool_call_id: "u".into()
             }
         );
-        assert!(is_synth(&evs[6]));
-        assert!(matches!(&k[7], EventKind::ToolCallResult { content, .. } if content.is_array()));
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use babelgate_core::event::{Interrupt, Outcome};
 use babelgate_core::track::RunState;
-use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, OpenTracker};
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, OpenTracker, Sink};
 use serde_json::{json, Map, Value};
 
 use crate::request::messages_to_json;
@@ -77,7 +77,7 @@ impl HaiEncoder {
     /// events, the extras the decoder kept (wire names; `$` notes never).
     fn write(
         &self,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
         ty: &str,
         fields: Vec<(&str, Value)>,
         ev: Option<&Event>,
@@ -99,21 +99,21 @@ impl HaiEncoder {
         if let Some(t) = self.ts(ev) {
             m.entry("timestamp").or_insert(Value::from(t));
         }
-        babelgate_core::sse::write_json(out, &Value::Object(m));
+        out.json(&Value::Object(m));
     }
 
     /// Writes a frame kept whole in an extra (`$start`, `$end`).
-    fn write_kept(&self, out: &mut Vec<u8>, ty: &str, kept: &Map<String, Value>) {
+    fn write_kept(&self, out: &mut Sink, ty: &str, kept: &Map<String, Value>) {
         let mut m = wire::frame(ty);
         for (k, v) in kept {
             m.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        babelgate_core::sse::write_json(out, &Value::Object(m));
+        out.json(&Value::Object(m));
     }
 
     // ---- run ------------------------------------------------------------
 
-    fn start_run(&mut self, out: &mut Vec<u8>) {
+    fn start_run(&mut self, out: &mut Sink) {
         let id = self
             .ctx
             .message_id
@@ -153,9 +153,14 @@ impl HaiEncoder {
         }
     }
 
-    fn finish_run(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
-        self.close_all(out);
+    fn finish_run(&mut self, ev: Option<&Event>, out: &mut Sink) {
         let hai = is_hai(ev);
+        // A HAI source's own end comes back as it was sent: what it left
+        // open stays so (`observe_run` forgets it). From another dialect the
+        // shape stage has closed messages; the rest is closed here.
+        if !hai {
+            self.close_all(out);
+        }
         let mut f: Vec<(&str, Value)> = Vec::new();
         if let Some(EventKind::RunFinished {
             thread_id,
@@ -196,7 +201,7 @@ impl HaiEncoder {
     /// Closes everything inside the run: the business message, tool calls,
     /// collaboration messages, steps (the client refuses `RUN_FINISHED`
     /// while any is open, as AG-UI's does).
-    fn close_all(&mut self, out: &mut Vec<u8>) {
+    fn close_all(&mut self, out: &mut Sink) {
         self.close_biz(out);
         let calls: Vec<String> = self.tracker.open_tool_calls().map(str::to_string).collect();
         for id in calls {
@@ -224,7 +229,7 @@ impl HaiEncoder {
 
     // ---- business messages ------------------------------------------------
 
-    fn close_biz(&mut self, out: &mut Vec<u8>) {
+    fn close_biz(&mut self, out: &mut Sink) {
         if let Some(b) = self.biz.take() {
             self.write(
                 out,
@@ -244,7 +249,7 @@ impl HaiEncoder {
         start: Start<'_>,
         ev: &Event,
         auto_close: bool,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) -> &mut Biz {
         self.close_biz(out);
         match start {
@@ -269,7 +274,7 @@ impl HaiEncoder {
     /// Before anything but message content: a business message opened for
     /// another dialect's reasoning or data, with nothing writing into it,
     /// ends here.
-    fn close_idle_biz(&mut self, out: &mut Vec<u8>) {
+    fn close_idle_biz(&mut self, out: &mut Sink) {
         if matches!(&self.biz, Some(b) if b.auto_close && b.text.is_none() && b.reasoning.is_none())
         {
             self.close_biz(out);
@@ -282,7 +287,7 @@ impl HaiEncoder {
         delta: Value,
         extra: Vec<(&str, Value)>,
         ev: &Event,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         let id = self.biz.as_ref().map(|b| b.id.clone()).unwrap_or_default();
         let mut f = vec![("messageId", json!(id)), ("delta", delta)];
@@ -292,7 +297,7 @@ impl HaiEncoder {
 
     /// Where a widget goes: the open business message, or the one its HAI
     /// source opened, or a new one.
-    fn ensure_biz_for_widget(&mut self, ev: &Event, message_id: Option<&str>, out: &mut Vec<u8>) {
+    fn ensure_biz_for_widget(&mut self, ev: &Event, message_id: Option<&str>, out: &mut Sink) {
         if let Some(start) = kept(ev, wire::X_START) {
             let id = start
                 .get("messageId")
@@ -319,7 +324,7 @@ impl HaiEncoder {
         block_id: Option<&str>,
         message_id: Option<&str>,
         data: &Value,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         self.ensure_biz_for_widget(ev, message_id, out);
         let delta = widget_delta(ev, name, data);
@@ -332,7 +337,7 @@ impl HaiEncoder {
 
     // ---- tool calls -------------------------------------------------------
 
-    fn end_tool_call(&mut self, id: &str, out: &mut Vec<u8>) {
+    fn end_tool_call(&mut self, id: &str, out: &mut Sink) {
         self.write(
             out,
             wire::TOOL_CALL_END,
@@ -353,24 +358,31 @@ impl HaiEncoder {
         }));
     }
 
-    /// A result, error or denial: the call ends first (a foreign stream may
-    /// not have said so).
+    /// A result, error or denial: the call ends first (the shape stage has
+    /// said so for a foreign stream; a HAI source that did not say so gets
+    /// no end it never sent).
     fn tool_result(
         &mut self,
         ev: &Event,
         tool_call_id: &str,
         fields: Vec<(&str, Value)>,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         if self.tracker.tool_call_open(tool_call_id) {
-            self.end_tool_call(tool_call_id, out);
+            if is_hai(Some(ev)) {
+                self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
+                    tool_call_id: tool_call_id.to_string(),
+                }));
+            } else {
+                self.end_tool_call(tool_call_id, out);
+            }
         }
         self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
     }
 
     // ---- collaboration ----------------------------------------------------
 
-    fn ensure_collab(&mut self, id: &str, out: &mut Vec<u8>) {
+    fn ensure_collab(&mut self, id: &str, out: &mut Sink) {
         if !self.collabs.iter().any(|c| c == id) {
             self.write(
                 out,
@@ -383,7 +395,7 @@ impl HaiEncoder {
         }
     }
 
-    fn end_collab(&mut self, id: &str, ev: Option<&Event>, out: &mut Vec<u8>) {
+    fn end_collab(&mut self, id: &str, ev: Option<&Event>, out: &mut Sink) {
         self.collabs.retain(|c| c != id);
         self.write(
             out,
@@ -394,7 +406,7 @@ impl HaiEncoder {
         );
     }
 
-    fn encode_kind(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn encode_kind(&mut self, ev: &Event, out: &mut Sink) {
         use EventKind as K;
         let hai = is_hai(Some(ev));
         let silent = is_synth(ev);
@@ -404,8 +416,11 @@ impl HaiEncoder {
             K::RunError { message, code } => {
                 // Business data ends first so the front end gets its complete
                 // message; tool calls are left open (ending one tells the
-                // front end to run it).
-                self.close_biz(out);
+                // front end to run it). A HAI source's error comes back as
+                // it was sent, inside its message if it was.
+                if !hai {
+                    self.close_biz(out);
+                }
                 let mut f = vec![("message", json!(message))];
                 push_opt(&mut f, "code", code);
                 self.write(out, wire::RUN_ERROR, f, Some(ev), false);
@@ -941,7 +956,7 @@ impl HaiEncoder {
                     .is_some_and(|o| o.get("type").is_some_and(Value::is_string));
                 if hai && typed {
                     // A HAI frame this adapter does not know: back as it came.
-                    babelgate_core::sse::write_json(out, raw);
+                    out.json(raw);
                 } else {
                     // Another dialect's, or something no HAI client could
                     // read (an AG-Kit `unknown` envelope may claim any JSON
@@ -957,7 +972,7 @@ impl HaiEncoder {
         }
     }
 
-    fn custom(&mut self, ev: &Event, name: &str, value: Value, out: &mut Vec<u8>) {
+    fn custom(&mut self, ev: &Event, name: &str, value: Value, out: &mut Sink) {
         self.write(
             out,
             wire::CUSTOM,
@@ -983,7 +998,7 @@ impl Encoder for HaiEncoder {
         Dialect::Hai
     }
 
-    fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn encode_to(&mut self, ev: &Event, out: &mut Sink) {
         if self.finished {
             return;
         }
@@ -1042,7 +1057,7 @@ impl Encoder for HaiEncoder {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish_to(&mut self, out: &mut Sink) {
         if self.finished {
             return;
         }

@@ -28,9 +28,8 @@
 use foldhash::{HashMap, HashMapExt};
 
 use babelgate_core::event::SourceKind;
-use babelgate_core::sse::{write_done, write_json};
 use babelgate_core::{
-    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome,
+    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome, Sink,
 };
 use serde_json::{json, Map, Value};
 
@@ -125,10 +124,10 @@ impl VercelEncoder {
 }
 
 /// `finish-step` with a Vercel upstream's extras (not a committing chunk).
-fn write_finish_step(out: &mut Vec<u8>, extra: Extra) {
+fn write_finish_step(out: &mut Sink, extra: Extra) {
     let mut c = chunk("finish-step");
     c.extend(extra);
-    write_json(out, &Value::Object(c));
+    out.json(&Value::Object(c));
 }
 
 /// A chunk object with its type first.
@@ -175,7 +174,7 @@ fn commits(obj: &Map<String, Value>) -> bool {
 }
 
 /// Appends the chunk, with the event's Vercel wire fields written back.
-fn write_chunk(out: &mut Vec<u8>, mut obj: Map<String, Value>, event: Option<&Event>) {
+fn write_chunk(out: &mut Sink, mut obj: Map<String, Value>, event: Option<&Event>) {
     if let Some(extra) = event.and_then(|e| e.extra_from(Dialect::Vercel)) {
         for (k, v) in extra {
             if !is_marker(k) {
@@ -183,13 +182,13 @@ fn write_chunk(out: &mut Vec<u8>, mut obj: Map<String, Value>, event: Option<&Ev
             }
         }
     }
-    write_json(out, &Value::Object(obj));
+    out.json(&Value::Object(obj));
 }
 
 /// Appends `data: {"type":ty,"k1":"v1",...}` with string values: the bytes
 /// `write_chunk` gives for the same map without extras, without building it.
-fn write_fields(out: &mut Vec<u8>, ty: &str, fields: &[(&str, &str)]) {
-    babelgate_core::json::write_string_event(out, "type", ty, fields);
+fn write_fields(out: &mut Sink, ty: &str, fields: &[(&str, &str)]) {
+    out.event(|out| babelgate_core::json::write_string_event(out, "type", ty, fields));
 }
 
 /// A tool result for the client: AG-UI and HAI carry JSON results as JSON
@@ -208,7 +207,7 @@ fn output_value(content: &Value, from_vercel: bool) -> Value {
 }
 
 impl VercelEncoder {
-    fn emit(&mut self, out: &mut Vec<u8>, obj: Map<String, Value>, event: Option<&Event>) {
+    fn emit(&mut self, out: &mut Sink, obj: Map<String, Value>, event: Option<&Event>) {
         if self.any_step() && commits(&obj) {
             self.committed = true;
         }
@@ -221,7 +220,7 @@ impl VercelEncoder {
     /// so the chat would still see the front-end tool's step as the last one,
     /// complete, and send the same request again, forever. An empty text part
     /// makes it store the step.
-    fn commit_continuation(&mut self, out: &mut Vec<u8>) {
+    fn commit_continuation(&mut self, out: &mut Sink) {
         if self.ctx.message_id.is_none() || self.committed {
             return;
         }
@@ -238,7 +237,7 @@ impl VercelEncoder {
 
     // ---- run and steps ---------------------------------------------------
 
-    fn ensure_start(&mut self, out: &mut Vec<u8>) {
+    fn ensure_start(&mut self, out: &mut Sink) {
         if !self.start_written {
             let mut c = chunk("start");
             if let Some(id) = &self.ctx.message_id {
@@ -250,7 +249,7 @@ impl VercelEncoder {
     }
 
     /// Before writing anything that belongs to a run.
-    fn begin(&mut self, out: &mut Vec<u8>) {
+    fn begin(&mut self, out: &mut Sink) {
         self.ensure_start(out);
         if matches!(self.phase, Phase::Idle | Phase::Ended) {
             self.phase = Phase::Running;
@@ -273,12 +272,12 @@ impl VercelEncoder {
         }
     }
 
-    fn open_step(&mut self, out: &mut Vec<u8>) {
+    fn open_step(&mut self, out: &mut Sink) {
         self.emit(out, chunk("start-step"), None);
         self.step = Step::Open { output: false };
     }
 
-    fn flush_finish_step(&mut self, out: &mut Vec<u8>) {
+    fn flush_finish_step(&mut self, out: &mut Sink) {
         if matches!(self.step, Step::Closing(_)) {
             if let Step::Closing(extra) = std::mem::replace(&mut self.step, Step::Closed) {
                 write_finish_step(out, extra);
@@ -286,7 +285,7 @@ impl VercelEncoder {
         }
     }
 
-    fn close_step(&mut self, out: &mut Vec<u8>) {
+    fn close_step(&mut self, out: &mut Sink) {
         self.flush_finish_step(out);
         if self.step_open() {
             self.emit(out, chunk("finish-step"), None);
@@ -299,7 +298,7 @@ impl VercelEncoder {
     /// a call's input is still streaming: its part must stay in this step).
     /// `trailer`: content a `RunFinished` carries, which stays in the step
     /// that is closing.
-    fn ensure_step(&mut self, out: &mut Vec<u8>, from_vercel: bool, trailer: bool) {
+    fn ensure_step(&mut self, out: &mut Sink, from_vercel: bool, trailer: bool) {
         if !trailer {
             self.flush_finish_step(out);
             let output = self.step == Step::Open { output: true };
@@ -313,7 +312,7 @@ impl VercelEncoder {
         }
     }
 
-    fn close_texts(&mut self, out: &mut Vec<u8>) {
+    fn close_texts(&mut self, out: &mut Sink) {
         for e in self.tracker.closing_events() {
             match &e.kind {
                 EventKind::TextEnd { message_id } => {
@@ -372,7 +371,7 @@ impl VercelEncoder {
         event: &Event,
         outcome: &Outcome,
         finish_reason: Option<&str>,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         if self.phase == Phase::Ended {
             return; // a second finish for the same run says nothing new
@@ -450,7 +449,7 @@ impl VercelEncoder {
 
     fn start_call(
         &mut self,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
         id: &str,
         name: &str,
         write: bool,
@@ -481,7 +480,7 @@ impl VercelEncoder {
     /// The call's input is complete: `tool-input-available` with the parsed
     /// arguments (none at all means `{}`), or `tool-input-error` when they
     /// are not JSON.
-    fn end_call(&mut self, out: &mut Vec<u8>, id: &str, event: Option<&Event>) {
+    fn end_call(&mut self, out: &mut Sink, id: &str, event: Option<&Event>) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };
@@ -522,7 +521,7 @@ impl VercelEncoder {
 
     /// A call whose input never completed, closed as failed (the run ended or
     /// failed first): it must not reach the client's `onToolCall`.
-    fn abandon_call(&mut self, out: &mut Vec<u8>, id: &str, why: &str) {
+    fn abandon_call(&mut self, out: &mut Sink, id: &str, why: &str) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };
@@ -544,7 +543,7 @@ impl VercelEncoder {
     /// the client must have its tool part with its input. A call never seen
     /// is announced under the name `unknown` — except when continuing an
     /// earlier answer, whose calls the client already holds.
-    fn ensure_known(&mut self, out: &mut Vec<u8>, id: &str, trailer: bool) {
+    fn ensure_known(&mut self, out: &mut Sink, id: &str, trailer: bool) {
         match self.calls.get(id) {
             None => {
                 if self.ctx.message_id.is_none() {
@@ -570,7 +569,7 @@ impl VercelEncoder {
     /// back from the extras; otherwise `id` and `transient` are as given.
     fn data_part(
         &mut self,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
         event: &Event,
         name: &str,
         data: Value,
@@ -601,7 +600,7 @@ impl VercelEncoder {
 
     fn state_part(
         &mut self,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
         event: &Event,
         data: Value,
         envelope_delta: Option<&Value>,
@@ -627,7 +626,7 @@ impl Encoder for VercelEncoder {
         Dialect::Vercel
     }
 
-    fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
+    fn encode_to(&mut self, event: &Event, out: &mut Sink) {
         if self.done || self.phase == Phase::Errored {
             return;
         }
@@ -756,15 +755,17 @@ impl Encoder for VercelEncoder {
                     if self.any_step() {
                         self.committed = true;
                     }
-                    out.extend_from_slice(if reasoning {
-                        b"data: {\"type\":\"reasoning-delta\",\"id\":"
-                    } else {
-                        b"data: {\"type\":\"text-delta\",\"id\":"
+                    out.event(|out| {
+                        out.extend_from_slice(if reasoning {
+                            b"data: {\"type\":\"reasoning-delta\",\"id\":"
+                        } else {
+                            b"data: {\"type\":\"text-delta\",\"id\":"
+                        });
+                        babelgate_core::json::write_str(out, message_id);
+                        out.extend_from_slice(b",\"delta\":");
+                        babelgate_core::json::write_str(out, delta);
+                        out.extend_from_slice(b"}\n\n");
                     });
-                    babelgate_core::json::write_str(out, message_id);
-                    out.extend_from_slice(b",\"delta\":");
-                    babelgate_core::json::write_str(out, delta);
-                    out.extend_from_slice(b"}\n\n");
                     return;
                 }
                 let mut c = chunk(ty);
@@ -933,13 +934,16 @@ impl Encoder for VercelEncoder {
                     if self.any_step() {
                         self.committed = true;
                     }
-                    out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
-                    babelgate_core::json::write_str(out, STATE_PART_ID);
-                    out.extend_from_slice(b",\"data\":");
-                    // A `Value` always serializes (string keys, finite numbers).
-                    #[allow(clippy::expect_used)]
-                    serde_json::to_writer(&mut *out, &self.state).expect("JSON into memory");
-                    out.extend_from_slice(b"}\n\n");
+                    let state = &self.state;
+                    out.event(|out| {
+                        out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
+                        babelgate_core::json::write_str(out, STATE_PART_ID);
+                        out.extend_from_slice(b",\"data\":");
+                        // A `Value` always serializes (string keys, finite numbers).
+                        #[allow(clippy::expect_used)]
+                        serde_json::to_writer(&mut *out, state).expect("JSON into memory");
+                        out.extend_from_slice(b"}\n\n");
+                    });
                 } else if applied {
                     let full = self.state.clone();
                     self.state_part(out, event, full, None);
@@ -1118,7 +1122,7 @@ impl Encoder for VercelEncoder {
                     if matches!(raw_type, "custom" | "steering-message") {
                         self.ensure_step(out, true, false);
                     }
-                    write_json(out, raw);
+                    out.json(raw);
                 } else if from_data_part {
                     self.data_part(out, event, "unknown", raw.clone(), None, true);
                 } else {
@@ -1132,7 +1136,7 @@ impl Encoder for VercelEncoder {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish_to(&mut self, out: &mut Sink) {
         if self.done {
             return;
         }
@@ -1159,7 +1163,7 @@ impl Encoder for VercelEncoder {
             self.emit(out, c, None);
             self.phase = Phase::Ended;
         }
-        write_done(out);
+        out.done();
         self.done = true;
     }
 

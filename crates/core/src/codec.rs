@@ -35,41 +35,42 @@ pub trait Decoder: Send {
 pub trait Encoder: Send {
     fn dialect(&self) -> Dialect;
 
-    /// Appends the bytes for one event (possibly none, possibly several SSE
-    /// events, e.g. synthesized starts).
-    fn encode(&mut self, event: &Event, out: &mut Vec<u8>);
+    /// Writes the SSE events for one event into `sink` (possibly none,
+    /// possibly several, e.g. synthesized starts), each as one span: the
+    /// encoder says where its events start and end ([`Sink::event`],
+    /// [`Sink::json`]...), nothing is found by scanning the bytes.
+    fn encode_to(&mut self, event: &Event, sink: &mut Sink);
 
     /// Closes whatever is still open (a text message, a tool call, the run)
     /// and writes the dialect's end marker, so the output is well formed even
     /// when the input ended early. Idempotent.
-    fn finish(&mut self, out: &mut Vec<u8>);
+    fn finish_to(&mut self, sink: &mut Sink);
 
     /// Reports a failure after the response has started, in the dialect's own
     /// words (AG-UI `RUN_ERROR`, Vercel `error` chunk...), then finishes.
-    fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+    fn fail_to(&mut self, message: &str, code: Option<&str>, sink: &mut Sink) {
         let ev = Event::new(crate::event::EventKind::RunError {
             message: message.to_string(),
             code: code.map(str::to_string),
         });
-        self.encode(&ev, out);
-        self.finish(out);
+        self.encode_to(&ev, sink);
+        self.finish_to(sink);
     }
 
-    /// [`encode`](Self::encode) into a [`Sink`], which records where each
-    /// SSE event starts and ends. The default cuts the bytes at their blank
-    /// lines; an encoder that marks its events itself overrides it.
-    fn encode_to(&mut self, event: &Event, sink: &mut Sink) {
-        sink.write_unspanned(|out| self.encode(event, out));
+    /// [`encode_to`](Self::encode_to), appending to a plain buffer (benches,
+    /// fuzz, the CLI). An override must write the same bytes.
+    fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
+        Sink::appending(out, |sink| self.encode_to(event, sink));
     }
 
-    /// [`finish`](Self::finish) into a [`Sink`].
-    fn finish_to(&mut self, sink: &mut Sink) {
-        sink.write_unspanned(|out| self.finish(out));
+    /// [`finish_to`](Self::finish_to), appending to a plain buffer.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        Sink::appending(out, |sink| self.finish_to(sink));
     }
 
-    /// [`fail`](Self::fail) into a [`Sink`].
-    fn fail_to(&mut self, message: &str, code: Option<&str>, sink: &mut Sink) {
-        sink.write_unspanned(|out| self.fail(message, code, out));
+    /// [`fail_to`](Self::fail_to), appending to a plain buffer.
+    fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+        Sink::appending(out, |sink| self.fail_to(message, code, sink));
     }
 
     /// On a same-dialect route (see `Translator::passthrough`), whether the

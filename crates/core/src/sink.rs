@@ -3,9 +3,11 @@
 //! logged). The gateway's run log and resume read the spans instead of
 //! re-scanning the bytes for blank lines.
 //!
-//! Encoders wrap each SSE event in [`Sink::begin_event`] / [`Sink::end_event`]
-//! (or write through the helpers here, which do it for them); bytes written
-//! through [`Sink::buf_mut`] outside an event belong to no span.
+//! Encoders write each SSE event whole through [`Sink::event`] or the helpers
+//! built on it ([`Sink::json`], [`Sink::data`], [`Sink::done`]), or wrap
+//! hand-written bytes in [`Sink::begin_event`] / [`Sink::end_event`]; bytes
+//! written through [`Sink::buf_mut`] outside an event belong to no span. No
+//! span is ever found by scanning the bytes.
 
 use std::ops::Range;
 
@@ -49,15 +51,28 @@ impl Sink {
 
     /// A sink that only appends to `buf` and keeps no spans, for the
     /// `&mut Vec<u8>` APIs (benches, fuzz, the CLI): no cost beyond them.
+    #[inline]
     pub fn untracked(buf: Vec<u8>) -> Self {
         Sink {
             buf,
+            spans: Vec::new(),
+            open: None,
             untracked: true,
-            ..Sink::default()
         }
     }
 
+    /// Runs `write` on an untracked sink over `out`'s allocation (no copy),
+    /// appending to it: the `&mut Vec<u8>` APIs over the `Sink` ones.
+    #[inline]
+    pub fn appending<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
+        let mut sink = Sink::untracked(std::mem::take(out));
+        let r = write(&mut sink);
+        *out = sink.into_bytes();
+        r
+    }
+
     /// The bytes, the spans dropped.
+    #[inline]
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
@@ -114,64 +129,57 @@ impl Sink {
         &mut self.buf
     }
 
+    /// Appends one whole SSE event, which `write` must end with its blank
+    /// line, and records its span: the encoders' one way in, as cheap as
+    /// writing to the buffer (the start offset taken before, one push after).
+    #[inline]
+    pub fn event(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        self.framed(SpanKind::Event, write);
+    }
+
+    #[inline]
+    fn framed(&mut self, kind: SpanKind, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.open.is_some() {
+            self.end_event();
+        }
+        let start = self.buf.len();
+        write(&mut self.buf);
+        let end = self.buf.len();
+        if !self.untracked && end > start {
+            self.spans.push(Span {
+                range: start..end,
+                kind,
+            });
+        }
+    }
+
     /// `data: <payload>\n\n` as one event (see [`sse::write_data`]).
+    #[inline]
     pub fn data(&mut self, payload: &str) {
-        self.begin_event();
-        sse::write_data(&mut self.buf, payload);
-        self.end_event();
+        self.event(|out| sse::write_data(out, payload));
     }
 
     /// One JSON value as one event (see [`sse::write_json`]).
+    #[inline]
     pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) {
-        self.begin_event();
-        sse::write_json(&mut self.buf, value);
-        self.end_event();
+        self.event(|out| sse::write_json(out, value));
     }
 
     /// `data: [DONE]\n\n` as one event.
+    #[inline]
     pub fn done(&mut self) {
-        self.begin_event();
-        sse::write_done(&mut self.buf);
-        self.end_event();
+        self.event(sse::write_done);
     }
 
     /// A comment (`: <text>\n\n`), sent but never logged.
     pub fn comment(&mut self, text: &str) {
-        self.begin(SpanKind::Comment);
-        sse::write_comment(&mut self.buf, text);
-        self.end_event();
+        self.framed(SpanKind::Comment, |out| sse::write_comment(out, text));
     }
 
     /// One already framed SSE event (a passthrough frame as received), which
     /// must end with its blank line.
     pub fn raw_event(&mut self, bytes: &[u8]) {
-        self.begin_event();
-        self.buf.extend_from_slice(bytes);
-        self.end_event();
-    }
-
-    /// Runs a writer that knows nothing of spans (an encoder still on the
-    /// `&mut Vec<u8>` API) and cuts what it appended into events at its blank
-    /// lines: the one place that still scans, for writers not yet moved.
-    pub fn write_unspanned(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        self.end_event();
-        let from = self.buf.len();
-        write(&mut self.buf);
-        if self.untracked {
-            return;
-        }
-        let appended = self.buf.get(from..).unwrap_or_default();
-        for range in split_events(appended) {
-            let kind = if appended.get(range.start) == Some(&b':') {
-                SpanKind::Comment
-            } else {
-                SpanKind::Event
-            };
-            self.spans.push(Span {
-                range: range.start + from..range.end + from,
-                kind,
-            });
-        }
+        self.event(|out| out.extend_from_slice(bytes));
     }
 
     /// Everything written so far.
@@ -219,39 +227,6 @@ impl Sink {
         out.append(&mut self.buf);
         self.spans.clear();
     }
-}
-
-/// The ranges of the SSE events in `bytes`, each ending after its blank line
-/// (`\n\n`, `\r\n\r\n` or `\r\r`); a tail with no blank line is one more.
-fn split_events(bytes: &[u8]) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    let mut prev_nl = false;
-    while let Some(&b) = bytes.get(i) {
-        let nl = match b {
-            b'\n' => true,
-            b'\r' => {
-                if bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-                true
-            }
-            _ => false,
-        };
-        i += 1;
-        if nl && prev_nl {
-            out.push(start..i);
-            start = i;
-            prev_nl = false;
-        } else {
-            prev_nl = nl;
-        }
-    }
-    if start < bytes.len() {
-        out.push(start..bytes.len());
-    }
-    out
 }
 
 #[cfg(test)]
@@ -318,10 +293,17 @@ mod tests {
         sink.buf_mut().extend_from_slice(b"data: 1\n\n");
         sink.begin_event();
         sink.buf_mut().extend_from_slice(b"data: 2\n\n");
+        // A whole event written through `event` ends the one still open.
+        sink.event(|out| out.extend_from_slice(b"data: 3\n\n"));
         sink.end_event();
         assert_eq!(
             texts(&sink),
-            ["id: 7\ndata: {\"a\":1}\n\n", "data: 1\n\n", "data: 2\n\n"]
+            [
+                "id: 7\ndata: {\"a\":1}\n\n",
+                "data: 1\n\n",
+                "data: 2\n\n",
+                "data: 3\n\n"
+            ]
         );
     }
 
@@ -367,18 +349,6 @@ mod tests {
             }
             assert_eq!(sink.bytes(), &whole[..]);
             assert_eq!(sink.spans(), &expected[..], "cut at {cut}");
-            // A writer on the old API, cut between two whole-event writes.
-            let mut legacy = Sink::new();
-            let first = whole.len().min(cut);
-            let boundary = expected
-                .iter()
-                .map(|s| s.range.end)
-                .filter(|&end| end <= first)
-                .max()
-                .unwrap_or(0);
-            legacy.write_unspanned(|out| out.extend_from_slice(&whole[..boundary]));
-            legacy.write_unspanned(|out| out.extend_from_slice(&whole[boundary..]));
-            assert_eq!(legacy.spans(), &expected[..], "cut at {cut}");
         }
     }
 
@@ -403,9 +373,15 @@ mod tests {
     fn untracked_keeps_bytes_only_and_truncate_drops_spans() {
         let mut sink = Sink::untracked(b"x".to_vec());
         sink.json(&json!(1));
-        sink.write_unspanned(|out| out.extend_from_slice(b"data: 2\n\n"));
+        sink.event(|out| out.extend_from_slice(b"data: 2\n\n"));
         assert!(sink.spans().is_empty());
         assert_eq!(sink.into_bytes(), b"xdata: 1\n\ndata: 2\n\n");
+        let mut out = b"x".to_vec();
+        let n = Sink::appending(&mut out, |sink| {
+            sink.json(&json!(1));
+            sink.spans().len()
+        });
+        assert_eq!((out, n), (b"xdata: 1\n\n".to_vec(), 0));
         let mut sink = Sink::new();
         sink.json(&json!(1));
         let len = sink.bytes().len();
@@ -425,11 +401,5 @@ mod tests {
         sink.mark_event(5..5);
         sink.mark_event(0..1000);
         assert_eq!(texts(&sink), ["data: 1\n\n", "data: 2\n\n"]);
-    }
-
-    #[test]
-    fn split_events_handles_crlf_and_tails() {
-        assert_eq!(split_events(b"a\r\n\r\nb\r\rc"), vec![0..5, 5..8, 8..9]);
-        assert_eq!(split_events(b""), Vec::<Range<usize>>::new());
     }
 }

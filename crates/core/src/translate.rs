@@ -455,10 +455,7 @@ impl Translator {
 
 /// Runs `write` on an untracked sink over `out`'s allocation (no copy).
 fn with_buffer<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
-    let mut sink = Sink::untracked(std::mem::take(out));
-    let r = write(&mut sink);
-    *out = sink.into_bytes();
-    r
+    Sink::appending(out, write)
 }
 
 #[cfg(test)]
@@ -508,18 +505,17 @@ mod tests {
         fn dialect(&self) -> Dialect {
             Dialect::AgUi
         }
-        fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
-            match &event.kind {
-                EventKind::RunError { message, .. } => {
-                    out.extend_from_slice(format!("<err:{message}>").as_bytes())
-                }
-                k => out.extend_from_slice(format!("[{}]", k.name()).as_bytes()),
-            }
+        fn encode_to(&mut self, event: &Event, out: &mut Sink) {
+            let text = match &event.kind {
+                EventKind::RunError { message, .. } => format!("<err:{message}>"),
+                k => format!("[{}]", k.name()),
+            };
+            out.event(|out| out.extend_from_slice(text.as_bytes()));
         }
-        fn finish(&mut self, out: &mut Vec<u8>) {
+        fn finish_to(&mut self, out: &mut Sink) {
             if !self.finished {
                 self.finished = true;
-                out.push(b'.');
+                out.event(|out| out.push(b'.'));
             }
         }
     }
