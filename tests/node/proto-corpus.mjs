@@ -72,6 +72,56 @@ for (const file of fixtures()) {
     lines.push(JSON.stringify(line));
   }
 }
+// Events the fixtures have none of, so the mappings the reference applies to
+// them are in the corpus too (source: this script).
+const EXTRA = [
+  { type: 'MESSAGES_SNAPSHOT', messages: [
+    { id: 'd1', role: 'developer', content: 'be brief' },
+    { id: 's1', role: 'system', content: 'sys', name: 'policy' },
+    { id: 'u1', role: 'user', content: [{ type: 'text', text: 'hi' },
+      { type: 'image', source: { type: 'url', value: 'https://x/y.png', mimeType: 'image/png' } },
+      { type: 'document', source: { type: 'data', value: 'aGk=', mimeType: 'text/plain' }, metadata: { b: 1, a: 2 } }] },
+    { id: 'u2', role: 'user', content: 'plain' },
+    { id: 'a1', role: 'assistant', content: 'ok', toolCalls: [
+      { id: 'c1', type: 'function', function: { name: 'f', arguments: '{"x":1}' } }] },
+    { id: 't1', role: 'tool', content: '42', toolCallId: 'c1' },
+    { id: 'r1', role: 'reasoning', content: 'thinking' },
+    { id: 'act1', role: 'activity', activityType: 'plan', content: { steps: ['a', 'b'] } }] },
+  { type: 'ACTIVITY_SNAPSHOT', messageId: 'act1', activityType: 'plan', content: { z: 1, a: [1, 'two', null, false] } },
+  { type: 'ACTIVITY_DELTA', messageId: 'act1', activityType: 'plan',
+    patch: [{ op: 'replace', path: '/z', value: 2 }, { op: 'move', from: '/a', path: '/b' }, { op: 'test', path: '/b', value: [] }] },
+  { type: 'CUSTOM', name: 'n', value: { 2: 0, k: 'v', 1: 0, nested: { y: 1.5, x: -3 } }, metadata: { trace: 't', n: null } },
+  { type: 'CUSTOM', name: 'only-name' },
+  { type: 'CUSTOM', name: 'null-value', value: null },
+  { type: 'RAW', event: 'a string', source: 's', rawEvent: { original: true } },
+  { type: 'RUN_FINISHED', threadId: 't', runId: 'r', result: { answer: 42 },
+    outcome: { type: 'success', pendingToolCallIds: ['c1', 'c2'] },
+    usage: [{ provider: 'p', model: 'm', inputTokens: 10, outputTokens: 5, totalTokens: 15 }] },
+  { type: 'RUN_FINISHED', threadId: 't', runId: 'r', outcome: { type: 'cancelled' } },
+  { type: 'RUN_ERROR', message: 'boom', code: 'E1', usage: [{ inputTokens: 1 }] },
+  { type: 'RUN_STARTED', threadId: 't', runId: 'r', parentRunId: 'p',
+    input: { threadId: 't', runId: 'r', state: { s: 1 }, messages: [{ id: 'u1', role: 'user', content: 'hi' }],
+      tools: [{ name: 'f', description: 'does f', parameters: { type: 'object' } }], context: [{ description: 'd', value: 'v' }],
+      forwardedProps: { fp: true } } },
+  { type: 'TOOL_CALL_RESULT', messageId: 'm', toolCallId: 'c', content: [{ type: 'text', text: 'part' }] },
+  { type: 'TOOL_CALL_CHUNK', toolCallId: 'c', toolCallName: 'f', parentMessageId: 'm', delta: '{' },
+  { type: 'REASONING_MESSAGE_CHUNK', messageId: 'r', delta: 'hm' },
+  { type: 'STATE_SNAPSHOT', snapshot: { big: 9007199254740991, neg: -0.5, s: 'é\u2028', list: [[], {}] }, timestamp: 1 },
+  { type: 'TEXT_MESSAGE_START', messageId: 'm', role: 'assistant', metadata: { k: [1, 2] }, timestamp: 0 },
+  { type: 'TEXT_MESSAGE_CONTENT', messageId: '', delta: '' },
+];
+for (const event of EXTRA) {
+  const data = JSON.stringify(event);
+  const line = { source: 'tests/node/proto-corpus.mjs', json: data };
+  try {
+    const bytes = encode(event);
+    line.bytes = hex(bytes);
+    try { line.decoded = decode(bytes); } catch (err) { line.decodeError = String(err.message ?? err); }
+  } catch (err) {
+    line.encodeError = String(err.message ?? err);
+  }
+  lines.push(JSON.stringify(line));
+}
 files['corpus.jsonl'] = lines.join('\n') + '\n';
 
 const encoder = new EventEncoder({ accept: 'application/vnd.ag-ui.event+proto' });

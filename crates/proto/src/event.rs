@@ -431,7 +431,7 @@ fn from_wire_message(wire: &Value) -> Result<Value, Error> {
     if as_array(m.get("toolCalls")).is_empty() {
         m.shift_remove("toolCalls");
     }
-    Ok(Value::Object(m))
+    Ok(Value::Object(declaration_order(".ag_ui.Message", m, &[])))
 }
 
 fn pending_and_interrupts(pending: &[Value], interrupts: &[Value], out: &mut Map<String, Value>) {
@@ -441,6 +441,30 @@ fn pending_and_interrupts(pending: &[Value], interrupts: &[Value], out: &mut Map
     if !interrupts.is_empty() {
         out.insert("interrupts".into(), Value::Array(interrupts.to_vec()));
     }
+}
+
+/// Keys in the order the reference's object has them: a field of the message
+/// keeps its declared place (ts-proto lays every field out, absent ones as
+/// `undefined`), even when the mapping fills it in later; keys the reference
+/// deletes and adds again (`late`), and keys that are no field, follow in the
+/// order they were added.
+fn declaration_order(
+    type_name: &str,
+    mut m: Map<String, Value>,
+    late: &[&str],
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for f in &schema().message(type_name).field {
+        let key = camel(f.name());
+        if late.contains(&key.as_str()) {
+            continue;
+        }
+        if let Some((k, v)) = m.shift_remove_entry(&key) {
+            out.insert(k, v);
+        }
+    }
+    out.extend(m);
+    out
 }
 
 /// Decodes one `ag_ui.Event` message to the AG-UI event's JSON object, as the
@@ -597,5 +621,13 @@ pub fn decode_event(bytes: &[u8]) -> Result<Value, Error> {
     {
         decoded.shift_remove("usage");
     }
-    Ok(Value::Object(decoded))
+    let late: &[&str] = match entry_type.as_str() {
+        "RUN_FINISHED" => &["outcome", "pendingToolCallIds", "interrupts"],
+        "SUBAGENT_FINISHED" => &["outcome", "interruptIds"],
+        _ => &[],
+    };
+    let arm_type = arm_field(&entry_type)
+        .map(|f| f.type_name())
+        .ok_or(Error::NoEvent)?;
+    Ok(Value::Object(declaration_order(arm_type, decoded, late)))
 }

@@ -158,3 +158,90 @@ pub fn write_event(out: &mut Vec<u8>, event: &Value) -> Result<(), crate::Error>
     let message = crate::encode_event(event)?;
     write_frame(out, &message).map_err(|_| crate::Error::Malformed("message too large to frame"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three messages, one of them empty (a zero length is a valid frame).
+    fn stream() -> (Vec<u8>, Vec<Vec<u8>>, Vec<usize>) {
+        let messages = vec![b"first message".to_vec(), Vec::new(), vec![0xff; 300]];
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for m in &messages {
+            write_frame(&mut bytes, m).unwrap();
+            ends.push(bytes.len());
+        }
+        (bytes, messages, ends)
+    }
+
+    #[test]
+    fn same_messages_at_every_split_offset() {
+        let (bytes, want, _) = stream();
+        for cut in 0..=bytes.len() {
+            let mut f = ProtoFramer::default();
+            let mut out = Vec::new();
+            f.push(&bytes[..cut], &mut out).unwrap();
+            f.push(&bytes[cut..], &mut out).unwrap();
+            f.finish().unwrap();
+            assert_eq!(out, want, "cut at {cut}");
+        }
+        let mut f = ProtoFramer::default();
+        let mut out = Vec::new();
+        for b in &bytes {
+            f.push(std::slice::from_ref(b), &mut out).unwrap();
+        }
+        f.finish().unwrap();
+        assert_eq!(out, want, "byte by byte");
+    }
+
+    #[test]
+    fn input_ending_inside_a_frame_is_an_error() {
+        let (bytes, _, ends) = stream();
+        for cut in 1..bytes.len() {
+            let mut f = ProtoFramer::default();
+            let mut out = Vec::new();
+            f.push(&bytes[..cut], &mut out).unwrap();
+            let result = f.finish();
+            if ends.contains(&cut) {
+                assert_eq!(result, Ok(()), "cut at {cut}");
+            } else {
+                assert!(
+                    matches!(result, Err(FramingError::Truncated { .. })),
+                    "cut at {cut}: {result:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_prefix_over_the_limit_fails_before_its_message_is_buffered() {
+        let mut f = ProtoFramer::new(16);
+        let mut out = Vec::new();
+        let mut bytes = Vec::new();
+        write_frame(&mut bytes, &[1; 16]).unwrap();
+        f.push(&bytes, &mut out).unwrap();
+        assert_eq!(out.len(), 1, "a message of exactly the limit passes");
+        // Only the prefix of a 17-byte message: refused at once, nothing kept.
+        let err = f.push(&17u32.to_be_bytes(), &mut out).unwrap_err();
+        assert_eq!(
+            err,
+            FramingError::TooLarge {
+                index: 1,
+                len: 17,
+                limit: 16
+            }
+        );
+        assert!(f.body.capacity() == 0);
+        // A failed framer stays failed.
+        assert_eq!(f.push(&[0, 0, 0, 0], &mut out), Err(FramingError::Failed));
+        assert_eq!(f.finish(), Err(FramingError::Failed));
+        assert_eq!(out.len(), 1);
+        // The largest prefix there is, with the default limit.
+        let mut f = ProtoFramer::default();
+        assert!(matches!(
+            f.push(&[0xff; 4], &mut out),
+            Err(FramingError::TooLarge { .. })
+        ));
+    }
+}

@@ -16,6 +16,10 @@ pub use event::{decode_event, encode_event, encode_event_json};
 pub use frame::{write_event, write_frame, FramingError, ProtoFramer, DEFAULT_MAX_MESSAGE_BYTES};
 pub use wire::MAX_DEPTH;
 
+/// The schema's compiled descriptors (a `google.protobuf.FileDescriptorSet`,
+/// the vendored files and what they import), for reflection and tests.
+pub const DESCRIPTOR_SET: &[u8] = wire::DESCRIPTOR;
+
 /// The media type of the binary transport.
 pub const MEDIA_TYPE: &str = "application/vnd.ag-ui.event+proto";
 

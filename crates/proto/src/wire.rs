@@ -26,7 +26,8 @@ use serde_json::{Map, Number, Value};
 
 use crate::Error;
 
-const DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ag_ui_descriptor.bin"));
+pub(crate) const DESCRIPTOR: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/ag_ui_descriptor.bin"));
 
 /// Nesting allowed in a message being decoded (and in JSON being encoded):
 /// deep enough for any real state document, shallow enough that a hostile
@@ -221,7 +222,12 @@ pub(crate) fn encode_message(
     }
     let desc = schema().message(type_name);
     for f in &desc.field {
-        let Some(v) = obj.get(&camel(f.name())).filter(|v| !v.is_null()) else {
+        // null is absent, except for a Value, where it is NullValue (the
+        // reference drops optional nulls first, and Value.wrap(null) is null).
+        let Some(v) = obj
+            .get(&camel(f.name()))
+            .filter(|v| !v.is_null() || (f.type_name() == VALUE && f.label() != Label::Repeated))
+        else {
             continue;
         };
         if f.label() == Label::Repeated {

@@ -1,0 +1,88 @@
+//! Bytes that are not an AG-UI event: an error, never a panic.
+
+use babelgate_proto::{decode_event, encode_event, Error};
+use serde_json::json;
+
+#[test]
+fn malformed_messages_are_errors() {
+    let cases: &[(&str, &[u8])] = &[
+        ("empty", b""),
+        ("truncated varint", &[0x0a, 0x80]),
+        ("length past the end", &[0x0a, 0x05, 0x01]),
+        ("field number 0", &[0x00, 0x01]),
+        ("group wire type", &[0x0b]),
+        ("no base event", &[0x0a, 0x00]),
+        // TEXT_MESSAGE_START's arm whose base event says TEXT_MESSAGE_CONTENT.
+        ("type disagrees", &[0x0a, 0x04, 0x0a, 0x02, 0x08, 0x01]),
+        // Two different arms.
+        (
+            "two arms",
+            &[0x0a, 0x02, 0x0a, 0x00, 0x12, 0x02, 0x0a, 0x00],
+        ),
+        // An arm this schema does not have (field 99).
+        ("future arm", &[0x9a, 0x06, 0x00]),
+    ];
+    for (name, bytes) in cases {
+        assert!(decode_event(bytes).is_err(), "{name}");
+    }
+}
+
+#[test]
+fn a_timestamp_beyond_a_javascript_number_is_refused() {
+    // RUN_STARTED, base event type 11, timestamp 2^60.
+    let mut base = vec![0x08, 0x0b, 0x10];
+    prost::encoding::encode_varint(1 << 60, &mut base);
+    let mut arm = vec![0x0a, base.len() as u8];
+    arm.extend(base);
+    let mut msg = vec![0x62, arm.len() as u8];
+    msg.extend(arm);
+    assert!(matches!(decode_event(&msg), Err(Error::Malformed(_))));
+}
+
+#[test]
+fn nesting_is_bounded_both_ways() {
+    let mut v = json!(1);
+    for _ in 0..200 {
+        v = json!([v]);
+    }
+    let event = json!({"type": "STATE_SNAPSHOT", "snapshot": v});
+    assert_eq!(encode_event(&event), Err(Error::TooDeep));
+    // A ListValue nested 10,000 deep in a STATE_SNAPSHOT's snapshot (field 2).
+    let mut value: Vec<u8> = Vec::new();
+    for _ in 0..10_000 {
+        let mut list = vec![0x0a];
+        prost::encoding::encode_varint(value.len() as u64, &mut list);
+        list.extend(&value);
+        let mut next = vec![0x32];
+        prost::encoding::encode_varint(list.len() as u64, &mut next);
+        next.extend(list);
+        value = next;
+    }
+    let mut snap = vec![0x0a, 0x02, 0x08, 0x06, 0x12];
+    prost::encoding::encode_varint(value.len() as u64, &mut snap);
+    snap.extend(value);
+    let mut msg = vec![0x3a];
+    prost::encoding::encode_varint(snap.len() as u64, &mut msg);
+    msg.extend(snap);
+    assert_eq!(decode_event(&msg), Err(Error::TooDeep));
+}
+
+#[test]
+fn events_the_schema_cannot_carry_are_errors() {
+    assert_eq!(encode_event(&json!([1])), Err(Error::NotAnObject));
+    assert_eq!(encode_event(&json!({"delta": "x"})), Err(Error::NoType));
+    assert!(matches!(
+        encode_event(&json!({"type": "BUSINESS_DATA_START"})),
+        Err(Error::UnknownEventType(_))
+    ));
+    assert!(matches!(
+        encode_event(&json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": 7, "delta": "x"})),
+        Err(Error::Field { .. })
+    ));
+    assert!(matches!(
+        encode_event(
+            &json!({"type": "STATE_DELTA", "delta": [{"op": "frobnicate", "path": "/a"}]})
+        ),
+        Err(Error::Field { .. })
+    ));
+}
