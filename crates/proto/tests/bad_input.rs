@@ -86,3 +86,23 @@ fn events_the_schema_cannot_carry_are_errors() {
         Err(Error::Field { .. })
     ));
 }
+
+#[test]
+fn a_role_carrying_another_roles_content_form_does_not_decode() {
+    // Encodes (array content becomes content parts whatever the role, as the
+    // reference does), but an assistant message has no parts: decoding refuses.
+    let event = json!({"type": "MESSAGES_SNAPSHOT", "messages": [
+        {"id": "a", "role": "assistant", "content": [{"type": "text", "text": "x"}]}]});
+    let bytes = encode_event(&event).unwrap();
+    assert!(matches!(decode_event(&bytes), Err(Error::Malformed(_))));
+}
+
+#[test]
+fn metadata_travels_only_as_an_object() {
+    let plain = json!({"type": "STEP_STARTED", "stepName": "s"});
+    for bad in [json!([1]), json!("m"), json!(3)] {
+        let mut e = plain.clone();
+        e["metadata"] = bad;
+        assert_eq!(encode_event(&e), encode_event(&plain));
+    }
+}
