@@ -45,6 +45,8 @@ pub enum Error {
     },
     #[error("nested deeper than {} levels", wire::MAX_DEPTH)]
     TooDeep,
+    #[error("the message decodes to more JSON values than its size allows")]
+    TooLarge,
     #[error("the message carries no event this schema knows")]
     NoEvent,
     #[error("malformed protobuf: {0}")]

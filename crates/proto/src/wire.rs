@@ -368,6 +368,11 @@ enum Raw<'a> {
     Fixed32,
 }
 
+fn spend(budget: &mut usize, n: usize) -> Result<(), Error> {
+    *budget = budget.checked_sub(n).ok_or(Error::TooLarge)?;
+    Ok(())
+}
+
 /// The largest integer a JavaScript number holds exactly; the reference turns
 /// an int64 into a number and refuses one above this.
 const MAX_SAFE: i64 = (1 << 53) - 1;
@@ -379,10 +384,15 @@ fn decoded_string(b: &[u8]) -> Value {
 
 /// Reads a `google.protobuf.Value` body; `None` when no kind is set (the
 /// reference unwraps that to `undefined`).
-pub(crate) fn decode_value(buf: &[u8], depth: usize) -> Result<Option<Value>, Error> {
+pub(crate) fn decode_value(
+    buf: &[u8],
+    depth: usize,
+    budget: &mut usize,
+) -> Result<Option<Value>, Error> {
     if depth > MAX_DEPTH {
         return Err(Error::TooDeep);
     }
+    spend(budget, 1)?;
     let mut r = Reader { buf };
     let mut kind: Option<Value> = None;
     while !r.buf.is_empty() {
@@ -409,7 +419,7 @@ pub(crate) fn decode_value(buf: &[u8], depth: usize) -> Result<Option<Value>, Er
                     Some(Value::Object(m)) => m,
                     _ => Map::new(),
                 };
-                decode_struct_into(b, depth + 1, &mut map)?;
+                decode_struct_into(b, depth + 1, budget, &mut map)?;
                 Some(Value::Object(map))
             }
             (6, Raw::Bytes(b)) => {
@@ -417,7 +427,7 @@ pub(crate) fn decode_value(buf: &[u8], depth: usize) -> Result<Option<Value>, Er
                     Some(Value::Array(a)) => a,
                     _ => Vec::new(),
                 };
-                decode_list_into(b, depth + 1, &mut items)?;
+                decode_list_into(b, depth + 1, budget, &mut items)?;
                 Some(Value::Array(items))
             }
             _ => kind,
@@ -426,12 +436,17 @@ pub(crate) fn decode_value(buf: &[u8], depth: usize) -> Result<Option<Value>, Er
     Ok(kind)
 }
 
-fn decode_list_into(buf: &[u8], depth: usize, items: &mut Vec<Value>) -> Result<(), Error> {
+fn decode_list_into(
+    buf: &[u8],
+    depth: usize,
+    budget: &mut usize,
+    items: &mut Vec<Value>,
+) -> Result<(), Error> {
     let mut r = Reader { buf };
     while !r.buf.is_empty() {
         if let (1, Raw::Bytes(b)) = r.field()? {
             // A kindless Value in a list is `undefined`, which JSON writes as null.
-            items.push(decode_value(b, depth + 1)?.unwrap_or(Value::Null));
+            items.push(decode_value(b, depth + 1, budget)?.unwrap_or(Value::Null));
         }
     }
     Ok(())
@@ -440,6 +455,7 @@ fn decode_list_into(buf: &[u8], depth: usize, items: &mut Vec<Value>) -> Result<
 pub(crate) fn decode_struct_into(
     buf: &[u8],
     depth: usize,
+    budget: &mut usize,
     map: &mut Map<String, Value>,
 ) -> Result<(), Error> {
     if depth > MAX_DEPTH {
@@ -456,11 +472,12 @@ pub(crate) fn decode_struct_into(
         while !e.buf.is_empty() {
             match e.field()? {
                 (1, Raw::Bytes(b)) => key = String::from_utf8_lossy(b).into_owned(),
-                (2, Raw::Bytes(b)) => value = decode_value(b, depth + 1)?,
+                (2, Raw::Bytes(b)) => value = decode_value(b, depth + 1, budget)?,
                 _ => {}
             }
         }
         if let Some(v) = value {
+            spend(budget, 1)?;
             map.insert(key, v);
         }
     }
@@ -475,7 +492,11 @@ pub(crate) fn decode_message(
     depth: usize,
 ) -> Result<Map<String, Value>, Error> {
     let mut obj = Map::new();
-    decode_message_into(type_name, buf, depth, &mut obj)?;
+    // Decoded JSON may hold about one value per byte of the message (as parsing
+    // JSON text does), plus a margin: the bound on what a small message can
+    // make, since every message object brings its default fields.
+    let mut budget = 1024 + buf.len();
+    decode_message_into(type_name, buf, depth, &mut budget, &mut obj)?;
     Ok(obj)
 }
 
@@ -488,12 +509,14 @@ fn decode_message_into(
     type_name: &str,
     buf: &[u8],
     depth: usize,
+    budget: &mut usize,
     obj: &mut Map<String, Value>,
 ) -> Result<(), Error> {
     if depth > MAX_DEPTH {
         return Err(Error::TooDeep);
     }
     let desc = schema().message(type_name);
+    spend(budget, desc.field.len() + 1)?;
     if obj.is_empty() {
         for f in &desc.field {
             let default = if f.label() == Label::Repeated {
@@ -536,7 +559,7 @@ fn decode_message_into(
                 Number::from_f64(x).map_or(Value::Null, Value::Number)
             }
             (Type::Message, Raw::Bytes(b)) => match f.type_name() {
-                VALUE => match decode_value(b, depth + 1)? {
+                VALUE => match decode_value(b, depth + 1, budget)? {
                     Some(v) => v,
                     None => continue,
                 },
@@ -545,12 +568,12 @@ fn decode_message_into(
                         Some(Value::Object(m)) if f.label() != Label::Repeated => std::mem::take(m),
                         _ => Map::new(),
                     };
-                    decode_struct_into(b, depth + 1, &mut map)?;
+                    decode_struct_into(b, depth + 1, budget, &mut map)?;
                     Value::Object(map)
                 }
                 LIST => {
                     let mut items = Vec::new();
-                    decode_list_into(b, depth + 1, &mut items)?;
+                    decode_list_into(b, depth + 1, budget, &mut items)?;
                     Value::Array(items)
                 }
                 name => {
@@ -560,7 +583,7 @@ fn decode_message_into(
                         Some(Value::Object(m)) if f.label() != Label::Repeated => std::mem::take(m),
                         _ => Map::new(),
                     };
-                    decode_message_into(name, b, depth + 1, &mut inner)?;
+                    decode_message_into(name, b, depth + 1, budget, &mut inner)?;
                     Value::Object(inner)
                 }
             },

@@ -106,3 +106,22 @@ fn metadata_travels_only_as_an_object() {
         assert_eq!(encode_event(&e), encode_event(&plain));
     }
 }
+
+#[test]
+fn small_elements_cannot_blow_up_into_large_json() {
+    // A MESSAGES_SNAPSHOT (arm 9) holding 200,000 empty messages: two bytes
+    // each on the wire, a map of defaults each once decoded.
+    let mut snap = vec![0x0a, 0x02, 0x08, 0x08];
+    for _ in 0..200_000 {
+        snap.extend([0x12, 0x00]);
+    }
+    let mut msg = vec![0x4a];
+    prost::encoding::encode_varint(snap.len() as u64, &mut msg);
+    msg.extend(snap);
+    let got = decode_event(&msg);
+    assert!(
+        matches!(got, Err(Error::TooLarge)),
+        "{:?}",
+        got.map(|_| "decoded")
+    );
+}
