@@ -187,7 +187,10 @@ fn fast_seeds(corpus: &Path, fixtures: &Path) {
 fn proto_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
     let testdata = repo.join("crates/proto/testdata");
     let with = |pick: u8, cut: u8, body: &[u8]| [&[pick, cut][..], body].concat();
-    let mut seeds = vec![("encoder-stream".to_string(), with(3, 128, &read(&testdata.join("stream.bin"))))];
+    let mut seeds = vec![(
+        "encoder-stream".to_string(),
+        with(3, 128, &read(&testdata.join("stream.bin"))),
+    )];
     let corpus = String::from_utf8(read(&testdata.join("corpus.jsonl"))).expect("UTF-8");
     let mut all = Vec::new();
     for (i, line) in corpus.lines().enumerate() {

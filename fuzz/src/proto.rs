@@ -40,9 +40,17 @@ pub fn check_proto(data: &[u8]) {
     let cut = usize::from(*cut) * input.len() / 255;
 
     let whole = frame_pieces(limit, [input]);
-    assert_eq!(frame_pieces(limit, [&input[..cut], &input[cut..]]), whole, "cut at {cut}");
+    assert_eq!(
+        frame_pieces(limit, [&input[..cut], &input[cut..]]),
+        whole,
+        "cut at {cut}"
+    );
     let size = 1 + cut % 7;
-    assert_eq!(frame_pieces(limit, input.chunks(size)), whole, "pieces of {size}");
+    assert_eq!(
+        frame_pieces(limit, input.chunks(size)),
+        whole,
+        "pieces of {size}"
+    );
     if input.len() <= 512 {
         assert_eq!(frame_pieces(limit, input.chunks(1)), whole, "byte by byte");
     }
@@ -62,11 +70,18 @@ pub fn check_proto(data: &[u8]) {
             // cannot hold, such as pending calls beside an interrupt outcome.)
             if let Ok(bytes) = encode_event(&event) {
                 let again = decode_event(&bytes).expect("our own encoding decodes");
-                assert_eq!(encode_event(&again).as_ref(), Ok(&bytes), "encoding is stable: {event}");
+                assert_eq!(
+                    encode_event(&again).as_ref(),
+                    Ok(&bytes),
+                    "encoding is stable: {event}"
+                );
             }
         }
     }
-    let (again, end) = frame_pieces(babelgate_proto::DEFAULT_MAX_MESSAGE_BYTES, [written.as_slice()]);
+    let (again, end) = frame_pieces(
+        babelgate_proto::DEFAULT_MAX_MESSAGE_BYTES,
+        [written.as_slice()],
+    );
     assert_eq!(end, Ok(()));
     assert_eq!(&again, messages);
 }
