@@ -153,6 +153,7 @@ fi
 step "fixtures are the real packages' bytes"
 check "ag-ui fixtures" "$VENV/bin/python" tests/python/make_fixtures.py --check tests/fixtures/ag-ui
 check "vercel fixtures" node tests/node/make-fixtures.mjs tests/fixtures/vercel --check
+check "ag-ui proto corpus (@ag-ui/proto 1.0.0)" node tests/node/proto-corpus.mjs crates/proto/testdata --check
 
 step "real clients and the HAI rules on fixtures and on this run's outputs"
 for v in vercel agui hai agkit; do

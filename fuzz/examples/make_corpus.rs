@@ -11,6 +11,8 @@
 //!   other dialects translated into it (parse there, build here).
 //! - `fast_ag_ui`, `fast_json`: AG-UI fixture frames and hand-made strings as
 //!   text, a few fixed byte strings for the structured form.
+//! - `proto_framer`: @ag-ui/encoder's proto stream and the reference byte
+//!   corpus (`crates/proto/testdata/`), framed, and edge cases.
 //! - every crash found, in its target's directory ([`REGRESSIONS`]).
 
 use std::fs;
@@ -45,6 +47,7 @@ fn main() {
         }
     }
     write_dir(&corpus.join("sse_framer"), &framer);
+    write_dir(&corpus.join("proto_framer"), &proto_seeds(repo));
 
     for d in Dialect::ALL {
         let mut seeds = Vec::new();
@@ -176,6 +179,46 @@ fn fast_seeds(corpus: &Path, fixtures: &Path) {
     }
     write_dir(&corpus.join("fast_ag_ui"), &ag_ui);
     write_dir(&corpus.join("fast_json"), &json);
+}
+
+/// `proto_framer`: two control bytes (size limit, cut point) then a stream of
+/// length-prefixed messages: @ag-ui/encoder's own stream, every event of the
+/// reference byte corpus framed one by one and all together, and edge cases.
+fn proto_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
+    let testdata = repo.join("crates/proto/testdata");
+    let with = |pick: u8, cut: u8, body: &[u8]| [&[pick, cut][..], body].concat();
+    let mut seeds = vec![(
+        "encoder-stream".to_string(),
+        with(3, 128, &read(&testdata.join("stream.bin"))),
+    )];
+    let corpus = String::from_utf8(read(&testdata.join("corpus.jsonl"))).expect("UTF-8");
+    let mut all = Vec::new();
+    for (i, line) in corpus.lines().enumerate() {
+        let v: Value = serde_json::from_str(line).expect("corpus lines are JSON");
+        let hex = v["bytes"].as_str().unwrap_or("");
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|j| u8::from_str_radix(&hex[j..j + 2], 16).expect("hex"))
+            .collect();
+        let mut framed = (bytes.len() as u32).to_be_bytes().to_vec();
+        framed.extend(&bytes);
+        all.extend(&framed);
+        // One seed per event type is plenty: the first of each.
+        let kind = serde_json::from_str::<Value>(v["json"].as_str().unwrap_or("{}"))
+            .ok()
+            .and_then(|e| e["type"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        if !seeds.iter().any(|(n, _)| n.ends_with(&format!("-{kind}"))) {
+            seeds.push((format!("event-{i}-{kind}"), with(0, 7, &framed)));
+        }
+    }
+    seeds.push(("all-events".into(), with(0, 200, &all)));
+    seeds.push(("empty-message".into(), with(0, 0, &[0, 0, 0, 0])));
+    seeds.push(("over-limit".into(), with(1, 1, &[0, 0, 0, 9, 1, 2, 3])));
+    seeds.push(("huge-prefix".into(), with(0, 2, &[0xff, 0xff, 0xff, 0xff])));
+    seeds.push(("truncated".into(), with(0, 3, &[0, 0, 0, 5, 0x0a])));
+    seeds.push(("half-prefix".into(), with(0, 3, &[0, 0])));
+    seeds
 }
 
 fn target_name(d: Dialect) -> String {

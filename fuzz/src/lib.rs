@@ -26,6 +26,8 @@ use serde_json::Value;
 
 pub use babelgate_registry::{decoder, encoder, requests};
 
+pub mod proto;
+
 pub mod fast;
 
 // ---- SSE framer ---------------------------------------------------------------
