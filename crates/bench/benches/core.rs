@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use babelgate_bench::{decoder, encoder, frame_all, frames, mixed_stream, translate, translator};
-use babelgate_core::Dialect;
+use babelgate_core::{Dialect, Sink};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 /// The allocator the `babelgate` binary ships with (as in core-bench).
@@ -126,6 +126,46 @@ fn benches(c: &mut Criterion) {
                 });
             }
         }
+    }
+    g.finish();
+
+    // What a resumable route adds per event (issue 11's run log): the sink's
+    // spans, and beside each client event the core steps it came from, as
+    // JSON. Side by side with the plain translation of the same pair.
+    let mut g = c.benchmark_group("run-log");
+    let agui = &streams
+        .iter()
+        .find(|(d, _)| *d == Dialect::AgUi)
+        .expect("the AG-UI stream")
+        .1;
+    g.throughput(Throughput::Elements(frames(agui).len() as u64));
+    for variant in ["plain", "spans", "spans+journal"] {
+        g.bench_with_input(BenchmarkId::new("ag-ui-vercel", variant), agui, |b, s| {
+            b.iter(|| {
+                let mut tr = translator(Dialect::AgUi, Dialect::Vercel);
+                let journal = variant == "spans+journal";
+                if journal {
+                    tr.keep_journal();
+                }
+                let mut sink = if variant == "plain" {
+                    Sink::untracked(Vec::with_capacity(128 * 1024))
+                } else {
+                    Sink::new()
+                };
+                let mut logged = 0usize;
+                for chunk in s.chunks(64 * 1024) {
+                    tr.push_to(chunk, &mut sink).expect("translates");
+                    if journal {
+                        let steps: Vec<_> = tr.take_journal().into_iter().map(|n| n.step).collect();
+                        logged += serde_json::to_vec(&steps).map_or(0, |v| v.len());
+                    }
+                    black_box((sink.bytes(), sink.spans().len()));
+                    sink.clear();
+                }
+                tr.finish_to(&mut sink).expect("ends");
+                black_box(logged)
+            })
+        });
     }
     g.finish();
 }
