@@ -139,11 +139,12 @@ fn benches(c: &mut Criterion) {
         .expect("the AG-UI stream")
         .1;
     g.throughput(Throughput::Elements(frames(agui).len() as u64));
-    for variant in ["plain", "spans", "spans+journal"] {
+    for variant in ["plain", "spans", "spans+steps", "spans+steps+json"] {
         g.bench_with_input(BenchmarkId::new("ag-ui-vercel", variant), agui, |b, s| {
             b.iter(|| {
                 let mut tr = translator(Dialect::AgUi, Dialect::Vercel);
-                let journal = variant == "spans+journal";
+                let journal = variant.starts_with("spans+steps");
+                let ser = variant == "spans+steps+json";
                 if journal {
                     tr.keep_journal();
                 }
@@ -157,7 +158,10 @@ fn benches(c: &mut Criterion) {
                     tr.push_to(chunk, &mut sink).expect("translates");
                     if journal {
                         let steps: Vec<_> = tr.take_journal().into_iter().map(|n| n.step).collect();
-                        logged += serde_json::to_vec(&steps).map_or(0, |v| v.len());
+                        if ser {
+                            logged += serde_json::to_vec(&steps).map_or(0, |v| v.len());
+                        }
+                        black_box(&steps);
                     }
                     black_box((sink.bytes(), sink.spans().len()));
                     sink.clear();
