@@ -33,6 +33,19 @@ console.warn = () => {};
 
 const hex = (bytes) => Buffer.from(bytes).toString('hex');
 
+/** One corpus line: the event's JSON, the reference's bytes and its decoding of them. */
+function corpusLine(source, event, data) {
+  const line = { source, json: data };
+  try {
+    const bytes = encode(event);
+    line.bytes = hex(bytes);
+    try { line.decoded = decode(bytes); } catch (err) { line.decodeError = String(err.message ?? err); }
+  } catch (err) {
+    line.encodeError = String(err.message ?? err);
+  }
+  return JSON.stringify(line);
+}
+
 function sseEvents(file) {
   const out = [];
   const parser = createParser({ onEvent: (e) => out.push(e.data) });
@@ -61,15 +74,7 @@ for (const file of fixtures()) {
     if (!event || typeof event !== 'object' || typeof event.type !== 'string') continue;
     if (seen.has(data)) continue;
     seen.add(data);
-    const line = { source: file, json: data };
-    try {
-      const bytes = encode(event);
-      line.bytes = hex(bytes);
-      try { line.decoded = decode(bytes); } catch (err) { line.decodeError = String(err.message ?? err); }
-    } catch (err) {
-      line.encodeError = String(err.message ?? err);
-    }
-    lines.push(JSON.stringify(line));
+    lines.push(corpusLine(file, event, data));
   }
 }
 // Events the fixtures have none of, so the mappings the reference applies to
@@ -112,15 +117,7 @@ const EXTRA = [
 ];
 for (const event of EXTRA) {
   const data = JSON.stringify(event);
-  const line = { source: 'tests/node/proto-corpus.mjs', json: data };
-  try {
-    const bytes = encode(event);
-    line.bytes = hex(bytes);
-    try { line.decoded = decode(bytes); } catch (err) { line.decodeError = String(err.message ?? err); }
-  } catch (err) {
-    line.encodeError = String(err.message ?? err);
-  }
-  lines.push(JSON.stringify(line));
+  lines.push(corpusLine('tests/node/proto-corpus.mjs', event, data));
 }
 files['corpus.jsonl'] = lines.join('\n') + '\n';
 

@@ -3,6 +3,8 @@
 //! run is replayed instead), and one instance follows a bounded number of
 //! resumed streams (past it: 503 `too_many_followers` with `retry-after`).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,6 @@ use babelgate::config::Config;
 use babelgate::server::Gateway;
 use babelgate::{demo, registry};
 use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::sse::SseFramer;
 use babelgate_core::{Dialect, Role};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -88,15 +89,7 @@ async fn read_some(r: &mut reqwest::Response, n: usize) -> Vec<u8> {
 
 /// (id, data) of each SSE event.
 fn events(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
-    let mut framer = SseFramer::new(1 << 20);
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .into_iter()
-        .filter(|f| !f.data.is_empty())
-        .map(|f| (f.id.clone(), serde_json::from_str(&f.data).unwrap()))
-        .collect()
+    common::sse_events(bytes)
 }
 
 fn types(events: &[(Option<String>, Value)]) -> Vec<&str> {

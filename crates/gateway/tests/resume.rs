@@ -3,6 +3,8 @@
 //! tail; `keep` runs outlive their client and `stop` ends them. The same over
 //! Redis with two gateway processes is in tests/node/e2e/resume.test.mjs.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +14,6 @@ use babelgate::config::Config;
 use babelgate::server::Gateway;
 use babelgate::{demo, registry};
 use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::sse::SseFramer;
 use babelgate_core::{Dialect, Role};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -57,18 +58,7 @@ async fn start(gw: SocketAddr, dialect: Dialect, thread: &str) -> reqwest::Respo
 
 /// (id, data) of each SSE event.
 fn events(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
-    let mut framer = SseFramer::new(1 << 20);
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .into_iter()
-        .filter(|f| !f.data.is_empty())
-        .map(|f| {
-            let v = serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone()));
-            (f.id.clone(), v)
-        })
-        .collect()
+    common::sse_events(bytes)
 }
 
 /// Reads until at least `n` whole events have arrived.

@@ -6,6 +6,8 @@
 //! reasoning that has said nothing yet) or what was opened before its
 //! `Last-Event-ID`.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +16,6 @@ use babelgate::config::Config;
 use babelgate::registry;
 use babelgate::server::Gateway;
 use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::sse::SseFramer;
 use babelgate_core::{Dialect, Role};
 use babelgate_store::{MemoryConfig, StoreConfig};
 use serde_json::Value;
@@ -113,18 +114,7 @@ async fn start(gw: SocketAddr, dialect: Dialect, thread: &str) -> reqwest::Respo
 
 /// (id, data) of each SSE event.
 fn events(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
-    let mut framer = SseFramer::new(1 << 20);
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .into_iter()
-        .filter(|f| !f.data.is_empty())
-        .map(|f| {
-            let v = serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone()));
-            (f.id.clone(), v)
-        })
-        .collect()
+    common::sse_events(bytes)
 }
 
 /// Reads until the events so far satisfy `done`.

@@ -81,7 +81,6 @@ let gateway;
 let ORACLE;
 let GATEWAY;
 let runSeq = 0;
-let dumpSeq = 0;
 
 const aguiBody = (messages) => ({
   threadId: 'conv-history', runId: `run-h${++runSeq}`, state: {}, messages, tools: [], context: [], forwardedProps: {},
@@ -200,30 +199,26 @@ after(async () => {
 
 const left = (d) => sameArguments(d).filter((x) => !isDeliberate('pydantic-ai-history', { path: x.path }));
 
+/** The model gets the same history from `body` natively and through the gateway. */
+async function sameModelHistory(nativeUrl, gatewayUrl, body) {
+  const native = await modelHistory(nativeUrl, body);
+  const gw = await modelHistory(gatewayUrl, body);
+  const d = left(diff(normalize(native), normalize(gw)));
+  assert.deepEqual(d, [], JSON.stringify(d, null, 1).slice(0, 3000));
+  // Not vacuous: the model saw both user parts, the reasoning, both calls and the failure.
+  const seen = JSON.stringify(gw);
+  for (const s of ['First part.', 'Second part', 'The user wants the weather.', 'call_h1', 'call_h2', 'n=1 is wrong', 'Done.']) {
+    assert.ok(seen.includes(s), `model history lacks ${s}`);
+  }
+}
+
 describe('pydantic-ai natively vs through babelgate: histories and aborts', () => {
   test('a Vercel client\'s rich history reaches the model the same through an AG-UI agent', async () => {
-    const native = await modelHistory(`${ORACLE}/vercel`, vercelBody(VERCEL_HISTORY));
-    const gw = await modelHistory(`${GATEWAY}/v-from-agui`, vercelBody(VERCEL_HISTORY));
-    const d = left(diff(normalize(native), normalize(gw)));
-    if (process.env.ORACLE_DUMP) fs.writeFileSync(process.env.ORACLE_DUMP + (++dumpSeq), JSON.stringify({ native, gw, d }, null, 1));
-    assert.deepEqual(d, [], JSON.stringify(d, null, 1).slice(0, 3000));
-    // Not vacuous: the model saw both user parts, the reasoning, both calls and the failure.
-    const seen = JSON.stringify(gw);
-    for (const s of ['First part.', 'Second part', 'The user wants the weather.', 'call_h1', 'call_h2', 'n=1 is wrong', 'Done.']) {
-      assert.ok(seen.includes(s), `model history lacks ${s}`);
-    }
+    await sameModelHistory(`${ORACLE}/vercel`, `${GATEWAY}/v-from-agui`, vercelBody(VERCEL_HISTORY));
   });
 
   test('an AG-UI client\'s rich history reaches the model the same through a Vercel agent', async () => {
-    const native = await modelHistory(`${ORACLE}/agui`, aguiBody(AGUI_HISTORY));
-    const gw = await modelHistory(`${GATEWAY}/a-from-vercel`, aguiBody(AGUI_HISTORY));
-    const d = left(diff(normalize(native), normalize(gw)));
-    if (process.env.ORACLE_DUMP) fs.writeFileSync(process.env.ORACLE_DUMP + (++dumpSeq), JSON.stringify({ native, gw, d }, null, 1));
-    assert.deepEqual(d, [], JSON.stringify(d, null, 1).slice(0, 3000));
-    const seen = JSON.stringify(gw);
-    for (const s of ['First part.', 'Second part', 'The user wants the weather.', 'call_h1', 'call_h2', 'n=1 is wrong', 'Done.']) {
-      assert.ok(seen.includes(s), `model history lacks ${s}`);
-    }
+    await sameModelHistory(`${ORACLE}/agui`, `${GATEWAY}/a-from-vercel`, aguiBody(AGUI_HISTORY));
   });
 
   test('a Vercel client that aborts keeps the same partial message, and the run is cancelled', async () => {
