@@ -57,7 +57,12 @@ pub fn negotiate(accept: Option<&str>, policy: &Policy) -> Transport {
         for p in parts {
             if let Some((k, v)) = p.split_once('=') {
                 if k.trim().eq_ignore_ascii_case("q") {
-                    q = v.trim().parse::<f32>().ok().filter(|q| q.is_finite()).unwrap_or(0.0);
+                    q = v
+                        .trim()
+                        .parse::<f32>()
+                        .ok()
+                        .filter(|q| q.is_finite())
+                        .unwrap_or(0.0);
                 }
             }
         }
@@ -72,7 +77,9 @@ pub fn negotiate(accept: Option<&str>, policy: &Policy) -> Transport {
     }
     match (proto_q, sse_q) {
         (Some((pq, _)), None) if pq > 0.0 => proto,
-        (Some((pq, ppos)), Some((sq, spos))) if pq > 0.0 && (pq > sq || (pq == sq && ppos < spos)) => {
+        (Some((pq, ppos)), Some((sq, spos)))
+            if pq > 0.0 && (pq > sq || (pq == sq && ppos < spos)) =>
+        {
             proto
         }
         _ => Transport::Sse,
@@ -159,11 +166,8 @@ pub struct ProtoToSse {
 pub enum ProtoError {
     #[error(transparent)]
     Framing(#[from] FramingError),
-    #[error("message {index}: {error}")]
-    Event {
-        index: u64,
-        error: babelgate_proto::Error,
-    },
+    #[error("a message that does not decode: {0}")]
+    Event(babelgate_proto::Error),
 }
 
 impl ProtoToSse {
@@ -183,12 +187,10 @@ impl ProtoToSse {
     /// Appends the SSE of the messages completed by `bytes` to `out`.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ProtoError> {
         let r = self.framer.push(bytes, &mut self.messages);
-        let mut index = 0;
         for message in self.messages.drain(..) {
             let event = babelgate_proto::decode_event_as(&message, self.prefix)
-                .map_err(|error| ProtoError::Event { index, error })?;
+                .map_err(ProtoError::Event)?;
             babelgate_core::sse::write_json(out, &event);
-            index += 1;
         }
         Ok(r?)
     }
@@ -224,12 +226,30 @@ mod tests {
             (Some("*/*"), Transport::Sse),
             (Some("application/vnd.ag-ui.event+proto"), proto),
             (Some("Application/VND.ag-ui.event+proto; charset=x"), proto),
-            (Some("application/vnd.ag-ui.event+proto, text/event-stream"), proto),
-            (Some("text/event-stream, application/vnd.ag-ui.event+proto"), Transport::Sse),
-            (Some("text/event-stream;q=0.5, application/vnd.ag-ui.event+proto"), proto),
-            (Some("application/vnd.ag-ui.event+proto;q=0.4, text/event-stream"), Transport::Sse),
-            (Some("application/vnd.ag-ui.event+proto;q=0"), Transport::Sse),
-            (Some("application/vnd.ag-ui.event+proto;q=nan"), Transport::Sse),
+            (
+                Some("application/vnd.ag-ui.event+proto, text/event-stream"),
+                proto,
+            ),
+            (
+                Some("text/event-stream, application/vnd.ag-ui.event+proto"),
+                Transport::Sse,
+            ),
+            (
+                Some("text/event-stream;q=0.5, application/vnd.ag-ui.event+proto"),
+                proto,
+            ),
+            (
+                Some("application/vnd.ag-ui.event+proto;q=0.4, text/event-stream"),
+                Transport::Sse,
+            ),
+            (
+                Some("application/vnd.ag-ui.event+proto;q=0"),
+                Transport::Sse,
+            ),
+            (
+                Some("application/vnd.ag-ui.event+proto;q=nan"),
+                Transport::Sse,
+            ),
         ] {
             assert_eq!(negotiate(accept, &p), want, "{accept:?}");
         }
@@ -246,7 +266,10 @@ mod tests {
         let mut out = Vec::new();
         // An id line, a heartbeat, an event cut in two pushes.
         t.push(b"id: 1-0\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n: ping\n\ndata: {\"type\":\"RUN_", &mut out);
-        t.push(b"FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n", &mut out);
+        t.push(
+            b"FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+            &mut out,
+        );
         let mut want = Vec::new();
         // Per proto/events.proto: TEXT_MESSAGE_CONTENT is EventType 1 and
         // oneof arm 2 (base_event {type}, message_id, delta); RUN_FINISHED
@@ -256,7 +279,9 @@ mod tests {
         ];
         want.extend_from_slice(&(content.len() as u32).to_be_bytes());
         want.extend_from_slice(&content);
-        let finished = [0x6a, 0x0a, 0x0a, 0x02, 0x08, 0x0c, 0x12, 0x01, b't', 0x1a, 0x01, b'r'];
+        let finished = [
+            0x6a, 0x0a, 0x0a, 0x02, 0x08, 0x0c, 0x12, 0x01, b't', 0x1a, 0x01, b'r',
+        ];
         want.extend_from_slice(&(finished.len() as u32).to_be_bytes());
         want.extend_from_slice(&finished);
         assert_eq!(out, want);

@@ -37,7 +37,10 @@ fn hai_fixture_events_round_trip() {
             let plain = decode_event(&bytes).unwrap();
             if plain["type"] == "CUSTOM" && ev["type"] != "CUSTOM" {
                 own += 1;
-                assert_eq!(plain["name"], format!("hai:{}", ev["type"].as_str().unwrap()));
+                assert_eq!(
+                    plain["name"],
+                    format!("hai:{}", ev["type"].as_str().unwrap())
+                );
             }
             let back = decode_event_as(&bytes, Some("hai")).unwrap();
             let (ev, back) = (ev.as_object().unwrap(), back.as_object().unwrap());
@@ -45,7 +48,10 @@ fn hai_fixture_events_round_trip() {
                 assert_eq!(back.get(k), Some(v), "{json}: key {k}");
             }
             for (k, v) in back {
-                assert!(ev.contains_key(k) || is_default(v), "{json}: added {k}: {v}");
+                assert!(
+                    ev.contains_key(k) || is_default(v),
+                    "{json}: added {k}: {v}"
+                );
             }
             seen += 1;
         }
