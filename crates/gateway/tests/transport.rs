@@ -353,6 +353,49 @@ async fn a_binary_client_resumes_a_running_run_in_binary() {
     drop(first);
 }
 
+#[tokio::test]
+async fn last_event_id_resumes_in_binary_after_that_event() {
+    let agent = demo_agent(Dialect::AgUi, Duration::from_millis(10)).await;
+    let gw = gateway(&route(Dialect::AgUi, agent, Dialect::AgUi, "")).await;
+    let mut first = post(
+        gw,
+        Dialect::AgUi,
+        "text/event-stream",
+        "a long answer please",
+    )
+    .await;
+    // The id of the third event, as an SSE client saw it.
+    let mut got = Vec::new();
+    let id = loop {
+        got.extend_from_slice(&first.chunk().await.unwrap().unwrap());
+        let ids: Vec<String> = String::from_utf8_lossy(&got)
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: ").map(String::from))
+            .collect();
+        if ids.len() >= 3 {
+            break ids[2].clone();
+        }
+    };
+    let r = reqwest::Client::new()
+        .get(format!("http://{gw}/chat/t-1/stream"))
+        .header("accept", PROTO)
+        .header("last-event-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content_type(&r), PROTO);
+    let events = proto_events(&r.bytes().await.unwrap(), None);
+    let kinds = types(&events);
+    // After the third event (RUN_STARTED, TEXT_MESSAGE_START, a delta): no
+    // snapshot, no new start, the rest of the text, the end.
+    assert_eq!(kinds.first().unwrap(), "TEXT_MESSAGE_CONTENT", "{kinds:?}");
+    assert!(!kinds
+        .iter()
+        .any(|k| k == "RUN_STARTED" || k == "MESSAGES_SNAPSHOT"));
+    assert_eq!(kinds.last().unwrap(), "RUN_FINISHED", "{kinds:?}");
+    drop(first);
+}
+
 #[test]
 fn upstream_transport_is_checked() {
     let base = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\n";
