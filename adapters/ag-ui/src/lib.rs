@@ -30,6 +30,8 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     upstream_keeps_history: false,
     resume: babelgate_core::Resume::AfterOrSnapshot,
     extension_frames: false,
+    binary: true,
+    binary_custom_prefix: None,
 };
 
 #[cfg(test)]

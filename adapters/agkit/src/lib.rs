@@ -30,6 +30,8 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     upstream_keeps_history: true,
     resume: babelgate_core::Resume::AfterOrFromStart,
     extension_frames: true,
+    binary: false,
+    binary_custom_prefix: None,
 };
 
 #[cfg(test)]

@@ -28,6 +28,8 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     upstream_keeps_history: false,
     resume: babelgate_core::Resume::RunningFromStart,
     extension_frames: false,
+    binary: false,
+    binary_custom_prefix: None,
 };
 
 #[cfg(test)]

@@ -18,6 +18,14 @@ pub struct Policy {
     /// what it cannot say otherwise, when a route opts in
     /// (`extension_frames`); by default what it cannot say is dropped.
     pub extension_frames: bool,
+    /// Its streams may also travel in AG-UI's binary transport
+    /// (`application/vnd.ag-ui.event+proto`), as a client's and as an
+    /// upstream's: its events are AG-UI's, or can be carried as AG-UI's.
+    pub binary: bool,
+    /// In the binary transport, its own events that AG-UI lacks travel as
+    /// AG-UI `CUSTOM` events named `<prefix>:<TYPE>` (and its extra fields of
+    /// AG-UI's events in `metadata.<prefix>`); `None`: it has no such events.
+    pub binary_custom_prefix: Option<&'static str>,
 }
 
 /// How a dialect's clients reconnect to a run (`GET {path}/{id}/stream`).

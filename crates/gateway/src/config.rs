@@ -132,6 +132,7 @@ struct RawRoute {
     max_streams: Option<usize>,
     rate_limit: Option<RawRateLimit>,
     extension_frames: Option<Spanned<bool>>,
+    upstream_transport: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -360,6 +361,20 @@ pub struct Route {
     /// AG-Kit clients: also frames the AG-Kit server never sends, for what
     /// AG-Kit cannot say (off: those events are dropped and counted).
     pub extension_frames: bool,
+    /// How the upstream's stream is asked for (`upstream_transport`).
+    pub upstream_transport: UpstreamTransport,
+}
+
+/// The transport asked of a route's upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamTransport {
+    /// SSE only.
+    #[default]
+    Sse,
+    /// AG-UI's binary transport only (`application/vnd.ag-ui.event+proto`).
+    Proto,
+    /// Both asked for, binary preferred; the response's content type decides.
+    Auto,
 }
 
 /// Per-caller limits of a route: the caller is its bearer credential, or
@@ -1074,6 +1089,37 @@ impl Config {
                 Some(v) => *v.get_ref(),
                 None => false,
             };
+            let upstream_transport = match r.upstream_transport.as_ref() {
+                None => UpstreamTransport::Sse,
+                Some(v) => {
+                    let t = match v.get_ref().as_str() {
+                        "sse" => Some(UpstreamTransport::Sse),
+                        "proto" => Some(UpstreamTransport::Proto),
+                        "auto" => Some(UpstreamTransport::Auto),
+                        other => {
+                            c.at(
+                                v,
+                                format!("routes.upstream_transport: `{other}` is not sse, proto or auto"),
+                            );
+                            None
+                        }
+                    };
+                    match t {
+                        Some(t)
+                            if t != UpstreamTransport::Sse
+                                && upstream_protocol
+                                    .is_some_and(|d| !crate::registry::policy(d).binary) =>
+                        {
+                            c.at(
+                                v,
+                                "routes.upstream_transport: the upstream dialect has no binary transport",
+                            );
+                            UpstreamTransport::Sse
+                        }
+                        t => t.unwrap_or_default(),
+                    }
+                }
+            };
             if let (Some(client), Some(upstream), Some(upstream_protocol)) =
                 (client, upstream, upstream_protocol)
             {
@@ -1102,6 +1148,7 @@ impl Config {
                     max_streams: r.max_streams.unwrap_or(0),
                     rate_limit,
                     extension_frames,
+                    upstream_transport,
                 });
             }
         }

@@ -62,6 +62,13 @@ impl DemoAgent {
                 &json!({"error": {"message": "POST a run request"}}),
             );
         }
+        // Binary dialects answer in the binary transport when asked.
+        let transport = crate::transport::negotiate(
+            req.headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok()),
+            &registry::policy(self.protocol),
+        );
         let body = match Limited::new(req.into_body(), 4 << 20).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) => {
@@ -106,7 +113,7 @@ impl DemoAgent {
             encoder.finish(&mut out);
             let _ = tx.send(Bytes::from(out)).await;
         });
-        crate::server::sse_response(rx, headers)
+        crate::server::sse_response(rx, headers, transport)
     }
 }
 

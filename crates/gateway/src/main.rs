@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use babelgate::config::{Config, LogFormat};
 use babelgate::server::Gateway;
+use babelgate::transport::{ProtoToSse, SseToProto, Transport};
 use babelgate::{demo, registry};
 
 /// jemalloc rather than the system's malloc: the translation path allocates
@@ -88,9 +89,34 @@ enum Command {
         /// Deterministic ids and timestamps (for comparing captures).
         #[arg(long)]
         deterministic: bool,
+        /// Transport of the input: sse, or proto (AG-UI's binary
+        /// transport; ag-ui and hai only).
+        #[arg(long, value_enum, default_value = "sse")]
+        from_transport: TransportArg,
+        /// Transport of the output: sse or proto (ag-ui and hai only).
+        #[arg(long, value_enum, default_value = "sse")]
+        to_transport: TransportArg,
         /// The captured stream; standard input when absent.
         file: Option<PathBuf>,
     },
+}
+
+/// `--from-transport` / `--to-transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TransportArg {
+    Sse,
+    Proto,
+}
+
+impl TransportArg {
+    /// The transport for `dialect`, or the usage error.
+    fn of(self, dialect: Dialect, flag: &str) -> Result<Transport, String> {
+        match self {
+            TransportArg::Sse => Ok(Transport::Sse),
+            TransportArg::Proto => Transport::proto_for(&registry::policy(dialect))
+                .ok_or_else(|| format!("{flag} proto: {dialect} has no binary transport")),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -135,8 +161,21 @@ fn main() -> ExitCode {
             to,
             max_event_bytes,
             deterministic,
+            from_transport,
+            to_transport,
             file,
-        } => translate(from, to, max_event_bytes, deterministic, file),
+        } => {
+            let transports = from_transport
+                .of(from, "--from-transport")
+                .and_then(|f| Ok((f, to_transport.of(to, "--to-transport")?)));
+            match transports {
+                Ok(t) => translate(from, to, max_event_bytes, deterministic, t, file),
+                Err(e) => {
+                    eprintln!("babelgate: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
     }
 }
 
@@ -147,8 +186,19 @@ fn translate(
     to: Dialect,
     max_event_bytes: usize,
     deterministic: bool,
+    (from_transport, to_transport): (Transport, Transport),
     file: Option<PathBuf>,
 ) -> ExitCode {
+    let mut binary_in = match from_transport {
+        Transport::Proto(prefix) => Some(ProtoToSse::new(prefix).with_limit(max_event_bytes)),
+        Transport::Sse => None,
+    };
+    let mut binary_out = match to_transport {
+        Transport::Proto(prefix) => Some(SseToProto::new(prefix)),
+        Transport::Sse => None,
+    };
+    // The translator reads and writes SSE; the transports wrap it.
+    let mut sse_in = Vec::new();
     let ctx = if deterministic {
         EncodeContext::deterministic()
     } else {
@@ -175,7 +225,15 @@ fn translate(
     let mut out = Vec::with_capacity(64 * 1024);
     let result = loop {
         let n = match input.read(&mut buf) {
-            Ok(0) => break tr.finish(&mut out),
+            Ok(0) => {
+                if let Some(e) = binary_in.as_mut().and_then(|b| b.finish().err()) {
+                    eprintln!("babelgate: {name}: {e}");
+                    tr.fail(&e.to_string(), Some("upstream_malformed"), &mut out);
+                    let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
+                    return ExitCode::from(1);
+                }
+                break tr.finish(&mut out);
+            }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
@@ -185,19 +243,34 @@ fn translate(
                     Some("input_error"),
                     &mut out,
                 );
-                let _ = stdout.write_all(&out).and_then(|_| stdout.flush());
+                let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
                 return ExitCode::from(1);
             }
         };
-        let r = tr.push(buf.get(..n).unwrap_or_default(), &mut out);
-        if write_out(&mut stdout, &mut out).is_err() {
+        let chunk = buf.get(..n).unwrap_or_default();
+        let r = match binary_in.as_mut() {
+            None => tr.push(chunk, &mut out),
+            Some(b) => {
+                sse_in.clear();
+                let framed = b.push(chunk, &mut sse_in);
+                let r = tr.push(&sse_in, &mut out);
+                if let Err(e) = framed {
+                    eprintln!("babelgate: {name}: {e}");
+                    tr.fail(&e.to_string(), Some("upstream_malformed"), &mut out);
+                    let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
+                    return ExitCode::from(1);
+                }
+                r
+            }
+        };
+        if write_out(&mut stdout, &mut out, binary_out.as_mut()).is_err() {
             return ExitCode::from(1); // the reader went away (broken pipe)
         }
         if r.is_err() {
             break r;
         }
     };
-    let _ = write_out(&mut stdout, &mut out);
+    let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -207,7 +280,16 @@ fn translate(
     }
 }
 
-fn write_out(w: &mut impl Write, out: &mut Vec<u8>) -> io::Result<()> {
+fn write_out(
+    w: &mut impl Write,
+    out: &mut Vec<u8>,
+    binary: Option<&mut SseToProto>,
+) -> io::Result<()> {
+    if let Some(b) = binary {
+        let mut frames = Vec::new();
+        b.push(out, &mut frames);
+        *out = frames;
+    }
     if !out.is_empty() {
         w.write_all(out)?;
         w.flush()?;

@@ -8,10 +8,12 @@
 //! The schema is vendored in `proto/` (see the README for its origin); [`pb`]
 //! holds the types prost generates from it.
 
+mod custom;
 mod event;
 mod frame;
 mod wire;
 
+pub use custom::{decode_event_as, encode_event_as, restore};
 pub use event::{decode_event, encode_event, encode_event_json};
 pub use frame::{write_event, write_frame, FramingError, ProtoFramer, DEFAULT_MAX_MESSAGE_BYTES};
 pub use wire::MAX_DEPTH;

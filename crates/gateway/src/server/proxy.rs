@@ -20,16 +20,17 @@ use tokio::sync::mpsc;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
-use super::pump::{stream_translator, Pump, Report};
+use super::pump::{stream_translator, Pump, Report, UpstreamFault};
 use super::{BoxError, Gateway, ReqBody, Routes, STREAM_BUFFER_CHUNKS};
 use crate::access;
 use crate::body::ReadBodyLayer;
-use crate::config::{Config, OnDisconnect, Route};
+use crate::config::{Config, OnDisconnect, Route, UpstreamTransport};
 use crate::conn;
 use crate::error::{json_response, Body, GatewayError};
 use crate::limits::{self, StreamLimitLayer};
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
+use crate::transport::{self, ProtoToSse, SseToProto, Transport};
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
 impl Gateway {
@@ -272,6 +273,7 @@ impl Gateway {
         caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
         let forwarded = access::forwarded(route, req.headers());
+        let transport = client_transport(route.client, req.headers());
         let body = req.into_body();
         let mut ids = IdGen::default();
         let mut run = registry::requests(route.client)
@@ -329,7 +331,10 @@ impl Gateway {
             .headers(forwarded)
             .headers(upstream_headers(route))
             .headers(request_id_header)
-            .header(header::ACCEPT, "text/event-stream")
+            .header(
+                header::ACCEPT,
+                transport::upstream_accept(route.upstream_transport),
+            )
             .header(header::CONTENT_TYPE, "application/json")
             .body(upstream_body.to_string())
             .send();
@@ -376,12 +381,23 @@ impl Gateway {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        if !ctype.starts_with("text/event-stream") {
+        // An upstream that cannot speak the binary transport answers SSE
+        // (AG-UI 1.1's rule), whatever was asked.
+        let upstream_binary =
+            if route.upstream_transport != UpstreamTransport::Sse && transport::is_proto(&ctype) {
+                Transport::proto_for(&registry::policy(route.upstream_protocol))
+            } else {
+                None
+            };
+        if upstream_binary.is_none() && !ctype.starts_with("text/event-stream") {
             self.metrics.upstream_error("upstream_content_type");
             return Err(GatewayError::upstream(
                 StatusCode::BAD_GATEWAY,
                 "upstream_content_type",
-                format!("upstream answered with content-type `{ctype}`, not text/event-stream"),
+                format!(
+                    "upstream answered with content-type `{ctype}`, not {}",
+                    transport::upstream_accept(route.upstream_transport)
+                ),
             ));
         }
 
@@ -426,11 +442,16 @@ impl Gateway {
         };
         let upstream = resp
             .bytes_stream()
-            .map(|r| r.map_err(|e| error_chain(&e.without_url())));
-        self.pumps
-            .spawn(pump.run(upstream).instrument(tracing::Span::current()));
+            .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
+        let span = tracing::Span::current();
+        match upstream_binary {
+            Some(Transport::Proto(prefix)) => self
+                .pumps
+                .spawn(pump.run(from_binary(upstream, prefix)).instrument(span)),
+            _ => self.pumps.spawn(pump.run(upstream).instrument(span)),
+        };
 
-        let mut resp = sse_body(rx, Some(abort), headers);
+        let mut resp = sse_body(rx, Some(abort), headers, transport);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -471,8 +492,9 @@ impl Gateway {
         &self,
         route: &Route,
         id: &str,
-        headers: &http::HeaderMap,
+        headers_in: &http::HeaderMap,
     ) -> Result<Response<Body>, GatewayError> {
+        let headers = headers_in;
         let runs = self.stores.runs.clone();
         let key = run_key(&route.path, id);
         let Some(info) = runs.latest(&key).await.map_err(store_error)? else {
@@ -529,7 +551,12 @@ impl Gateway {
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
-        Ok(sse_body(rx, Some(abort), headers))
+        Ok(sse_body(
+            rx,
+            Some(abort),
+            headers,
+            client_transport(route.client, headers_in),
+        ))
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
@@ -630,8 +657,66 @@ fn no_content() -> Response<Body> {
 pub(crate) fn sse_response(
     rx: mpsc::Receiver<Bytes>,
     dialect_headers: &'static [(&'static str, &'static str)],
+    transport: Transport,
 ) -> Response<Body> {
-    sse_body(rx, None, dialect_headers)
+    sse_body(rx, None, dialect_headers, transport)
+}
+
+/// The transport a client of `dialect` asked for with its `Accept`.
+fn client_transport(dialect: Dialect, headers: &http::HeaderMap) -> Transport {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    transport::negotiate(accept, &registry::policy(dialect))
+}
+
+/// An upstream's binary stream as the SSE its dialect's decoder reads; bad
+/// framing or a message that does not decode ends it with
+/// [`UpstreamFault::Malformed`] (after which nothing more is read).
+fn from_binary<S>(
+    upstream: S,
+    prefix: Option<&'static str>,
+) -> impl futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin
+where
+    S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin,
+{
+    enum State<S> {
+        Reading(S, ProtoToSse),
+        /// What decoded before the fault went first; the fault is next.
+        Failing(UpstreamFault),
+    }
+    let state = Some(State::Reading(upstream, ProtoToSse::new(prefix)));
+    Box::pin(futures_util::stream::unfold(state, |state| async move {
+        let (mut upstream, mut reader) = match state? {
+            State::Reading(u, r) => (u, r),
+            State::Failing(fault) => return Some((Err(fault), None)),
+        };
+        loop {
+            match upstream.next().await {
+                Some(Ok(bytes)) => {
+                    let mut out = Vec::new();
+                    let r = reader.push(&bytes, &mut out);
+                    let next = match r {
+                        Err(e) => {
+                            let fault = UpstreamFault::Malformed(e.to_string());
+                            if out.is_empty() {
+                                return Some((Err(fault), None));
+                            }
+                            State::Failing(fault)
+                        }
+                        Ok(()) if out.is_empty() => continue,
+                        Ok(()) => State::Reading(upstream, reader),
+                    };
+                    return Some((Ok(Bytes::from(out)), Some(next)));
+                }
+                Some(Err(e)) => return Some((Err(e), None)),
+                None => {
+                    return match reader.finish() {
+                        Ok(()) => None,
+                        Err(e) => Some((Err(UpstreamFault::Malformed(e.to_string())), None)),
+                    }
+                }
+            }
+        }
+    }))
 }
 
 /// An SSE response of what arrives on `rx`; once `rx` ends, a set `abort`
@@ -641,11 +726,28 @@ fn sse_body(
     rx: mpsc::Receiver<Bytes>,
     abort: Option<Arc<AtomicBool>>,
     dialect_headers: &'static [(&'static str, &'static str)],
+    transport: Transport,
 ) -> Response<Body> {
-    let stream = futures_util::stream::unfold(Some((rx, abort)), |state| async move {
-        let (mut rx, abort) = state?;
-        match rx.recv().await {
-            Some(b) => Some((Ok(Frame::data(b)), Some((rx, abort)))),
+    let binary = match transport {
+        Transport::Proto(prefix) => Some(SseToProto::new(prefix)),
+        Transport::Sse => None,
+    };
+    let stream = futures_util::stream::unfold(Some((rx, abort, binary)), |state| async move {
+        let (mut rx, abort, mut binary) = state?;
+        let mut next = rx.recv().await;
+        // Heartbeats have no binary form: a chunk that converts to nothing
+        // is not sent.
+        while let (Some(b), Some(to_proto)) = (next.as_mut(), binary.as_mut()) {
+            let mut out = Vec::new();
+            to_proto.push(b, &mut out);
+            if !out.is_empty() {
+                *b = Bytes::from(out);
+                break;
+            }
+            next = rx.recv().await;
+        }
+        match next {
+            Some(b) => Some((Ok(Frame::data(b)), Some((rx, abort, binary)))),
             None if abort.is_some_and(|a| a.load(Ordering::Acquire)) => {
                 // Pending once first: hyper flushes what it holds (the error
                 // frame) before the error closes the connection.
@@ -659,7 +761,7 @@ fn sse_body(
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
+        HeaderValue::from_static(transport.content_type()),
     );
     h.insert(
         header::CACHE_CONTROL,

@@ -88,10 +88,27 @@ enum End {
     Internal,
 }
 
+/// Why the upstream's byte stream failed.
+#[derive(Debug)]
+pub(super) enum UpstreamFault {
+    /// The connection broke.
+    Connection(String),
+    /// The transport's framing or messages were bad (a binary stream: a
+    /// length over the limit, a cut message, a message that does not decode).
+    Malformed(String),
+}
+
+impl From<String> for UpstreamFault {
+    fn from(e: String) -> Self {
+        UpstreamFault::Connection(e)
+    }
+}
+
 impl Pump {
-    pub(super) async fn run<S>(mut self, mut upstream: S)
+    pub(super) async fn run<S, E>(mut self, mut upstream: S)
     where
-        S: futures_util::Stream<Item = Result<Bytes, String>> + Unpin,
+        S: futures_util::Stream<Item = Result<Bytes, E>> + Unpin,
+        E: Into<UpstreamFault>,
     {
         let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
         if self.recorder.is_some() {
@@ -178,15 +195,26 @@ impl Pump {
                     Some(_) => End::Upstream("upstream_disconnected"),
                     None => End::Internal,
                 },
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "the upstream connection failed");
-                    self.translator.fail_to(
-                        "the upstream connection failed",
-                        Some("upstream_disconnected"),
-                        &mut out,
-                    );
-                    End::Upstream("upstream_disconnected")
-                }
+                Some(Err(e)) => match e.into() {
+                    UpstreamFault::Malformed(e) => {
+                        tracing::warn!(error = %e, "the upstream's binary stream is malformed");
+                        self.translator.fail_to(
+                            &format!("the upstream sent a malformed binary stream: {e}"),
+                            Some("upstream_malformed"),
+                            &mut out,
+                        );
+                        End::Upstream("upstream_malformed")
+                    }
+                    UpstreamFault::Connection(e) => {
+                        tracing::warn!(error = %e, "the upstream connection failed");
+                        self.translator.fail_to(
+                            "the upstream connection failed",
+                            Some("upstream_disconnected"),
+                            &mut out,
+                        );
+                        End::Upstream("upstream_disconnected")
+                    }
+                },
                 Some(Ok(bytes)) => {
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
                     let Some(r) = self.guarded(&mut out, |t, out| t.push_to(&bytes, out)) else {

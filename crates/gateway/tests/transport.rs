@@ -1,0 +1,419 @@
+//! AG-UI's binary transport through the gateway: negotiated by clients of
+//! the binary dialects, asked of upstreams by `upstream_transport`, resumed,
+//! and bad binary input from an upstream. The same with the real
+//! `@ag-ui/client` and `@ag-ui/encoder` is in tests/node/e2e/proto.test.mjs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate::config::Config;
+use babelgate::server::Gateway;
+use babelgate::{demo, registry};
+use babelgate_core::request::{Message, RunRequest};
+use babelgate_core::sse::SseFramer;
+use babelgate_core::{Dialect, Role};
+use babelgate_proto::ProtoFramer;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const PROTO: &str = "application/vnd.ag-ui.event+proto";
+
+async fn listener() -> (TcpListener, SocketAddr) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    (l, a)
+}
+
+async fn demo_agent(protocol: Dialect, delay: Duration) -> SocketAddr {
+    let (l, a) = listener().await;
+    tokio::spawn(demo::serve(l, protocol, delay));
+    a
+}
+
+async fn gateway(toml: &str) -> SocketAddr {
+    let config = Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
+    let (l, a) = listener().await;
+    tokio::spawn(Arc::new(Gateway::new(config).unwrap()).serve(l));
+    a
+}
+
+fn route(client: Dialect, upstream: SocketAddr, protocol: Dialect, extra: &str) -> String {
+    format!(
+        "[[routes]]\npath = \"/chat\"\nclient = \"{client}\"\nupstream = \"http://{upstream}/agent\"\nupstream_protocol = \"{protocol}\"\n{extra}"
+    )
+}
+
+fn body(dialect: Dialect, thread: &str, text: &str) -> Vec<u8> {
+    let run = RunRequest {
+        thread_id: thread.into(),
+        run_id: "run-1".into(),
+        messages: vec![Message::text_message("u1", Role::User, text)],
+        ..Default::default()
+    };
+    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
+}
+
+async fn post(gw: SocketAddr, dialect: Dialect, accept: &str, text: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .body(body(dialect, "t-1", text))
+        .send()
+        .await
+        .unwrap()
+}
+
+fn content_type(r: &reqwest::Response) -> String {
+    r.headers()["content-type"].to_str().unwrap().to_string()
+}
+
+/// The events of an SSE body.
+fn sse_events(bytes: &[u8]) -> Vec<Value> {
+    let mut framer = SseFramer::new(1 << 20);
+    let mut frames = Vec::new();
+    framer.push(bytes, &mut frames).unwrap();
+    framer.finish(&mut frames).unwrap();
+    frames
+        .iter()
+        .filter(|f| !f.data.is_empty())
+        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone())))
+        .collect()
+}
+
+/// The events of a binary body, read as a client of `prefix`'s dialect.
+fn proto_events(bytes: &[u8], prefix: Option<&str>) -> Vec<Value> {
+    let mut framer = ProtoFramer::default();
+    let mut messages = Vec::new();
+    framer.push(bytes, &mut messages).unwrap();
+    framer.finish().unwrap();
+    messages
+        .iter()
+        .map(|m| babelgate_proto::decode_event_as(m, prefix).unwrap())
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|v| v["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// The text a client of `dialect` was streamed.
+fn text(dialect: Dialect, events: &[Value]) -> String {
+    events
+        .iter()
+        .filter_map(|v| match dialect {
+            Dialect::Vercel if v["type"] == "text-delta" => v["delta"].as_str().map(String::from),
+            Dialect::AgKit if v["type"] == "text" => v["content"].as_str().map(String::from),
+            Dialect::Hai if v["type"] == "BUSINESS_DATA_CONTENT" => {
+                v["delta"]["output"]["content"].as_str().map(String::from)
+            }
+            _ if v["type"] == "TEXT_MESSAGE_CONTENT" => v["delta"].as_str().map(String::from),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A raw upstream that answers every request with `head` and then `body`.
+async fn raw_upstream(content_type: &'static str, body: Vec<u8>) -> SocketAddr {
+    let (l, a) = listener().await;
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut got = Vec::new();
+                // The request head and its (small) body.
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n"
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(&body).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    a
+}
+
+fn frame(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    babelgate_proto::write_frame(&mut out, message).unwrap();
+    out
+}
+
+fn event(json: &str) -> Vec<u8> {
+    frame(&babelgate_proto::encode_event_json(json).unwrap())
+}
+
+#[tokio::test]
+async fn binary_clients_get_the_same_stream_as_sse_clients_from_every_upstream() {
+    for client in [Dialect::AgUi, Dialect::Hai] {
+        let prefix = registry::policy(client).binary_custom_prefix;
+        for upstream in Dialect::ALL {
+            let agent = demo_agent(upstream, Duration::ZERO).await;
+            let gw = gateway(&route(client, agent, upstream, "")).await;
+            let sse = post(gw, client, "text/event-stream", "hello there").await;
+            assert_eq!(content_type(&sse), "text/event-stream");
+            let sse = sse_events(&sse.bytes().await.unwrap());
+            let bin = post(gw, client, PROTO, "hello there").await;
+            assert_eq!(content_type(&bin), PROTO, "{client} <- {upstream}");
+            let bin = proto_events(&bin.bytes().await.unwrap(), prefix);
+            assert_eq!(types(&bin), types(&sse), "{client} <- {upstream}");
+            assert_eq!(text(client, &bin), text(client, &sse));
+            assert!(!text(client, &bin).is_empty());
+        }
+    }
+}
+
+#[tokio::test]
+async fn accept_negotiation_and_dialects_without_a_binary_form() {
+    let agent = demo_agent(Dialect::AgUi, Duration::ZERO).await;
+    let gw = gateway(&route(Dialect::AgUi, agent, Dialect::AgUi, "")).await;
+    for (accept, want) in [
+        (format!("text/event-stream, {PROTO}"), "text/event-stream"),
+        (format!("{PROTO}, text/event-stream"), PROTO),
+        (format!("text/event-stream;q=0.9, {PROTO}"), PROTO),
+        ("*/*".to_string(), "text/event-stream"),
+    ] {
+        let r = post(gw, Dialect::AgUi, &accept, "hi").await;
+        assert_eq!(content_type(&r), want, "{accept}");
+    }
+    // A Vercel client asking for the binary form gets SSE.
+    let gw = gateway(&route(Dialect::Vercel, agent, Dialect::AgUi, "")).await;
+    let r = post(gw, Dialect::Vercel, PROTO, "hi").await;
+    assert_eq!(content_type(&r), "text/event-stream");
+    // Errors before the stream stay JSON.
+    let gw = gateway(&route(Dialect::AgUi, agent, Dialect::AgUi, "")).await;
+    let r = reqwest::Client::new()
+        .post(format!("http://{gw}/chat"))
+        .header("accept", PROTO)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(content_type(&r).starts_with("application/json"));
+}
+
+#[tokio::test]
+async fn binary_upstreams_behind_every_client_dialect() {
+    for upstream in [Dialect::AgUi, Dialect::Hai] {
+        for transport in ["proto", "auto", "sse"] {
+            for client in Dialect::ALL {
+                let agent = demo_agent(upstream, Duration::ZERO).await;
+                let extra = format!("upstream_transport = \"{transport}\"\n");
+                let gw = gateway(&route(client, agent, upstream, &extra)).await;
+                let r = post(gw, client, "text/event-stream", "hello there").await;
+                assert_eq!(r.status(), 200);
+                let events = sse_events(&r.bytes().await.unwrap());
+                let got = text(client, &events);
+                assert!(
+                    got.contains("hello there"),
+                    "{client} <- {upstream} over {transport}: {got:?} {events:?}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_proto_route_takes_sse_from_an_upstream_that_only_speaks_sse() {
+    let sse = b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+        data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+        data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"fallback\"}\n\n\
+        data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n\
+        data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+    let up = raw_upstream("text/event-stream", sse.to_vec()).await;
+    let gw = gateway(&route(
+        Dialect::AgUi,
+        up,
+        Dialect::AgUi,
+        "upstream_transport = \"proto\"\n",
+    ))
+    .await;
+    let r = post(gw, Dialect::AgUi, "text/event-stream", "hi").await;
+    let events = sse_events(&r.bytes().await.unwrap());
+    assert_eq!(text(Dialect::AgUi, &events), "fallback");
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+}
+
+#[tokio::test]
+async fn bad_binary_upstreams_end_with_upstream_malformed() {
+    let started = event(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#);
+    let mut over_limit = started.clone();
+    over_limit.extend_from_slice(&u32::MAX.to_be_bytes());
+    over_limit.extend_from_slice(&[0; 64]);
+    let mut truncated = started.clone();
+    truncated.extend_from_slice(&[0, 0, 0, 40, 1, 2, 3]);
+    let mut garbage = started.clone();
+    garbage.extend_from_slice(&frame(&[0xff, 0xff, 0xff]));
+    let mut unknown_arm = started.clone();
+    unknown_arm.extend_from_slice(&frame(&[0xfa, 0x3f, 0x00]));
+    for (what, body) in [
+        ("over the limit", over_limit),
+        ("truncated", truncated),
+        ("not protobuf", garbage),
+        ("no known event", unknown_arm),
+    ] {
+        let up = raw_upstream(PROTO, body).await;
+        let gw = gateway(&route(
+            Dialect::AgUi,
+            up,
+            Dialect::AgUi,
+            "upstream_transport = \"proto\"\n",
+        ))
+        .await;
+        // An SSE client gets its dialect's error event.
+        let r = post(gw, Dialect::AgUi, "text/event-stream", "hi").await;
+        let events = sse_events(&r.bytes().await.unwrap());
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "RUN_ERROR", "{what}: {events:?}");
+        assert_eq!(last["code"], "upstream_malformed", "{what}");
+        // A binary client the same, as a binary frame.
+        let r = post(gw, Dialect::AgUi, PROTO, "hi").await;
+        let events = proto_events(&r.bytes().await.unwrap(), None);
+        assert_eq!(events.first().unwrap()["type"], "RUN_STARTED", "{what}");
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "RUN_ERROR", "{what}: {events:?}");
+        assert_eq!(last["code"], "upstream_malformed", "{what}");
+        // A Vercel client gets its own error.
+        let gw = gateway(&route(
+            Dialect::Vercel,
+            up,
+            Dialect::AgUi,
+            "upstream_transport = \"auto\"\n",
+        ))
+        .await;
+        let r = post(gw, Dialect::Vercel, "text/event-stream", "hi").await;
+        let events = sse_events(&r.bytes().await.unwrap());
+        assert!(
+            events.iter().any(|e| e["type"] == "error"),
+            "{what}: {events:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_sse_route_refuses_a_binary_answer() {
+    let up = raw_upstream(
+        PROTO,
+        event(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#),
+    )
+    .await;
+    let gw = gateway(&route(Dialect::AgUi, up, Dialect::AgUi, "")).await;
+    let r = post(gw, Dialect::AgUi, "text/event-stream", "hi").await;
+    assert_eq!(r.status(), 502);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "upstream_content_type");
+}
+
+#[tokio::test]
+async fn a_binary_client_resumes_a_running_run_in_binary() {
+    let agent = demo_agent(Dialect::AgUi, Duration::from_millis(10)).await;
+    let gw = gateway(&route(Dialect::AgUi, agent, Dialect::AgUi, "")).await;
+    let mut first = post(gw, Dialect::AgUi, PROTO, "a long answer please").await;
+    assert_eq!(content_type(&first), PROTO);
+    // A few frames, then the client comes back (no Last-Event-ID: a
+    // snapshot of the run so far, then the tail).
+    let mut got = Vec::new();
+    while got.len() < 200 {
+        got.extend_from_slice(&first.chunk().await.unwrap().unwrap());
+    }
+    let r = reqwest::Client::new()
+        .get(format!("http://{gw}/chat/t-1/stream"))
+        .header("accept", PROTO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(content_type(&r), PROTO);
+    let events = proto_events(&r.bytes().await.unwrap(), None);
+    let kinds = types(&events);
+    assert_eq!(kinds.first().unwrap(), "RUN_STARTED", "{kinds:?}");
+    assert!(
+        kinds.contains(&"MESSAGES_SNAPSHOT".to_string()),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().unwrap(), "RUN_FINISHED", "{kinds:?}");
+    drop(first);
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_in_binary_after_that_event() {
+    let agent = demo_agent(Dialect::AgUi, Duration::from_millis(10)).await;
+    let gw = gateway(&route(Dialect::AgUi, agent, Dialect::AgUi, "")).await;
+    let mut first = post(
+        gw,
+        Dialect::AgUi,
+        "text/event-stream",
+        "a long answer please",
+    )
+    .await;
+    // The id of the third event, as an SSE client saw it.
+    let mut got = Vec::new();
+    let id = loop {
+        got.extend_from_slice(&first.chunk().await.unwrap().unwrap());
+        let ids: Vec<String> = String::from_utf8_lossy(&got)
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: ").map(String::from))
+            .collect();
+        if ids.len() >= 3 {
+            break ids[2].clone();
+        }
+    };
+    let r = reqwest::Client::new()
+        .get(format!("http://{gw}/chat/t-1/stream"))
+        .header("accept", PROTO)
+        .header("last-event-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content_type(&r), PROTO);
+    let events = proto_events(&r.bytes().await.unwrap(), None);
+    let kinds = types(&events);
+    // After the third event (RUN_STARTED, TEXT_MESSAGE_START, a delta): no
+    // snapshot, no new start, the rest of the text, the end.
+    assert_eq!(kinds.first().unwrap(), "TEXT_MESSAGE_CONTENT", "{kinds:?}");
+    assert!(!kinds
+        .iter()
+        .any(|k| k == "RUN_STARTED" || k == "MESSAGES_SNAPSHOT"));
+    assert_eq!(kinds.last().unwrap(), "RUN_FINISHED", "{kinds:?}");
+    drop(first);
+}
+
+#[test]
+fn upstream_transport_is_checked() {
+    let base = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\n";
+    for (dialect, value, ok) in [
+        ("ag-ui", "proto", true),
+        ("hai", "auto", true),
+        ("vercel", "sse", true),
+        ("vercel", "proto", false),
+        ("agkit", "auto", false),
+        ("ag-ui", "grpc", false),
+    ] {
+        let toml =
+            format!("{base}upstream_protocol = \"{dialect}\"\nupstream_transport = \"{value}\"\n");
+        let r = Config::parse(&toml);
+        assert_eq!(r.is_ok(), ok, "{dialect} {value}: {r:?}");
+        if let Err(errors) = r {
+            let text = format!("{errors:?}");
+            assert!(text.contains("upstream_transport"), "{text}");
+        }
+    }
+}
