@@ -25,3 +25,4 @@ pub mod resume;
 pub mod server;
 pub mod service;
 pub mod tls;
+pub mod ws;

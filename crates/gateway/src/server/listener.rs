@@ -166,7 +166,8 @@ impl Gateway {
                 (keepalive / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
             ))
             .keep_alive_timeout(Duration::from_secs(20));
-        let conn = builder.serve_connection(TokioIo::new(io), svc);
+        // Upgrades: a route also answers a WebSocket (see crate::ws).
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
         tokio::pin!(conn);
         let mut draining = false;
         loop {

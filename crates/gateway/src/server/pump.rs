@@ -178,6 +178,13 @@ impl Pump {
                     Some(_) => End::Upstream("upstream_disconnected"),
                     None => End::Internal,
                 },
+                Some(Err(e)) if e.starts_with(crate::ws::MALFORMED) => {
+                    tracing::warn!(error = %e, "the upstream sent what cannot be read");
+                    let why = e.get(crate::ws::MALFORMED.len()..).unwrap_or_default();
+                    self.translator
+                        .fail_to(why, Some("upstream_malformed"), &mut out);
+                    End::Upstream("upstream_malformed")
+                }
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "the upstream connection failed");
                     self.translator.fail_to(

@@ -1,0 +1,274 @@
+// The WebSocket transport (docs/transports.md) with the real `ws` package:
+// as a client of every client dialect in front of the demo agent (the same
+// events as over SSE), as an upstream of every dialect (replaying the
+// fixtures, one event a message) behind an SSE and a WebSocket client, a
+// client close that cancels the upstream, and the bad-input cases.
+
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import WebSocket, { WebSocketServer } from 'ws';
+import { runBody, sseData } from './lib/adversary.mjs';
+import { BABELGATE, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
+
+const HANG_GUARD = { timeout: 60_000 };
+const DIALECTS = ['ag-ui', 'hai', 'vercel', 'agkit'];
+// The dialect each upstream's events are translated into (a real
+// translation, not a passthrough).
+const CLIENT_OF = { 'ag-ui': 'vercel', hai: 'ag-ui', vercel: 'ag-ui', agkit: 'ag-ui' };
+const MAX_BODY = 4096;
+
+let gatewayProc;
+let demoProc;
+let gateway;
+let wsGateway;
+let upstream; // the Node ws + HTTP fixture server
+const seen = { closes: [], requests: [] };
+
+const fixture = (dialect) =>
+  sseData(fs.readFileSync(path.join(REPO_ROOT, 'tests/fixtures', dialect, 'chat.sse'), 'utf8'));
+
+/** One server, two faces: `/ws/<dialect>` replays a fixture one event a
+ *  message; `/sse/<dialect>` answers the same fixture as SSE; `/ws/slow`
+ *  sends one event and waits; `/ws/binary` sends a binary message. */
+async function startUpstream() {
+  const server = http.createServer((req, res) => {
+    const m = /^\/sse\/([a-z-]+)$/.exec(req.url);
+    if (!m) return res.writeHead(404).end();
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(fixture(m[1]).map((d) => `data: ${d}\n\n`).join(''));
+    });
+  });
+  const wss = new WebSocketServer({ server });
+  wss.on('connection', (sock, req) => {
+    const name = req.url.replace(/^\/ws\//, '');
+    sock.once('message', (data, isBinary) => {
+      seen.requests.push({ name, isBinary, body: data.toString() });
+      if (name === 'slow') {
+        sock.send(fixture('ag-ui')[0]);
+        sock.on('close', (code) => seen.closes.push({ name, code }));
+        return;
+      }
+      if (name === 'binary') {
+        sock.send(fixture('ag-ui')[0]);
+        sock.send(Buffer.from([0, 0, 0, 1, 8]), { binary: true });
+        return;
+      }
+      if (name === 'cut') {
+        // Two events, then a normal close: the run never finished.
+        for (const d of fixture('ag-ui').slice(0, 2)) sock.send(d);
+        sock.close(1000);
+        return;
+      }
+      for (const d of fixture(name)) sock.send(d);
+      sock.close(1000);
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { server, wss, base: `127.0.0.1:${server.address().port}` };
+}
+
+const toml = (s) => JSON.stringify(s);
+const route = (p, client, up, upProto, extra = '') =>
+  `[[routes]]\npath = ${toml(p)}\nclient = ${toml(client)}\nupstream = ${toml(up)}\nupstream_protocol = ${toml(upProto)}\nidle_timeout_ms = 60000\n${extra}\n`;
+
+before(async () => {
+  const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', 'websocket');
+  fs.mkdirSync(logDir, { recursive: true });
+  upstream = await startUpstream();
+  const [gwPort, demoPort] = [await freePort(), await freePort()];
+  demoProc = launch('demo-agent', BABELGATE, ['demo-agent', '--protocol', 'ag-ui', '--listen', `127.0.0.1:${demoPort}`, '--delay-ms', '1'], logDir);
+  const demo = `http://127.0.0.1:${demoPort}/agent`;
+  const routes = [];
+  for (const d of DIALECTS) routes.push(route(`/demo/${d}`, d, demo, 'ag-ui'));
+  for (const d of DIALECTS) {
+    routes.push(route(`/ws-up/${d}`, CLIENT_OF[d], `ws://${upstream.base}/ws/${d}`, d));
+    routes.push(route(`/sse-up/${d}`, CLIENT_OF[d], `http://${upstream.base}/sse/${d}`, d));
+  }
+  for (const n of ['slow', 'binary', 'cut']) routes.push(route(`/ws-up/${n}`, 'ag-ui', `ws://${upstream.base}/ws/${n}`, 'ag-ui'));
+  routes.push(route('/small', 'ag-ui', demo, 'ag-ui', `max_body_bytes = ${MAX_BODY}`));
+  const config = path.join(logDir, 'websocket.gateway.toml');
+  fs.writeFileSync(config, `[server]\nlisten = ${toml(`127.0.0.1:${gwPort}`)}\nrequest_read_timeout_ms = 1500\n\n${routes.join('\n')}`);
+  gatewayProc = launch('babelgate', BABELGATE, ['serve', '--config', config], logDir);
+  gateway = `http://127.0.0.1:${gwPort}`;
+  wsGateway = `ws://127.0.0.1:${gwPort}`;
+  await Promise.all([waitReady(gatewayProc, `${gateway}/healthz`), waitReady(demoProc, `http://127.0.0.1:${demoPort}/healthz`).catch(() => {})]);
+});
+
+after(async () => {
+  if (gatewayProc) await stopProc(gatewayProc);
+  if (demoProc) await stopProc(demoProc);
+  upstream?.wss.close();
+  upstream?.server.close();
+});
+
+/** Opens a socket, sends `first` (unless undefined) once open, and
+ *  collects every message until the close. */
+function wsRun(pathName, first, { protocols, onMessage, binary = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${wsGateway}${pathName}`, protocols);
+    const messages = [];
+    ws.on('open', () => {
+      if (first !== undefined) ws.send(first, { binary });
+    });
+    ws.on('message', (data, isBinary) => {
+      messages.push({ text: data.toString(), isBinary });
+      onMessage?.(ws, messages);
+    });
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString(), messages, protocol: ws.protocol }));
+    ws.on('error', reject);
+  });
+}
+
+async function sseRun(pathName, body) {
+  const res = await fetch(`${gateway}${pathName}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body,
+  });
+  assert.equal(res.status, 200, `POST ${pathName}`);
+  return sseData(await res.text());
+}
+
+/** Ids and timestamps differ between two runs: each distinct value becomes
+ *  its rank of first appearance. */
+function normalize(events) {
+  const names = new Map();
+  const walk = (v, key) => {
+    if (Array.isArray(v)) return v.map((x) => walk(x));
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x, k)]));
+    if (typeof v === 'string' && /(id|stepName)$/i.test(key ?? '')) {
+      if (!names.has(v)) names.set(v, `#${names.size}`);
+      return names.get(v);
+    }
+    if (key === 'timestamp') return 0;
+    return v;
+  };
+  return events.map((d) => {
+    try {
+      return walk(JSON.parse(d));
+    } catch {
+      return d;
+    }
+  });
+}
+
+for (const d of DIALECTS) {
+  test(`${d} client over WebSocket gets the events it gets over SSE (demo agent)`, HANG_GUARD, async () => {
+    const body = JSON.stringify(runBody(d, `t-ws-${d}`));
+    const overSse = await sseRun(`/demo/${d}`, body);
+    const r = await wsRun(`/demo/${d}`, body);
+    assert.equal(r.code, 1000, `normal close: ${r.reason}`);
+    assert.ok(r.messages.every((m) => !m.isBinary), 'text messages');
+    assert.ok(overSse.length > 3, `a real stream: ${overSse.length} events`);
+    assert.deepEqual(normalize(r.messages.map((m) => m.text)), normalize(overSse));
+  });
+}
+
+for (const d of DIALECTS) {
+  test(`${d} upstream over WebSocket: SSE and WebSocket clients get what an SSE upstream gives`, HANG_GUARD, async () => {
+    const client = CLIENT_OF[d];
+    const body = JSON.stringify(runBody(client, `t-up-${d}`));
+    const viaHttp = await sseRun(`/sse-up/${d}`, body);
+    const viaWs = await sseRun(`/ws-up/${d}`, body);
+    assert.ok(viaHttp.length > 3, `a real stream: ${viaHttp.length}`);
+    assert.doesNotMatch(viaWs.join('\n'), /upstream_(closed|disconnected|malformed)/);
+    assert.deepEqual(normalize(viaWs), normalize(viaHttp));
+    const both = await wsRun(`/ws-up/${d}`, body);
+    assert.equal(both.code, 1000, both.reason);
+    assert.deepEqual(normalize(both.messages.map((m) => m.text)), normalize(viaHttp));
+    const req = seen.requests.filter((x) => x.name === d).at(-1);
+    assert.equal(req.isBinary, false, 'the request went up as a text message');
+    assert.doesNotThrow(() => JSON.parse(req.body), 'the first upstream message is the JSON request');
+  });
+}
+
+test('a client close mid-run closes the upstream WebSocket', HANG_GUARD, async () => {
+  const before = seen.closes.length;
+  const r = await wsRun('/ws-up/slow', JSON.stringify(runBody('ag-ui', 't-cancel')), {
+    onMessage: (ws) => ws.close(1000),
+  });
+  assert.ok(r.messages.length >= 1);
+  // Event-driven: the upstream's close handler fires; the guard bounds it.
+  while (seen.closes.length === before) await new Promise((res) => setTimeout(res, 20));
+  assert.equal(seen.closes.at(-1).name, 'slow');
+});
+
+test('an SSE client leaving closes the upstream WebSocket too', HANG_GUARD, async () => {
+  const before = seen.closes.length;
+  const ac = new AbortController();
+  const res = await fetch(`${gateway}/ws-up/slow`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify(runBody('ag-ui', 't-cancel-sse')),
+    signal: ac.signal,
+  });
+  const reader = res.body.getReader();
+  await reader.read();
+  ac.abort();
+  while (seen.closes.length === before) await new Promise((r) => setTimeout(r, 20));
+});
+
+test('an upstream binary message: upstream_malformed in the client dialect', HANG_GUARD, async () => {
+  const events = await sseRun('/ws-up/binary', JSON.stringify(runBody('ag-ui', 't-bin')));
+  const last = JSON.parse(events.at(-1));
+  assert.equal(last.type, 'RUN_ERROR');
+  assert.equal(last.code, 'upstream_malformed');
+  assert.match(last.message, /binary/);
+});
+
+test('an upstream closing normally before the run ends: upstream_closed', HANG_GUARD, async () => {
+  const events = await sseRun('/ws-up/cut', JSON.stringify(runBody('ag-ui', 't-cut')));
+  const last = JSON.parse(events.at(-1));
+  assert.equal(last.type, 'RUN_ERROR');
+  assert.equal(last.code, 'upstream_closed');
+});
+
+test('a binary first message: closed 1003, told why', HANG_GUARD, async () => {
+  const r = await wsRun('/demo/ag-ui', Buffer.from(JSON.stringify(runBody('ag-ui', 't-b'))), { binary: true });
+  assert.equal(r.code, 1003);
+  assert.match(r.reason, /text/);
+});
+
+test('a second message before the stream ends: closed 1008', HANG_GUARD, async () => {
+  const r = await wsRun('/ws-up/slow', JSON.stringify(runBody('ag-ui', 't-second')), {
+    onMessage: (ws, msgs) => {
+      if (msgs.length === 1) ws.send('{"again":true}');
+    },
+  });
+  assert.equal(r.code, 1008);
+  assert.match(r.reason, /one request/);
+});
+
+test('a first message over max_body_bytes: closed 1009', HANG_GUARD, async () => {
+  const big = JSON.stringify({ ...runBody('ag-ui', 't-big'), forwardedProps: { pad: 'p'.repeat(MAX_BODY * 3) } });
+  const r = await wsRun('/small', big);
+  assert.equal(r.code, 1009);
+  assert.match(r.reason, /request_too_large/);
+});
+
+test('no first message within the request read timeout: closed 1008', HANG_GUARD, async () => {
+  const r = await wsRun('/demo/ag-ui', undefined);
+  assert.equal(r.code, 1008);
+  assert.match(r.reason, /request_timeout/);
+});
+
+test('an invalid request: its JSON error as a message, then a close naming the code', HANG_GUARD, async () => {
+  const r = await wsRun('/demo/vercel', '{"not":"a request"');
+  assert.equal(r.messages.length, 1);
+  const { error } = JSON.parse(r.messages[0].text);
+  assert.equal(error.type, 'client');
+  assert.equal(r.code, 1008);
+  assert.equal(r.reason, error.code);
+});
+
+test('subprotocols: the known one is chosen; only unknown ones: 400', HANG_GUARD, async () => {
+  const r = await wsRun('/demo/ag-ui', JSON.stringify(runBody('ag-ui', 't-sp')), { protocols: ['x-unknown', 'ag-ui.json'] });
+  assert.equal(r.protocol, 'ag-ui.json');
+  assert.equal(r.code, 1000);
+  await assert.rejects(wsRun('/demo/ag-ui', '{}', { protocols: ['x-unknown'] }), /400/);
+});
