@@ -43,11 +43,20 @@ async function startUpstream() {
       res.end(fixture(m[1]).map((d) => `data: ${d}\n\n`).join(''));
     });
   });
-  const wss = new WebSocketServer({ server });
+  const wss = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req, socket, head) => {
+    if (req.url === '/ws/refuse') return socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n');
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+  });
   wss.on('connection', (sock, req) => {
     const name = req.url.replace(/^\/ws\//, '');
     sock.once('message', (data, isBinary) => {
-      seen.requests.push({ name, isBinary, body: data.toString() });
+      seen.requests.push({ name, isBinary, body: data.toString(), headers: req.headers });
+      if (name === 'abort') {
+        sock.send(fixture('ag-ui')[0]);
+        sock.close(4000, 'gave up');
+        return;
+      }
       if (name === 'slow') {
         sock.send(fixture('ag-ui')[0]);
         sock.on('close', (code) => seen.closes.push({ name, code }));
@@ -89,7 +98,12 @@ before(async () => {
     routes.push(route(`/ws-up/${d}`, CLIENT_OF[d], `ws://${upstream.base}/ws/${d}`, d));
     routes.push(route(`/sse-up/${d}`, CLIENT_OF[d], `http://${upstream.base}/sse/${d}`, d));
   }
-  for (const n of ['slow', 'binary', 'cut']) routes.push(route(`/ws-up/${n}`, 'ag-ui', `ws://${upstream.base}/ws/${n}`, 'ag-ui'));
+  for (const n of ['slow', 'binary', 'cut', 'abort', 'refuse']) routes.push(route(`/ws-up/${n}`, 'ag-ui', `ws://${upstream.base}/ws/${n}`, 'ag-ui'));
+  routes.push(route('/ws-up/down', 'ag-ui', `ws://127.0.0.1:${await freePort()}/ws`, 'ag-ui'));
+  routes.push(route('/ws-up/headers', 'ag-ui', `ws://${upstream.base}/ws/ag-ui`, 'ag-ui', 'upstream_headers = { x-up = "yes" }\nforward_headers = ["x-user-id"]'));
+  routes.push(route('/beat', 'ag-ui', `ws://${upstream.base}/ws/slow`, 'ag-ui', 'heartbeat_ms = 200'));
+  process.env.BABELGATE_WS_TEST_KEY = 'k-ws-test';
+  routes.push(route('/auth', 'ag-ui', demo, 'ag-ui', '[routes.auth]\nbearer_env = ["BABELGATE_WS_TEST_KEY"]'));
   routes.push(route('/small', 'ag-ui', demo, 'ag-ui', `max_body_bytes = ${MAX_BODY}`));
   const config = path.join(logDir, 'websocket.gateway.toml');
   fs.writeFileSync(config, `[server]\nlisten = ${toml(`127.0.0.1:${gwPort}`)}\nrequest_read_timeout_ms = 1500\n\n${routes.join('\n')}`);
@@ -108,9 +122,10 @@ after(async () => {
 
 /** Opens a socket, sends `first` (unless undefined) once open, and
  *  collects every message until the close. */
-function wsRun(pathName, first, { protocols, onMessage, binary = false } = {}) {
+function wsRun(pathName, first, { protocols, onMessage, onOpen, binary = false, headers } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${wsGateway}${pathName}`, protocols);
+    const ws = new WebSocket(`${wsGateway}${pathName}`, protocols, { headers });
+    onOpen?.(ws);
     const messages = [];
     ws.on('open', () => {
       if (first !== undefined) ws.send(first, { binary });
@@ -124,10 +139,10 @@ function wsRun(pathName, first, { protocols, onMessage, binary = false } = {}) {
   });
 }
 
-async function sseRun(pathName, body) {
+async function sseRun(pathName, body, extraHeaders = {}) {
   const res = await fetch(`${gateway}${pathName}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...extraHeaders },
     body,
   });
   assert.equal(res.status, 200, `POST ${pathName}`);
@@ -271,4 +286,68 @@ test('subprotocols: the known one is chosen; only unknown ones: 400', HANG_GUARD
   assert.equal(r.protocol, 'ag-ui.json');
   assert.equal(r.code, 1000);
   await assert.rejects(wsRun('/demo/ag-ui', '{}', { protocols: ['x-unknown'] }), /400/);
+});
+
+test('a failure after the start: the dialect error event, then 1000', HANG_GUARD, async () => {
+  const r = await wsRun('/ws-up/binary', JSON.stringify(runBody('ag-ui', 't-bin-ws')));
+  assert.equal(r.code, 1000);
+  const last = JSON.parse(r.messages.at(-1).text);
+  assert.equal(last.type, 'RUN_ERROR');
+  assert.equal(last.code, 'upstream_malformed');
+});
+
+test('an upstream closing with another code: upstream_disconnected', HANG_GUARD, async () => {
+  const events = await sseRun('/ws-up/abort', JSON.stringify(runBody('ag-ui', 't-abort')));
+  const last = JSON.parse(events.at(-1));
+  assert.equal(last.type, 'RUN_ERROR');
+  assert.equal(last.code, 'upstream_disconnected');
+});
+
+test('upstream handshake refused: 502 upstream_status; nothing listening: 502 upstream_unreachable', HANG_GUARD, async () => {
+  for (const [p, code] of [['/ws-up/refuse', 'upstream_status'], ['/ws-up/down', 'upstream_unreachable']]) {
+    const res = await fetch(`${gateway}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(runBody('ag-ui', 't-x')) });
+    assert.equal(res.status, 502, p);
+    assert.equal((await res.json()).error.code, code, p);
+  }
+});
+
+test('the upstream handshake carries upstream_headers, forwarded headers and x-request-id', HANG_GUARD, async () => {
+  await sseRun('/ws-up/headers', JSON.stringify(runBody('ag-ui', 't-h')), { 'x-user-id': 'u-7', 'x-request-id': 'req-ws-1' });
+  const { headers } = seen.requests.at(-1);
+  assert.equal(headers['x-up'], 'yes');
+  assert.equal(headers['x-user-id'], 'u-7');
+  assert.equal(headers['x-request-id'], 'req-ws-1');
+});
+
+test('the client close reaches the upstream as 1001', HANG_GUARD, async () => {
+  const before = seen.closes.length;
+  await wsRun('/ws-up/slow', JSON.stringify(runBody('ag-ui', 't-1001')), { onMessage: (ws) => ws.close(1000) });
+  while (seen.closes.length === before) await new Promise((res) => setTimeout(res, 20));
+  assert.equal(seen.closes.at(-1).code, 1001);
+});
+
+test('pings every heartbeat_ms; a client ping is answered', HANG_GUARD, async () => {
+  let pinged = false;
+  let ponged = false;
+  await wsRun('/beat', JSON.stringify(runBody('ag-ui', 't-beat')), {
+    onOpen: (ws) => {
+      ws.on('ping', () => {
+        pinged = true;
+        ws.ping();
+      });
+      ws.on('pong', () => {
+        ponged = true;
+        ws.close(1000);
+      });
+    },
+  });
+  assert.ok(pinged, 'the gateway pinged');
+  assert.ok(ponged, 'the gateway answered a ping');
+});
+
+test('the upgrade goes through the route auth: 401 without a key, a stream with it', HANG_GUARD, async () => {
+  await assert.rejects(wsRun('/auth', '{}'), /401/);
+  const r = await wsRun('/auth', JSON.stringify(runBody('ag-ui', 't-auth')), { headers: { authorization: 'Bearer k-ws-test' } });
+  assert.equal(r.code, 1000, r.reason);
+  assert.equal(JSON.parse(r.messages.at(-1).text).type, 'RUN_FINISHED');
 });
