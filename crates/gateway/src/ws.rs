@@ -620,3 +620,256 @@ impl Drop for UpstreamWs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().method(Method::GET).uri("/r");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn upgrade_needs_get_upgrade_and_connection_tokens() {
+        let up = [
+            ("upgrade", "WebSocket"),
+            ("connection", "keep-alive, Upgrade"),
+        ];
+        assert!(is_upgrade(&get(&up)));
+        assert!(!is_upgrade(&get(&up[..1])), "no Connection: upgrade");
+        assert!(!is_upgrade(&get(&[
+            ("upgrade", "h2c"),
+            ("connection", "upgrade")
+        ])));
+        let mut post = get(&up);
+        *post.method_mut() = Method::POST;
+        assert!(!is_upgrade(&post));
+    }
+
+    #[test]
+    fn subprotocol_is_the_first_known_offer() {
+        let h = |v: &str| get(&[("sec-websocket-protocol", v)]).headers().clone();
+        assert_eq!(pick_subprotocol(&HeaderMap::new()).unwrap(), None);
+        assert_eq!(
+            pick_subprotocol(&h("x-other, AG-UI.PROTO, ag-ui.json")).unwrap(),
+            Some(SUBPROTOCOL_PROTO)
+        );
+        assert_eq!(
+            pick_subprotocol(&h("ag-ui.json")).unwrap(),
+            Some(SUBPROTOCOL_JSON)
+        );
+        let e = pick_subprotocol(&h("x-other")).unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::BAD_REQUEST, "unsupported_subprotocol")
+        );
+    }
+
+    #[test]
+    fn inner_request_keeps_auth_and_drops_the_upgrade() {
+        let up = get(&[
+            ("upgrade", "websocket"),
+            ("connection", "upgrade"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("sec-websocket-version", "13"),
+            ("sec-websocket-protocol", "ag-ui.proto"),
+            ("authorization", "Bearer k"),
+        ]);
+        let h = inner_headers(up.headers(), false);
+        assert_eq!(h.get("authorization").unwrap(), "Bearer k");
+        assert_eq!(h.get("accept").unwrap(), "text/event-stream");
+        assert_eq!(h.get("content-type").unwrap(), "application/json");
+        for gone in [
+            "upgrade",
+            "connection",
+            "sec-websocket-key",
+            "sec-websocket-protocol",
+        ] {
+            assert!(h.get(gone).is_none(), "{gone}");
+        }
+        let proto = inner_headers(up.headers(), true);
+        assert!(proto
+            .get("accept")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(PROTO_MEDIA_TYPE));
+    }
+
+    #[test]
+    fn close_reason_is_cut_to_123_bytes_on_a_char_boundary() {
+        let long = "é".repeat(100);
+        let Message::Close(Some(f)) = close_frame(CloseCode::Policy, &long) else {
+            panic!("a close");
+        };
+        assert_eq!(f.reason.len(), 122);
+        assert!(f.reason.as_str().chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn sse_framing_sends_data_and_drops_comments() {
+        let mut f = Framing::Sse(SseFramer::default());
+        let mut out = Vec::new();
+        f.push(
+            b": heartbeat\n\ndata: {\"a\":1}\n\nid: 7\ndata: x\ndata: y\n\ndata: [DO",
+            false,
+            &mut out,
+        )
+        .unwrap();
+        f.push(b"NE]", true, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                Message::text("{\"a\":1}"),
+                Message::text("x\ny"),
+                Message::text("[DONE]")
+            ]
+        );
+    }
+
+    #[test]
+    fn proto_framing_sends_one_binary_message_per_frame() {
+        let mut f = Framing::Proto(babelgate_proto::ProtoFramer::new(16));
+        let mut out = Vec::new();
+        f.push(&[0, 0, 0, 2, 8, 1, 0, 0], false, &mut out).unwrap();
+        f.push(&[0, 1, 9], false, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![Message::binary(vec![8u8, 1]), Message::binary(vec![9u8])]
+        );
+        // A cut frame at the end, or one over the limit: an error, no panic.
+        assert!(f.push(&[0, 0, 0, 3, 1], true, &mut out).is_err());
+        let mut big = Framing::Proto(babelgate_proto::ProtoFramer::new(16));
+        assert!(big.push(&[0, 0, 1, 0], false, &mut out).is_err());
+    }
+
+    /// A WebSocket server on a free port that runs `script` on its first
+    /// connection and reports what it saw.
+    async fn upstream<F, Fut>(script: F) -> (String, tokio::task::JoinHandle<Vec<Message>>)
+    where
+        F: FnOnce(WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Vec<Message>> + Send,
+    {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/up", l.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            script(tokio_tungstenite::accept_async(s).await.unwrap()).await
+        });
+        (url, task)
+    }
+
+    fn route(url: &str) -> Route {
+        let toml = format!(
+            "[[routes]]\npath = \"/r\"\nclient = \"ag-ui\"\nupstream = \"{url}\"\nupstream_protocol = \"ag-ui\"\n"
+        );
+        crate::config::Config::parse(&toml)
+            .unwrap()
+            .routes
+            .remove(0)
+    }
+
+    async fn drain(mut s: UpstreamWs) -> Vec<Result<String, String>> {
+        let mut got = Vec::new();
+        while let Some(i) = s.next().await {
+            got.push(i.map(|b| String::from_utf8(b.to_vec()).unwrap()));
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn upstream_text_messages_become_sse_events_until_a_normal_close() {
+        let (url, seen) = upstream(|mut ws| async move {
+            let first = ws.next().await.unwrap().unwrap();
+            ws.send(Message::text("{\"a\":1}")).await.unwrap();
+            ws.send(Message::text("two\nlines")).await.unwrap();
+            ws.close(None).await.unwrap();
+            vec![first]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{\"req\":1}".into())
+            .await
+            .unwrap();
+        assert_eq!(
+            drain(s).await,
+            vec![
+                Ok("data: {\"a\":1}\n\n".into()),
+                Ok("data: two\ndata: lines\n\n".into())
+            ]
+        );
+        assert_eq!(seen.await.unwrap(), vec![Message::text("{\"req\":1}")]);
+    }
+
+    #[tokio::test]
+    async fn upstream_binary_is_malformed_and_an_odd_close_an_error() {
+        let (url, _seen) = upstream(|mut ws| async move {
+            ws.next().await;
+            ws.send(Message::binary(vec![0u8, 1])).await.unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        let got = drain(s).await;
+        assert_eq!(got.len(), 1);
+        assert!(got[0].as_ref().unwrap_err().starts_with(MALFORMED));
+
+        let (url, _seen) = upstream(|mut ws| async move {
+            ws.next().await;
+            ws.close(Some(CloseFrame {
+                code: CloseCode::Library(4000),
+                reason: "no".into(),
+            }))
+            .await
+            .unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        let got = drain(s).await;
+        assert!(got[0].as_ref().unwrap_err().contains("4000"), "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_upstream_is_closed_with_going_away() {
+        let (url, seen) = upstream(|mut ws| async move {
+            ws.next().await;
+            let mut got = Vec::new();
+            while let Some(Ok(m)) = ws.next().await {
+                got.push(m);
+            }
+            got
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        drop(s);
+        let got = tokio::time::timeout(Duration::from_secs(30), seen)
+            .await
+            .unwrap()
+            .unwrap();
+        let Some(Message::Close(Some(f))) = got.last() else {
+            panic!("no close: {got:?}");
+        };
+        assert_eq!(f.code, CloseCode::Away);
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_unreachable() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/", l.local_addr().unwrap());
+        drop(l);
+        let Err(e) = open_upstream(&route(&url), HeaderMap::new(), "{}".into()).await else {
+            panic!("connected");
+        };
+        assert_eq!(e.code, "upstream_unreachable");
+    }
+}
