@@ -38,6 +38,11 @@ pub const SUBPROTOCOL_PROTO: &str = "ag-ui.proto";
 /// The media type a client asks for with [`SUBPROTOCOL_PROTO`].
 pub const PROTO_MEDIA_TYPE: &str = "application/vnd.ag-ui.event+proto";
 
+/// Keeps a connection counted (`max_connections`) while a WebSocket uses
+/// it: the accept loop puts it in each request's extensions.
+#[derive(Clone)]
+pub struct ConnHold(pub Arc<dyn std::any::Any + Send + Sync>);
+
 /// Whether `req` asks to become a WebSocket (HTTP/1.1 `GET` + `Upgrade`).
 pub fn is_upgrade<B>(req: &Request<B>) -> bool {
     req.method() == Method::GET
@@ -126,6 +131,7 @@ pub(crate) fn accept<B>(
     };
     let template = inner_headers(req.headers(), subprotocol == Some(SUBPROTOCOL_PROTO));
     let uri = req.uri().clone();
+    let hold = req.extensions().get::<ConnHold>().cloned();
     let limits = SessionLimits {
         max_request_bytes: route.max_body_bytes,
         first_message_within: read_timeout,
@@ -133,6 +139,7 @@ pub(crate) fn accept<B>(
     };
     let gw = gw.clone();
     tokio::spawn(async move {
+        let _hold = hold;
         let upgraded = match on_upgrade.await {
             Ok(u) => u,
             Err(e) => {

@@ -351,3 +351,49 @@ test('the upgrade goes through the route auth: 401 without a key, a stream with 
   assert.equal(r.code, 1000, r.reason);
   assert.equal(JSON.parse(r.messages.at(-1).text).type, 'RUN_FINISHED');
 });
+
+test('an open WebSocket counts against max_connections', HANG_GUARD, async () => {
+  const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', 'websocket');
+  const port = await freePort();
+  const config = path.join(logDir, 'websocket-one.gateway.toml');
+  fs.writeFileSync(config, `[server]\nlisten = ${toml(`127.0.0.1:${port}`)}\nmax_connections = 1\n\n${route('/slow', 'ag-ui', `ws://${upstream.base}/ws/slow`, 'ag-ui')}`);
+  const gw = launch('babelgate-one', BABELGATE, ['serve', '--config', config], logDir);
+  try {
+    // Each probe on its own connection, closed after (no pool keeps one).
+    const probe = () =>
+      new Promise((res) => {
+        http
+          .get(`http://127.0.0.1:${port}/healthz`, { agent: false, headers: { connection: 'close' } }, (r) => {
+            r.resume();
+            r.on('end', () => res(r.statusCode));
+          })
+          .on('error', () => res(0));
+      });
+    let status = 0;
+    while (status !== 200) {
+      if (gw.exited) throw new Error(`gateway exited: ${JSON.stringify(gw.exited)}`);
+      status = await probe();
+      if (status !== 200) await new Promise((res) => setTimeout(res, 50));
+    }
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/slow`);
+    const firstEvent = new Promise((res, rej) => {
+      ws.once('message', res);
+      ws.once('error', rej);
+    });
+    ws.once('open', () => ws.send(JSON.stringify(runBody('ag-ui', 't-one'))));
+    await firstEvent;
+    // A fresh connection (no keep-alive pool) while the socket is open.
+    assert.equal(await probe(), 503, 'the WebSocket holds the only connection');
+    const closed = new Promise((res) => ws.once('close', res));
+    ws.close(1000);
+    await closed;
+    // Freed once the session ends (event-driven: polls until it is).
+    status = 0;
+    while (status !== 200) {
+      status = await probe();
+      if (status !== 200) await new Promise((res) => setTimeout(res, 50));
+    }
+  } finally {
+    await stopProc(gw);
+  }
+});
