@@ -397,3 +397,12 @@ test('an open WebSocket counts against max_connections', HANG_GUARD, async () =>
     await stopProc(gw);
   }
 });
+
+test('ag-ui.proto where the answer is SSE: text messages, as a fallback', HANG_GUARD, async () => {
+  const body = JSON.stringify(runBody('vercel', 't-proto-fallback'));
+  const r = await wsRun('/demo/vercel', body, { protocols: ['ag-ui.proto'] });
+  assert.equal(r.protocol, 'ag-ui.proto');
+  assert.equal(r.code, 1000, r.reason);
+  assert.ok(r.messages.length > 3 && r.messages.every((m) => !m.isBinary), 'text messages');
+  assert.equal(r.messages.at(-1).text, '[DONE]');
+});
