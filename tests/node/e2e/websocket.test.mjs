@@ -59,7 +59,9 @@ async function startUpstream() {
       }
       if (name === 'slow') {
         sock.send(fixture('ag-ui')[0]);
-        sock.on('close', (code) => seen.closes.push({ name, code }));
+        // Tagged with the run's thread: each test waits for its own close.
+        const thread = JSON.parse(data.toString()).threadId;
+        sock.on('close', (code) => seen.closes.push({ name, code, thread }));
         return;
       }
       if (name === 'binary') {
@@ -110,7 +112,13 @@ before(async () => {
   gatewayProc = launch('babelgate', BABELGATE, ['serve', '--config', config], logDir);
   gateway = `http://127.0.0.1:${gwPort}`;
   wsGateway = `ws://127.0.0.1:${gwPort}`;
-  await Promise.all([waitReady(gatewayProc, `${gateway}/healthz`), waitReady(demoProc, `http://127.0.0.1:${demoPort}/healthz`).catch(() => {})]);
+  await waitReady(gatewayProc, `${gateway}/healthz`);
+  // The demo agent answers only POST: any HTTP answer means it is up.
+  for (let up = false; !up; ) {
+    if (demoProc.exited) throw new Error(`demo agent exited: ${JSON.stringify(demoProc.exited)}`);
+    up = await fetch(demo).then(() => true, () => false);
+    if (!up) await new Promise((r) => setTimeout(r, 50));
+  }
 });
 
 after(async () => {
@@ -119,6 +127,16 @@ after(async () => {
   upstream?.wss.close();
   upstream?.server.close();
 });
+
+/** The upstream's close of the run on thread `t` (event-driven; the test's
+ *  guard bounds the wait). */
+async function upstreamClose(t) {
+  for (;;) {
+    const c = seen.closes.find((x) => x.thread === t);
+    if (c) return c;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
 
 /** Opens a socket, sends `first` (unless undefined) once open, and
  *  collects every message until the close. */
@@ -203,18 +221,14 @@ for (const d of DIALECTS) {
 }
 
 test('a client close mid-run closes the upstream WebSocket', HANG_GUARD, async () => {
-  const before = seen.closes.length;
   const r = await wsRun('/ws-up/slow', JSON.stringify(runBody('ag-ui', 't-cancel')), {
     onMessage: (ws) => ws.close(1000),
   });
   assert.ok(r.messages.length >= 1);
-  // Event-driven: the upstream's close handler fires; the guard bounds it.
-  while (seen.closes.length === before) await new Promise((res) => setTimeout(res, 20));
-  assert.equal(seen.closes.at(-1).name, 'slow');
+  assert.equal((await upstreamClose('t-cancel')).name, 'slow');
 });
 
 test('an SSE client leaving closes the upstream WebSocket too', HANG_GUARD, async () => {
-  const before = seen.closes.length;
   const ac = new AbortController();
   const res = await fetch(`${gateway}/ws-up/slow`, {
     method: 'POST',
@@ -225,7 +239,7 @@ test('an SSE client leaving closes the upstream WebSocket too', HANG_GUARD, asyn
   const reader = res.body.getReader();
   await reader.read();
   ac.abort();
-  while (seen.closes.length === before) await new Promise((r) => setTimeout(r, 20));
+  await upstreamClose('t-cancel-sse');
 });
 
 test('an upstream binary message: upstream_malformed in the client dialect', HANG_GUARD, async () => {
@@ -320,10 +334,8 @@ test('the upstream handshake carries upstream_headers, forwarded headers and x-r
 });
 
 test('the client close reaches the upstream as 1001', HANG_GUARD, async () => {
-  const before = seen.closes.length;
   await wsRun('/ws-up/slow', JSON.stringify(runBody('ag-ui', 't-1001')), { onMessage: (ws) => ws.close(1000) });
-  while (seen.closes.length === before) await new Promise((res) => setTimeout(res, 20));
-  assert.equal(seen.closes.at(-1).code, 1001);
+  assert.equal((await upstreamClose('t-1001')).code, 1001);
 });
 
 test('pings every heartbeat_ms; a client ping is answered', HANG_GUARD, async () => {
@@ -375,12 +387,20 @@ test('an open WebSocket counts against max_connections', HANG_GUARD, async () =>
       status = await probe();
       if (status !== 200) await new Promise((res) => setTimeout(res, 50));
     }
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/slow`);
-    const firstEvent = new Promise((res, rej) => {
-      ws.once('message', res);
-      ws.once('error', rej);
-    });
-    ws.once('open', () => ws.send(JSON.stringify(runBody('ag-ui', 't-one'))));
+    // The probe's connection may not be closed on the gateway's side yet:
+    // a 503 then is retried (the slot is freed when that task ends).
+    let ws;
+    for (;;) {
+      ws = new WebSocket(`ws://127.0.0.1:${port}/slow`);
+      const opened = await new Promise((res) => {
+        ws.once('open', () => res(true));
+        ws.once('error', () => res(false));
+      });
+      if (opened) break;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    const firstEvent = new Promise((res) => ws.once('message', res));
+    ws.send(JSON.stringify(runBody('ag-ui', 't-one')));
     await firstEvent;
     // A fresh connection (no keep-alive pool) while the socket is open.
     assert.equal(await probe(), 503, 'the WebSocket holds the only connection');
