@@ -493,12 +493,13 @@ pub(crate) async fn open_upstream(
             req.headers_mut().insert(k.clone(), v.clone());
         }
     }
-    let connect = tokio_tungstenite::connect_async_with_config(
+    let connect = tokio_tungstenite::connect_async_tls_with_config(
         req,
         Some(WebSocketConfig::default().max_message_size(Some(
             babelgate_core::sse::SseFramer::default().max_event_bytes(),
         ))),
         true,
+        tls_connector(),
     );
     let (mut ws, _) = match tokio::time::timeout(
         route.connect_timeout + route.response_timeout,
@@ -542,6 +543,22 @@ pub(crate) async fn open_upstream(
         ws: Some(ws),
         done: false,
     })
+}
+
+/// `wss://` with rustls on ring (the provider the listener uses), and the
+/// webpki roots: named here, so no process-wide default is needed.
+fn tls_connector() -> Option<tokio_tungstenite::Connector> {
+    use tokio_rustls::rustls;
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Some(tokio_tungstenite::Connector::Rustls(Arc::new(config)))
 }
 
 /// A WebSocket upstream read as an SSE byte stream. Dropped before its end
@@ -867,6 +884,34 @@ mod tests {
             panic!("no close: {got:?}");
         };
         assert_eq!(f.code, CloseCode::Away);
+    }
+
+    #[tokio::test]
+    async fn wss_checks_the_certificate() {
+        // A TLS server with a certificate no root vouches for.
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::try_from(cert.key_pair.serialize_der()).unwrap(),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("wss://localhost:{}/up", l.local_addr().unwrap().port());
+        let server = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            acceptor.accept(s).await.is_ok()
+        });
+        let Err(e) = open_upstream(&route(&url), HeaderMap::new(), "{}".into()).await else {
+            panic!("connected to an untrusted server");
+        };
+        assert_eq!(e.code, "upstream_unreachable");
+        assert!(!server.await.unwrap(), "the client refused the handshake");
     }
 
     #[tokio::test]
