@@ -41,7 +41,11 @@ pub const PROTO_MEDIA_TYPE: &str = "application/vnd.ag-ui.event+proto";
 /// Keeps a connection counted (`max_connections`) while a WebSocket uses
 /// it: the accept loop puts it in each request's extensions.
 #[derive(Clone)]
-pub struct ConnHold(pub Arc<dyn std::any::Any + Send + Sync>);
+pub struct ConnHold {
+    pub slot: Arc<dyn std::any::Any + Send + Sync>,
+    /// Where the session runs: the accept loop's connections.
+    pub tasks: tokio_util::task::TaskTracker,
+}
 
 /// Whether `req` asks to become a WebSocket (HTTP/1.1 `GET` + `Upgrade`).
 pub fn is_upgrade<B>(req: &Request<B>) -> bool {
@@ -138,7 +142,8 @@ pub(crate) fn accept<B>(
         ping_every: route.heartbeat,
     };
     let gw = gw.clone();
-    tokio::spawn(async move {
+    let tasks = hold.as_ref().map(|h| h.tasks.clone());
+    let task = async move {
         let _hold = hold;
         let upgraded = match on_upgrade.await {
             Ok(u) => u,
@@ -154,7 +159,11 @@ pub(crate) fn accept<B>(
         )
         .await;
         session(gw, ws, uri, template, limits, peer).await;
-    });
+    };
+    match tasks {
+        Some(t) => drop(t.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
     let mut resp = Response::new(crate::error::full(Bytes::new()));
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let rh = resp.headers_mut();

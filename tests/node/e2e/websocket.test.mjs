@@ -140,9 +140,9 @@ async function upstreamClose(t) {
 
 /** Opens a socket, sends `first` (unless undefined) once open, and
  *  collects every message until the close. */
-function wsRun(pathName, first, { protocols, onMessage, onOpen, binary = false, headers } = {}) {
+function wsRun(pathName, first, { protocols, onMessage, onOpen, binary = false, headers, base } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${wsGateway}${pathName}`, protocols, { headers });
+    const ws = new WebSocket(`${base ?? wsGateway}${pathName}`, protocols, { headers });
     onOpen?.(ws);
     const messages = [];
     ws.on('open', () => {
@@ -425,4 +425,26 @@ test('ag-ui.proto where the answer is SSE: text messages, as a fallback', HANG_G
   assert.equal(r.code, 1000, r.reason);
   assert.ok(r.messages.length > 3 && r.messages.every((m) => !m.isBinary), 'text messages');
   assert.equal(r.messages.at(-1).text, '[DONE]');
+});
+
+test('shutdown mid-run: the dialect error, then a normal close', HANG_GUARD, async () => {
+  const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', 'websocket');
+  const port = await freePort();
+  const config = path.join(logDir, 'websocket-shutdown.gateway.toml');
+  fs.writeFileSync(config, `[server]\nlisten = ${toml(`127.0.0.1:${port}`)}\nshutdown_grace_ms = 100\n\n${route('/slow', 'ag-ui', `ws://${upstream.base}/ws/slow`, 'ag-ui')}`);
+  const gw = launch('babelgate-shutdown', BABELGATE, ['serve', '--config', config], logDir);
+  try {
+    await waitReady(gw, `http://127.0.0.1:${port}/healthz`);
+    const r = await wsRun('/slow', JSON.stringify(runBody('ag-ui', 't-shutdown')), {
+      base: `ws://127.0.0.1:${port}`,
+      onMessage: (_ws, msgs) => {
+        if (msgs.length === 1) gw.child.kill('SIGTERM');
+      },
+    });
+    assert.equal(r.code, 1000, `close ${r.code} ${r.reason}`);
+    const last = JSON.parse(r.messages.at(-1).text);
+    assert.equal(last.type, 'RUN_ERROR', JSON.stringify(last));
+  } finally {
+    await stopProc(gw);
+  }
 });

@@ -86,10 +86,15 @@ impl Gateway {
             let gw = self.clone();
             let closing = closing.clone();
             let tls = tls.clone();
+            let tasks = connections.clone();
             connections.spawn(async move {
                 // Held by a WebSocket too, after hyper has let go of the
-                // connection: it still counts against `max_connections`.
-                let slot = crate::ws::ConnHold(Arc::new(slot));
+                // connection: it still counts against `max_connections`,
+                // and shutdown waits for it as for a connection.
+                let slot = crate::ws::ConnHold {
+                    slot: Arc::new(slot),
+                    tasks,
+                };
                 let state = ConnState::new(timeouts);
                 let io = conn::Watched::new(stream, state.clone());
                 match tls {
