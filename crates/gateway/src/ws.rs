@@ -90,6 +90,26 @@ fn pick_subprotocol(headers: &HeaderMap) -> Result<Option<&'static str>, Gateway
     ))
 }
 
+/// Browsers apply no CORS to WebSockets: a page of another origin could
+/// run a route that its `fetch` could not. So a browser's upgrade (it sends
+/// `Origin`) must come from the gateway's own origin or from one the
+/// route's `[routes.cors]` allows. Non-browser clients send no `Origin`.
+fn origin_allowed(route: &Route, h: &HeaderMap) -> bool {
+    let Some(origin) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let same = match (origin.split_once("://"), h.get(header::HOST)) {
+        (Some((_, authority)), Some(host)) => host
+            .to_str()
+            .is_ok_and(|host| host.eq_ignore_ascii_case(authority)),
+        _ => false,
+    };
+    same || route
+        .cors
+        .as_ref()
+        .is_some_and(|c| crate::access::allowed_origin(c, h).is_some())
+}
+
 /// Limits of one client session, from its route.
 #[derive(Clone, Copy, Debug)]
 struct SessionLimits {
@@ -123,6 +143,13 @@ pub(crate) fn accept<B>(
             "a WebSocket upgrade needs Sec-WebSocket-Key",
         ));
     };
+    if !origin_allowed(route, h) {
+        return Err(GatewayError::client(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this origin is not allowed on this route",
+        ));
+    }
     let accept_key = derive_accept_key(key.as_bytes());
     let subprotocol = pick_subprotocol(h)?;
     let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {

@@ -107,6 +107,7 @@ before(async () => {
   process.env.BABELGATE_WS_TEST_KEY = 'k-ws-test';
   routes.push(route('/auth', 'ag-ui', demo, 'ag-ui', '[routes.auth]\nbearer_env = ["BABELGATE_WS_TEST_KEY"]'));
   routes.push(route('/small', 'ag-ui', demo, 'ag-ui', `max_body_bytes = ${MAX_BODY}`));
+  routes.push(route('/cors', 'ag-ui', demo, 'ag-ui', '[routes.cors]\nallow_origins = ["https://app.example"]'));
   const config = path.join(logDir, 'websocket.gateway.toml');
   fs.writeFileSync(config, `[server]\nlisten = ${toml(`127.0.0.1:${gwPort}`)}\nrequest_read_timeout_ms = 1500\n\n${routes.join('\n')}`);
   gatewayProc = launch('babelgate', BABELGATE, ['serve', '--config', config], logDir);
@@ -140,9 +141,9 @@ async function upstreamClose(t) {
 
 /** Opens a socket, sends `first` (unless undefined) once open, and
  *  collects every message until the close. */
-function wsRun(pathName, first, { protocols, onMessage, onOpen, binary = false, headers, base } = {}) {
+function wsRun(pathName, first, { protocols, onMessage, onOpen, binary = false, headers, base, origin } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${base ?? wsGateway}${pathName}`, protocols, { headers });
+    const ws = new WebSocket(`${base ?? wsGateway}${pathName}`, protocols, { headers, origin });
     onOpen?.(ws);
     const messages = [];
     ws.on('open', () => {
@@ -447,4 +448,14 @@ test('shutdown mid-run: the dialect error, then a normal close', HANG_GUARD, asy
   } finally {
     await stopProc(gw);
   }
+});
+
+test('a browser upgrade (Origin) from another origin: 403 unless the route CORS allows it', HANG_GUARD, async () => {
+  const body = JSON.stringify(runBody('ag-ui', 't-origin'));
+  await assert.rejects(wsRun('/demo/ag-ui', body, { origin: 'https://evil.example' }), /403/);
+  await assert.rejects(wsRun('/cors', body, { origin: 'https://evil.example' }), /403/);
+  const own = await wsRun('/demo/ag-ui', body, { origin: gateway });
+  assert.equal(own.code, 1000, `the gateway's own origin: ${own.reason}`);
+  const allowed = await wsRun('/cors', JSON.stringify(runBody('ag-ui', 't-origin-2')), { origin: 'https://app.example' });
+  assert.equal(allowed.code, 1000, allowed.reason);
 });
