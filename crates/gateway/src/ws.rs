@@ -277,6 +277,12 @@ async fn close_with(ws: &mut ServerWs, code: CloseCode, reason: &str) {
     .await;
 }
 
+/// The client closed: the codec has queued the close reply; it is sent
+/// before the socket goes (briefly: the client may be gone already).
+async fn closed_by_client(ws: &mut ServerWs) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), ws.flush()).await;
+}
+
 /// The first message, as the request body; or why there is none.
 enum First {
     Request(Bytes),
@@ -344,7 +350,7 @@ async fn session(
             tracing::debug!(%peer, %reason, "WebSocket request refused");
             return close_with(&mut ws, code, &reason).await;
         }
-        First::Gone => return,
+        First::Gone => return closed_by_client(&mut ws).await,
     };
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = Method::POST;
@@ -486,7 +492,8 @@ async fn stream(ws: &mut ServerWs, mut body: Body, mut framing: Framing, limits:
                     )
                     .await;
                 }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(Message::Close(_))) => return closed_by_client(ws).await,
+                None | Some(Err(_)) => return,
                 // Pongs are answered by the codec itself.
                 Some(Ok(_)) => {}
             },

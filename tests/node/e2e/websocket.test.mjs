@@ -226,6 +226,7 @@ test('a client close mid-run closes the upstream WebSocket', HANG_GUARD, async (
     onMessage: (ws) => ws.close(1000),
   });
   assert.ok(r.messages.length >= 1);
+  assert.equal(r.code, 1000, 'the gateway answered the close handshake');
   assert.equal((await upstreamClose('t-cancel')).name, 'slow');
 });
 
