@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
@@ -25,6 +26,7 @@ let demoProc;
 let gateway;
 let wsGateway;
 let upstream; // the Node ws + HTTP fixture server
+let mute; // a TCP server that never answers
 const seen = { closes: [], requests: [] };
 
 const fixture = (dialect) =>
@@ -102,6 +104,10 @@ before(async () => {
   }
   for (const n of ['slow', 'binary', 'cut', 'abort', 'refuse']) routes.push(route(`/ws-up/${n}`, 'ag-ui', `ws://${upstream.base}/ws/${n}`, 'ag-ui'));
   routes.push(route('/ws-up/down', 'ag-ui', `ws://127.0.0.1:${await freePort()}/ws`, 'ag-ui'));
+  // Accepts and never answers the handshake.
+  mute = net.createServer((sock) => sock.on('error', () => {}));
+  await new Promise((r) => mute.listen(0, '127.0.0.1', r));
+  routes.push(route('/ws-up/mute', 'ag-ui', `ws://127.0.0.1:${mute.address().port}/ws`, 'ag-ui', 'connect_timeout_ms = 200\nresponse_timeout_ms = 300'));
   routes.push(route('/ws-up/headers', 'ag-ui', `ws://${upstream.base}/ws/ag-ui`, 'ag-ui', 'upstream_headers = { x-up = "yes" }\nforward_headers = ["x-user-id"]'));
   routes.push(route('/beat', 'ag-ui', `ws://${upstream.base}/ws/slow`, 'ag-ui', 'heartbeat_ms = 200'));
   process.env.BABELGATE_WS_TEST_KEY = 'k-ws-test';
@@ -127,6 +133,7 @@ after(async () => {
   if (demoProc) await stopProc(demoProc);
   upstream?.wss.close();
   upstream?.server.close();
+  mute?.close();
 });
 
 /** The upstream's close of the run on thread `t` (event-driven; the test's
@@ -459,4 +466,10 @@ test('a browser upgrade (Origin) from another origin: 403 unless the route CORS 
   assert.equal(own.code, 1000, `the gateway's own origin: ${own.reason}`);
   const allowed = await wsRun('/cors', JSON.stringify(runBody('ag-ui', 't-origin-2')), { origin: 'https://app.example' });
   assert.equal(allowed.code, 1000, allowed.reason);
+});
+
+test('an upstream that never answers the handshake: 504 upstream_timeout', HANG_GUARD, async () => {
+  const res = await fetch(`${gateway}/ws-up/mute`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(runBody('ag-ui', 't-mute')) });
+  assert.equal(res.status, 504);
+  assert.equal((await res.json()).error.code, 'upstream_timeout');
 });
