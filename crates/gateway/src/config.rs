@@ -941,12 +941,12 @@ impl Config {
             let client = c.dialect(&r.client, "routes.client");
             let upstream_protocol = c.dialect(&r.upstream_protocol, "routes.upstream_protocol");
             let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
-                Ok(u) if u.scheme() == "http" || u.scheme() == "https" => Some(u),
+                Ok(u) if matches!(u.scheme(), "http" | "https" | "ws" | "wss") => Some(u),
                 Ok(u) => {
                     c.at(
                         &r.upstream,
                         format!(
-                            "routes.upstream: scheme `{}` is not http or https",
+                            "routes.upstream: scheme `{}` is not http, https, ws or wss",
                             u.scheme()
                         ),
                     );

@@ -26,3 +26,4 @@ pub mod server;
 pub mod service;
 pub mod tls;
 pub mod transport;
+pub mod ws;

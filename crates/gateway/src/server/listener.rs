@@ -86,12 +86,22 @@ impl Gateway {
             let gw = self.clone();
             let closing = closing.clone();
             let tls = tls.clone();
+            let tasks = connections.clone();
             connections.spawn(async move {
-                let _slot = slot;
+                // Held by a WebSocket too, after hyper has let go of the
+                // connection: it still counts against `max_connections`,
+                // and shutdown waits for it as for a connection.
+                let slot = crate::ws::ConnHold {
+                    slot: Arc::new(slot),
+                    tasks,
+                };
                 let state = ConnState::new(timeouts);
                 let io = conn::Watched::new(stream, state.clone());
                 match tls {
-                    None => gw.serve_connection(io, state, peer, closing, true).await,
+                    None => {
+                        gw.serve_connection(io, state, peer, closing, true, slot)
+                            .await
+                    }
                     Some(acceptor) => {
                         // The handshake counts against the first request's time.
                         let deadline = tokio::time::Instant::now() + timeouts.read;
@@ -100,7 +110,10 @@ impl Gateway {
                             () = closing.cancelled() => return,
                         };
                         match tls {
-                            Ok(Ok(s)) => gw.serve_connection(s, state, peer, closing, false).await,
+                            Ok(Ok(s)) => {
+                                gw.serve_connection(s, state, peer, closing, false, slot)
+                                    .await
+                            }
                             Ok(Err(e)) => {
                                 tracing::debug!(error = %e, %peer, "TLS handshake failed");
                             }
@@ -131,6 +144,7 @@ impl Gateway {
         // The socket is the connection (no TLS above it): a 408 can be
         // written on it.
         plain: bool,
+        slot: crate::ws::ConnHold,
     ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -140,6 +154,7 @@ impl Gateway {
             let gw = gw.clone();
             let (active, deadline) = st.begin(req.version() == http::Version::HTTP_2);
             req.extensions_mut().insert(deadline);
+            req.extensions_mut().insert(slot.clone());
             // Boxed: hyper keeps room for the largest in-flight future
             // for the connection's whole life; a box is freed once the
             // response head is out (about 4 KiB per open stream).
@@ -166,7 +181,8 @@ impl Gateway {
                 (keepalive / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
             ))
             .keep_alive_timeout(Duration::from_secs(20));
-        let conn = builder.serve_connection(TokioIo::new(io), svc);
+        // Upgrades: a route also answers a WebSocket (see crate::ws).
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
         tokio::pin!(conn);
         let mut draining = false;
         loop {

@@ -151,6 +151,18 @@ impl Gateway {
                     .map(|r| (rp.clone(), r))
                     .map_err(|e| (rp, e));
             }
+            if crate::ws::is_upgrade(&req) {
+                // Refused before the upgrade when the caller is not let in;
+                // the inner request is authorized again as any other.
+                if let Err(e) = access::authorize(route, req.headers()).await {
+                    return Err((rp, e));
+                }
+                let peer = conn::peer_of(&req);
+                let read = routes.config.request_read_timeout;
+                return crate::ws::accept(self, route, read, &mut req, peer)
+                    .map(|r| (rp.clone(), r))
+                    .map_err(|e| (rp, e));
+            }
             if req.method() != Method::POST {
                 return Err((
                     rp,
@@ -326,6 +338,27 @@ impl Gateway {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request_id_header.insert("x-request-id", v);
         }
+        if crate::ws::is_ws_url(&route.upstream) {
+            let mut h = forwarded;
+            h.extend(upstream_headers(route));
+            h.extend(request_id_header);
+            let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
+                .await
+                .inspect_err(|g| self.metrics.upstream_error(g.code))?;
+            return self
+                .start_pump(
+                    route,
+                    &run,
+                    conversation,
+                    keeps_history,
+                    new_from_client,
+                    started,
+                    ws.map(|r| r.map_err(UpstreamFault::from)),
+                    None,
+                    transport,
+                )
+                .await;
+        }
         let send = client
             .post(route.upstream.clone())
             .headers(forwarded)
@@ -401,7 +434,41 @@ impl Gateway {
             ));
         }
 
-        let recorder = self.begin_log(route, &run, &conversation).await?;
+        let upstream = resp
+            .bytes_stream()
+            .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
+        self.start_pump(
+            route,
+            &run,
+            conversation,
+            keeps_history,
+            new_from_client,
+            started,
+            upstream,
+            upstream_binary,
+            transport,
+        )
+        .await
+    }
+
+    /// Starts the pump that moves `upstream` (SSE bytes) to the client.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_pump<S>(
+        &self,
+        route: &Route,
+        run: &RunRequest,
+        conversation: String,
+        keeps_history: bool,
+        new_from_client: Vec<babelgate_core::request::Message>,
+        started: tokio::time::Instant,
+        upstream: S,
+        upstream_binary: Option<Transport>,
+        transport: Transport,
+    ) -> Result<Response<Body>, GatewayError>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
+    {
+        let recorder = self.begin_log(route, run, &conversation).await?;
 
         let ctx = EncodeContext {
             ids: IdGen::default(),
@@ -440,9 +507,6 @@ impl Gateway {
             }),
             abort: abort.clone(),
         };
-        let upstream = resp
-            .bytes_stream()
-            .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
         let span = tracing::Span::current();
         match upstream_binary {
             Some(Transport::Proto(prefix)) => self

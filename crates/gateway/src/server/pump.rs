@@ -99,8 +99,13 @@ pub(super) enum UpstreamFault {
 }
 
 impl From<String> for UpstreamFault {
+    /// A WebSocket upstream says what it could not read with the
+    /// [`crate::ws::MALFORMED`] prefix; anything else is the connection.
     fn from(e: String) -> Self {
-        UpstreamFault::Connection(e)
+        match e.strip_prefix(crate::ws::MALFORMED) {
+            Some(why) => UpstreamFault::Malformed(why.to_string()),
+            None => UpstreamFault::Connection(e),
+        }
     }
 }
 

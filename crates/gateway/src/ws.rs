@@ -1,0 +1,970 @@
+//! The WebSocket transport, on both sides, as an adapter onto the HTTP path
+//! (so every dialect pair works over it with no per-dialect code; the
+//! binding is in docs/transports.md).
+//!
+//! Client side: a `GET` with `Upgrade: websocket` at a route's path is
+//! answered 101; the first text message becomes the body of the `POST` the
+//! route takes, run through the gateway's own [`Gateway::handle`]; each
+//! event of its answer goes out as one message. Upstream side: a route
+//! whose `upstream` is `ws://` or `wss://` sends the request body as the
+//! first text message and reads each text message as one SSE event.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, Stream, StreamExt};
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::config::Route;
+use crate::error::{Body, GatewayError};
+use crate::server::Gateway;
+use babelgate_core::sse::{self, SseFramer};
+
+/// The subprotocol for JSON text messages (also what no subprotocol means).
+pub const SUBPROTOCOL_JSON: &str = "ag-ui.json";
+/// The subprotocol for binary messages, each one AG-UI protobuf event.
+pub const SUBPROTOCOL_PROTO: &str = "ag-ui.proto";
+/// The media type a client asks for with [`SUBPROTOCOL_PROTO`].
+pub const PROTO_MEDIA_TYPE: &str = "application/vnd.ag-ui.event+proto";
+
+/// Keeps a connection counted (`max_connections`) while a WebSocket uses
+/// it: the accept loop puts it in each request's extensions.
+#[derive(Clone)]
+pub struct ConnHold {
+    pub slot: Arc<dyn std::any::Any + Send + Sync>,
+    /// Where the session runs: the accept loop's connections.
+    pub tasks: tokio_util::task::TaskTracker,
+}
+
+/// Whether `req` asks to become a WebSocket (HTTP/1.1 `GET` + `Upgrade`).
+pub fn is_upgrade<B>(req: &Request<B>) -> bool {
+    req.method() == Method::GET
+        && has_token(req.headers(), header::UPGRADE, "websocket")
+        && has_token(req.headers(), header::CONNECTION, "upgrade")
+}
+
+fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// The subprotocol to answer with: the first one offered that is known.
+fn pick_subprotocol(headers: &HeaderMap) -> Result<Option<&'static str>, GatewayError> {
+    let offered: Vec<&str> = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if offered.is_empty() {
+        return Ok(None);
+    }
+    for o in offered {
+        for known in [SUBPROTOCOL_JSON, SUBPROTOCOL_PROTO] {
+            if o.eq_ignore_ascii_case(known) {
+                return Ok(Some(known));
+            }
+        }
+    }
+    Err(GatewayError::client(
+        StatusCode::BAD_REQUEST,
+        "unsupported_subprotocol",
+        format!("no known WebSocket subprotocol offered (known: {SUBPROTOCOL_JSON}, {SUBPROTOCOL_PROTO})"),
+    ))
+}
+
+/// Browsers apply no CORS to WebSockets: a page of another origin could
+/// run a route that its `fetch` could not. So a browser's upgrade (it sends
+/// `Origin`) must come from the gateway's own origin or from one the
+/// route's `[routes.cors]` allows. Non-browser clients send no `Origin`.
+fn origin_allowed(route: &Route, h: &HeaderMap) -> bool {
+    let Some(origin) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let same = match (origin.split_once("://"), h.get(header::HOST)) {
+        (Some((_, authority)), Some(host)) => host
+            .to_str()
+            .is_ok_and(|host| host.eq_ignore_ascii_case(authority)),
+        _ => false,
+    };
+    same || route
+        .cors
+        .as_ref()
+        .is_some_and(|c| crate::access::allowed_origin(c, h).is_some())
+}
+
+/// Limits of one client session, from its route.
+#[derive(Clone, Copy, Debug)]
+struct SessionLimits {
+    max_request_bytes: usize,
+    first_message_within: Duration,
+    /// The route's `heartbeat`: a ping instead of a comment.
+    ping_every: Option<Duration>,
+}
+
+/// Answers a WebSocket upgrade at `route`'s path: 101 and a task that runs
+/// the session once hyper hands the connection over.
+pub(crate) fn accept<B>(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    read_timeout: Duration,
+    req: &mut Request<B>,
+    peer: SocketAddr,
+) -> Result<Response<Body>, GatewayError> {
+    let h = req.headers();
+    if h.get(header::SEC_WEBSOCKET_VERSION).map(|v| v.as_bytes()) != Some(b"13") {
+        return Err(GatewayError::client(
+            StatusCode::UPGRADE_REQUIRED,
+            "websocket_version",
+            "only WebSocket version 13 is spoken",
+        ));
+    }
+    let Some(key) = h.get(header::SEC_WEBSOCKET_KEY) else {
+        return Err(GatewayError::client(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "a WebSocket upgrade needs Sec-WebSocket-Key",
+        ));
+    };
+    if !origin_allowed(route, h) {
+        return Err(GatewayError::client(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this origin is not allowed on this route",
+        ));
+    }
+    let accept_key = derive_accept_key(key.as_bytes());
+    let subprotocol = pick_subprotocol(h)?;
+    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        // Mounted somewhere that cannot hand the connection over.
+        return Err(GatewayError::client(
+            StatusCode::BAD_REQUEST,
+            "upgrade_unavailable",
+            "this connection cannot be upgraded to a WebSocket",
+        ));
+    };
+    let template = inner_headers(req.headers(), subprotocol == Some(SUBPROTOCOL_PROTO));
+    let uri = req.uri().clone();
+    let hold = req.extensions().get::<ConnHold>().cloned();
+    let limits = SessionLimits {
+        max_request_bytes: route.max_body_bytes,
+        first_message_within: read_timeout,
+        ping_every: route.heartbeat,
+    };
+    let gw = gw.clone();
+    let tasks = hold.as_ref().map(|h| h.tasks.clone());
+    let task = async move {
+        let _hold = hold;
+        let upgraded = match on_upgrade.await {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::debug!(error = %e, "WebSocket upgrade failed");
+                return;
+            }
+        };
+        let ws = WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            Some(codec_config(limits.max_request_bytes)),
+        )
+        .await;
+        session(gw, ws, uri, template, limits, peer).await;
+    };
+    match tasks {
+        Some(t) => drop(t.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
+    let mut resp = Response::new(crate::error::full(Bytes::new()));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let rh = resp.headers_mut();
+    rh.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    rh.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(&accept_key) {
+        rh.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+    }
+    if let Some(p) = subprotocol {
+        rh.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(p));
+    }
+    Ok(resp)
+}
+
+/// Incoming messages are bounded by the request size: nothing a client
+/// sends is ever larger (the first message is the request; later ones are
+/// refused).
+fn codec_config(max_message: usize) -> WebSocketConfig {
+    let max = max_message.max(1024);
+    WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+}
+
+/// The headers of the inner `POST`: the upgrade's own (auth included),
+/// without what belongs to the upgrade.
+fn inner_headers(upgrade: &HeaderMap, proto: bool) -> HeaderMap {
+    let mut h = upgrade.clone();
+    for name in [
+        header::UPGRADE,
+        header::CONNECTION,
+        header::SEC_WEBSOCKET_KEY,
+        header::SEC_WEBSOCKET_VERSION,
+        header::SEC_WEBSOCKET_PROTOCOL,
+        header::SEC_WEBSOCKET_EXTENSIONS,
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::ORIGIN,
+    ] {
+        h.remove(name);
+    }
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::ACCEPT,
+        HeaderValue::from_static(if proto {
+            // SSE stays acceptable: a gateway that cannot answer proto
+            // falls back to it, and the session sends text messages then.
+            "application/vnd.ag-ui.event+proto, text/event-stream;q=0.5"
+        } else {
+            "text/event-stream"
+        }),
+    );
+    h
+}
+
+type ServerWs = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Why a session ended early, told to the client in the close frame.
+fn close_frame(code: CloseCode, reason: &str) -> Message {
+    // A close reason is at most 123 bytes.
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let reason = reason.get(..end).unwrap_or_default();
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.to_string().into(),
+    }))
+}
+
+/// Sends a close and waits (briefly) for the client's, so that the close
+/// frame is not lost to a reset.
+async fn close_with(ws: &mut ServerWs, code: CloseCode, reason: &str) {
+    if ws.send(close_frame(code, reason)).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
+}
+
+/// The client closed: the codec has queued the close reply; it is sent
+/// before the socket goes (briefly: the client may be gone already).
+async fn closed_by_client(ws: &mut ServerWs) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), ws.flush()).await;
+}
+
+/// The first message, as the request body; or why there is none.
+enum First {
+    Request(Bytes),
+    /// Closed with this code and reason.
+    Refused(CloseCode, String),
+    /// The client went away.
+    Gone,
+}
+
+async fn first_message(ws: &mut ServerWs, limits: &SessionLimits) -> First {
+    let read = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => {
+                    return First::Request(Bytes::copy_from_slice(t.as_bytes()))
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    return First::Refused(
+                        CloseCode::Unsupported,
+                        "the first message must be the request as text".into(),
+                    )
+                }
+                Some(Ok(Message::Close(_))) | None => return First::Gone,
+                Some(Ok(_)) => continue,
+                Some(Err(tungstenite::Error::Capacity(_))) => {
+                    return First::Refused(
+                        CloseCode::Size,
+                        format!(
+                            "request_too_large: the request is over {} bytes",
+                            limits.max_request_bytes
+                        ),
+                    )
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "WebSocket read failed");
+                    return First::Gone;
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(limits.first_message_within, read).await {
+        Ok(f) => f,
+        Err(_) => First::Refused(
+            CloseCode::Policy,
+            format!(
+                "request_timeout: no request within {} ms",
+                limits.first_message_within.as_millis()
+            ),
+        ),
+    }
+}
+
+/// One client session: the request, then the stream, then the close.
+async fn session(
+    gw: Arc<Gateway>,
+    mut ws: ServerWs,
+    uri: http::Uri,
+    headers: HeaderMap,
+    limits: SessionLimits,
+    peer: SocketAddr,
+) {
+    let body = match first_message(&mut ws, &limits).await {
+        First::Request(b) => b,
+        First::Refused(code, reason) => {
+            tracing::debug!(%peer, %reason, "WebSocket request refused");
+            return close_with(&mut ws, code, &reason).await;
+        }
+        First::Gone => return closed_by_client(&mut ws).await,
+    };
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    let resp = gw.handle(req, peer).await;
+    let status = resp.status();
+    let ctype = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let body = resp.into_body();
+    if !status.is_success() {
+        return refuse(&mut ws, status, body).await;
+    }
+    let framing = if ctype.starts_with(PROTO_MEDIA_TYPE) {
+        Framing::Proto(babelgate_proto::ProtoFramer::new(
+            babelgate_proto::DEFAULT_MAX_MESSAGE_BYTES,
+        ))
+    } else {
+        Framing::Sse(SseFramer::default())
+    };
+    stream(&mut ws, body, framing, limits).await;
+}
+
+/// An error answer before the stream: its JSON as one message, then a
+/// close whose reason is the error's code.
+async fn refuse(ws: &mut ServerWs, status: StatusCode, body: Body) {
+    // Error bodies are the gateway's own small JSON: bounded anyway.
+    let bytes = match http_body_util::Limited::new(body, 64 * 1024)
+        .collect()
+        .await
+    {
+        Ok(c) => c.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let code = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.pointer("/error/code")?.as_str().map(str::to_string))
+        .unwrap_or_else(|| status.as_u16().to_string());
+    if ws.send(Message::text(text)).await.is_err() {
+        return;
+    }
+    let close = if status.is_server_error() {
+        CloseCode::Error
+    } else {
+        CloseCode::Policy
+    };
+    close_with(ws, close, &code).await;
+}
+
+/// How the inner answer's body is split into messages.
+enum Framing {
+    Sse(SseFramer),
+    Proto(babelgate_proto::ProtoFramer),
+}
+
+impl Framing {
+    /// The messages in `chunk` (and, with `end`, what the framer held).
+    fn push(&mut self, chunk: &[u8], end: bool, out: &mut Vec<Message>) -> Result<(), String> {
+        match self {
+            Framing::Sse(f) => {
+                let mut frames = Vec::new();
+                f.push(chunk, &mut frames).map_err(|e| e.to_string())?;
+                if end {
+                    f.finish(&mut frames).map_err(|e| e.to_string())?;
+                }
+                // Comments (heartbeats) give no frame: pings replace them.
+                out.extend(
+                    frames
+                        .into_iter()
+                        .filter(|fr| !fr.data.is_empty() || fr.event.is_some())
+                        .map(|fr| Message::text(fr.data)),
+                );
+            }
+            Framing::Proto(f) => {
+                let mut msgs = Vec::new();
+                f.push(chunk, &mut msgs).map_err(|e| e.to_string())?;
+                if end {
+                    f.finish().map_err(|e| e.to_string())?;
+                }
+                out.extend(msgs.into_iter().map(|m| Message::binary(Bytes::from(m))));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Moves the answer to the client, one event a message, until it ends or
+/// the client leaves (then the body is dropped: the run is cancelled as on
+/// a disconnect).
+async fn stream(ws: &mut ServerWs, mut body: Body, mut framing: Framing, limits: SessionLimits) {
+    let mut out = Vec::new();
+    // Without a heartbeat, no pings (the interval never fires).
+    let ping_every = limits
+        .ping_every
+        .unwrap_or(Duration::from_secs(3600 * 24 * 365))
+        .max(Duration::from_millis(100));
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+    loop {
+        tokio::select! {
+            frame = body.frame() => {
+                let (chunk, end) = match frame {
+                    Some(Ok(f)) => match f.into_data() {
+                        Ok(d) => (d, false),
+                        Err(_) => continue,
+                    },
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "the stream failed");
+                        return close_with(ws, CloseCode::Error, "the stream failed").await;
+                    }
+                    None => (Bytes::new(), true),
+                };
+                if let Err(e) = framing.push(&chunk, end, &mut out) {
+                    tracing::warn!(error = %e, "cannot split the stream into messages");
+                    return close_with(ws, CloseCode::Error, "the stream could not be framed").await;
+                }
+                for m in out.drain(..) {
+                    if ws.feed(m).await.is_err() {
+                        return;
+                    }
+                }
+                if ws.flush().await.is_err() {
+                    return;
+                }
+                if end {
+                    return close_with(ws, CloseCode::Normal, "").await;
+                }
+            }
+            msg = ws.next() => match msg {
+                Some(Ok(Message::Text(_) | Message::Binary(_))) => {
+                    return close_with(
+                        ws,
+                        CloseCode::Policy,
+                        "one request per connection: a message came before the stream ended",
+                    )
+                    .await;
+                }
+                Some(Ok(Message::Close(_))) => return closed_by_client(ws).await,
+                None | Some(Err(_)) => return,
+                // Pongs are answered by the codec itself.
+                Some(Ok(_)) => {}
+            },
+            _ = ping.tick() => {
+                if ws.send(Message::Ping(Bytes::new())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Whether an upstream URL is a WebSocket one.
+pub fn is_ws_url(url: &reqwest::Url) -> bool {
+    matches!(url.scheme(), "ws" | "wss")
+}
+
+/// Marks an upstream error the pump reports as `upstream_malformed` rather
+/// than as a cut connection.
+pub const MALFORMED: &str = "upstream_malformed: ";
+
+type ClientWs = WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Connects to a WebSocket upstream and sends `body` as the first message;
+/// the messages that follow come out as SSE bytes, one event each.
+pub(crate) async fn open_upstream(
+    route: &Route,
+    headers: HeaderMap,
+    body: String,
+) -> Result<UpstreamWs, GatewayError> {
+    let mut req = match tungstenite::client::IntoClientRequest::into_client_request(
+        route.upstream.as_str(),
+    ) {
+        Ok(r) => r,
+        Err(e) => return Err(GatewayError::internal(format!("WebSocket upstream: {e}"))),
+    };
+    for (k, v) in headers.iter() {
+        // The handshake's own headers are tungstenite's.
+        if !k.as_str().starts_with("sec-websocket-") && *k != header::HOST {
+            req.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    let connect = tokio_tungstenite::connect_async_tls_with_config(
+        req,
+        Some(WebSocketConfig::default().max_message_size(Some(
+            babelgate_core::sse::SseFramer::default().max_event_bytes(),
+        ))),
+        true,
+        tls_connector(),
+    );
+    let (mut ws, _) = match tokio::time::timeout(
+        route.connect_timeout + route.response_timeout,
+        connect,
+    )
+    .await
+    {
+        Err(_) => {
+            return Err(GatewayError::upstream(
+                StatusCode::GATEWAY_TIMEOUT,
+                "upstream_timeout",
+                "the upstream did not accept the WebSocket in time",
+            ))
+        }
+        Ok(Err(tungstenite::Error::Http(resp))) => {
+            tracing::warn!(upstream = %crate::server::loggable_url(&route.upstream), status = %resp.status(), "upstream refused the WebSocket");
+            return Err(GatewayError::upstream(
+                StatusCode::BAD_GATEWAY,
+                "upstream_status",
+                format!("the upstream answered {}", resp.status()),
+            ));
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(upstream = %crate::server::loggable_url(&route.upstream), error = %e, "WebSocket upstream failed");
+            return Err(GatewayError::upstream(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                "cannot reach the upstream",
+            ));
+        }
+        Ok(Ok(x)) => x,
+    };
+    if ws.send(Message::text(body)).await.is_err() {
+        return Err(GatewayError::upstream(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            "the upstream closed the WebSocket before the request",
+        ));
+    }
+    Ok(UpstreamWs {
+        ws: Some(ws),
+        done: false,
+    })
+}
+
+/// `wss://` with rustls on ring (the provider the listener uses), and the
+/// webpki roots: named here, so no process-wide default is needed.
+fn tls_connector() -> Option<tokio_tungstenite::Connector> {
+    use tokio_rustls::rustls;
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Some(tokio_tungstenite::Connector::Rustls(Arc::new(config)))
+}
+
+/// A WebSocket upstream read as an SSE byte stream. Dropped before its end
+/// (the client left), it closes the socket with a close frame.
+pub(crate) struct UpstreamWs {
+    ws: Option<ClientWs>,
+    done: bool,
+}
+
+impl Stream for UpstreamWs {
+    type Item = Result<Bytes, String>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            let Some(ws) = self.ws.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let item = match ws.poll_next_unpin(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(m) => m,
+            };
+            let out = match item {
+                Some(Ok(Message::Text(t))) => {
+                    let mut buf = Vec::with_capacity(t.len() + 8);
+                    sse::write_data(&mut buf, t.as_str());
+                    Ok(Bytes::from(buf))
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    self.done = true;
+                    Err(format!(
+                        "{MALFORMED}the upstream sent a binary WebSocket message; only text (one event each) is read"
+                    ))
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    self.done = true;
+                    match frame {
+                        None => return Poll::Ready(None),
+                        Some(f) if f.code == CloseCode::Normal => return Poll::Ready(None),
+                        Some(f) => Err(format!(
+                            "the upstream closed the WebSocket with {} {}",
+                            u16::from(f.code),
+                            f.reason
+                        )),
+                    }
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    self.done = true;
+                    Err(format!("the upstream WebSocket failed: {e}"))
+                }
+                None => {
+                    self.done = true;
+                    Err("the upstream WebSocket ended without a close".to_string())
+                }
+            };
+            return Poll::Ready(Some(out));
+        }
+    }
+}
+
+impl Drop for UpstreamWs {
+    fn drop(&mut self) {
+        let Some(mut ws) = self.ws.take() else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        // Cancelled: the upstream is told with a close frame (a going-away
+        // code), then the socket is dropped.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                    let _ = ws
+                        .send(close_frame(CloseCode::Away, "the client went away"))
+                        .await;
+                })
+                .await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().method(Method::GET).uri("/r");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn upgrade_needs_get_upgrade_and_connection_tokens() {
+        let up = [
+            ("upgrade", "WebSocket"),
+            ("connection", "keep-alive, Upgrade"),
+        ];
+        assert!(is_upgrade(&get(&up)));
+        assert!(!is_upgrade(&get(&up[..1])), "no Connection: upgrade");
+        assert!(!is_upgrade(&get(&[
+            ("upgrade", "h2c"),
+            ("connection", "upgrade")
+        ])));
+        let mut post = get(&up);
+        *post.method_mut() = Method::POST;
+        assert!(!is_upgrade(&post));
+    }
+
+    #[test]
+    fn subprotocol_is_the_first_known_offer() {
+        let h = |v: &str| get(&[("sec-websocket-protocol", v)]).headers().clone();
+        assert_eq!(pick_subprotocol(&HeaderMap::new()).unwrap(), None);
+        assert_eq!(
+            pick_subprotocol(&h("x-other, AG-UI.PROTO, ag-ui.json")).unwrap(),
+            Some(SUBPROTOCOL_PROTO)
+        );
+        assert_eq!(
+            pick_subprotocol(&h("ag-ui.json")).unwrap(),
+            Some(SUBPROTOCOL_JSON)
+        );
+        let e = pick_subprotocol(&h("x-other")).unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::BAD_REQUEST, "unsupported_subprotocol")
+        );
+    }
+
+    #[test]
+    fn inner_request_keeps_auth_and_drops_the_upgrade() {
+        let up = get(&[
+            ("upgrade", "websocket"),
+            ("connection", "upgrade"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("sec-websocket-version", "13"),
+            ("sec-websocket-protocol", "ag-ui.proto"),
+            ("authorization", "Bearer k"),
+        ]);
+        let h = inner_headers(up.headers(), false);
+        assert_eq!(h.get("authorization").unwrap(), "Bearer k");
+        assert_eq!(h.get("accept").unwrap(), "text/event-stream");
+        assert_eq!(h.get("content-type").unwrap(), "application/json");
+        for gone in [
+            "upgrade",
+            "connection",
+            "sec-websocket-key",
+            "sec-websocket-protocol",
+        ] {
+            assert!(h.get(gone).is_none(), "{gone}");
+        }
+        let proto = inner_headers(up.headers(), true);
+        assert!(proto
+            .get("accept")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(PROTO_MEDIA_TYPE));
+    }
+
+    #[test]
+    fn close_reason_is_cut_to_123_bytes_on_a_char_boundary() {
+        let long = "é".repeat(100);
+        let Message::Close(Some(f)) = close_frame(CloseCode::Policy, &long) else {
+            panic!("a close");
+        };
+        assert_eq!(f.reason.len(), 122);
+        assert!(f.reason.as_str().chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn sse_framing_sends_data_and_drops_comments() {
+        let mut f = Framing::Sse(SseFramer::default());
+        let mut out = Vec::new();
+        f.push(
+            b": heartbeat\n\ndata: {\"a\":1}\n\nid: 7\ndata: x\ndata: y\n\ndata: [DO",
+            false,
+            &mut out,
+        )
+        .unwrap();
+        f.push(b"NE]", true, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                Message::text("{\"a\":1}"),
+                Message::text("x\ny"),
+                Message::text("[DONE]")
+            ]
+        );
+    }
+
+    #[test]
+    fn proto_framing_sends_one_binary_message_per_frame() {
+        let mut f = Framing::Proto(babelgate_proto::ProtoFramer::new(16));
+        let mut out = Vec::new();
+        f.push(&[0, 0, 0, 2, 8, 1, 0, 0], false, &mut out).unwrap();
+        f.push(&[0, 1, 9], false, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![Message::binary(vec![8u8, 1]), Message::binary(vec![9u8])]
+        );
+        // A cut frame at the end, or one over the limit: an error, no panic.
+        assert!(f.push(&[0, 0, 0, 3, 1], true, &mut out).is_err());
+        let mut big = Framing::Proto(babelgate_proto::ProtoFramer::new(16));
+        assert!(big.push(&[0, 0, 1, 0], false, &mut out).is_err());
+    }
+
+    /// A WebSocket server on a free port that runs `script` on its first
+    /// connection and reports what it saw.
+    async fn upstream<F, Fut>(script: F) -> (String, tokio::task::JoinHandle<Vec<Message>>)
+    where
+        F: FnOnce(WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Vec<Message>> + Send,
+    {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/up", l.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            script(tokio_tungstenite::accept_async(s).await.unwrap()).await
+        });
+        (url, task)
+    }
+
+    fn route(url: &str) -> Route {
+        let toml = format!(
+            "[[routes]]\npath = \"/r\"\nclient = \"ag-ui\"\nupstream = \"{url}\"\nupstream_protocol = \"ag-ui\"\n"
+        );
+        crate::config::Config::parse(&toml)
+            .unwrap()
+            .routes
+            .remove(0)
+    }
+
+    async fn drain(mut s: UpstreamWs) -> Vec<Result<String, String>> {
+        let mut got = Vec::new();
+        while let Some(i) = s.next().await {
+            got.push(i.map(|b| String::from_utf8(b.to_vec()).unwrap()));
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn upstream_text_messages_become_sse_events_until_a_normal_close() {
+        let (url, seen) = upstream(|mut ws| async move {
+            let first = ws.next().await.unwrap().unwrap();
+            ws.send(Message::text("{\"a\":1}")).await.unwrap();
+            ws.send(Message::text("two\nlines")).await.unwrap();
+            ws.close(None).await.unwrap();
+            vec![first]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{\"req\":1}".into())
+            .await
+            .unwrap();
+        assert_eq!(
+            drain(s).await,
+            vec![
+                Ok("data: {\"a\":1}\n\n".into()),
+                Ok("data: two\ndata: lines\n\n".into())
+            ]
+        );
+        assert_eq!(seen.await.unwrap(), vec![Message::text("{\"req\":1}")]);
+    }
+
+    #[tokio::test]
+    async fn upstream_binary_is_malformed_and_an_odd_close_an_error() {
+        let (url, _seen) = upstream(|mut ws| async move {
+            ws.next().await;
+            ws.send(Message::binary(vec![0u8, 1])).await.unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        let got = drain(s).await;
+        assert_eq!(got.len(), 1);
+        assert!(got[0].as_ref().unwrap_err().starts_with(MALFORMED));
+
+        let (url, _seen) = upstream(|mut ws| async move {
+            ws.next().await;
+            ws.close(Some(CloseFrame {
+                code: CloseCode::Library(4000),
+                reason: "no".into(),
+            }))
+            .await
+            .unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        let got = drain(s).await;
+        assert!(got[0].as_ref().unwrap_err().contains("4000"), "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_upstream_is_closed_with_going_away() {
+        let (url, seen) = upstream(|mut ws| async move {
+            ws.next().await;
+            let mut got = Vec::new();
+            while let Some(Ok(m)) = ws.next().await {
+                got.push(m);
+            }
+            got
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        drop(s);
+        let got = tokio::time::timeout(Duration::from_secs(30), seen)
+            .await
+            .unwrap()
+            .unwrap();
+        let Some(Message::Close(Some(f))) = got.last() else {
+            panic!("no close: {got:?}");
+        };
+        assert_eq!(f.code, CloseCode::Away);
+    }
+
+    #[tokio::test]
+    async fn wss_checks_the_certificate() {
+        // A TLS server with a certificate no root vouches for.
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::try_from(cert.key_pair.serialize_der()).unwrap(),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("wss://localhost:{}/up", l.local_addr().unwrap().port());
+        let server = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            acceptor.accept(s).await.is_ok()
+        });
+        let Err(e) = open_upstream(&route(&url), HeaderMap::new(), "{}".into()).await else {
+            panic!("connected to an untrusted server");
+        };
+        assert_eq!(e.code, "upstream_unreachable");
+        assert!(!server.await.unwrap(), "the client refused the handshake");
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_unreachable() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/", l.local_addr().unwrap());
+        drop(l);
+        let Err(e) = open_upstream(&route(&url), HeaderMap::new(), "{}".into()).await else {
+            panic!("connected");
+        };
+        assert_eq!(e.code, "upstream_unreachable");
+    }
+}
