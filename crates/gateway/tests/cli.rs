@@ -1,23 +1,10 @@
 //! The `babelgate` binary as a user runs it.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
 fn babelgate(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_babelgate"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let (code, out, err) = common::run_cli(args, stdin);
+    (code, String::from_utf8(out).unwrap(), err)
 }
 
 const AGUI_OK: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\

@@ -1,24 +1,10 @@
 //! `babelgate translate --from-transport / --to-transport`: AG-UI's binary
 //! transport in and out of the CLI.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
 fn babelgate(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_babelgate"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run_cli(args, stdin)
 }
 
 const AGUI: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\

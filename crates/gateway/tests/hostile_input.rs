@@ -3,26 +3,14 @@
 //! bad line named on standard error, never in a panic (exit 101) with the
 //! output cut off.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
 use serde_json::Value;
 
 fn translate(from: &str, to: &str, stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_babelgate"))
-        .args(["translate", "--from", from, "--to", to, "--deterministic"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let args = ["translate", "--from", from, "--to", to, "--deterministic"];
+    let (code, out, err) = common::run_cli(&args, stdin);
+    (code, String::from_utf8(out).unwrap(), err)
 }
 
 const DIALECTS: [&str; 4] = ["ag-ui", "hai", "vercel", "agkit"];

@@ -1,5 +1,9 @@
 //! Helpers shared by the gateway's integration tests (each test file that
-//! needs them says `mod common;`).
+//! needs them says `mod common;`; not every file uses every helper).
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use babelgate_core::sse::SseFramer;
 use serde_json::Value;
@@ -19,4 +23,23 @@ pub fn sse_events(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
             (f.id.clone(), v)
         })
         .collect()
+}
+
+/// Runs the `babelgate` binary with `args` and `stdin`: (exit code, stdout,
+/// stderr).
+pub fn run_cli(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_babelgate"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
