@@ -796,18 +796,7 @@ impl Decoder for AgUiDecoder {
             return Ok(());
         }
         if let Some((kind, extra)) = fast_event(&frame.data) {
-            // What `lane_effect` gives these types when they carry no tag.
-            if !self.lanes.is_empty() {
-                let closed = self.lanes.apply(&LaneEffect::Lane(None));
-                out.extend(closed.into_iter().map(derived_end));
-            }
-            // Built in place: an event is large and moves cost.
-            out.push(Event {
-                kind,
-                timestamp: None,
-                origin: Some(Dialect::AgUi),
-                extra,
-            });
+            self.push_plain(kind, None, extra, out);
             return Ok(());
         }
         if let Some(patch) = fast_state_delta(&frame.data) {
@@ -825,6 +814,64 @@ impl Decoder for AgUiDecoder {
         }
         self.decode_general(frame, out)
     }
+
+    /// One `ag_ui.Event` message of the binary transport: the hot events
+    /// read in place (their strings borrowed from the message), the rest
+    /// decoded to their JSON form and taken as a frame's JSON is.
+    fn decode_binary(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        if self.done {
+            return Ok(());
+        }
+        if let Some((kind, timestamp)) =
+            babelgate_proto::flat::read(message).and_then(|f| flat_event(&f))
+        {
+            self.push_plain(kind, timestamp, Map::new(), out);
+            return Ok(());
+        }
+        let v = babelgate_proto::decode_event(message).map_err(proto_error)?;
+        self.decode_value(v, None, out)
+    }
+}
+
+fn proto_error(e: babelgate_proto::Error) -> DecodeError {
+    DecodeError::new(format!("a protobuf message that does not decode: {e}"))
+}
+
+/// [`fast_event`]'s events from a flat protobuf message, with the same
+/// rules (only these fields; the general path for anything else), and the
+/// timestamp, which the message carries apart.
+fn flat_event(f: &babelgate_proto::flat::Flat<'_>) -> Option<(EventKind, Option<i64>)> {
+    let s = |name: &str| f.get(name).map(str::to_string);
+    let kind = match f.event_type() {
+        TEXT_MESSAGE_CONTENT if f.has_only(&["messageId", "delta"]) => EventKind::TextDelta {
+            message_id: s("messageId")?,
+            delta: s("delta")?,
+        },
+        TOOL_CALL_ARGS if f.has_only(&["toolCallId", "delta"]) => EventKind::ToolCallArgs {
+            tool_call_id: s("toolCallId")?,
+            delta: s("delta")?,
+        },
+        TEXT_MESSAGE_START if f.has_only(&["messageId", "role", "name"]) => EventKind::TextStart {
+            message_id: s("messageId")?,
+            role: Role::parse(f.get("role")?)?,
+            name: s("name"),
+        },
+        TEXT_MESSAGE_END if f.has_only(&["messageId"]) => EventKind::TextEnd {
+            message_id: s("messageId")?,
+        },
+        TOOL_CALL_START if f.has_only(&["toolCallId", "toolCallName", "parentMessageId"]) => {
+            EventKind::ToolCallStart {
+                tool_call_id: s("toolCallId")?,
+                tool_name: s("toolCallName")?,
+                parent_message_id: s("parentMessageId"),
+            }
+        }
+        TOOL_CALL_END if f.has_only(&["toolCallId"]) => EventKind::ToolCallEnd {
+            tool_call_id: s("toolCallId")?,
+        },
+        _ => return None,
+    };
+    Some((kind, f.timestamp))
 }
 
 /// `{"type":"STATE_DELTA","delta":...}` and nothing else: the patch read
@@ -846,6 +893,28 @@ fn fast_state_delta(data: &str) -> Option<Value> {
 }
 
 impl AgUiDecoder {
+    /// An event of the fast paths: no tag, so it closes the chunk lanes as
+    /// `lane_effect` says for untagged events.
+    fn push_plain(
+        &mut self,
+        kind: EventKind,
+        timestamp: Option<i64>,
+        extra: Map<String, Value>,
+        out: &mut Vec<Event>,
+    ) {
+        if !self.lanes.is_empty() {
+            let closed = self.lanes.apply(&LaneEffect::Lane(None));
+            out.extend(closed.into_iter().map(derived_end));
+        }
+        // Built in place: an event is large and moves cost.
+        out.push(Event {
+            kind,
+            timestamp,
+            origin: Some(Dialect::AgUi),
+            extra,
+        });
+    }
+
     /// Frames that make no event: blank ones, `[DONE]` and all after it.
     fn skip(&mut self, frame: &Frame) -> bool {
         if self.done || frame.data.trim().is_empty() {
@@ -875,12 +944,35 @@ impl AgUiDecoder {
     /// Any frame, through a JSON map (see [`fast_event`] for the hot path).
     fn decode_general(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         let v: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
+        self.decode_value(v, frame.event.as_deref(), out)
+    }
+
+    /// [`Decoder::decode_binary`] without its fast path, for the
+    /// differential tests.
+    #[doc(hidden)]
+    pub fn decode_binary_without_fast_paths(
+        &mut self,
+        message: &[u8],
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        let v = babelgate_proto::decode_event_general(message).map_err(proto_error)?;
+        self.decode_value(v, None, out)
+    }
+
+    /// One event's JSON value (`event_line`: the SSE `event:` field, the
+    /// type when the JSON has none).
+    fn decode_value(
+        &mut self,
+        v: Value,
+        event_line: Option<&str>,
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
         let Value::Object(mut obj) = v else {
             return Err(DecodeError::new("an AG-UI event must be a JSON object"));
         };
         let ty = match obj.get("type") {
             Some(Value::String(t)) if !t.is_empty() => t.clone(),
-            None => match frame.event.as_deref().filter(|e| !e.is_empty()) {
+            None => match event_line.filter(|e| !e.is_empty()) {
                 // The type only in the SSE `event:` line.
                 Some(e) => {
                     obj.insert("type".into(), e.into());

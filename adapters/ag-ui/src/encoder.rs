@@ -44,6 +44,8 @@ pub struct AgUiEncoder {
     /// Inside `encode_to` and its kin: where each event written went, so
     /// that the sink learns its spans without scanning.
     marks: Option<Vec<Range<usize>>>,
+    /// Events the binary form could not carry (dropped, for metrics).
+    unframed: u64,
 }
 
 impl AgUiEncoder {
@@ -58,6 +60,7 @@ impl AgUiEncoder {
             skip: 0,
             turn_message: None,
             marks: None,
+            unframed: 0,
         }
     }
 }
@@ -139,7 +142,18 @@ fn usage(v: &Option<Value>) -> Option<Value> {
 impl AgUiEncoder {
     fn write(&mut self, o: Obj, out: &mut Vec<u8>) {
         let start = out.len();
-        write_json(out, &Value::Object(o));
+        if self.ctx.binary {
+            // Straight from the object to protobuf: no JSON text between.
+            if babelgate_proto::write_object(out, o, None).is_err() {
+                // A type the schema lacks: the encoder's own choice, never
+                // the client's input, so dropped and counted.
+                out.truncate(start);
+                self.unframed += 1;
+                return;
+            }
+        } else {
+            write_json(out, &Value::Object(o));
+        }
         if let Some(marks) = &mut self.marks {
             marks.push(start..out.len());
         }
@@ -1067,6 +1081,10 @@ impl Encoder for AgUiEncoder {
 
     fn fail_to(&mut self, message: &str, code: Option<&str>, sink: &mut Sink) {
         self.marked(sink, |e, out| e.fail(message, code, out));
+    }
+
+    fn dropped(&self) -> u64 {
+        self.unframed
     }
 
     fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {

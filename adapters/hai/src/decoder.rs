@@ -798,6 +798,31 @@ impl Decoder for HaiDecoder {
             return Ok(());
         }
         let raw: Value = serde_json::from_str(data).map_err(|e| DecodeError::json(&e))?;
+        self.decode_raw(raw, out)
+    }
+
+    /// One message of the binary transport: AG-UI's protobuf event, HAI's
+    /// own events as `hai:` CUSTOM events (docs/transports.md), read to the
+    /// HAI event's JSON and taken as a frame's JSON is.
+    fn decode_binary(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let raw = babelgate_proto::decode_event_as(message, crate::POLICY.binary_custom_prefix)
+            .map_err(|e| {
+                DecodeError::new(format!("a protobuf message that does not decode: {e}"))
+            })?;
+        self.decode_raw(raw, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        // A START held back when the input stopped still has to go out; the
+        // encoder's finish closes what is open.
+        self.flush_starts(None, out);
+        Ok(())
+    }
+}
+
+impl HaiDecoder {
+    /// One event's JSON value.
+    fn decode_raw(&mut self, raw: Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         let Value::Object(o) = &raw else {
             return Err(DecodeError::new("event is not a JSON object"));
         };
@@ -808,13 +833,6 @@ impl Decoder for HaiDecoder {
         let mut o = o.clone();
         o.shift_remove("type");
         self.decode_object(&ty, o, &raw, out)
-    }
-
-    fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        // A START held back when the input stopped still has to go out; the
-        // encoder's finish closes what is open.
-        self.flush_starts(None, out);
-        Ok(())
     }
 }
 

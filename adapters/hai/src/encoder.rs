@@ -48,6 +48,9 @@ pub struct HaiEncoder {
     collabs: Vec<String>,
     steps: Vec<String>,
     finished: bool,
+    /// Events the binary form could not carry (dropped, for metrics); a
+    /// cell because frames are written through `&self`.
+    unframed: std::cell::Cell<u64>,
 }
 
 impl HaiEncoder {
@@ -60,6 +63,7 @@ impl HaiEncoder {
             collabs: Vec::new(),
             steps: Vec::new(),
             finished: false,
+            unframed: std::cell::Cell::new(0),
         }
     }
 
@@ -99,7 +103,26 @@ impl HaiEncoder {
         if let Some(t) = self.ts(ev) {
             m.entry("timestamp").or_insert(Value::from(t));
         }
-        out.json(&Value::Object(m));
+        self.put(out, m);
+    }
+
+    /// One frame: SSE JSON, or in the binary transport straight to protobuf
+    /// (HAI's own events as `hai:` CUSTOM events, see docs/transports.md).
+    fn put(&self, out: &mut Sink, m: Map<String, Value>) {
+        if !self.ctx.binary {
+            return out.json(&Value::Object(m));
+        }
+        let mut failed = false;
+        out.event(|buf| {
+            let start = buf.len();
+            if babelgate_proto::write_object(buf, m, crate::POLICY.binary_custom_prefix).is_err() {
+                buf.truncate(start);
+                failed = true;
+            }
+        });
+        if failed {
+            self.unframed.set(self.unframed.get() + 1);
+        }
     }
 
     /// Writes a frame kept whole in an extra (`$start`, `$end`).
@@ -108,7 +131,7 @@ impl HaiEncoder {
         for (k, v) in kept {
             m.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        out.json(&Value::Object(m));
+        self.put(out, m);
     }
 
     // ---- run ------------------------------------------------------------
@@ -956,7 +979,10 @@ impl HaiEncoder {
                     .is_some_and(|o| o.get("type").is_some_and(Value::is_string));
                 if hai && typed {
                     // A HAI frame this adapter does not know: back as it came.
-                    out.json(raw);
+                    match raw {
+                        Value::Object(o) => self.put(out, o.clone()),
+                        _ => out.json(raw),
+                    }
                 } else {
                     // Another dialect's, or something no HAI client could
                     // read (an AG-Kit `unknown` envelope may claim any JSON
@@ -994,6 +1020,10 @@ enum Start<'a> {
 }
 
 impl Encoder for HaiEncoder {
+    fn dropped(&self) -> u64 {
+        self.unframed.get()
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Hai
     }

@@ -22,6 +22,15 @@ pub trait Decoder: Send {
     /// field is.
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError>;
 
+    /// Maps one message of the dialect's binary transport (`Policy::binary`:
+    /// one event per length-delimited message, see [`crate::length`]) as
+    /// [`decode`](Self::decode) maps a frame. Only dialects with a binary
+    /// form override it.
+    fn decode_binary(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let _ = (message, out);
+        Err(DecodeError::new("this dialect has no binary form"))
+    }
+
     /// The input ended. Emit what the dialect implies at its end (an AG-Kit
     /// `[DONE]` ends the run), never error for a mere early end: the encoder's
     /// `finish` closes what is open.
@@ -128,6 +137,9 @@ pub struct EncodeContext {
     /// The assistant message being continued (Vercel after a front-end tool),
     /// which the client expects in `start.messageId`.
     pub message_id: Option<String>,
+    /// Write the dialect's binary form (`Policy::binary`): each event one
+    /// length-prefixed message ([`Sink::message`]) instead of an SSE event.
+    pub binary: bool,
     /// Write extension frames for what the client's dialect has no frame for
     /// (AG-Kit: reasoning, steps, state...), where the dialect has them;
     /// off, such events are dropped and counted (`Encoder::dropped`).

@@ -24,6 +24,9 @@ pub struct Setup {
     pub message_id: Option<String>,
     #[serde(default)]
     pub extension_frames: bool,
+    /// The client got the binary form: the logged events are messages.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub binary: bool,
 }
 
 impl Setup {
@@ -34,6 +37,7 @@ impl Setup {
             run_id: ctx.run_id.clone(),
             message_id: ctx.message_id.clone(),
             extension_frames: ctx.extension_frames,
+            binary: ctx.binary,
         }
     }
 
@@ -45,6 +49,7 @@ impl Setup {
             run_id: self.run_id.clone(),
             message_id: self.message_id.clone(),
             extension_frames: self.extension_frames,
+            binary: self.binary,
             ..EncodeContext::default()
         }
     }

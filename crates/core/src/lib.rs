@@ -22,6 +22,7 @@ pub mod event;
 pub mod ids;
 pub mod journal;
 pub mod json;
+pub mod length;
 pub mod policy;
 pub mod request;
 pub mod shape;
@@ -34,6 +35,7 @@ pub use codec::{DecodeError, Decoder, EncodeContext, Encoder, RequestError, Requ
 pub use dialect::Dialect;
 pub use event::{Event, EventKind, Extra, Interrupt, Outcome, Role};
 pub use ids::IdGen;
+pub use length::{FramingError, LengthFramer};
 pub use policy::{Policy, Resume};
 pub use request::RunRequest;
 pub use shape::Shaper;

@@ -182,6 +182,15 @@ impl Sink {
         self.event(|out| out.extend_from_slice(bytes));
     }
 
+    /// One message of a binary transport, behind its length prefix, as one
+    /// event (a passthrough message as received). One over `u32::MAX` bytes
+    /// has no prefix to say so and is not written.
+    pub fn message(&mut self, message: &[u8]) {
+        self.event(|out| {
+            let _ = crate::length::write_frame(out, message);
+        });
+    }
+
     /// Everything written so far.
     pub fn bytes(&self) -> &[u8] {
         &self.buf

@@ -5,6 +5,7 @@ use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
 use crate::journal::{Noted, Setup, Step};
+use crate::length::{FramingError, LengthFramer};
 use crate::shape::{Keep, Shaper};
 use crate::sink::Sink;
 use crate::sse::{Frame, FrameError, SseFramer};
@@ -17,6 +18,9 @@ pub enum TranslateError {
     Frame(#[from] FrameError),
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    /// The binary transport's framing (see [`Translator::with_binary_input`]).
+    #[error("{0}")]
+    Framing(#[from] FramingError),
     /// The input ended before the run did (no terminal event): the run
     /// failed, and the output says so in its dialect (AG-UI 1.1: a
     /// consumer must not synthesize `RUN_FINISHED` for a truncated run).
@@ -30,7 +34,7 @@ impl TranslateError {
         match self {
             TranslateError::Frame(e) => e.line(),
             TranslateError::Decode(e) => e.line,
-            TranslateError::Truncated => 0,
+            TranslateError::Framing(_) | TranslateError::Truncated => 0,
         }
     }
 }
@@ -46,6 +50,9 @@ const PIECE: usize = 4096;
 /// can flush per chunk.
 pub struct Translator {
     framer: SseFramer,
+    /// Set when the input is the dialect's binary transport: messages
+    /// behind length prefixes instead of SSE.
+    binary: Option<BinaryInput>,
     decoder: Box<dyn Decoder>,
     encoder: Box<dyn Encoder>,
     /// Owns the stream's shape between decoder and encoder; `None` when
@@ -86,6 +93,7 @@ impl Translator {
     pub fn new(framer: SseFramer, decoder: Box<dyn Decoder>, encoder: Box<dyn Encoder>) -> Self {
         Translator {
             framer,
+            binary: None,
             decoder,
             encoder,
             shaper: Some(Shaper::new()),
@@ -171,6 +179,19 @@ impl Translator {
         t
     }
 
+    /// Reads the input as the dialect's binary transport: length-prefixed
+    /// messages (at most `max_message_bytes` each), each mapped by the
+    /// decoder's `decode_binary`. On a same-dialect route a message passes
+    /// through as received, so the client must take the binary form too.
+    pub fn with_binary_input(mut self, max_message_bytes: usize) -> Self {
+        self.binary = Some(BinaryInput {
+            framer: LengthFramer::new(max_message_bytes),
+            messages: Vec::new(),
+            index: 0,
+        });
+        self
+    }
+
     /// Also assembles the messages the run produces (see [`take_messages`](Self::take_messages)).
     pub fn with_assembler(mut self, assembler: MessageAssembler) -> Self {
         self.assembler = Some(assembler);
@@ -234,6 +255,12 @@ impl Translator {
         // buffers handed back to the framer) before the next piece is cut:
         // a large read then reuses a few buffers instead of holding many.
         for piece in bytes.chunks(PIECE) {
+            if let Some(b) = &mut self.binary {
+                let framed = b.framer.push(piece, &mut b.messages);
+                let decoded = self.drain_messages(out);
+                self.on_error(decoded.and(framed.map_err(TranslateError::from)), out)?;
+                continue;
+            }
             let framed = self.framer.push(piece, &mut self.frames);
             let decoded = self.drain_frames(out);
             // Frames cut before a framing error are still delivered first.
@@ -308,16 +335,19 @@ impl Translator {
             return Ok(());
         }
         self.input_ended = true;
-        let r = self
-            .framer
-            .finish(&mut self.frames)
-            .map_err(TranslateError::from)
-            .and_then(|_| self.drain_frames(out))
-            .and_then(|_| {
-                self.decoder
-                    .finish(&mut self.events)
-                    .map_err(TranslateError::from)
-            });
+        let framed = match &mut self.binary {
+            Some(b) => b.framer.finish().map_err(TranslateError::from),
+            None => self
+                .framer
+                .finish(&mut self.frames)
+                .map_err(TranslateError::from)
+                .and_then(|_| self.drain_frames(out)),
+        };
+        let r = framed.and_then(|_| {
+            self.decoder
+                .finish(&mut self.events)
+                .map_err(TranslateError::from)
+        });
         if self.passthrough {
             // What the decoder held back came from frames already written;
             // but an end marker the encoder writes for what the dialect
@@ -367,6 +397,41 @@ impl Translator {
         self.frames = frames;
         if self.passthrough {
             // What a frame that failed to decode left is not written.
+            self.observe_pending(out.spans().len());
+        }
+        self.encode_pending(out);
+        result
+    }
+
+    /// [`drain_frames`](Self::drain_frames) for binary input.
+    fn drain_messages(&mut self, out: &mut Sink) -> Result<(), TranslateError> {
+        let Some(mut b) = self.binary.take() else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        let mut messages = std::mem::take(&mut b.messages);
+        for message in messages.drain(..) {
+            b.index += 1;
+            if let Err(mut e) = self.decoder.decode_binary(&message, &mut self.events) {
+                // Messages have no lines: the 1-based message index.
+                e.line = b.index;
+                result = Err(e.into());
+                break;
+            }
+            if self.passthrough {
+                if self.events.iter().all(|e| self.encoder.passes(e)) {
+                    self.observe_pending(out.spans().len());
+                    out.message(&message);
+                } else {
+                    self.encode_pending(out);
+                }
+            }
+            b.framer.recycle(message);
+        }
+        messages.clear();
+        b.messages = messages;
+        self.binary = Some(b);
+        if self.passthrough {
             self.observe_pending(out.spans().len());
         }
         self.encode_pending(out);
@@ -451,6 +516,14 @@ impl Translator {
         }
         r
     }
+}
+
+/// The binary transport's side of the input.
+struct BinaryInput {
+    framer: LengthFramer,
+    messages: Vec<Vec<u8>>,
+    /// Messages read so far, for error messages.
+    index: u64,
 }
 
 /// Runs `write` on an untracked sink over `out`'s allocation (no copy).

@@ -91,6 +91,8 @@ impl DemoAgent {
         let ctx = EncodeContext {
             thread_id: (!run.thread_id.is_empty()).then(|| run.thread_id.clone()),
             run_id: (!run.run_id.is_empty()).then(|| run.run_id.clone()),
+            // The encoder writes the transport the caller negotiated.
+            binary: matches!(transport, crate::transport::Transport::Proto(_)),
             ..Default::default()
         };
         let mut encoder = registry::encoder(self.protocol, ctx);

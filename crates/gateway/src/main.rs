@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use babelgate::config::{Config, LogFormat};
 use babelgate::server::Gateway;
-use babelgate::transport::{ProtoToSse, SseToProto, Transport};
+use babelgate::transport::{self, SseToProto, Transport};
 use babelgate::{demo, registry};
 
 /// jemalloc rather than the system's malloc: the translation path allocates
@@ -189,22 +189,18 @@ fn translate(
     (from_transport, to_transport): (Transport, Transport),
     file: Option<PathBuf>,
 ) -> ExitCode {
-    let mut binary_in = match from_transport {
-        Transport::Proto(prefix) => Some(ProtoToSse::new(prefix).with_limit(max_event_bytes)),
-        Transport::Sse => None,
-    };
-    let mut binary_out = match to_transport {
-        Transport::Proto(prefix) => Some(SseToProto::new(prefix)),
-        Transport::Sse => None,
-    };
-    // The translator reads and writes SSE; the transports wrap it.
-    let mut sse_in = Vec::new();
     let ctx = if deterministic {
         EncodeContext::deterministic()
     } else {
         EncodeContext::default()
     };
-    let mut tr = registry::translator(from, to, ctx, max_event_bytes);
+    // The translator reads and writes the transports itself, but for a
+    // same-dialect pass-through between two transports (converted at the
+    // edges).
+    let (mut tr, edges) =
+        transport::translator(from, to, ctx, max_event_bytes, from_transport, to_transport);
+    let (mut binary_in, mut binary_out) = (edges.input, edges.output);
+    let mut sse_in = Vec::new();
     let mut input: Box<dyn Read> = match &file {
         Some(path) => match std::fs::File::open(path) {
             Ok(f) => Box::new(f),

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::registry;
+use crate::transport::{ProtoToSse, SseToProto, Transport};
 
 /// Writes `id: <id>` and the event.
 pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
@@ -48,6 +49,8 @@ pub struct Recorder {
     /// (it can no longer be resumed) rather than failing the client.
     writer: Option<RunWriter>,
     retention: Duration,
+    /// The client gets the binary transport, which has no place for ids.
+    binary: bool,
 }
 
 impl Recorder {
@@ -55,7 +58,13 @@ impl Recorder {
         Recorder {
             writer: Some(writer),
             retention,
+            binary: false,
         }
+    }
+
+    /// The events recorded are binary messages: logged and sent without ids.
+    pub fn binary(&mut self) {
+        self.binary = true;
     }
 
     /// Logs each event the sink holds, with the core steps of the
@@ -122,7 +131,7 @@ impl Recorder {
             // sent as it is.
             client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
             let id = match span.kind {
-                SpanKind::Event => ids.next(),
+                SpanKind::Event => ids.next().filter(|_| !self.binary),
                 SpanKind::Comment => None,
             };
             let event = bytes.get(span.range.clone()).unwrap_or_default();
@@ -222,6 +231,9 @@ struct Replica {
     scratch: Sink,
     /// The client's stream has its end (finish or failure) already.
     ended: bool,
+    /// The log holds binary messages (the live client got the binary
+    /// transport), and the replica writes them too.
+    binary: bool,
 }
 
 impl Replica {
@@ -231,12 +243,24 @@ impl Replica {
             encoder: registry::encoder(dialect, EncodeContext::default()),
             scratch: Sink::untracked(Vec::new()),
             ended: false,
+            binary: false,
         }
     }
 
     /// The encoder as the live one was built (its ids, thread and run).
     fn begin(&mut self, setup: &Setup) {
         self.encoder = registry::encoder(self.dialect, setup.context());
+        self.binary = setup.binary;
+    }
+
+    /// One logged event as the client gets it: with its id in SSE; as it
+    /// is in binary, which has no place for one.
+    fn write(&self, id: EventId, data: &[u8], out: &mut Vec<u8>) {
+        if self.binary {
+            out.extend_from_slice(data);
+        } else {
+            with_id(id, data, out);
+        }
     }
 
     /// The client got the bytes these steps wrote.
@@ -297,6 +321,9 @@ pub struct Follow {
     /// Set before the end when the run failed and the dialect shows that
     /// only as a body that breaks off (`Encoder::aborts`), as live.
     pub abort: Arc<std::sync::atomic::AtomicBool>,
+    /// The resuming client's transport, which may differ from the live
+    /// client's (the log's).
+    pub transport: Transport,
 }
 
 /// Snapshot mode: the log read so far, until it reaches `last`.
@@ -328,7 +355,9 @@ impl Follow {
             max_snapshot_bytes,
             slot: _slot,
             abort,
+            transport,
         } = self;
+        let mut convert = Convert::new(transport, dialect);
         // With `Last-Event-ID` the log is still read from its start: what
         // the client got before the id is not sent again, but its steps
         // tell what the client has open.
@@ -374,10 +403,11 @@ impl Follow {
                     }
                     match held.as_mut() {
                         None => {
-                            if !data.is_empty() {
-                                with_id(id, &data, &mut out);
-                            }
+                            // Steps first: the first says the log's form.
                             replica.observe(&read_steps(core.as_ref()));
+                            if !data.is_empty() {
+                                replica.write(id, &data, &mut out);
+                            }
                         }
                         Some(h) => {
                             h.bytes += data.len() + core.as_ref().map_or(0, Bytes::len);
@@ -388,10 +418,10 @@ impl Follow {
                                 // the run as it was sent (a valid stream
                                 // from its start), then the tail.
                                 for e in held.take().map(|h| h.entries).unwrap_or_default() {
-                                    if !e.data.is_empty() {
-                                        with_id(e.id, &e.data, &mut out);
-                                    }
                                     replica.observe(&read_steps(e.core.as_ref()));
+                                    if !e.data.is_empty() {
+                                        replica.write(e.id, &e.data, &mut out);
+                                    }
                                 }
                             } else if at_last {
                                 let entries = held.take().map(|h| h.entries).unwrap_or_default();
@@ -421,7 +451,7 @@ impl Follow {
             }
             if !out.is_empty()
                 && tx
-                    .send(Bytes::from(std::mem::take(&mut out)))
+                    .send(convert.apply(replica.binary, std::mem::take(&mut out)))
                     .await
                     .is_err()
             {
@@ -437,7 +467,7 @@ impl Follow {
             replica.fail(message, code, &mut out);
         }
         if !out.is_empty() {
-            let _ = tx.send(Bytes::from(out)).await;
+            let _ = tx.send(convert.apply(replica.binary, out)).await;
         }
         if replica.encoder.aborts() {
             abort.store(true, Ordering::Release);
@@ -550,12 +580,56 @@ fn snapshot(
         .rev()
         .find(|s| s.kind == SpanKind::Event)
         .map(|s| s.range.clone());
-    match (tag, last) {
+    match (tag.filter(|_| !replica.binary), last) {
         (Some(id), Some(last)) => {
             out.extend_from_slice(bytes.get(..last.start).unwrap_or_default());
             with_id(id, bytes.get(last.start..).unwrap_or_default(), out);
         }
         _ => out.extend_from_slice(&bytes),
+    }
+}
+
+/// A follower's output in the resuming client's transport, when that is not
+/// the log's: the live client asked for the other one.
+enum Convert {
+    /// SSE wanted; the prefix of the dialect's own events, should the log
+    /// be binary.
+    Sse(Option<&'static str>),
+    Proto(Option<&'static str>),
+    ToProto(SseToProto),
+    ToSse(ProtoToSse),
+}
+
+impl Convert {
+    fn new(transport: Transport, dialect: Dialect) -> Self {
+        match transport {
+            Transport::Sse => Convert::Sse(
+                Transport::proto_for(&registry::policy(dialect)).and_then(|t| match t {
+                    Transport::Proto(prefix) => prefix,
+                    Transport::Sse => None,
+                }),
+            ),
+            Transport::Proto(prefix) => Convert::Proto(prefix),
+        }
+    }
+
+    fn apply(&mut self, log_binary: bool, out: Vec<u8>) -> Bytes {
+        match (&mut *self, log_binary) {
+            (Convert::Sse(prefix), true) => *self = Convert::ToSse(ProtoToSse::new(*prefix)),
+            (Convert::Proto(prefix), false) => *self = Convert::ToProto(SseToProto::new(*prefix)),
+            _ => {}
+        }
+        let mut converted = Vec::new();
+        match self {
+            Convert::ToProto(c) => c.push(&out, &mut converted),
+            Convert::ToSse(c) => {
+                if let Err(e) = c.push(&out, &mut converted) {
+                    tracing::error!(error = %e, "a logged binary event does not decode");
+                }
+            }
+            Convert::Sse(_) | Convert::Proto(_) => return Bytes::from(out),
+        }
+        Bytes::from(converted)
     }
 }
 

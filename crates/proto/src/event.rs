@@ -173,6 +173,19 @@ fn to_wire_message(m: &Value) -> Value {
 /// An event type the schema has no message for is an error here; the
 /// reference writes an empty message for it, which no decoder accepts.
 pub fn encode_event(event: &Value) -> Result<Vec<u8>, Error> {
+    if let Some(obj) = event.as_object() {
+        let mut flat = Vec::new();
+        if crate::flat::encode(obj, false, &mut flat).is_some() {
+            return Ok(flat);
+        }
+    }
+    encode_event_general(event)
+}
+
+/// [`encode_event`] without its fast path for flat events: the reference
+/// that path is tested against.
+#[doc(hidden)]
+pub fn encode_event_general(event: &Value) -> Result<Vec<u8>, Error> {
     let obj = event.as_object().ok_or(Error::NotAnObject)?;
     let event_type = obj
         .get("type")
@@ -470,6 +483,15 @@ fn declaration_order(
 /// Decodes one `ag_ui.Event` message to the AG-UI event's JSON object, as the
 /// reference's `decode` returns it.
 pub fn decode_event(bytes: &[u8]) -> Result<Value, Error> {
+    match crate::flat::read(bytes) {
+        Some(flat) => Ok(flat.to_json()),
+        None => decode_event_general(bytes),
+    }
+}
+
+/// [`decode_event`] without its fast path for flat events.
+#[doc(hidden)]
+pub fn decode_event_general(bytes: &[u8]) -> Result<Value, Error> {
     let envelope = wire::decode_message(ENVELOPE, bytes, 0)?;
     if envelope.len() != 1 {
         // No arm (an empty message, or only arms this schema does not know), or

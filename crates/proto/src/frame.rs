@@ -1,247 +1,35 @@
-//! The binary transport's framing: each message preceded by its length as a
-//! 4-byte big-endian unsigned integer (AG-UI 1.1, `application/vnd.ag-ui.event+proto`).
-//!
-//! [`ProtoFramer`] is incremental like the SSE framer: bytes may arrive cut
-//! anywhere, the result never depends on where. Limits: a message may hold at
-//! most [`ProtoFramer::max_message_bytes`] bytes; a larger length prefix fails
-//! as soon as its four bytes are in, before any of the message is buffered.
-//! Input that ends inside a prefix or a message fails at [`ProtoFramer::finish`].
+//! The binary transport's framing is the core's length-delimited framing
+//! (`babelgate_core::length`); what this crate adds is the event inside.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// Default cap for one message, the same as the SSE framer's for one event.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FramingError {
-    #[error("message {index}: length {len} is over the {limit}-byte limit")]
-    TooLarge { index: u64, len: u64, limit: usize },
-    #[error("message {index}: input ended {have} bytes into a {want}-byte {what}")]
-    Truncated {
-        index: u64,
-        what: &'static str,
-        have: usize,
-        want: usize,
-    },
-    #[error("the framer failed before")]
-    Failed,
-}
-
-/// Incremental reader of length-prefixed messages: push bytes as they arrive,
-/// collect whole messages.
-#[derive(Debug)]
-pub struct ProtoFramer {
-    max_message_bytes: usize,
-    /// The prefix read so far (fewer than 4 bytes while reading it).
-    prefix: [u8; 4],
-    prefix_len: usize,
-    /// The message being read, once its prefix is known.
-    want: Option<usize>,
-    body: Vec<u8>,
-    /// Messages dispatched so far (0-based index of the one being read).
-    index: u64,
-    failed: bool,
-}
-
-impl Default for ProtoFramer {
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_MESSAGE_BYTES)
-    }
-}
-
-impl ProtoFramer {
-    pub fn new(max_message_bytes: usize) -> Self {
-        ProtoFramer {
-            max_message_bytes,
-            prefix: [0; 4],
-            prefix_len: 0,
-            want: None,
-            body: Vec::new(),
-            index: 0,
-            failed: false,
-        }
-    }
-
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-
-    /// Feeds bytes; every message they complete is appended to `out`. After an
-    /// error the framer stays failed and dispatches nothing more.
-    pub fn push(&mut self, mut input: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), FramingError> {
-        if self.failed {
-            return Err(FramingError::Failed);
-        }
-        while !input.is_empty() {
-            match self.want {
-                None => {
-                    let n = (4 - self.prefix_len).min(input.len());
-                    self.prefix[self.prefix_len..self.prefix_len + n].copy_from_slice(&input[..n]);
-                    self.prefix_len += n;
-                    input = &input[n..];
-                    if self.prefix_len == 4 {
-                        let len = u32::from_be_bytes(self.prefix);
-                        if u64::from(len) > self.max_message_bytes as u64 {
-                            self.failed = true;
-                            return Err(FramingError::TooLarge {
-                                index: self.index,
-                                len: u64::from(len),
-                                limit: self.max_message_bytes,
-                            });
-                        }
-                        self.want = Some(len as usize);
-                    }
-                }
-                Some(want) => {
-                    let n = (want - self.body.len()).min(input.len());
-                    self.body.extend_from_slice(&input[..n]);
-                    input = &input[n..];
-                }
-            }
-            if let Some(want) = self.want {
-                if self.body.len() == want {
-                    out.push(std::mem::take(&mut self.body));
-                    self.want = None;
-                    self.prefix_len = 0;
-                    self.index += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Ends the input: an error when it stopped inside a prefix or a message.
-    pub fn finish(&mut self) -> Result<(), FramingError> {
-        if self.failed {
-            return Err(FramingError::Failed);
-        }
-        let err = match self.want {
-            Some(want) => Some(FramingError::Truncated {
-                index: self.index,
-                what: "message",
-                have: self.body.len(),
-                want,
-            }),
-            None if self.prefix_len > 0 => Some(FramingError::Truncated {
-                index: self.index,
-                what: "length prefix",
-                have: self.prefix_len,
-                want: 4,
-            }),
-            None => None,
-        };
-        match err {
-            Some(e) => {
-                self.failed = true;
-                Err(e)
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-/// Appends one message behind its length prefix. A message over `u32::MAX`
-/// bytes has no prefix to say so and is refused.
-pub fn write_frame(out: &mut Vec<u8>, message: &[u8]) -> Result<(), FramingError> {
-    let len = u32::try_from(message.len()).map_err(|_| FramingError::TooLarge {
-        index: 0,
-        len: message.len() as u64,
-        limit: u32::MAX as usize,
-    })?;
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(message);
-    Ok(())
-}
+pub use babelgate_core::length::{
+    write_frame, FramingError, LengthFramer as ProtoFramer, DEFAULT_MAX_MESSAGE_BYTES,
+};
 
 /// Encodes one AG-UI event and appends it as a frame.
 pub fn write_event(out: &mut Vec<u8>, event: &Value) -> Result<(), crate::Error> {
+    if let Some(obj) = event.as_object() {
+        if crate::flat::encode(obj, true, out).is_some() {
+            return Ok(());
+        }
+    }
     let message = crate::encode_event(event)?;
     write_frame(out, &message).map_err(|_| crate::Error::Malformed("message too large to frame"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Three messages, one of them empty (a zero length is a valid frame).
-    fn stream() -> (Vec<u8>, Vec<Vec<u8>>, Vec<usize>) {
-        let messages = vec![b"first message".to_vec(), Vec::new(), vec![0xff; 300]];
-        let mut bytes = Vec::new();
-        let mut ends = Vec::new();
-        for m in &messages {
-            write_frame(&mut bytes, m).unwrap();
-            ends.push(bytes.len());
-        }
-        (bytes, messages, ends)
+/// Encodes one event of an AG-UI dialect (`prefix`: see
+/// [`crate::encode_event_as`]) and appends it as a frame: what an encoder
+/// writing the binary transport calls for each event. The events that make
+/// most of a stream go straight from the object to the bytes.
+pub fn write_object(
+    out: &mut Vec<u8>,
+    event: Map<String, Value>,
+    prefix: Option<&str>,
+) -> Result<(), crate::Error> {
+    if crate::flat::encode(&event, true, out).is_some() {
+        return Ok(());
     }
-
-    #[test]
-    fn same_messages_at_every_split_offset() {
-        let (bytes, want, _) = stream();
-        for cut in 0..=bytes.len() {
-            let mut f = ProtoFramer::default();
-            let mut out = Vec::new();
-            f.push(&bytes[..cut], &mut out).unwrap();
-            f.push(&bytes[cut..], &mut out).unwrap();
-            f.finish().unwrap();
-            assert_eq!(out, want, "cut at {cut}");
-        }
-        let mut f = ProtoFramer::default();
-        let mut out = Vec::new();
-        for b in &bytes {
-            f.push(std::slice::from_ref(b), &mut out).unwrap();
-        }
-        f.finish().unwrap();
-        assert_eq!(out, want, "byte by byte");
-    }
-
-    #[test]
-    fn input_ending_inside_a_frame_is_an_error() {
-        let (bytes, _, ends) = stream();
-        for cut in 1..bytes.len() {
-            let mut f = ProtoFramer::default();
-            let mut out = Vec::new();
-            f.push(&bytes[..cut], &mut out).unwrap();
-            let result = f.finish();
-            if ends.contains(&cut) {
-                assert_eq!(result, Ok(()), "cut at {cut}");
-            } else {
-                assert!(
-                    matches!(result, Err(FramingError::Truncated { .. })),
-                    "cut at {cut}: {result:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_prefix_over_the_limit_fails_before_its_message_is_buffered() {
-        let mut f = ProtoFramer::new(16);
-        let mut out = Vec::new();
-        let mut bytes = Vec::new();
-        write_frame(&mut bytes, &[1; 16]).unwrap();
-        f.push(&bytes, &mut out).unwrap();
-        assert_eq!(out.len(), 1, "a message of exactly the limit passes");
-        // Only the prefix of a 17-byte message: refused at once, nothing kept.
-        let err = f.push(&17u32.to_be_bytes(), &mut out).unwrap_err();
-        assert_eq!(
-            err,
-            FramingError::TooLarge {
-                index: 1,
-                len: 17,
-                limit: 16
-            }
-        );
-        assert!(f.body.capacity() == 0);
-        // A failed framer stays failed.
-        assert_eq!(f.push(&[0, 0, 0, 0], &mut out), Err(FramingError::Failed));
-        assert_eq!(f.finish(), Err(FramingError::Failed));
-        assert_eq!(out.len(), 1);
-        // The largest prefix there is, with the default limit.
-        let mut f = ProtoFramer::default();
-        assert!(matches!(
-            f.push(&[0xff; 4], &mut out),
-            Err(FramingError::TooLarge { .. })
-        ));
-    }
+    let message = crate::encode_event_as(&Value::Object(event), prefix)?;
+    write_frame(out, &message).map_err(|_| crate::Error::Malformed("message too large to frame"))
 }

@@ -10,12 +10,17 @@
 
 mod custom;
 mod event;
+pub mod flat;
 mod frame;
 mod wire;
 
 pub use custom::{decode_event_as, encode_event_as, restore};
-pub use event::{decode_event, encode_event, encode_event_json};
-pub use frame::{write_event, write_frame, FramingError, ProtoFramer, DEFAULT_MAX_MESSAGE_BYTES};
+pub use event::{
+    decode_event, decode_event_general, encode_event, encode_event_general, encode_event_json,
+};
+pub use frame::{
+    write_event, write_frame, write_object, FramingError, ProtoFramer, DEFAULT_MAX_MESSAGE_BYTES,
+};
 pub use wire::MAX_DEPTH;
 
 /// The schema's compiled descriptors (a `google.protobuf.FileDescriptorSet`,

@@ -30,7 +30,7 @@ use crate::error::{json_response, Body, GatewayError};
 use crate::limits::{self, StreamLimitLayer};
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
-use crate::transport::{self, ProtoToSse, SseToProto, Transport};
+use crate::transport::{self, Edges, ProtoToSse, SseToProto, Transport};
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
 impl Gateway {
@@ -468,7 +468,7 @@ impl Gateway {
     where
         S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
     {
-        let recorder = self.begin_log(route, run, &conversation).await?;
+        let mut recorder = self.begin_log(route, run, &conversation).await?;
 
         let ctx = EncodeContext {
             ids: IdGen::default(),
@@ -478,13 +478,26 @@ impl Gateway {
             extension_frames: route.extension_frames,
             ..Default::default()
         };
-        let translator = stream_translator(
+        let (translator, edges) = stream_translator(
             route.upstream_protocol,
             route.client,
             ctx,
             run.continue_message_id.clone(),
+            (upstream_binary.unwrap_or(Transport::Sse), transport),
         );
         let headers = translator.encoder().headers();
+        if matches!(transport, Transport::Proto(_)) && edges.output.is_none() {
+            // The encoder writes binary messages, logged as such.
+            if let Some(r) = recorder.as_mut() {
+                r.binary();
+            }
+        }
+        // A binary stream has no comment to send: no heartbeats (the
+        // encoder writes binary unless frames pass through as SSE).
+        let heartbeat = match transport {
+            Transport::Sse => route.heartbeat,
+            Transport::Proto(_) => None,
+        };
 
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         let abort = Arc::new(AtomicBool::new(false));
@@ -492,7 +505,7 @@ impl Gateway {
             translator,
             tx: Some(tx),
             idle: route.idle_timeout,
-            heartbeat: route.heartbeat,
+            heartbeat,
             recorder,
             on_disconnect: route.on_disconnect,
             store: keeps_history.then(|| self.stores.conversations.clone()),
@@ -508,14 +521,15 @@ impl Gateway {
             abort: abort.clone(),
         };
         let span = tracing::Span::current();
-        match upstream_binary {
-            Some(Transport::Proto(prefix)) => self
+        let Edges { input, output } = edges;
+        match input {
+            Some(to_sse) => self
                 .pumps
-                .spawn(pump.run(from_binary(upstream, prefix)).instrument(span)),
-            _ => self.pumps.spawn(pump.run(upstream).instrument(span)),
+                .spawn(pump.run(from_binary(upstream, to_sse)).instrument(span)),
+            None => self.pumps.spawn(pump.run(upstream).instrument(span)),
         };
 
-        let mut resp = sse_body(rx, Some(abort), headers, transport);
+        let mut resp = sse_body(rx, Some(abort), headers, transport, output);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -597,6 +611,7 @@ impl Gateway {
             (None, Vec::new())
         };
         tracing::info!(run = %info.run_id, ?mode, "resuming");
+        let transport = client_transport(route.client, headers_in);
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         let abort = Arc::new(AtomicBool::new(false));
         self.pumps.spawn(
@@ -610,17 +625,14 @@ impl Gateway {
                 max_snapshot_bytes,
                 slot,
                 abort: abort.clone(),
+                transport,
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
-        Ok(sse_body(
-            rx,
-            Some(abort),
-            headers,
-            client_transport(route.client, headers_in),
-        ))
+        // The follower writes the client's transport itself.
+        Ok(sse_body(rx, Some(abort), headers, transport, None))
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
@@ -716,14 +728,14 @@ fn no_content() -> Response<Body> {
     resp
 }
 
-/// A streaming `text/event-stream` response fed by `rx`, one body frame per
-/// chunk so that each event is flushed as it comes.
+/// A streaming response fed by `rx` (already in `transport`'s form), one
+/// body frame per chunk so that each event is flushed as it comes.
 pub(crate) fn sse_response(
     rx: mpsc::Receiver<Bytes>,
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
 ) -> Response<Body> {
-    sse_body(rx, None, dialect_headers, transport)
+    sse_body(rx, None, dialect_headers, transport, None)
 }
 
 /// The transport a client of `dialect` asked for with its `Accept`.
@@ -737,7 +749,7 @@ fn client_transport(dialect: Dialect, headers: &http::HeaderMap) -> Transport {
 /// [`UpstreamFault::Malformed`] (after which nothing more is read).
 fn from_binary<S>(
     upstream: S,
-    prefix: Option<&'static str>,
+    reader: ProtoToSse,
 ) -> impl futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin
 where
     S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin,
@@ -747,7 +759,7 @@ where
         /// What decoded before the fault went first; the fault is next.
         Failing(UpstreamFault),
     }
-    let state = Some(State::Reading(upstream, ProtoToSse::new(prefix)));
+    let state = Some(State::Reading(upstream, reader));
     Box::pin(futures_util::stream::unfold(state, |state| async move {
         let (mut upstream, mut reader) = match state? {
             State::Reading(u, r) => (u, r),
@@ -783,19 +795,18 @@ where
     }))
 }
 
-/// An SSE response of what arrives on `rx`; once `rx` ends, a set `abort`
-/// ends the body with an error instead of cleanly (hyper then breaks off the
-/// connection, or resets the HTTP/2 stream).
+/// A response of `transport` with what arrives on `rx` (converted by
+/// `binary` when the translator wrote SSE for a binary client, see
+/// `transport::Edges`); once `rx` ends, a set `abort` ends the body with an
+/// error instead of cleanly (hyper then breaks off the connection, or
+/// resets the HTTP/2 stream).
 fn sse_body(
     rx: mpsc::Receiver<Bytes>,
     abort: Option<Arc<AtomicBool>>,
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
+    binary: Option<SseToProto>,
 ) -> Response<Body> {
-    let binary = match transport {
-        Transport::Proto(prefix) => Some(SseToProto::new(prefix)),
-        Transport::Sse => None,
-    };
     let stream = futures_util::stream::unfold(Some((rx, abort, binary)), |state| async move {
         let (mut rx, abort, mut binary) = state?;
         let mut next = rx.recv().await;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
-use babelgate_core::journal::Setup;
 use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
@@ -20,6 +19,7 @@ use crate::config::OnDisconnect;
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::Recorder;
+use crate::transport::{self, Edges, Transport};
 use babelgate_store::RunOutcome;
 
 /// The translator of a proxied stream. Only a client dialect whose history
@@ -30,16 +30,22 @@ pub(super) fn stream_translator(
     client: Dialect,
     ctx: EncodeContext,
     continue_message_id: Option<String>,
-) -> Translator {
-    let setup = Setup::of(&ctx);
-    let mut translator = registry::translator(upstream, client, ctx, DEFAULT_MAX_EVENT_BYTES);
-    // For the run log: a follower builds its encoder as this one was.
-    translator.note_setup(setup);
-    if registry::policy(client).gateway_keeps_history {
+    (upstream_transport, client_transport): (Transport, Transport),
+) -> (Translator, Edges) {
+    let (translator, edges) = transport::translator(
+        upstream,
+        client,
+        ctx,
+        DEFAULT_MAX_EVENT_BYTES,
+        upstream_transport,
+        client_transport,
+    );
+    let translator = if registry::policy(client).gateway_keeps_history {
         translator.with_assembler(MessageAssembler::new(continue_message_id))
     } else {
         translator
-    }
+    };
+    (translator, edges)
 }
 
 /// Moves one upstream response to one client, translating as it goes.
@@ -197,7 +203,9 @@ impl Pump {
             let end = match next {
                 None => match self.guarded(&mut out, |t, out| t.finish_live_to(out)) {
                     Some(Ok(true)) => End::Complete,
-                    Some(_) => End::Upstream("upstream_disconnected"),
+                    Some(Ok(false)) => End::Upstream("upstream_disconnected"),
+                    // A binary stream that ended inside a message.
+                    Some(Err(_)) => End::Upstream("upstream_malformed"),
                     None => End::Internal,
                 },
                 Some(Err(e)) => match e.into() {
@@ -616,8 +624,13 @@ mod tests {
                     data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n\
                     data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n";
         for client in [Dialect::AgUi, Dialect::Hai, Dialect::Vercel, Dialect::AgKit] {
-            let mut t =
-                stream_translator(Dialect::AgUi, client, EncodeContext::deterministic(), None);
+            let (mut t, _) = stream_translator(
+                Dialect::AgUi,
+                client,
+                EncodeContext::deterministic(),
+                None,
+                (Transport::Sse, Transport::Sse),
+            );
             let mut out = Vec::new();
             t.push(STARTED.as_bytes(), &mut out).unwrap();
             t.push(text.as_bytes(), &mut out).unwrap();

@@ -1,0 +1,315 @@
+//! The events that make most of a stream (text and argument deltas, starts,
+//! ends), encoded and read without the descriptor walk or a JSON value in
+//! between: an event is *flat* when its message holds the base event and
+//! string fields only. Which events are flat, and their fields' numbers and
+//! order, come from the schema's descriptors once, so this path can never
+//! disagree with the schema; what it gives is byte for byte what the general
+//! codec gives (`tests/flat.rs` holds them to each other). Anything else (a
+//! `rawEvent`, `metadata`, a field this event does not have, a value that is
+//! not a string, a duplicate field) is left to the general codec.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use prost::encoding::{decode_varint, encode_varint, encoded_len_varint};
+use prost_types::field_descriptor_proto::{Label, Type};
+use serde_json::{Map, Value};
+
+use crate::wire::{camel, schema};
+
+/// JavaScript's largest safe integer.
+const MAX_SAFE: i64 = 9_007_199_254_740_991;
+const BASE_EVENT: &str = ".ag_ui.BaseEvent";
+/// No flat event of the schema has more string fields than this.
+const MAX_FIELDS: usize = 8;
+
+/// One flat event type.
+#[derive(Debug)]
+pub struct Shape {
+    /// The AG-UI event type, `TEXT_MESSAGE_CONTENT`.
+    pub event_type: &'static str,
+    /// The envelope's oneof field number for it.
+    arm: u32,
+    /// `EventType`'s number for it.
+    type_number: i32,
+    /// Its string fields in declaration order: (JSON name, number, optional).
+    fields: Vec<(&'static str, u32, bool)>,
+}
+
+struct Shapes {
+    by_type: HashMap<&'static str, Shape>,
+    by_arm: HashMap<u32, &'static str>,
+}
+
+fn shapes() -> &'static Shapes {
+    static SHAPES: OnceLock<Shapes> = OnceLock::new();
+    SHAPES.get_or_init(|| {
+        let s = schema();
+        let mut by_type = HashMap::new();
+        let mut by_arm = HashMap::new();
+        for arm in &s.message(".ag_ui.Event").field {
+            let arm_name = camel(arm.name());
+            let Some(event_type) = s
+                .event_types
+                .keys()
+                .find(|t| camel(&t.to_ascii_lowercase()) == arm_name)
+            else {
+                continue;
+            };
+            let desc = s.message(arm.type_name());
+            let mut fields = Vec::new();
+            let mut flat = desc
+                .field
+                .first()
+                .is_some_and(|f| f.type_name() == BASE_EVENT);
+            for f in desc.field.iter().skip(1) {
+                if f.r#type() != Type::String || f.label() == Label::Repeated {
+                    flat = false;
+                    break;
+                }
+                let optional = f.proto3_optional.unwrap_or(false) || f.oneof_index.is_some();
+                let name: &'static str = Box::leak(camel(f.name()).into_boxed_str());
+                fields.push((name, f.number() as u32, optional));
+            }
+            if !flat || fields.len() > MAX_FIELDS {
+                continue;
+            }
+            // Leaked once per flat type, for the process's life: the schema's
+            // names as `&'static str`, so lookups borrow nothing.
+            let event_type: &'static str = Box::leak(event_type.clone().into_boxed_str());
+            let shape = Shape {
+                event_type,
+                arm: arm.number() as u32,
+                type_number: s.event_types[event_type],
+                fields,
+            };
+            by_arm.insert(shape.arm, event_type);
+            by_type.insert(event_type, shape);
+        }
+        Shapes { by_type, by_arm }
+    })
+}
+
+/// Whether events of `event_type` are flat.
+pub fn is_flat(event_type: &str) -> bool {
+    shapes().by_type.contains_key(event_type)
+}
+
+fn key_len(number: u32) -> usize {
+    encoded_len_varint(u64::from(number) << 3)
+}
+
+fn put_key(number: u32, wire: u8, out: &mut Vec<u8>) {
+    encode_varint((u64::from(number) << 3) | u64::from(wire), out);
+}
+
+/// Appends `event` (an AG-UI event's JSON object) as one `ag_ui.Event`
+/// message, optionally behind its 4-byte length prefix, when it is flat;
+/// `None`, with nothing written, when it is not.
+pub(crate) fn encode(obj: &Map<String, Value>, prefixed: bool, out: &mut Vec<u8>) -> Option<()> {
+    let shape = shapes().by_type.get(obj.get("type")?.as_str()?)?;
+    let mut values: [Option<&str>; MAX_FIELDS] = [None; MAX_FIELDS];
+    let mut timestamp = None;
+    for (k, v) in obj {
+        match k.as_str() {
+            "type" => {}
+            "timestamp" => timestamp = Some(v.as_i64()?),
+            k => {
+                let i = shape.fields.iter().position(|(name, ..)| *name == k)?;
+                *values.get_mut(i)? = Some(v.as_str()?);
+            }
+        }
+    }
+    // ts-proto's rules: a plain field holding "" and an enum holding its
+    // first value are not written; an optional one is when present.
+    let written = |i: usize, optional: bool| -> Option<&str> {
+        values
+            .get(i)
+            .copied()
+            .flatten()
+            .filter(|s| optional || !s.is_empty())
+    };
+    let type_number = shape.type_number as u64;
+    let mut base_len = 0;
+    if type_number != 0 {
+        base_len += 1 + encoded_len_varint(type_number);
+    }
+    if let Some(t) = timestamp {
+        base_len += 1 + encoded_len_varint(t as u64);
+    }
+    let mut body_len = 1 + encoded_len_varint(base_len as u64) + base_len;
+    for (i, (_, number, optional)) in shape.fields.iter().enumerate() {
+        if let Some(s) = written(i, *optional) {
+            body_len += key_len(*number) + encoded_len_varint(s.len() as u64) + s.len();
+        }
+    }
+    let total = key_len(shape.arm) + encoded_len_varint(body_len as u64) + body_len;
+    if prefixed {
+        out.extend_from_slice(&u32::try_from(total).ok()?.to_be_bytes());
+    }
+    out.reserve(total);
+    put_key(shape.arm, 2, out);
+    encode_varint(body_len as u64, out);
+    out.push(0x0a);
+    encode_varint(base_len as u64, out);
+    if type_number != 0 {
+        out.push(0x08);
+        encode_varint(type_number, out);
+    }
+    if let Some(t) = timestamp {
+        out.push(0x10);
+        encode_varint(t as u64, out);
+    }
+    for (i, (_, number, optional)) in shape.fields.iter().enumerate() {
+        if let Some(s) = written(i, *optional) {
+            put_key(*number, 2, out);
+            encode_varint(s.len() as u64, out);
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+    Some(())
+}
+
+/// A flat event read in place: its strings borrow the message.
+#[derive(Debug)]
+pub struct Flat<'a> {
+    shape: &'static Shape,
+    pub timestamp: Option<i64>,
+    values: [Option<&'a str>; MAX_FIELDS],
+}
+
+impl<'a> Flat<'a> {
+    pub fn event_type(&self) -> &'static str {
+        self.shape.event_type
+    }
+
+    /// A field as the general decoder gives it: what the message holds; for
+    /// an absent plain field its default, `""`; for an absent optional one
+    /// (or a name this event does not have) nothing.
+    pub fn get(&self, name: &str) -> Option<&'a str> {
+        let i = self.shape.fields.iter().position(|(n, ..)| *n == name)?;
+        let optional = self.shape.fields.get(i)?.2;
+        match self.values.get(i).copied().flatten() {
+            Some(v) => Some(v),
+            None if optional => None,
+            None => Some(""),
+        }
+    }
+
+    /// Whether every field the message holds, and every plain field (the
+    /// general decoder gives those even when absent), is one of `names`.
+    pub fn has_only(&self, names: &[&str]) -> bool {
+        self.shape
+            .fields
+            .iter()
+            .zip(&self.values)
+            .all(|((n, _, optional), v)| names.contains(n) || (*optional && v.is_none()))
+    }
+
+    /// The event's JSON object, as [`crate::decode_event`] gives it.
+    pub fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        for (name, ..) in &self.shape.fields {
+            if let Some(v) = self.get(name) {
+                o.insert((*name).to_string(), v.into());
+            }
+        }
+        o.insert("type".into(), self.shape.event_type.into());
+        if let Some(t) = self.timestamp {
+            o.insert("timestamp".into(), t.into());
+        }
+        Value::Object(o)
+    }
+}
+
+fn field(buf: &mut &[u8]) -> Option<(u32, u8)> {
+    let key = decode_varint(buf).ok()?;
+    let number = u32::try_from(key >> 3).ok().filter(|n| *n != 0)?;
+    Some((number, (key & 7) as u8))
+}
+
+fn bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let n = usize::try_from(decode_varint(buf).ok()?).ok()?;
+    if n > buf.len() {
+        return None;
+    }
+    let (head, tail) = buf.split_at(n);
+    *buf = tail;
+    Some(head)
+}
+
+/// Reads one `ag_ui.Event` message when it holds a flat event in the plain
+/// form (each field once, base event first or anywhere, nothing unknown);
+/// `None` leaves it to [`crate::decode_event`], which also says what is
+/// wrong with a malformed one.
+pub fn read(message: &[u8]) -> Option<Flat<'_>> {
+    let mut buf = message;
+    let (arm, wire) = field(&mut buf)?;
+    if wire != 2 {
+        return None;
+    }
+    let mut body = bytes(&mut buf)?;
+    if !buf.is_empty() {
+        return None;
+    }
+    let shapes = shapes();
+    let shape = shapes.by_type.get(shapes.by_arm.get(&arm)?)?;
+    let mut values: [Option<&str>; MAX_FIELDS] = [None; MAX_FIELDS];
+    let mut base: Option<(u64, Option<i64>)> = None;
+    while !body.is_empty() {
+        let (number, wire) = field(&mut body)?;
+        if wire != 2 {
+            return None;
+        }
+        let payload = bytes(&mut body)?;
+        if number == 1 {
+            if base.is_some() {
+                return None;
+            }
+            base = Some(read_base(payload)?);
+            continue;
+        }
+        let i = shape.fields.iter().position(|(_, n, _)| *n == number)?;
+        let slot = values.get_mut(i)?;
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(std::str::from_utf8(payload).ok()?);
+    }
+    let (declared, timestamp) = base?;
+    if declared != shape.type_number as u64 {
+        return None;
+    }
+    Some(Flat {
+        shape,
+        timestamp,
+        values,
+    })
+}
+
+/// A base event with a type and a timestamp only.
+fn read_base(mut buf: &[u8]) -> Option<(u64, Option<i64>)> {
+    let mut ty = None;
+    let mut timestamp = None;
+    while !buf.is_empty() {
+        let (number, wire) = field(&mut buf)?;
+        if wire != 0 {
+            return None;
+        }
+        let v = decode_varint(&mut buf).ok()?;
+        let slot = match number {
+            1 => &mut ty,
+            2 => &mut timestamp,
+            _ => return None,
+        };
+        if slot.replace(v).is_some() {
+            return None;
+        }
+    }
+    // Past JavaScript's safe integers the general decoder refuses it.
+    let timestamp = match timestamp.map(|t| t as i64) {
+        Some(t) if !(-MAX_SAFE..=MAX_SAFE).contains(&t) => return None,
+        t => t,
+    };
+    Some((ty.unwrap_or(0), timestamp))
+}

@@ -1,0 +1,173 @@
+//! The fast path for flat events (`babelgate_proto::flat`) against the
+//! general codec, which the reference corpus holds to @ag-ui/proto: the same
+//! bytes out, the same JSON back, and nothing read in place that the general
+//! decoder would read otherwise (or refuse).
+
+use babelgate_proto::{
+    decode_event, decode_event_general, encode_event, encode_event_general, flat,
+};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+/// Every flat type with the fields its message has (read from the general
+/// decoder's output for an empty message, which lays out the plain ones).
+const FLAT: &[(&str, &[&str])] = &[
+    (
+        "TEXT_MESSAGE_START",
+        &["messageId", "role", "name", "subagentRunId"],
+    ),
+    (
+        "TEXT_MESSAGE_CONTENT",
+        &["messageId", "delta", "subagentRunId"],
+    ),
+    ("TEXT_MESSAGE_END", &["messageId", "subagentRunId"]),
+    (
+        "TOOL_CALL_START",
+        &[
+            "toolCallId",
+            "toolCallName",
+            "parentMessageId",
+            "subagentRunId",
+        ],
+    ),
+    ("TOOL_CALL_ARGS", &["toolCallId", "delta", "subagentRunId"]),
+    ("TOOL_CALL_END", &["toolCallId", "subagentRunId"]),
+    (
+        "REASONING_MESSAGE_CONTENT",
+        &["messageId", "delta", "subagentRunId"],
+    ),
+];
+
+#[test]
+fn the_hot_events_are_flat_and_the_others_not() {
+    for (t, _) in FLAT {
+        assert!(flat::is_flat(t), "{t}");
+    }
+    for t in [
+        "RUN_STARTED",
+        "RUN_FINISHED",
+        "STATE_DELTA",
+        "CUSTOM",
+        "MESSAGES_SNAPSHOT",
+        "NOPE",
+    ] {
+        assert!(!flat::is_flat(t), "{t}");
+    }
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        "[a-z]{1,6}",
+        any::<String>(),
+        Just("h\u{e9}llo \u{2028} \u{1f600} \"q\" \\".to_string()),
+    ]
+}
+
+/// A JSON event of a flat type: some of its fields, maybe a timestamp, and
+/// now and then something that makes it not flat (a number, a null, an
+/// unknown key, rawEvent, metadata).
+fn event() -> impl Strategy<Value = Value> {
+    (
+        0..FLAT.len(),
+        proptest::collection::vec((any::<bool>(), text()), 4),
+        prop_oneof![
+            Just(None),
+            any::<i64>().prop_map(Some),
+            (0i64..1 << 53).prop_map(Some)
+        ],
+        0..12u8,
+    )
+        .prop_map(|(i, fields, timestamp, spoil)| {
+            let (ty, names) = FLAT[i];
+            let mut o = Map::new();
+            o.insert("type".into(), ty.into());
+            for (name, (present, v)) in names.iter().zip(fields) {
+                if present {
+                    o.insert((*name).into(), v.into());
+                }
+            }
+            if let Some(t) = timestamp {
+                o.insert("timestamp".into(), t.into());
+            }
+            match spoil {
+                0 => drop(o.insert("rawEvent".into(), json!({"a": 1}))),
+                1 => drop(o.insert("metadata".into(), json!({"k": "v"}))),
+                2 => drop(o.insert("unknownField".into(), "x".into())),
+                3 => drop(o.insert(names[0].into(), Value::Null)),
+                4 => drop(o.insert(names[0].into(), 7.into())),
+                5 => drop(o.insert("timestamp".into(), 1.5.into())),
+                _ => {}
+            }
+            Value::Object(o)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn encodes_as_the_general_codec_does(ev in event()) {
+        prop_assert_eq!(encode_event(&ev), encode_event_general(&ev));
+        let mut framed = Vec::new();
+        let r = babelgate_proto::write_object(&mut framed, ev.as_object().unwrap().clone(), None);
+        match encode_event_general(&ev) {
+            Ok(bytes) => {
+                prop_assert!(r.is_ok());
+                prop_assert_eq!(&framed[..4], &(bytes.len() as u32).to_be_bytes()[..]);
+                prop_assert_eq!(&framed[4..], &bytes[..]);
+            }
+            Err(_) => prop_assert!(r.is_err()),
+        }
+    }
+
+    #[test]
+    fn reads_as_the_general_codec_does(ev in event()) {
+        let Ok(bytes) = encode_event_general(&ev) else { return Ok(()) };
+        let general = decode_event_general(&bytes);
+        let fast = flat::read(&bytes);
+        if let Some(f) = &fast {
+            let g = general.clone().unwrap();
+            // Key order too: it is part of what the reference gives back.
+            prop_assert_eq!(serde_json::to_string(&f.to_json()).unwrap(), serde_json::to_string(&g).unwrap());
+        }
+        prop_assert_eq!(decode_event(&bytes), general);
+    }
+
+    /// Arbitrary bytes: the fast reader never reads what the general
+    /// decoder refuses, nor reads it differently.
+    #[test]
+    fn garbage_is_left_to_the_general_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        if let Some(f) = flat::read(&bytes) {
+            prop_assert_eq!(Ok(f.to_json()), decode_event_general(&bytes));
+        }
+    }
+
+    /// Flat messages with a byte changed: the same.
+    #[test]
+    fn damaged_flat_messages(ev in event(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
+        let Ok(mut bytes) = encode_event_general(&ev) else { return Ok(()) };
+        let i = at.index(bytes.len());
+        bytes[i] = b;
+        if let Some(f) = flat::read(&bytes) {
+            prop_assert_eq!(Ok(f.to_json()), decode_event_general(&bytes));
+        }
+    }
+}
+
+#[test]
+fn most_of_a_stream_takes_the_fast_path() {
+    // Plain deltas, starts and ends, as producers write them, are read in
+    // place (the property tests above would pass with a reader that reads
+    // nothing).
+    for ev in [
+        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"}),
+        json!({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{\"a\":", "timestamp": 1_700_000_000_000i64}),
+        json!({"type": "TOOL_CALL_END", "toolCallId": "c"}),
+    ] {
+        let bytes = encode_event(&ev).unwrap();
+        let f = flat::read(&bytes).unwrap_or_else(|| panic!("{ev}"));
+        assert_eq!(f.to_json(), decode_event_general(&bytes).unwrap());
+    }
+}
