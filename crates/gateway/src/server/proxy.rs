@@ -345,6 +345,14 @@ impl Gateway {
             let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
                 .await
                 .inspect_err(|g| self.metrics.upstream_error(g.code))?;
+            // `ag-ui.proto` accepted: each message is a protobuf event, read
+            // as a binary HTTP body is (the route's transport allows it:
+            // only `proto` and `auto` offer it).
+            let upstream_binary = if ws.is_binary() {
+                Transport::proto_for(&registry::policy(route.upstream_protocol))
+            } else {
+                None
+            };
             return self
                 .start_pump(
                     route,
@@ -354,7 +362,7 @@ impl Gateway {
                     new_from_client,
                     started,
                     ws.map(|r| r.map_err(UpstreamFault::from)),
-                    None,
+                    upstream_binary,
                     transport,
                 )
                 .await;
