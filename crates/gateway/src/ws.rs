@@ -564,7 +564,7 @@ pub(crate) async fn open_upstream(
                 babelgate_core::sse::SseFramer::default().max_event_bytes(),
             ))),
             true,
-            tls_connector(),
+            tls_connector(route),
         )
     };
     let offer = upstream_offer(route);
@@ -637,12 +637,16 @@ pub(crate) async fn open_upstream(
 }
 
 /// `wss://` with rustls on ring (the provider the listener uses), and the
-/// webpki roots: named here, so no process-wide default is needed.
-fn tls_connector() -> Option<tokio_tungstenite::Connector> {
+/// webpki roots plus the route's `upstream_ca`: named here, so no
+/// process-wide default is needed.
+fn tls_connector(route: &Route) -> Option<tokio_tungstenite::Connector> {
     use tokio_rustls::rustls;
-    let roots = rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
+    // Checked as trust anchors when the config was loaded.
+    let (_added, _unusable) =
+        roots.add_parsable_certificates(route.upstream_ca.iter().flat_map(|ca| ca.certs.clone()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
