@@ -523,7 +523,13 @@ impl Gateway {
             _ => self.pumps.spawn(pump.run(upstream).instrument(span)),
         };
 
-        let mut resp = sse_body(rx, Some(abort), headers, transport);
+        let mut resp = sse_body(
+            rx,
+            Some(abort),
+            headers,
+            transport,
+            self.binary_dropped(route, transport),
+        );
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -623,12 +629,27 @@ impl Gateway {
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
+        let transport = client_transport(route.client, headers_in);
         Ok(sse_body(
             rx,
             Some(abort),
             headers,
-            client_transport(route.client, headers_in),
+            transport,
+            self.binary_dropped(route, transport),
         ))
+    }
+
+    /// Where a route's binary client streams count the events their binary
+    /// form dropped (none for SSE: no series is made for it).
+    fn binary_dropped(
+        &self,
+        route: &Route,
+        transport: Transport,
+    ) -> Option<prometheus_client::metrics::counter::Counter> {
+        (transport != Transport::Sse).then(|| {
+            self.metrics
+                .binary_dropped(route.upstream_protocol.as_str(), route.client.as_str())
+        })
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
@@ -731,7 +752,7 @@ pub(crate) fn sse_response(
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
 ) -> Response<Body> {
-    sse_body(rx, None, dialect_headers, transport)
+    sse_body(rx, None, dialect_headers, transport, None)
 }
 
 /// The transport a client of `dialect` asked for with its `Accept`.
@@ -793,15 +814,20 @@ where
 
 /// An SSE response of what arrives on `rx`; once `rx` ends, a set `abort`
 /// ends the body with an error instead of cleanly (hyper then breaks off the
-/// connection, or resets the HTTP/2 stream).
+/// connection, or resets the HTTP/2 stream). In the binary transport,
+/// events with no binary form are dropped and counted on `dropped`.
 fn sse_body(
     rx: mpsc::Receiver<Bytes>,
     abort: Option<Arc<AtomicBool>>,
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
+    dropped: Option<prometheus_client::metrics::counter::Counter>,
 ) -> Response<Body> {
     let binary = match transport {
-        Transport::Proto(prefix) => Some(SseToProto::new(prefix)),
+        Transport::Proto(prefix) => Some(Binary {
+            to_proto: SseToProto::new(prefix),
+            dropped,
+        }),
         Transport::Sse => None,
     };
     let stream = futures_util::stream::unfold(Some((rx, abort, binary)), |state| async move {
@@ -809,9 +835,9 @@ fn sse_body(
         let mut next = rx.recv().await;
         // Heartbeats have no binary form: a chunk that converts to nothing
         // is not sent.
-        while let (Some(b), Some(to_proto)) = (next.as_mut(), binary.as_mut()) {
+        while let (Some(b), Some(bin)) = (next.as_mut(), binary.as_mut()) {
             let mut out = Vec::new();
-            to_proto.push(b, &mut out);
+            bin.push(b, &mut out);
             if !out.is_empty() {
                 *b = Bytes::from(out);
                 break;
@@ -847,6 +873,23 @@ fn sse_body(
         }
     }
     response
+}
+
+/// A client's binary form, counting what it drops.
+struct Binary {
+    to_proto: SseToProto,
+    dropped: Option<prometheus_client::metrics::counter::Counter>,
+}
+
+impl Binary {
+    fn push(&mut self, sse: &[u8], out: &mut Vec<u8>) {
+        let before = self.to_proto.dropped();
+        self.to_proto.push(sse, out);
+        let n = self.to_proto.dropped() - before;
+        if let (Some(c), true) = (&self.dropped, n > 0) {
+            c.inc_by(n);
+        }
+    }
 }
 
 /// The request an upstream of `dialect` gets: one that keeps its own history
