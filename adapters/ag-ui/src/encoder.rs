@@ -1083,7 +1083,7 @@ impl Encoder for AgUiEncoder {
         self.marked(sink, |e, out| e.fail(message, code, out));
     }
 
-    fn dropped(&self) -> u64 {
+    fn unframed(&self) -> u64 {
         self.unframed
     }
 

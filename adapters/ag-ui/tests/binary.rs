@@ -267,5 +267,6 @@ fn an_event_the_schema_lacks_is_dropped_and_counted() {
         })
         .collect();
     assert_eq!(types, ["RUN_STARTED", "RUN_FINISHED"]);
-    assert_eq!(e.dropped(), 1);
+    assert_eq!(e.unframed(), 1);
+    assert_eq!(e.dropped(), 0);
 }

@@ -1020,7 +1020,7 @@ enum Start<'a> {
 }
 
 impl Encoder for HaiEncoder {
-    fn dropped(&self) -> u64 {
+    fn unframed(&self) -> u64 {
         self.unframed.get()
     }
 

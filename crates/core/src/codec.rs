@@ -98,6 +98,12 @@ pub trait Encoder: Send {
         0
     }
 
+    /// Events this encoder dropped because the binary form
+    /// (`EncodeContext::binary`) has no message for them, for metrics.
+    fn unframed(&self) -> u64 {
+        0
+    }
+
     /// Whether the stream ended in a failure that this dialect's clients see
     /// only when the body breaks off (the legacy AG-Kit client ignores error
     /// frames): the caller then ends the body with a transport error rather

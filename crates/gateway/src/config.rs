@@ -133,6 +133,7 @@ struct RawRoute {
     rate_limit: Option<RawRateLimit>,
     extension_frames: Option<Spanned<bool>>,
     upstream_transport: Option<Spanned<String>>,
+    upstream_ca: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -251,6 +252,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Certificate authorities a route's `https://` or `wss://` upstream may
+/// chain to, besides the webpki roots (`upstream_ca`): read, and checked
+/// as trust anchors, when the file is loaded.
+#[derive(Debug, Clone)]
+pub struct UpstreamCa {
+    pub path: PathBuf,
+    pub certs: Vec<rustls_pki_types::CertificateDer<'static>>,
+}
+
 /// PEM files for HTTPS on the listener.
 #[derive(Debug, Clone)]
 pub struct Tls {
@@ -363,6 +373,8 @@ pub struct Route {
     pub extension_frames: bool,
     /// How the upstream's stream is asked for (`upstream_transport`).
     pub upstream_transport: UpstreamTransport,
+    /// Extra roots for the upstream's certificate (`upstream_ca`).
+    pub upstream_ca: Option<UpstreamCa>,
 }
 
 /// The transport asked of a route's upstream.
@@ -517,6 +529,47 @@ impl Collector<'_> {
             );
         }
         p
+    }
+
+    /// `upstream_ca`: a PEM file of one or more certificates, each usable
+    /// as a trust anchor.
+    fn upstream_ca(&mut self, v: &Spanned<String>, base: &Path) -> Option<UpstreamCa> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::CertificateDer;
+        let path = base.join(v.get_ref());
+        let certs = match CertificateDer::pem_file_iter(&path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        {
+            Ok(c) => c,
+            Err(e) => {
+                self.at(v, format!("routes.upstream_ca: `{}`: {e}", path.display()));
+                return None;
+            }
+        };
+        if certs.is_empty() {
+            self.at(
+                v,
+                format!(
+                    "routes.upstream_ca: `{}` holds no PEM certificate",
+                    path.display()
+                ),
+            );
+            return None;
+        }
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        for cert in &certs {
+            if let Err(e) = roots.add(cert.clone()) {
+                self.at(
+                    v,
+                    format!(
+                        "routes.upstream_ca: `{}`: not a usable CA certificate: {e}",
+                        path.display()
+                    ),
+                );
+                return None;
+            }
+        }
+        Some(UpstreamCa { path, certs })
     }
 
     /// `${NAME}` replaced by the environment variable NAME; `$$` is a `$`.
@@ -1120,6 +1173,19 @@ impl Config {
                     }
                 }
             };
+            let upstream_ca = r.upstream_ca.as_ref().and_then(|v| {
+                if upstream
+                    .as_ref()
+                    .is_some_and(|u| !matches!(u.scheme(), "https" | "wss"))
+                {
+                    c.at(
+                        v,
+                        "routes.upstream_ca: only an https:// or wss:// upstream has a certificate to check",
+                    );
+                    return None;
+                }
+                c.upstream_ca(v, base)
+            });
             if let (Some(client), Some(upstream), Some(upstream_protocol)) =
                 (client, upstream, upstream_protocol)
             {
@@ -1149,6 +1215,7 @@ impl Config {
                     rate_limit,
                     extension_frames,
                     upstream_transport,
+                    upstream_ca,
                 });
             }
         }

@@ -45,6 +45,7 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
     pub events: Family<PairLabels, Counter>,
     pub dropped: Family<PairLabels, Counter>,
+    pub binary_dropped: Family<PairLabels, Counter>,
     pub upstream_errors: Family<KindLabels, Counter>,
     /// Streams whose translation panicked (a bug; the client got `internal`).
     pub stream_panics: Counter,
@@ -90,6 +91,12 @@ impl Default for Metrics {
             "Core events the client's dialect has no frame for, dropped (AG-Kit without extension_frames)",
             dropped.clone(),
         );
+        let binary_dropped = Family::<PairLabels, Counter>::default();
+        registry.register(
+            "binary_events_dropped",
+            "Events with no form in AG-UI's protobuf schema, dropped from binary client streams",
+            binary_dropped.clone(),
+        );
         let upstream_errors = Family::<KindLabels, Counter>::default();
         registry.register(
             "upstream_errors",
@@ -128,6 +135,7 @@ impl Default for Metrics {
             requests,
             events,
             dropped,
+            binary_dropped,
             upstream_errors,
             stream_panics,
             rejected,
@@ -175,6 +183,17 @@ impl Metrics {
         }
     }
 
+    /// The counter of events dropped from binary streams of `from` ->
+    /// `to` (kept by the stream, which counts as it drops).
+    pub fn binary_dropped(&self, from: &str, to: &str) -> Counter {
+        self.binary_dropped
+            .get_or_create(&PairLabels {
+                from: from.to_string(),
+                to: to.to_string(),
+            })
+            .clone()
+    }
+
     pub fn events(&self, from: &str, to: &str, n: u64) {
         if n > 0 {
             self.events
@@ -220,6 +239,7 @@ mod tests {
         let m = Metrics::default();
         m.request("/api/chat", 200);
         m.events("ag-ui", "vercel", 7);
+        m.binary_dropped("ag-ui", "hai").inc_by(2);
         m.upstream_error("unreachable");
         m.rejected("rate_limited");
         m.first_event("/api/chat", Duration::from_millis(3));
@@ -230,6 +250,7 @@ mod tests {
             "babelgate_active_streams 1",
             "babelgate_requests_total{route=\"/api/chat\",status=\"200\"} 1",
             "babelgate_events_translated_total{from=\"ag-ui\",to=\"vercel\"} 7",
+            "babelgate_binary_events_dropped_total{from=\"ag-ui\",to=\"hai\"} 2",
             "babelgate_upstream_errors_total{kind=\"unreachable\"} 1",
             "babelgate_rejected_total{reason=\"rate_limited\"} 1",
             "babelgate_time_to_first_event_seconds_count{route=\"/api/chat\"} 1",

@@ -54,14 +54,21 @@ impl Routes {
     fn build(config: Config) -> Result<Routes, GatewayError> {
         let mut clients = HashMap::new();
         for r in &config.routes {
-            let client = reqwest::Client::builder()
+            let mut builder = reqwest::Client::builder()
                 .connect_timeout(r.connect_timeout)
                 .tcp_nodelay(true)
                 // Never ask for compression: SSE must arrive event by event.
                 .no_gzip()
                 // Only the configured upstream is ever contacted: a redirect
                 // must not send the request (and its headers) elsewhere.
-                .redirect(reqwest::redirect::Policy::none())
+                .redirect(reqwest::redirect::Policy::none());
+            // `upstream_ca`: trusted besides the webpki roots.
+            for der in r.upstream_ca.iter().flat_map(|ca| &ca.certs) {
+                let cert = reqwest::Certificate::from_der(der)
+                    .map_err(|e| GatewayError::internal(format!("upstream_ca: {e}")))?;
+                builder = builder.add_root_certificate(cert);
+            }
+            let client = builder
                 .build()
                 .map_err(|e| GatewayError::internal(format!("HTTP client: {e}")))?;
             clients.insert(r.path.clone(), client);

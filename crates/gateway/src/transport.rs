@@ -162,12 +162,14 @@ pub fn is_proto(content_type: &str) -> bool {
 /// A client's side: the SSE an encoder wrote (with the gateway's `id:`
 /// lines and heartbeat comments) as length-prefixed protobuf events. Ids and
 /// comments have no place in the binary form and are dropped; so is an
-/// event the schema cannot carry (logged), which the encoders of the
-/// binary dialects never write.
+/// event the schema cannot carry (logged and counted: an upstream's value
+/// the encoders pass on, such as a patch op JSON Patch lacks).
 pub struct SseToProto {
     framer: SseFramer,
     frames: Vec<Frame>,
     prefix: Option<&'static str>,
+    /// Events dropped for want of a binary form, for the metrics.
+    dropped: u64,
 }
 
 impl SseToProto {
@@ -177,7 +179,13 @@ impl SseToProto {
             framer: SseFramer::new(DEFAULT_MAX_EVENT_BYTES),
             frames: Vec::new(),
             prefix,
+            dropped: 0,
         }
+    }
+
+    /// How many events so far had no binary form (dropped).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Appends the frames of the events completed by `sse` to `out`.
@@ -201,7 +209,10 @@ impl SseToProto {
                     // Within u32: the framer caps events far below 4 GiB.
                     let _ = babelgate_proto::write_frame(out, &message);
                 }
-                Err(e) => tracing::warn!(error = %e, "an event with no binary form was dropped"),
+                Err(e) => {
+                    self.dropped += 1;
+                    tracing::warn!(error = %e, "an event with no binary form was dropped");
+                }
             }
         }
     }
@@ -351,6 +362,26 @@ mod tests {
             "data: {\"messageId\":\"m\",\"delta\":\"hi\",\"type\":\"TEXT_MESSAGE_CONTENT\"}\n\n\
              data: {\"threadId\":\"t\",\"runId\":\"r\",\"type\":\"RUN_FINISHED\"}\n\n"
         );
+    }
+
+    #[test]
+    fn events_with_no_binary_form_are_dropped_and_counted() {
+        let mut t = SseToProto::new(None);
+        let mut out = Vec::new();
+        // A JSON Patch op the schema has no value for, a type it lacks, and
+        // between them one that converts.
+        t.push(
+            b"data: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"frob\",\"path\":\"/a\"}]}\n\n\
+              data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+              data: {\"type\":\"NOT_AN_AG_UI_EVENT\"}\n\n",
+            &mut out,
+        );
+        assert_eq!(t.dropped(), 2);
+        let mut back = Vec::new();
+        ProtoToSse::new(None).push(&out, &mut back).unwrap();
+        let back = String::from_utf8(back).unwrap();
+        assert_eq!(back.matches("data: ").count(), 1, "{back}");
+        assert!(back.contains("RUN_FINISHED"));
     }
 
     #[test]

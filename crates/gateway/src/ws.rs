@@ -7,7 +7,9 @@
 //! route takes, run through the gateway's own [`Gateway::handle`]; each
 //! event of its answer goes out as one message. Upstream side: a route
 //! whose `upstream` is `ws://` or `wss://` sends the request body as the
-//! first text message and reads each text message as one SSE event.
+//! first text message and reads each text message as one SSE event, or,
+//! when the upstream accepted `ag-ui.proto`, each binary message as one
+//! protobuf event.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -20,13 +22,14 @@ use futures_util::{SinkExt, Stream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+use tokio_tungstenite::tungstenite::error::{ProtocolError, SubProtocolError};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::config::Route;
+use crate::config::{Route, UpstreamTransport};
 use crate::error::{Body, GatewayError};
 use crate::server::Gateway;
 use babelgate_core::sse::{self, SseFramer};
@@ -517,36 +520,75 @@ pub const MALFORMED: &str = "upstream_malformed: ";
 
 type ClientWs = WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// The subprotocols a route offers its WebSocket upstream: none on `sse`
+/// (text only, as before subprotocols existed); on `proto` and `auto`,
+/// binary first and JSON as the fallback AG-UI 1.1 asks for.
+fn upstream_offer(route: &Route) -> Option<&'static str> {
+    match route.upstream_transport {
+        UpstreamTransport::Sse => None,
+        UpstreamTransport::Proto | UpstreamTransport::Auto => Some("ag-ui.proto, ag-ui.json"),
+    }
+}
+
 /// Connects to a WebSocket upstream and sends `body` as the first message;
-/// the messages that follow come out as SSE bytes, one event each.
+/// the messages that follow come out as SSE bytes (one event each), or as
+/// length-prefixed protobuf events when the upstream accepted
+/// [`SUBPROTOCOL_PROTO`] ([`UpstreamWs::is_binary`]).
 pub(crate) async fn open_upstream(
     route: &Route,
     headers: HeaderMap,
     body: String,
 ) -> Result<UpstreamWs, GatewayError> {
-    let mut req = match tungstenite::client::IntoClientRequest::into_client_request(
-        route.upstream.as_str(),
-    ) {
-        Ok(r) => r,
-        Err(e) => return Err(GatewayError::internal(format!("WebSocket upstream: {e}"))),
-    };
-    for (k, v) in headers.iter() {
-        // The handshake's own headers are tungstenite's.
-        if !k.as_str().starts_with("sec-websocket-") && *k != header::HOST {
-            req.headers_mut().insert(k.clone(), v.clone());
+    let request = |offer: Option<&'static str>| {
+        let mut req =
+            tungstenite::client::IntoClientRequest::into_client_request(route.upstream.as_str())
+                .map_err(|e| GatewayError::internal(format!("WebSocket upstream: {e}")))?;
+        for (k, v) in headers.iter() {
+            // The handshake's own headers are tungstenite's.
+            if !k.as_str().starts_with("sec-websocket-") && *k != header::HOST {
+                req.headers_mut().insert(k.clone(), v.clone());
+            }
         }
-    }
-    let connect = tokio_tungstenite::connect_async_tls_with_config(
-        req,
-        Some(WebSocketConfig::default().max_message_size(Some(
-            babelgate_core::sse::SseFramer::default().max_event_bytes(),
-        ))),
-        true,
-        tls_connector(),
-    );
-    let (mut ws, _) = match tokio::time::timeout(
+        if let Some(offer) = offer {
+            req.headers_mut().insert(
+                header::SEC_WEBSOCKET_PROTOCOL,
+                HeaderValue::from_static(offer),
+            );
+        }
+        Ok::<_, GatewayError>(req)
+    };
+    let connect = |req| {
+        tokio_tungstenite::connect_async_tls_with_config(
+            req,
+            Some(WebSocketConfig::default().max_message_size(Some(
+                babelgate_core::sse::SseFramer::default().max_event_bytes(),
+            ))),
+            true,
+            tls_connector(route),
+        )
+    };
+    let offer = upstream_offer(route);
+    let first = request(offer)?;
+    let retry = request(None)?;
+    let handshake = async move {
+        match connect(first).await {
+            // tungstenite fails a handshake whose answer names no
+            // subprotocol when some were offered; RFC 6455 allows that
+            // answer (a server that does not negotiate). Such a server
+            // speaks JSON: connected again offering none, it is read as
+            // `ag-ui.json`. No request was sent on the first connection.
+            Err(tungstenite::Error::Protocol(ProtocolError::SecWebSocketSubProtocolError(
+                SubProtocolError::NoSubProtocol,
+            ))) if offer.is_some() => {
+                tracing::debug!(upstream = %crate::server::loggable_url(&route.upstream), "the upstream accepted no subprotocol: connecting again for JSON");
+                connect(retry).await
+            }
+            r => r,
+        }
+    };
+    let (mut ws, resp) = match tokio::time::timeout(
         route.connect_timeout + route.response_timeout,
-        connect,
+        handshake,
     )
     .await
     {
@@ -575,6 +617,11 @@ pub(crate) async fn open_upstream(
         }
         Ok(Ok(x)) => x,
     };
+    // tungstenite has checked that the answer is one of those offered.
+    let binary = resp
+        .headers()
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .is_some_and(|p| p.as_bytes() == SUBPROTOCOL_PROTO.as_bytes());
     if ws.send(Message::text(body)).await.is_err() {
         return Err(GatewayError::upstream(
             StatusCode::BAD_GATEWAY,
@@ -585,16 +632,21 @@ pub(crate) async fn open_upstream(
     Ok(UpstreamWs {
         ws: Some(ws),
         done: false,
+        binary,
     })
 }
 
 /// `wss://` with rustls on ring (the provider the listener uses), and the
-/// webpki roots: named here, so no process-wide default is needed.
-fn tls_connector() -> Option<tokio_tungstenite::Connector> {
+/// webpki roots plus the route's `upstream_ca`: named here, so no
+/// process-wide default is needed.
+fn tls_connector(route: &Route) -> Option<tokio_tungstenite::Connector> {
     use tokio_rustls::rustls;
-    let roots = rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
+    // Checked as trust anchors when the config was loaded.
+    let (_added, _unusable) =
+        roots.add_parsable_certificates(route.upstream_ca.iter().flat_map(|ca| ca.certs.clone()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -609,6 +661,16 @@ fn tls_connector() -> Option<tokio_tungstenite::Connector> {
 pub(crate) struct UpstreamWs {
     ws: Option<ClientWs>,
     done: bool,
+    /// `ag-ui.proto` was accepted: binary messages only.
+    binary: bool,
+}
+
+impl UpstreamWs {
+    /// Whether the items are length-prefixed protobuf events (the binary
+    /// transport's body) rather than SSE.
+    pub(crate) fn is_binary(&self) -> bool {
+        self.binary
+    }
 }
 
 impl Stream for UpstreamWs {
@@ -627,15 +689,35 @@ impl Stream for UpstreamWs {
                 Poll::Ready(m) => m,
             };
             let out = match item {
+                // The accepted subprotocol decides what the messages are; a
+                // message of the other kind is malformed.
+                Some(Ok(Message::Text(_))) if self.binary => {
+                    self.done = true;
+                    Err(format!(
+                        "{MALFORMED}the upstream sent a text WebSocket message after accepting {SUBPROTOCOL_PROTO} (binary events only)"
+                    ))
+                }
                 Some(Ok(Message::Text(t))) => {
                     let mut buf = Vec::with_capacity(t.len() + 8);
                     sse::write_data(&mut buf, t.as_str());
                     Ok(Bytes::from(buf))
                 }
+                Some(Ok(Message::Binary(b))) if self.binary => {
+                    // One event a message: framed as the binary transport's
+                    // body, for the route's binary upstream path.
+                    let mut buf = Vec::with_capacity(b.len() + 4);
+                    match babelgate_proto::write_frame(&mut buf, &b) {
+                        Ok(()) => Ok(Bytes::from(buf)),
+                        Err(e) => {
+                            self.done = true;
+                            Err(format!("{MALFORMED}{e}"))
+                        }
+                    }
+                }
                 Some(Ok(Message::Binary(_))) => {
                     self.done = true;
                     Err(format!(
-                        "{MALFORMED}the upstream sent a binary WebSocket message; only text (one event each) is read"
+                        "{MALFORMED}the upstream sent a binary WebSocket message without {SUBPROTOCOL_PROTO}; only text (one event each) is read"
                     ))
                 }
                 Some(Ok(Message::Close(frame))) => {
@@ -902,6 +984,201 @@ mod tests {
             .unwrap();
         let got = drain(s).await;
         assert!(got[0].as_ref().unwrap_err().contains("4000"), "{got:?}");
+    }
+
+    /// A WebSocket server that answers each handshake with `answer` (the
+    /// subprotocol it accepts, if any), notes what each offered, and runs
+    /// `script` on the `nth` connection (earlier ones are dropped).
+    async fn negotiating_upstream<F, Fut>(
+        answer: Option<&'static str>,
+        nth: usize,
+        script: F,
+    ) -> (
+        String,
+        tokio::task::JoinHandle<(Vec<Option<String>>, Vec<Message>)>,
+    )
+    where
+        F: FnOnce(WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Vec<Message>> + Send,
+    {
+        use tokio_tungstenite::tungstenite::handshake::server::{
+            Request as Hs, Response as HsResp,
+        };
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/up", l.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let offered = Arc::new(std::sync::Mutex::new(Vec::new()));
+            for i in 1..=nth {
+                let (s, _) = l.accept().await.unwrap();
+                let seen = offered.clone();
+                // The callback's type is tungstenite's.
+                #[allow(clippy::result_large_err)]
+                let cb = move |req: &Hs, mut resp: HsResp| {
+                    let o = req
+                        .headers()
+                        .get(header::SEC_WEBSOCKET_PROTOCOL)
+                        .map(|v| v.to_str().unwrap().to_string());
+                    seen.lock().unwrap().push(o);
+                    if let Some(a) = answer {
+                        resp.headers_mut()
+                            .insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(a));
+                    }
+                    Ok(resp)
+                };
+                let ws = tokio_tungstenite::accept_hdr_async(s, cb).await.unwrap();
+                if i == nth {
+                    let got = script(ws).await;
+                    let offered = offered.lock().unwrap().clone();
+                    return (offered, got);
+                }
+            }
+            unreachable!()
+        });
+        (url, task)
+    }
+
+    fn route_on(url: &str, transport: &str) -> Route {
+        let toml = format!(
+            "[[routes]]\npath = \"/r\"\nclient = \"ag-ui\"\nupstream = \"{url}\"\nupstream_protocol = \"ag-ui\"\nupstream_transport = \"{transport}\"\n"
+        );
+        crate::config::Config::parse(&toml)
+            .unwrap()
+            .routes
+            .remove(0)
+    }
+
+    fn run_started() -> Vec<u8> {
+        babelgate_proto::encode_event_as(
+            &serde_json::json!({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}),
+            None,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn proto_routes_offer_binary_then_json_and_read_binary_messages_as_frames() {
+        for transport in ["proto", "auto"] {
+            let (url, seen) =
+                negotiating_upstream(Some(SUBPROTOCOL_PROTO), 1, |mut ws| async move {
+                    let first = ws.next().await.unwrap().unwrap();
+                    ws.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
+                    ws.send(Message::binary(Vec::<u8>::new())).await.unwrap();
+                    ws.close(None).await.unwrap();
+                    vec![first]
+                })
+                .await;
+            let s = open_upstream(&route_on(&url, transport), HeaderMap::new(), "{}".into())
+                .await
+                .unwrap();
+            assert!(s.is_binary());
+            let mut got = Vec::new();
+            let mut s = s;
+            while let Some(i) = s.next().await {
+                got.push(i.unwrap().to_vec());
+            }
+            // Each message behind its 4-byte big-endian length, untouched.
+            assert_eq!(got, vec![vec![0, 0, 0, 3, 1, 2, 3], vec![0, 0, 0, 0]]);
+            let (offered, first) = seen.await.unwrap();
+            assert_eq!(offered, vec![Some("ag-ui.proto, ag-ui.json".to_string())]);
+            // The request still goes up as text.
+            assert_eq!(first, vec![Message::text("{}")]);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_text_message_on_a_binary_session_is_malformed() {
+        let (url, _seen) = negotiating_upstream(Some(SUBPROTOCOL_PROTO), 1, |mut ws| async move {
+            ws.next().await;
+            ws.send(Message::binary(run_started())).await.unwrap();
+            ws.send(Message::text("{\"type\":\"RUN_FINISHED\"}"))
+                .await
+                .unwrap();
+            ws.send(Message::binary(run_started())).await.unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route_on(&url, "auto"), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        let got = drain_bytes(s).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].is_ok());
+        let e = got[1].as_ref().unwrap_err();
+        assert!(e.starts_with(MALFORMED) && e.contains("text"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn json_accepted_reads_text_and_refuses_binary() {
+        let (url, seen) = negotiating_upstream(Some(SUBPROTOCOL_JSON), 1, |mut ws| async move {
+            ws.next().await;
+            ws.send(Message::text("{\"a\":1}")).await.unwrap();
+            ws.send(Message::binary(run_started())).await.unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route_on(&url, "proto"), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        assert!(!s.is_binary());
+        let got = drain(s).await;
+        assert_eq!(got[0], Ok("data: {\"a\":1}\n\n".into()));
+        assert!(
+            got[1].as_ref().unwrap_err().starts_with(MALFORMED),
+            "{got:?}"
+        );
+        assert_eq!(seen.await.unwrap().0.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn no_subprotocol_accepted_connects_again_for_json() {
+        // A server that does not negotiate: it answers no subprotocol.
+        let (url, seen) = negotiating_upstream(None, 2, |mut ws| async move {
+            let first = ws.next().await.unwrap().unwrap();
+            ws.send(Message::text("{\"a\":1}")).await.unwrap();
+            ws.close(None).await.unwrap();
+            vec![first]
+        })
+        .await;
+        let s = open_upstream(
+            &route_on(&url, "proto"),
+            HeaderMap::new(),
+            "{\"q\":1}".into(),
+        )
+        .await
+        .unwrap();
+        assert!(!s.is_binary());
+        assert_eq!(drain(s).await, vec![Ok("data: {\"a\":1}\n\n".into())]);
+        let (offered, first) = seen.await.unwrap();
+        assert_eq!(
+            offered,
+            vec![Some("ag-ui.proto, ag-ui.json".to_string()), None],
+            "offered both, then none"
+        );
+        assert_eq!(first, vec![Message::text("{\"q\":1}")]);
+    }
+
+    #[tokio::test]
+    async fn an_sse_route_offers_no_subprotocol() {
+        let (url, seen) = negotiating_upstream(None, 1, |mut ws| async move {
+            ws.next().await;
+            ws.close(None).await.unwrap();
+            vec![]
+        })
+        .await;
+        let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        assert!(!s.is_binary());
+        drain(s).await;
+        assert_eq!(seen.await.unwrap().0, vec![None]);
+    }
+
+    async fn drain_bytes(mut s: UpstreamWs) -> Vec<Result<Vec<u8>, String>> {
+        let mut got = Vec::new();
+        while let Some(i) = s.next().await {
+            got.push(i.map(|b| b.to_vec()));
+        }
+        got
     }
 
     #[tokio::test]

@@ -1,8 +1,10 @@
 // AG-UI's binary transport (application/vnd.ag-ui.event+proto) through the
 // gateway, with the real packages: @ag-ui/client's HttpAgent asking for it
 // (its own proto parser reads the stream), @ag-ui/encoder's EventEncoder as
-// an upstream that answers it when asked, @ag-ui/proto's decode for resumed
-// streams, and hand-written upstreams that send broken binary streams.
+// an upstream that answers it when asked (behind AG-UI, Vercel, HAI and
+// AG-Kit clients), @ag-ui/proto's decode for resumed streams and for a HAI
+// client's binary stream, and hand-written upstreams that send broken
+// binary streams.
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,6 +16,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpAgent } from '@ag-ui/client';
 import { EventEncoder } from '@ag-ui/encoder';
 import { decode } from '@ag-ui/proto';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { haiViolations } from '../lib/hai-rules.mjs';
 import { BABELGATE, REPO_ROOT, freePort, launch, stopProc } from './lib/stack.mjs';
 
 const PROTO = 'application/vnd.ag-ui.event+proto';
@@ -116,6 +120,8 @@ before(async () => {
   for (const t of ['proto', 'auto']) {
     toml += route(`/enc-agui-${t}`, 'ag-ui', `${enc}/agent`, 'ag-ui', `upstream_transport = "${t}"`);
     toml += route(`/enc-vercel-${t}`, 'vercel', `${enc}/agent`, 'ag-ui', `upstream_transport = "${t}"`);
+    toml += route(`/enc-hai-${t}`, 'hai', `${enc}/agent`, 'ag-ui', `upstream_transport = "${t}"`);
+    toml += route(`/enc-agkit-${t}`, 'agkit', `${enc}/agent`, 'ag-ui', `upstream_transport = "${t}"`);
   }
   const bad = await badUpstream();
   for (const kind of ['over-limit', 'truncated', 'garbage']) {
@@ -259,5 +265,104 @@ for (const kind of ['over-limit', 'truncated', 'garbage']) {
       assert.ok(r.ended.error, `no RUN_ERROR (${Agent.name}): ${r.rejected}`);
       assert.equal(r.ended.error.code, 'upstream_malformed');
     }
+  });
+}
+
+/** The SSE `data` of a POST, read with eventsource-parser as the HAI and
+ *  AG-Kit clients do (tests/node/e2e/lib/http.mjs), and the raw text. */
+async function sseFrames(p, body) {
+  const res = await fetch(`${gateway}${p}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  const [forParser, forRaw] = res.body.tee();
+  const raw = new Response(forRaw).text();
+  const frames = [];
+  const reader = forParser.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    frames.push(value.data);
+  }
+  return { frames, raw: await raw };
+}
+
+const haiInput = () => ({
+  threadId: `thread-${randomUUID()}`,
+  runId: `run-${randomUUID()}`,
+  messages: [{ id: 'u1', role: 'user', content: 'hi' }],
+  tools: [],
+  context: [],
+});
+
+/** HAI's answer text: its BUSINESS_DATA_CONTENT deltas (a string, or
+ *  {output: {type: "text", content}}). */
+const haiText = (events) =>
+  events
+    .filter((e) => e.type === 'BUSINESS_DATA_CONTENT')
+    .map((e) => (typeof e.delta === 'string' ? e.delta : e.delta.output.content))
+    .join('');
+
+for (const t of ['proto', 'auto']) {
+  test(`HAI and AG-Kit clients behind the @ag-ui/encoder upstream (upstream_transport = ${t})`, HANG_GUARD, async () => {
+    encoderSeen.length = 0;
+    // HAI over SSE: the HAI rules hold, the text is whole, the run finished.
+    const hai = await sseFrames(`/enc-hai-${t}`, haiInput());
+    const haiEvents = hai.frames.map((d) => JSON.parse(d));
+    assert.deepEqual(haiViolations(hai.raw), []);
+    assert.equal(haiEvents[0].type, 'RUN_STARTED');
+    assert.equal(haiEvents.at(-1).type, 'RUN_FINISHED');
+    assert.equal(haiText(haiEvents), ENCODER_TEXT);
+
+    // AG-Kit, read as its widget reads: `text` frames, then [DONE].
+    const agkit = await sseFrames(`/enc-agkit-${t}`, { conversationId: randomUUID(), messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(agkit.frames.at(-1), '[DONE]', 'a clean end');
+    const frames = agkit.frames.slice(0, -1).map((d) => JSON.parse(d));
+    assert.ok(!frames.some((f) => f.type === 'error'), JSON.stringify(frames));
+    assert.equal(frames.filter((f) => f.type === 'text').map((f) => f.content).join(''), ENCODER_TEXT);
+
+    assert.equal(encoderSeen.length, 2);
+    for (const s of encoderSeen) assert.equal(s.contentType, PROTO, JSON.stringify(s));
+  });
+}
+
+/** A HAI event from its binary form (docs/transports.md, "HAI's own
+ *  events"): a `hai:<TYPE>` CUSTOM is {type, ...value, timestamp}; any
+ *  other event keeps its type, with its `metadata.hai` fields on top. */
+function haiFromBinary(e) {
+  if (e.type === 'CUSTOM' && e.name.startsWith('hai:')) {
+    return { type: e.name.slice(4), ...e.value, ...(e.timestamp !== undefined ? { timestamp: Number(e.timestamp) } : {}) };
+  }
+  const { metadata, ...rest } = e;
+  const out = { ...rest, ...(metadata?.hai ?? {}) };
+  if (out.timestamp !== undefined) out.timestamp = Number(out.timestamp);
+  return out;
+}
+
+for (const t of ['proto', 'auto']) {
+  test(`a HAI client asking for protobuf gets hai: CUSTOM events (@ag-ui/encoder upstream, ${t})`, HANG_GUARD, async () => {
+    const res = await fetch(`${gateway}/enc-hai-${t}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: PROTO },
+      body: JSON.stringify(haiInput()),
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), PROTO);
+    // @ag-ui/proto's own decoder reads every message.
+    const agui = protoEvents(new Uint8Array(await res.arrayBuffer()));
+    const customs = agui.filter((e) => e.type === 'CUSTOM').map((e) => e.name);
+    assert.ok(customs.includes('hai:BUSINESS_DATA_START') && customs.includes('hai:BUSINESS_DATA_CONTENT') && customs.includes('hai:BUSINESS_DATA_END'), customs.join());
+    assert.ok(customs.every((n) => n.startsWith('hai:')), customs.join());
+    assert.ok(!agui.some((e) => e.type.startsWith('TEXT_MESSAGE_')), 'HAI has no TEXT_MESSAGE_* events');
+    // Read back by the convention, it is a HAI stream by HAI's own rules.
+    const events = agui.map(haiFromBinary);
+    const asSse = events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('');
+    assert.deepEqual(haiViolations(asSse), []);
+    assert.equal(events[0].type, 'RUN_STARTED');
+    assert.equal(events.at(-1).type, 'RUN_FINISHED');
+    assert.equal(haiText(events), ENCODER_TEXT);
   });
 }

@@ -345,6 +345,14 @@ impl Gateway {
             let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
                 .await
                 .inspect_err(|g| self.metrics.upstream_error(g.code))?;
+            // `ag-ui.proto` accepted: each message is a protobuf event, read
+            // as a binary HTTP body is (the route's transport allows it:
+            // only `proto` and `auto` offer it).
+            let upstream_binary = if ws.is_binary() {
+                Transport::proto_for(&registry::policy(route.upstream_protocol))
+            } else {
+                None
+            };
             return self
                 .start_pump(
                     route,
@@ -354,7 +362,7 @@ impl Gateway {
                     new_from_client,
                     started,
                     ws.map(|r| r.map_err(UpstreamFault::from)),
-                    None,
+                    upstream_binary,
                     transport,
                 )
                 .await;
@@ -529,7 +537,11 @@ impl Gateway {
             None => self.pumps.spawn(pump.run(upstream).instrument(span)),
         };
 
-        let mut resp = sse_body(rx, Some(abort), headers, transport, output);
+        let binary = output.map(|to_proto| Binary {
+            to_proto,
+            dropped: self.binary_dropped(route, transport),
+        });
+        let mut resp = sse_body(rx, Some(abort), headers, transport, binary);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -633,6 +645,19 @@ impl Gateway {
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
         // The follower writes the client's transport itself.
         Ok(sse_body(rx, Some(abort), headers, transport, None))
+    }
+
+    /// Where a route's binary client streams count the events their binary
+    /// form dropped (none for SSE: no series is made for it).
+    fn binary_dropped(
+        &self,
+        route: &Route,
+        transport: Transport,
+    ) -> Option<prometheus_client::metrics::counter::Counter> {
+        (transport != Transport::Sse).then(|| {
+            self.metrics
+                .binary_dropped(route.upstream_protocol.as_str(), route.client.as_str())
+        })
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
@@ -797,24 +822,25 @@ where
 
 /// A response of `transport` with what arrives on `rx` (converted by
 /// `binary` when the translator wrote SSE for a binary client, see
-/// `transport::Edges`); once `rx` ends, a set `abort` ends the body with an
-/// error instead of cleanly (hyper then breaks off the connection, or
-/// resets the HTTP/2 stream).
+/// `transport::Edges`, events with no binary form dropped and counted);
+/// once `rx` ends, a set `abort` ends the body with an error instead of
+/// cleanly (hyper then breaks off the connection, or resets the HTTP/2
+/// stream).
 fn sse_body(
     rx: mpsc::Receiver<Bytes>,
     abort: Option<Arc<AtomicBool>>,
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
-    binary: Option<SseToProto>,
+    binary: Option<Binary>,
 ) -> Response<Body> {
     let stream = futures_util::stream::unfold(Some((rx, abort, binary)), |state| async move {
         let (mut rx, abort, mut binary) = state?;
         let mut next = rx.recv().await;
         // Heartbeats have no binary form: a chunk that converts to nothing
         // is not sent.
-        while let (Some(b), Some(to_proto)) = (next.as_mut(), binary.as_mut()) {
+        while let (Some(b), Some(bin)) = (next.as_mut(), binary.as_mut()) {
             let mut out = Vec::new();
-            to_proto.push(b, &mut out);
+            bin.push(b, &mut out);
             if !out.is_empty() {
                 *b = Bytes::from(out);
                 break;
@@ -850,6 +876,23 @@ fn sse_body(
         }
     }
     response
+}
+
+/// A client's binary form, counting what it drops.
+struct Binary {
+    to_proto: SseToProto,
+    dropped: Option<prometheus_client::metrics::counter::Counter>,
+}
+
+impl Binary {
+    fn push(&mut self, sse: &[u8], out: &mut Vec<u8>) {
+        let before = self.to_proto.dropped();
+        self.to_proto.push(sse, out);
+        let n = self.to_proto.dropped() - before;
+        if let (Some(c), true) = (&self.dropped, n > 0) {
+            c.inc_by(n);
+        }
+    }
 }
 
 /// The request an upstream of `dialect` gets: one that keeps its own history

@@ -282,6 +282,13 @@ impl Pump {
                 r.pair.1.as_str(),
                 self.translator.encoder().dropped(),
             );
+            // Only binary streams have this series (see `Metrics::binary_dropped`).
+            let unframed = self.translator.encoder().unframed();
+            if unframed > 0 {
+                r.metrics
+                    .binary_dropped(r.pair.0.as_str(), r.pair.1.as_str())
+                    .inc_by(unframed);
+            }
             // The one count of this request: its head said 200, but a client
             // that left is counted as 499 (as proxies log it).
             let status = if end == End::ClientGone { 499 } else { 200 };
