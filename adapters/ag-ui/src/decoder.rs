@@ -822,10 +822,15 @@ impl Decoder for AgUiDecoder {
         if self.done {
             return Ok(());
         }
-        if let Some((kind, timestamp)) =
+        if let Some((kind, timestamp, extra)) =
             babelgate_proto::flat::read(message).and_then(|f| flat_event(&f))
         {
-            self.push_plain(kind, timestamp, Map::new(), out);
+            self.push_plain(kind, timestamp, extra, out);
+            return Ok(());
+        }
+        if let Some((ops, timestamp)) = babelgate_proto::flat::state_delta::read(message) {
+            let patch = Value::Array(ops);
+            self.push_plain(EventKind::StateDelta { patch }, timestamp, Map::new(), out);
             return Ok(());
         }
         let v = babelgate_proto::decode_event(message).map_err(proto_error)?;
@@ -840,7 +845,9 @@ fn proto_error(e: babelgate_proto::Error) -> DecodeError {
 /// [`fast_event`]'s events from a flat protobuf message, with the same
 /// rules (only these fields; the general path for anything else), and the
 /// timestamp, which the message carries apart.
-fn flat_event(f: &babelgate_proto::flat::Flat<'_>) -> Option<(EventKind, Option<i64>)> {
+fn flat_event(
+    f: &babelgate_proto::flat::Flat<'_>,
+) -> Option<(EventKind, Option<i64>, Map<String, Value>)> {
     let s = |name: &str| f.get(name).map(str::to_string);
     let kind = match f.event_type() {
         TEXT_MESSAGE_CONTENT if f.has_only(&["messageId", "delta"]) => EventKind::TextDelta {
@@ -869,9 +876,22 @@ fn flat_event(f: &babelgate_proto::flat::Flat<'_>) -> Option<(EventKind, Option<
         TOOL_CALL_END if f.has_only(&["toolCallId"]) => EventKind::ToolCallEnd {
             tool_call_id: s("toolCallId")?,
         },
+        // A string result; `role` has no slot and stays in extra.
+        TOOL_CALL_RESULT if f.has_only(&["messageId", "toolCallId", "content", "role"]) => {
+            let mut extra = Map::new();
+            if let Some(role) = s("role") {
+                extra.insert("role".into(), Value::String(role));
+            }
+            let kind = EventKind::ToolCallResult {
+                tool_call_id: s("toolCallId")?,
+                message_id: s("messageId"),
+                content: Value::String(s("content")?),
+            };
+            return Some((kind, f.timestamp, extra));
+        }
         _ => return None,
     };
-    Some((kind, f.timestamp))
+    Some((kind, f.timestamp, Map::new()))
 }
 
 /// `{"type":"STATE_DELTA","delta":...}` and nothing else: the patch read

@@ -183,6 +183,8 @@ fn event() -> impl Strategy<Value = Value> {
             &["toolCallId", "delta", "subagentRunId"][..],
         ),
         ("TOOL_CALL_END", &["toolCallId", "subagentRunId"][..]),
+        ("TOOL_CALL_RESULT", &["messageId", "toolCallId", "content", "role", "subagentRunId"][..]),
+        ("STATE_DELTA", &[][..]),
     ];
     let value = prop_oneof![
         Just(String::new()),
@@ -193,7 +195,7 @@ fn event() -> impl Strategy<Value = Value> {
     ];
     (
         0..types.len(),
-        proptest::collection::vec((any::<bool>(), value), 4),
+        proptest::collection::vec((any::<bool>(), value), 5),
         prop_oneof![Just(None), (0i64..1 << 53).prop_map(Some)],
     )
         .prop_map(move |(i, fields, ts)| {
@@ -207,6 +209,12 @@ fn event() -> impl Strategy<Value = Value> {
             }
             if let Some(t) = ts {
                 o.insert("timestamp".into(), t.into());
+            }
+            if ty == "STATE_DELTA" {
+                o.insert(
+                    "delta".into(),
+                    json!([{"op": "add", "path": "/a", "value": {"b": [1, "x", null]}}, {"op": "remove", "path": "/c"}]),
+                );
             }
             Value::Object(o)
         })

@@ -10,7 +10,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use babelgate_bench::{decoder, encoder, frame_all, frames, mixed_stream, translate, translator};
+use babelgate_bench::{
+    binary_encoder, both_transports, decoder, encoder, frame_all, frames, mixed_stream, translate,
+    translator,
+};
 use babelgate_core::{Dialect, Sink};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -174,12 +177,110 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
+/// SSE JSON against the binary transport (AG-UI protobuf), both directions,
+/// for the two dialects that have it, side by side: reading an upstream
+/// (framing and decoding to core events) and writing a client (encoding core
+/// events), plus the conversion the gateway did before encoders wrote
+/// protobuf themselves (`sse+convert`: JSON written, parsed and re-encoded).
+/// Bytes per event are printed once.
+fn transports(c: &mut Criterion) {
+    let n = events();
+    for d in [Dialect::AgUi, Dialect::Hai] {
+        let prefix = babelgate_registry::policy(d).binary_custom_prefix;
+        let (sse, binary) = both_transports(d, n);
+        let count = frames(&sse).len() as u64;
+        println!(
+            "transport {d}: {count} events; bytes/event: sse {:.1}, proto {:.1}",
+            sse.len() as f64 / count as f64,
+            binary.len() as f64 / count as f64
+        );
+
+        let mut g = c.benchmark_group(format!("transport-read/{d}"));
+        g.throughput(Throughput::Elements(count));
+        g.bench_function("sse", |b| {
+            b.iter(|| {
+                let mut framer = babelgate_core::SseFramer::default();
+                let mut dec = decoder(d);
+                let (mut fr, mut out) = (Vec::new(), Vec::with_capacity(16));
+                for chunk in sse.chunks(64 * 1024) {
+                    framer.push(chunk, &mut fr).expect("frames");
+                    for f in fr.drain(..) {
+                        dec.decode(&f, &mut out).expect("decodes");
+                        black_box(&out);
+                        out.clear();
+                        framer.recycle(f);
+                    }
+                }
+            })
+        });
+        g.bench_function("proto", |b| {
+            b.iter(|| {
+                let mut framer = babelgate_core::LengthFramer::default();
+                let mut dec = decoder(d);
+                let (mut ms, mut out) = (Vec::new(), Vec::with_capacity(16));
+                for chunk in binary.chunks(64 * 1024) {
+                    framer.push(chunk, &mut ms).expect("frames");
+                    for m in ms.drain(..) {
+                        dec.decode_binary(&m, &mut out).expect("decodes");
+                        black_box(&out);
+                        out.clear();
+                        framer.recycle(m);
+                    }
+                }
+            })
+        });
+        g.finish();
+
+        let core = babelgate_bench::events(d, &sse);
+        let mut g = c.benchmark_group(format!("transport-write/{d}"));
+        g.throughput(Throughput::Elements(core.len() as u64));
+        for variant in ["sse", "proto", "sse+convert"] {
+            g.bench_function(variant, |b| {
+                b.iter(|| {
+                    let mut enc = if variant == "proto" {
+                        binary_encoder(d)
+                    } else {
+                        encoder(d)
+                    };
+                    let mut out = Vec::with_capacity(64 * 1024);
+                    let mut converted = Vec::with_capacity(64 * 1024);
+                    let mut flush = |out: &mut Vec<u8>| {
+                        if variant == "sse+convert" {
+                            for f in frames(out) {
+                                let v: serde_json::Value =
+                                    serde_json::from_str(&f.data).expect("JSON");
+                                if let Ok(m) = babelgate_proto::encode_event_as(&v, prefix) {
+                                    babelgate_proto::write_frame(&mut converted, &m)
+                                        .expect("frames");
+                                }
+                            }
+                            black_box(&converted);
+                            converted.clear();
+                        }
+                        black_box(&*out);
+                        out.clear();
+                    };
+                    for ev in &core {
+                        enc.encode(ev, &mut out);
+                        if out.len() >= 60 * 1024 {
+                            flush(&mut out);
+                        }
+                    }
+                    enc.finish(&mut out);
+                    flush(&mut out);
+                })
+            });
+        }
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = core;
     config = Criterion::default()
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = benches
+    targets = benches, transports
 }
 criterion_main!(core);

@@ -211,3 +211,34 @@ mod tests {
         }
     }
 }
+
+/// A stream of `dialect` (AG-UI or HAI: the dialects with a binary form) in
+/// both transports, with the same events: the SSE of the events the binary
+/// form can carry, and their length-prefixed protobuf messages (the
+/// general codec's conversion, which the reference corpus holds to
+/// @ag-ui/proto).
+pub fn both_transports(dialect: Dialect, events: usize) -> (Vec<u8>, Vec<u8>) {
+    let prefix = babelgate_registry::policy(dialect).binary_custom_prefix;
+    let mut sse = Vec::new();
+    let mut binary = Vec::new();
+    for f in frames(&mixed_stream(dialect, events)) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&f.data) else {
+            continue;
+        };
+        let Ok(m) = babelgate_proto::encode_event_as(&v, prefix) else {
+            continue;
+        };
+        babelgate_core::sse::write_data(&mut sse, &f.data);
+        babelgate_proto::write_frame(&mut binary, &m).expect("frames");
+    }
+    (sse, binary)
+}
+
+/// An encoder of `dialect` writing the binary transport.
+pub fn binary_encoder(dialect: Dialect) -> Box<dyn Encoder> {
+    let ctx = EncodeContext {
+        binary: true,
+        ..EncodeContext::deterministic()
+    };
+    babelgate_registry::encoder(dialect, ctx)
+}

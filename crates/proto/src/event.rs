@@ -15,13 +15,40 @@ fn arm_name(event_type: &str) -> String {
     camel(&event_type.to_ascii_lowercase())
 }
 
+/// The envelope's field number for an event type.
+pub(crate) fn arm_number(event_type: &str) -> Option<u32> {
+    arm_field(event_type).map(|f| f.number() as u32)
+}
+
 fn arm_field(event_type: &str) -> Option<&'static prost_types::FieldDescriptorProto> {
-    let name = arm_name(event_type);
-    schema()
-        .message(ENVELOPE)
-        .field
-        .iter()
-        .find(|f| camel(f.name()) == name)
+    arms().by_type.get(event_type).copied()
+}
+
+/// The envelope's arms by event type, and event types by arm name, once.
+struct Arms {
+    by_type: foldhash::HashMap<&'static str, &'static prost_types::FieldDescriptorProto>,
+    types_by_arm: foldhash::HashMap<&'static str, &'static str>,
+}
+
+fn arms() -> &'static Arms {
+    static ARMS: std::sync::OnceLock<Arms> = std::sync::OnceLock::new();
+    ARMS.get_or_init(|| {
+        let s = schema();
+        let envelope = s.message(ENVELOPE);
+        let mut by_type = foldhash::HashMap::default();
+        let mut types_by_arm = foldhash::HashMap::default();
+        for t in s.event_types.keys() {
+            let name = arm_name(t);
+            if let Some(f) = envelope.field.iter().find(|f| camel(f.name()) == name) {
+                by_type.insert(t.as_str(), f);
+                types_by_arm.insert(wire::key(f), t.as_str());
+            }
+        }
+        Arms {
+            by_type,
+            types_by_arm,
+        }
+    })
 }
 
 fn as_array(v: Option<&Value>) -> Vec<Value> {
@@ -175,7 +202,9 @@ fn to_wire_message(m: &Value) -> Value {
 pub fn encode_event(event: &Value) -> Result<Vec<u8>, Error> {
     if let Some(obj) = event.as_object() {
         let mut flat = Vec::new();
-        if crate::flat::encode(obj, false, &mut flat).is_some() {
+        if crate::flat::encode(obj, false, &mut flat).is_some()
+            || crate::flat::state_delta::encode(obj, false, &mut flat).is_some()
+        {
             return Ok(flat);
         }
     }
@@ -468,11 +497,11 @@ fn declaration_order(
 ) -> Map<String, Value> {
     let mut out = Map::new();
     for f in &schema().message(type_name).field {
-        let key = camel(f.name());
-        if late.contains(&key.as_str()) {
+        let key = wire::key(f);
+        if late.contains(&key) {
             continue;
         }
-        if let Some((k, v)) = m.shift_remove_entry(&key) {
+        if let Some((k, v)) = m.shift_remove_entry(key) {
             out.insert(k, v);
         }
     }
@@ -483,10 +512,13 @@ fn declaration_order(
 /// Decodes one `ag_ui.Event` message to the AG-UI event's JSON object, as the
 /// reference's `decode` returns it.
 pub fn decode_event(bytes: &[u8]) -> Result<Value, Error> {
-    match crate::flat::read(bytes) {
-        Some(flat) => Ok(flat.to_json()),
-        None => decode_event_general(bytes),
+    if let Some(flat) = crate::flat::read(bytes) {
+        return Ok(flat.to_json());
     }
+    if let Some((ops, timestamp)) = crate::flat::state_delta::read(bytes) {
+        return Ok(crate::flat::state_delta::to_json(ops, timestamp));
+    }
+    decode_event_general(bytes)
 }
 
 /// [`decode_event`] without its fast path for flat events.
@@ -506,11 +538,10 @@ pub fn decode_event_general(bytes: &[u8]) -> Result<Value, Error> {
     let Value::Object(mut decoded) = decoded else {
         return Err(Error::NoEvent);
     };
-    let entry_type = schema()
-        .event_types
-        .keys()
-        .find(|t| arm_name(t) == arm)
-        .cloned()
+    let entry_type = arms()
+        .types_by_arm
+        .get(arm.as_str())
+        .map(|t| t.to_string())
         .ok_or(Error::NoEvent)?;
     let Some(Value::Object(base)) = decoded.shift_remove("baseEvent") else {
         return Err(Error::Malformed("event without its base event"));

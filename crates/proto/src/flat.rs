@@ -8,8 +8,9 @@
 //! `rawEvent`, `metadata`, a field this event does not have, a value that is
 //! not a string, a duplicate field) is left to the general codec.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
+
+use foldhash::HashMap;
 
 use prost::encoding::{decode_varint, encode_varint, encoded_len_varint};
 use prost_types::field_descriptor_proto::{Label, Type};
@@ -34,19 +35,31 @@ pub struct Shape {
     type_number: i32,
     /// Its string fields in declaration order: (JSON name, number, optional).
     fields: Vec<(&'static str, u32, bool)>,
+    /// Repeated fields the flat form requires absent (`TOOL_CALL_RESULT`'s
+    /// content parts: the general codec turns their absence into nothing
+    /// only when the string content is there, so that one is required).
+    absent: Vec<u32>,
+    required: Option<usize>,
 }
 
 struct Shapes {
-    by_type: HashMap<&'static str, Shape>,
-    by_arm: HashMap<u32, &'static str>,
+    shapes: Vec<Shape>,
+    by_type: HashMap<&'static str, usize>,
+    /// Indexed by the envelope's arm number.
+    by_arm: Vec<Option<usize>>,
 }
+
+/// The one event with a repeated field whose flat form is still read and
+/// written in place, and its field that must then be present.
+const RESULT: (&str, &str) = ("TOOL_CALL_RESULT", "content");
 
 fn shapes() -> &'static Shapes {
     static SHAPES: OnceLock<Shapes> = OnceLock::new();
     SHAPES.get_or_init(|| {
         let s = schema();
-        let mut by_type = HashMap::new();
-        let mut by_arm = HashMap::new();
+        let mut shapes = Vec::new();
+        let mut by_type = HashMap::default();
+        let mut by_arm = Vec::new();
         for arm in &s.message(".ag_ui.Event").field {
             let arm_name = camel(arm.name());
             let Some(event_type) = s
@@ -58,11 +71,16 @@ fn shapes() -> &'static Shapes {
             };
             let desc = s.message(arm.type_name());
             let mut fields = Vec::new();
+            let mut absent = Vec::new();
             let mut flat = desc
                 .field
                 .first()
                 .is_some_and(|f| f.type_name() == BASE_EVENT);
             for f in desc.field.iter().skip(1) {
+                if f.label() == Label::Repeated && event_type == RESULT.0 {
+                    absent.push(f.number() as u32);
+                    continue;
+                }
                 if f.r#type() != Type::String || f.label() == Label::Repeated {
                     flat = false;
                     break;
@@ -77,16 +95,30 @@ fn shapes() -> &'static Shapes {
             // Leaked once per flat type, for the process's life: the schema's
             // names as `&'static str`, so lookups borrow nothing.
             let event_type: &'static str = Box::leak(event_type.clone().into_boxed_str());
+            let required = (event_type == RESULT.0)
+                .then(|| fields.iter().position(|(n, ..)| *n == RESULT.1))
+                .flatten();
             let shape = Shape {
                 event_type,
                 arm: arm.number() as u32,
                 type_number: s.event_types[event_type],
                 fields,
+                absent,
+                required,
             };
-            by_arm.insert(shape.arm, event_type);
-            by_type.insert(event_type, shape);
+            let arm = shape.arm as usize;
+            if by_arm.len() <= arm {
+                by_arm.resize(arm + 1, None);
+            }
+            by_arm[arm] = Some(shapes.len());
+            by_type.insert(event_type, shapes.len());
+            shapes.push(shape);
         }
-        Shapes { by_type, by_arm }
+        Shapes {
+            shapes,
+            by_type,
+            by_arm,
+        }
     })
 }
 
@@ -95,19 +127,42 @@ pub fn is_flat(event_type: &str) -> bool {
     shapes().by_type.contains_key(event_type)
 }
 
+fn by_type(event_type: &str) -> Option<&'static Shape> {
+    let s = shapes();
+    s.shapes.get(*s.by_type.get(event_type)?)
+}
+
+fn by_arm(arm: u32) -> Option<&'static Shape> {
+    let s = shapes();
+    s.shapes.get((*s.by_arm.get(arm as usize)?)?)
+}
+
 fn key_len(number: u32) -> usize {
     encoded_len_varint(u64::from(number) << 3)
 }
 
 fn put_key(number: u32, wire: u8, out: &mut Vec<u8>) {
-    encode_varint((u64::from(number) << 3) | u64::from(wire), out);
+    put_varint((u64::from(number) << 3) | u64::from(wire), out);
+}
+
+/// A varint; most here (keys, short lengths) are one byte.
+#[inline]
+fn put_varint(v: u64, out: &mut Vec<u8>) {
+    if v < 0x80 {
+        out.push(v as u8);
+    } else {
+        encode_varint(v, out);
+    }
 }
 
 /// Appends `event` (an AG-UI event's JSON object) as one `ag_ui.Event`
 /// message, optionally behind its 4-byte length prefix, when it is flat;
 /// `None`, with nothing written, when it is not.
 pub(crate) fn encode(obj: &Map<String, Value>, prefixed: bool, out: &mut Vec<u8>) -> Option<()> {
-    let shape = shapes().by_type.get(obj.get("type")?.as_str()?)?;
+    // By iteration, not `get`: a map lookup hashes the key with SipHash,
+    // which costs more than the few comparisons (`type` comes first).
+    let ty = obj.iter().find(|(k, _)| k.as_str() == "type")?.1.as_str()?;
+    let shape = by_type(ty)?;
     let mut values: [Option<&str>; MAX_FIELDS] = [None; MAX_FIELDS];
     let mut timestamp = None;
     for (k, v) in obj {
@@ -149,21 +204,21 @@ pub(crate) fn encode(obj: &Map<String, Value>, prefixed: bool, out: &mut Vec<u8>
     }
     out.reserve(total);
     put_key(shape.arm, 2, out);
-    encode_varint(body_len as u64, out);
+    put_varint(body_len as u64, out);
     out.push(0x0a);
-    encode_varint(base_len as u64, out);
+    put_varint(base_len as u64, out);
     if type_number != 0 {
         out.push(0x08);
-        encode_varint(type_number, out);
+        put_varint(type_number, out);
     }
     if let Some(t) = timestamp {
         out.push(0x10);
-        encode_varint(t as u64, out);
+        put_varint(t as u64, out);
     }
     for (i, (_, number, optional)) in shape.fields.iter().enumerate() {
         if let Some(s) = written(i, *optional) {
             put_key(*number, 2, out);
-            encode_varint(s.len() as u64, out);
+            put_varint(s.len() as u64, out);
             out.extend_from_slice(s.as_bytes());
         }
     }
@@ -252,8 +307,7 @@ pub fn read(message: &[u8]) -> Option<Flat<'_>> {
     if !buf.is_empty() {
         return None;
     }
-    let shapes = shapes();
-    let shape = shapes.by_type.get(shapes.by_arm.get(&arm)?)?;
+    let shape = by_arm(arm)?;
     let mut values: [Option<&str>; MAX_FIELDS] = [None; MAX_FIELDS];
     let mut base: Option<(u64, Option<i64>)> = None;
     while !body.is_empty() {
@@ -269,6 +323,9 @@ pub fn read(message: &[u8]) -> Option<Flat<'_>> {
             base = Some(read_base(payload)?);
             continue;
         }
+        if shape.absent.contains(&number) {
+            return None;
+        }
         let i = shape.fields.iter().position(|(_, n, _)| *n == number)?;
         let slot = values.get_mut(i)?;
         if slot.is_some() {
@@ -279,6 +336,9 @@ pub fn read(message: &[u8]) -> Option<Flat<'_>> {
     let (declared, timestamp) = base?;
     if declared != shape.type_number as u64 {
         return None;
+    }
+    if let Some(i) = shape.required {
+        values.get(i).copied().flatten()?;
     }
     Some(Flat {
         shape,
@@ -312,4 +372,210 @@ fn read_base(mut buf: &[u8]) -> Option<(u64, Option<i64>)> {
         t => t,
     };
     Some((ty.unwrap_or(0), timestamp))
+}
+
+/// `STATE_DELTA` (`{type, delta, timestamp?}`, nothing else) in place: its
+/// operations written from the JSON objects and read back into them, each
+/// value through the codec's `google.protobuf.Value` routines. The general
+/// codec gives the same bytes and the same JSON (`tests/flat.rs`).
+pub mod state_delta {
+    use prost::encoding::{decode_varint, encode_varint, encoded_len_varint};
+    use serde_json::{Map, Value};
+
+    use super::{bytes, field, key_len, put_key, MAX_SAFE};
+    use crate::wire::{decode_value, encode_value, schema};
+
+    const TYPE: &str = "STATE_DELTA";
+
+    /// The envelope's arm and `EventType`'s number for `STATE_DELTA`.
+    fn numbers() -> Option<(u32, u64)> {
+        let arm = super::super::event::arm_number(TYPE)?;
+        let ty = *schema().event_types.get(TYPE)?;
+        Some((arm, ty as u64))
+    }
+
+    /// Appends the event as one message (behind its length prefix when
+    /// `prefixed`), or `None` with nothing written.
+    pub(crate) fn encode(
+        obj: &Map<String, Value>,
+        prefixed: bool,
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        if obj.get("type")?.as_str()? != TYPE {
+            return None;
+        }
+        let mut timestamp = None;
+        let mut delta = None;
+        for (k, v) in obj {
+            match k.as_str() {
+                "type" => {}
+                "timestamp" => timestamp = Some(v.as_i64()?),
+                "delta" => delta = Some(v.as_array()?),
+                _ => return None,
+            }
+        }
+        let (arm, type_number) = numbers()?;
+        // Each operation's body, in one buffer: (end offset) per operation.
+        let mut ops = Vec::new();
+        let mut ends = Vec::new();
+        for op in delta.map(Vec::as_slice).unwrap_or_default() {
+            operation(op.as_object()?, &mut ops)?;
+            ends.push(ops.len());
+        }
+        let mut base_len = 1 + encoded_len_varint(type_number);
+        if let Some(t) = timestamp {
+            base_len += 1 + encoded_len_varint(t as u64);
+        }
+        let mut body_len = 1 + encoded_len_varint(base_len as u64) + base_len;
+        let mut start = 0;
+        for &end in &ends {
+            body_len += 1 + encoded_len_varint((end - start) as u64) + (end - start);
+            start = end;
+        }
+        let total = key_len(arm) + encoded_len_varint(body_len as u64) + body_len;
+        if prefixed {
+            out.extend_from_slice(&u32::try_from(total).ok()?.to_be_bytes());
+        }
+        out.reserve(total);
+        put_key(arm, 2, out);
+        encode_varint(body_len as u64, out);
+        out.push(0x0a);
+        encode_varint(base_len as u64, out);
+        out.push(0x08);
+        encode_varint(type_number, out);
+        if let Some(t) = timestamp {
+            out.push(0x10);
+            encode_varint(t as u64, out);
+        }
+        let mut start = 0;
+        for &end in &ends {
+            out.push(0x12);
+            encode_varint((end - start) as u64, out);
+            out.extend_from_slice(ops.get(start..end)?);
+            start = end;
+        }
+        Some(())
+    }
+
+    /// One `JsonPatchOperation`'s body: `op` (not written when `add`, the
+    /// enum's first value), `path` (not when empty), `from` and `value`
+    /// when present (a JSON `null` value is `NullValue`).
+    fn operation(o: &Map<String, Value>, out: &mut Vec<u8>) -> Option<()> {
+        let (mut op, mut path, mut from, mut value) = (None, None, None, None);
+        for (k, v) in o {
+            match k.as_str() {
+                "op" => op = Some(v.as_str()?),
+                "path" => path = Some(v.as_str()?),
+                "from" => from = Some(v.as_str()?),
+                "value" => value = Some(v),
+                _ => return None,
+            }
+        }
+        let n = *schema()
+            .patch_ops
+            .get(&op.unwrap_or("").to_ascii_uppercase())?;
+        if n != 0 {
+            out.push(0x08);
+            encode_varint(n as u64, out);
+        }
+        for (number, s) in [(2, path.filter(|p| !p.is_empty())), (3, from)] {
+            if let Some(s) = s {
+                put_key(number, 2, out);
+                encode_varint(s.len() as u64, out);
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+        if let Some(v) = value {
+            let mut body = Vec::new();
+            // The depth the general codec writes a patch value at.
+            encode_value(v, 3, &mut body).ok()?;
+            put_key(4, 2, out);
+            encode_varint(body.len() as u64, out);
+            out.extend_from_slice(&body);
+        }
+        Some(())
+    }
+
+    /// Reads a `STATE_DELTA` message in the plain form: the operations (as
+    /// the general decoder gives them) and the timestamp; `None` leaves it
+    /// to the general decoder.
+    pub fn read(message: &[u8]) -> Option<(Vec<Value>, Option<i64>)> {
+        let (arm_number, type_number) = numbers()?;
+        let mut buf = message;
+        let (arm, wire) = field(&mut buf)?;
+        if arm != arm_number || wire != 2 {
+            return None;
+        }
+        let mut body = bytes(&mut buf)?;
+        if !buf.is_empty() {
+            return None;
+        }
+        // Never more than the general decoder would allow: its budget, less
+        // what it spends on the envelope, the event and the base event.
+        let mut budget = (1024 + message.len()).checked_sub(64)?;
+        let mut ops = Vec::new();
+        let mut base = None;
+        while !body.is_empty() {
+            let (number, wire) = field(&mut body)?;
+            if wire != 2 {
+                return None;
+            }
+            let payload = bytes(&mut body)?;
+            match number {
+                1 if base.is_none() => base = Some(super::read_base(payload)?),
+                2 => {
+                    budget = budget.checked_sub(8)?;
+                    ops.push(Value::Object(read_operation(payload, &mut budget)?));
+                }
+                _ => return None,
+            }
+        }
+        let (declared, timestamp) = base?;
+        if declared != type_number {
+            return None;
+        }
+        if timestamp.is_some_and(|t| !(-MAX_SAFE..=MAX_SAFE).contains(&t)) {
+            return None;
+        }
+        Some((ops, timestamp))
+    }
+
+    fn read_operation(mut buf: &[u8], budget: &mut usize) -> Option<Map<String, Value>> {
+        let (mut op, mut path, mut from, mut value) = (None, None, None, None);
+        while !buf.is_empty() {
+            let (number, wire) = field(&mut buf)?;
+            match (number, wire) {
+                (1, 0) if op.is_none() => op = Some(decode_varint(&mut buf).ok()?),
+                (2, 2) if path.is_none() => path = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?),
+                (3, 2) if from.is_none() => from = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?),
+                (4, 2) if value.is_none() => {
+                    value = Some(decode_value(bytes(&mut buf)?, 3, budget).ok()??);
+                }
+                _ => return None,
+            }
+        }
+        let n = i32::try_from(op.unwrap_or(0)).ok()?;
+        let name = schema().patch_op_names.get(&n)?.to_ascii_lowercase();
+        let mut o = Map::new();
+        o.insert("op".into(), name.into());
+        o.insert("path".into(), path.unwrap_or("").into());
+        if let Some(f) = from {
+            o.insert("from".into(), f.into());
+        }
+        if let Some(v) = value {
+            o.insert("value".into(), v);
+        }
+        Some(o)
+    }
+
+    /// The event's JSON object, as [`crate::decode_event`] gives it.
+    pub fn to_json(ops: Vec<Value>, timestamp: Option<i64>) -> Value {
+        let mut o = Map::new();
+        o.insert("delta".into(), Value::Array(ops));
+        o.insert("type".into(), TYPE.into());
+        if let Some(t) = timestamp {
+            o.insert("timestamp".into(), t.into());
+        }
+        Value::Object(o)
+    }
 }

@@ -10,7 +10,9 @@ pub use babelgate_core::length::{
 /// Encodes one AG-UI event and appends it as a frame.
 pub fn write_event(out: &mut Vec<u8>, event: &Value) -> Result<(), crate::Error> {
     if let Some(obj) = event.as_object() {
-        if crate::flat::encode(obj, true, out).is_some() {
+        if crate::flat::encode(obj, true, out).is_some()
+            || crate::flat::state_delta::encode(obj, true, out).is_some()
+        {
             return Ok(());
         }
     }
@@ -27,7 +29,9 @@ pub fn write_object(
     event: Map<String, Value>,
     prefix: Option<&str>,
 ) -> Result<(), crate::Error> {
-    if crate::flat::encode(&event, true, out).is_some() {
+    if crate::flat::encode(&event, true, out).is_some()
+        || crate::flat::state_delta::encode(&event, true, out).is_some()
+    {
         return Ok(());
     }
     let message = crate::encode_event_as(&Value::Object(event), prefix)?;

@@ -15,7 +15,9 @@
 //! - JSON `null` counts as absent (the reference drops optional nulls before
 //!   encoding), except inside a `Value`, where it is `NullValue`.
 
-use std::collections::HashMap;
+// The codec looks names up for every event: a fast hash (the keys are the
+// schema's own names, never input).
+use foldhash::HashMap;
 use std::sync::OnceLock;
 
 use prost::encoding::{decode_varint, encode_varint};
@@ -49,9 +51,9 @@ pub(crate) fn schema() -> &'static Schema {
         // The bytes are the build script's own output: failing to read them is a
         // build defect, not an input error.
         let set = FileDescriptorSet::decode(DESCRIPTOR).expect("descriptor set from build.rs");
-        let mut messages = HashMap::new();
-        let mut event_types = HashMap::new();
-        let mut patch_ops = HashMap::new();
+        let mut messages = HashMap::default();
+        let mut event_types = HashMap::default();
+        let mut patch_ops = HashMap::default();
         fn walk(prefix: &str, m: &DescriptorProto, out: &mut HashMap<String, DescriptorProto>) {
             let name = format!("{prefix}.{}", m.name());
             for n in &m.nested_type {
@@ -90,6 +92,30 @@ impl Schema {
     pub fn message(&self, name: &str) -> &DescriptorProto {
         // Names come from the schema itself (field type names) or from this crate.
         &self.messages[name]
+    }
+}
+
+/// The JSON key of a schema field (its [`camel`] name), computed once per
+/// name: the codec looks it up for every field of every message.
+pub(crate) fn key(f: &FieldDescriptorProto) -> &'static str {
+    static KEYS: OnceLock<foldhash::HashMap<String, &'static str>> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        let mut keys = foldhash::HashMap::default();
+        for m in schema().messages.values() {
+            for f in &m.field {
+                keys.entry(f.name().to_string()).or_insert_with(|| {
+                    // Leaked once per field name of the schema (a few hundred
+                    // bytes), for the process's life.
+                    &*Box::leak(camel(f.name()).into_boxed_str())
+                });
+            }
+        }
+        keys
+    });
+    match keys.get(f.name()) {
+        Some(k) => k,
+        // Every field this codec sees is the schema's.
+        None => "",
     }
 }
 
@@ -225,7 +251,7 @@ pub(crate) fn encode_message(
         // null is absent, except for a Value, where it is NullValue (the
         // reference drops optional nulls first, and Value.wrap(null) is null).
         let Some(v) = obj
-            .get(&camel(f.name()))
+            .get(key(f))
             .filter(|v| !v.is_null() || (f.type_name() == VALUE && f.label() != Label::Repeated))
         else {
             continue;
@@ -530,7 +556,7 @@ fn decode_message_into(
                     _ => Value::Number(0.into()),
                 }
             };
-            obj.insert(camel(f.name()), default);
+            obj.insert(key(f).to_string(), default);
         }
     }
     let mut r = Reader { buf };
@@ -539,7 +565,7 @@ fn decode_message_into(
         let Some(f) = desc.field.iter().find(|f| f.number() == n as i32) else {
             continue;
         };
-        let key = camel(f.name());
+        let key = key(f);
         let value = match (f.r#type(), raw) {
             (Type::String, Raw::Bytes(b)) => decoded_string(b),
             (Type::Int64 | Type::Int32 | Type::Enum, Raw::Varint(v)) => {
@@ -564,7 +590,7 @@ fn decode_message_into(
                     None => continue,
                 },
                 STRUCT => {
-                    let mut map = match obj.get_mut(&key) {
+                    let mut map = match obj.get_mut(key) {
                         Some(Value::Object(m)) if f.label() != Label::Repeated => std::mem::take(m),
                         _ => Map::new(),
                     };
@@ -579,7 +605,7 @@ fn decode_message_into(
                 name => {
                     // A singular message field seen twice merges (protobuf's rule,
                     // which the reference applies before decoding).
-                    let mut inner = match obj.get_mut(&key) {
+                    let mut inner = match obj.get_mut(key) {
                         Some(Value::Object(m)) if f.label() != Label::Repeated => std::mem::take(m),
                         _ => Map::new(),
                     };
@@ -590,18 +616,18 @@ fn decode_message_into(
             _ => continue,
         };
         if f.label() == Label::Repeated {
-            if let Some(Value::Array(items)) = obj.get_mut(&key) {
+            if let Some(Value::Array(items)) = obj.get_mut(key) {
                 items.push(value);
             }
         } else {
-            obj.insert(key, value);
+            obj.insert(key.to_string(), value);
         }
     }
     // Keys in declaration order, as ts-proto's createBase lays them out
     // (absent optional fields hold `undefined` there, which JSON drops).
     let mut ordered = Map::new();
     for f in &desc.field {
-        if let Some((k, v)) = obj.shift_remove_entry(&camel(f.name())) {
+        if let Some((k, v)) = obj.shift_remove_entry(key(f)) {
             ordered.insert(k, v);
         }
     }

@@ -70,7 +70,7 @@ fn text() -> impl Strategy<Value = String> {
 fn event() -> impl Strategy<Value = Value> {
     (
         0..FLAT.len(),
-        proptest::collection::vec((any::<bool>(), text()), 4),
+        proptest::collection::vec((any::<bool>(), text()), 5),
         prop_oneof![
             Just(None),
             any::<i64>().prop_map(Some),
@@ -103,8 +103,94 @@ fn event() -> impl Strategy<Value = Value> {
         })
 }
 
+/// A JSON value for a patch, now and then one the codec refuses (too deep).
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i32>().prop_map(Value::from),
+        (-1e6f64..1e6).prop_map(Value::from),
+        text().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::vec(("[a-z0-9]{0,3}", inner), 0..4)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// STATE_DELTA events, with some that leave the plain form (an unknown op,
+/// a key the operation lacks, a subagent tag).
+fn state_delta() -> impl Strategy<Value = Value> {
+    let op = (
+        prop_oneof![Just("add"), Just("remove"), Just("replace"), Just("move"), Just("copy"), Just("test"), Just("frob")],
+        prop::option::of(text()),
+        prop::option::of(text()),
+        prop::option::of(json_value()),
+        0..10u8,
+    )
+        .prop_map(|(op, path, from, value, spoil)| {
+            let mut o = Map::new();
+            o.insert("op".into(), op.into());
+            if let Some(p) = path {
+                o.insert("path".into(), p.into());
+            }
+            if let Some(f) = from {
+                o.insert("from".into(), f.into());
+            }
+            if let Some(v) = value {
+                o.insert("value".into(), v);
+            }
+            if spoil == 0 {
+                o.insert("extra".into(), 1.into());
+            }
+            Value::Object(o)
+        });
+    (
+        proptest::collection::vec(op, 0..4),
+        prop::option::of(0i64..1 << 53),
+        0..12u8,
+    )
+        .prop_map(|(ops, ts, spoil)| {
+            let mut o = Map::new();
+            o.insert("type".into(), "STATE_DELTA".into());
+            o.insert("delta".into(), Value::Array(ops));
+            if let Some(t) = ts {
+                o.insert("timestamp".into(), t.into());
+            }
+            if spoil == 0 {
+                o.insert("subagentRunId".into(), "s".into());
+            }
+            Value::Object(o)
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn state_delta_as_the_general_codec_does(ev in state_delta()) {
+        prop_assert_eq!(encode_event(&ev), encode_event_general(&ev));
+        let Ok(bytes) = encode_event_general(&ev) else { return Ok(()) };
+        let general = decode_event_general(&bytes);
+        if let Some((ops, ts)) = flat::state_delta::read(&bytes) {
+            let fast = flat::state_delta::to_json(ops, ts);
+            prop_assert_eq!(serde_json::to_string(&fast).unwrap(), serde_json::to_string(&general.clone().unwrap()).unwrap());
+        }
+        prop_assert_eq!(decode_event(&bytes), general);
+    }
+
+    #[test]
+    fn damaged_state_deltas(ev in state_delta(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
+        let Ok(mut bytes) = encode_event_general(&ev) else { return Ok(()) };
+        let i = at.index(bytes.len());
+        bytes[i] = b;
+        if let Some((ops, ts)) = flat::state_delta::read(&bytes) {
+            prop_assert_eq!(Ok(flat::state_delta::to_json(ops, ts)), decode_event_general(&bytes));
+        }
+    }
 
     #[test]
     fn encodes_as_the_general_codec_does(ev in event()) {
@@ -165,9 +251,14 @@ fn most_of_a_stream_takes_the_fast_path() {
         json!({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
         json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{\"a\":", "timestamp": 1_700_000_000_000i64}),
         json!({"type": "TOOL_CALL_END", "toolCallId": "c"}),
+        json!({"type": "TOOL_CALL_RESULT", "messageId": "r", "toolCallId": "c", "content": "18C"}),
     ] {
         let bytes = encode_event(&ev).unwrap();
         let f = flat::read(&bytes).unwrap_or_else(|| panic!("{ev}"));
         assert_eq!(f.to_json(), decode_event_general(&bytes).unwrap());
     }
+    let delta = json!({"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/turn", "value": 2}]});
+    let bytes = encode_event(&delta).unwrap();
+    let (ops, ts) = flat::state_delta::read(&bytes).expect("read in place");
+    assert_eq!(flat::state_delta::to_json(ops, ts), decode_event_general(&bytes).unwrap());
 }
