@@ -183,7 +183,16 @@ fn event() -> impl Strategy<Value = Value> {
             &["toolCallId", "delta", "subagentRunId"][..],
         ),
         ("TOOL_CALL_END", &["toolCallId", "subagentRunId"][..]),
-        ("TOOL_CALL_RESULT", &["messageId", "toolCallId", "content", "role", "subagentRunId"][..]),
+        (
+            "TOOL_CALL_RESULT",
+            &[
+                "messageId",
+                "toolCallId",
+                "content",
+                "role",
+                "subagentRunId",
+            ][..],
+        ),
         ("STATE_DELTA", &[][..]),
     ];
     let value = prop_oneof![

@@ -13,6 +13,18 @@ use crate::{decode_event, encode_event, Error};
 /// Encodes one event of a dialect that extends AG-UI; `prefix: None` is
 /// [`encode_event`].
 pub fn encode_event_as(event: &Value, prefix: Option<&str>) -> Result<Vec<u8>, Error> {
+    if let (Some(prefix), Some(obj)) = (prefix, event.as_object()) {
+        let mut out = Vec::new();
+        if crate::flat::custom::encode(obj, prefix, false, &mut out).is_some() {
+            return Ok(out);
+        }
+    }
+    encode_event_as_general(event, prefix)
+}
+
+/// [`encode_event_as`] without its fast path for the dialect's own events.
+#[doc(hidden)]
+pub fn encode_event_as_general(event: &Value, prefix: Option<&str>) -> Result<Vec<u8>, Error> {
     let Some(prefix) = prefix else {
         return encode_event(event);
     };
@@ -67,6 +79,9 @@ pub fn encode_event_as(event: &Value, prefix: Option<&str>) -> Result<Vec<u8>, E
 /// Decodes one message as an event of a dialect that extends AG-UI;
 /// `prefix: None` is [`decode_event`].
 pub fn decode_event_as(bytes: &[u8], prefix: Option<&str>) -> Result<Value, Error> {
+    if let Some(own) = prefix.and_then(|p| crate::flat::custom::read(bytes, p)) {
+        return Ok(own);
+    }
     let event = decode_event(bytes)?;
     match prefix {
         Some(prefix) => Ok(restore(event, prefix)),

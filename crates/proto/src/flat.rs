@@ -383,7 +383,7 @@ pub mod state_delta {
     use serde_json::{Map, Value};
 
     use super::{bytes, field, key_len, put_key, MAX_SAFE};
-    use crate::wire::{decode_value, encode_value, schema};
+    use crate::wire::{decode_value, encode_value, len_delimited, schema};
 
     const TYPE: &str = "STATE_DELTA";
 
@@ -486,12 +486,8 @@ pub mod state_delta {
             }
         }
         if let Some(v) = value {
-            let mut body = Vec::new();
             // The depth the general codec writes a patch value at.
-            encode_value(v, 3, &mut body).ok()?;
-            put_key(4, 2, out);
-            encode_varint(body.len() as u64, out);
-            out.extend_from_slice(&body);
+            len_delimited(out, 4, |out| encode_value(v, 3, out)).ok()?;
         }
         Some(())
     }
@@ -546,8 +542,12 @@ pub mod state_delta {
             let (number, wire) = field(&mut buf)?;
             match (number, wire) {
                 (1, 0) if op.is_none() => op = Some(decode_varint(&mut buf).ok()?),
-                (2, 2) if path.is_none() => path = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?),
-                (3, 2) if from.is_none() => from = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?),
+                (2, 2) if path.is_none() => {
+                    path = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?)
+                }
+                (3, 2) if from.is_none() => {
+                    from = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?)
+                }
                 (4, 2) if value.is_none() => {
                     value = Some(decode_value(bytes(&mut buf)?, 3, budget).ok()??);
                 }
@@ -577,5 +577,143 @@ pub mod state_delta {
             o.insert("timestamp".into(), t.into());
         }
         Value::Object(o)
+    }
+}
+
+/// A dialect's own event (one the schema has no message for) as the AG-UI
+/// `CUSTOM` event that carries it (see [`crate::encode_event_as`]), written
+/// from the event's object and read back into it in place: `name` is
+/// `<prefix>:<TYPE>`, `value` the event's other fields as a Struct.
+pub mod custom {
+    use serde_json::{Map, Value};
+
+    use super::{bytes, field, put_key, put_varint, MAX_SAFE};
+    use crate::wire::{decode_value, encode_entries, len_delimited, schema};
+
+    const TYPE: &str = "CUSTOM";
+
+    fn numbers() -> Option<(u32, u64)> {
+        let arm = super::super::event::arm_number(TYPE)?;
+        let ty = *schema().event_types.get(TYPE)?;
+        Some((arm, ty as u64))
+    }
+
+    /// Appends the event as one message (behind its length prefix when
+    /// `prefixed`), or `None` with nothing written.
+    pub(crate) fn encode(
+        obj: &Map<String, Value>,
+        prefix: &str,
+        prefixed: bool,
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        let ty = obj.iter().find(|(k, _)| k.as_str() == "type")?.1.as_str()?;
+        if schema().event_types.contains_key(ty) {
+            return None;
+        }
+        let timestamp = match obj.iter().find(|(k, _)| k.as_str() == "timestamp") {
+            Some((_, t)) => Some(t.as_i64()?),
+            None => None,
+        };
+        let (arm, type_number) = numbers()?;
+        let rest = obj
+            .iter()
+            .filter(|(k, _)| k.as_str() != "type" && k.as_str() != "timestamp");
+        let start = out.len();
+        if prefixed {
+            out.extend_from_slice(&[0; 4]);
+        }
+        let written = len_delimited(out, arm as i32, |out| {
+            len_delimited(out, 1, |out| {
+                if type_number != 0 {
+                    out.push(0x08);
+                    put_varint(type_number, out);
+                }
+                if let Some(t) = timestamp {
+                    out.push(0x10);
+                    put_varint(t as u64, out);
+                }
+                Ok(())
+            })?;
+            put_key(2, 2, out);
+            put_varint((prefix.len() + 1 + ty.len()) as u64, out);
+            out.extend_from_slice(prefix.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(ty.as_bytes());
+            // The value: a Struct of the other fields, at the depths the
+            // general codec writes it.
+            len_delimited(out, 3, |out| {
+                len_delimited(out, 5, |out| encode_entries(rest, 3, out))
+            })
+        });
+        let total = out.len() - start - if prefixed { 4 } else { 0 };
+        match (written, u32::try_from(total)) {
+            (Ok(()), Ok(total)) => {
+                if prefixed {
+                    out.splice(start..start + 4, total.to_be_bytes());
+                }
+                Some(())
+            }
+            _ => {
+                out.truncate(start);
+                None
+            }
+        }
+    }
+
+    /// Reads a `CUSTOM` message named `<prefix>:<TYPE>` whose value is an
+    /// object, in the plain form, as the dialect's event
+    /// ([`crate::decode_event_as`] gives the same); `None` leaves it to the
+    /// general decoder.
+    pub fn read(message: &[u8], prefix: &str) -> Option<Value> {
+        let (arm_number, type_number) = numbers()?;
+        let mut buf = message;
+        let (arm, wire) = field(&mut buf)?;
+        if arm != arm_number || wire != 2 {
+            return None;
+        }
+        let mut body = bytes(&mut buf)?;
+        if !buf.is_empty() {
+            return None;
+        }
+        // Never more than the general decoder would allow (see state_delta).
+        let mut budget = (1024 + message.len()).checked_sub(64)?;
+        let (mut base, mut name, mut value) = (None, None, None);
+        while !body.is_empty() {
+            let (number, wire) = field(&mut body)?;
+            if wire != 2 {
+                return None;
+            }
+            let payload = bytes(&mut body)?;
+            match number {
+                1 if base.is_none() => base = Some(super::read_base(payload)?),
+                2 if name.is_none() => name = Some(std::str::from_utf8(payload).ok()?),
+                3 if value.is_none() => value = Some(decode_value(payload, 2, &mut budget).ok()??),
+                _ => return None,
+            }
+        }
+        let (declared, timestamp) = base?;
+        if declared != type_number
+            || timestamp.is_some_and(|t| !(-MAX_SAFE..=MAX_SAFE).contains(&t))
+        {
+            return None;
+        }
+        let kind = name?
+            .strip_prefix(prefix)?
+            .strip_prefix(':')
+            .filter(|k| !k.is_empty())?;
+        let Value::Object(fields) = value? else {
+            return None;
+        };
+        let mut out = Map::new();
+        out.insert("type".into(), kind.into());
+        for (k, v) in fields {
+            if k != "type" {
+                out.insert(k, v);
+            }
+        }
+        if let Some(t) = timestamp {
+            out.insert("timestamp".into(), t.into());
+        }
+        Some(Value::Object(out))
     }
 }

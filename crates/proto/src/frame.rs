@@ -31,6 +31,7 @@ pub fn write_object(
 ) -> Result<(), crate::Error> {
     if crate::flat::encode(&event, true, out).is_some()
         || crate::flat::state_delta::encode(&event, true, out).is_some()
+        || prefix.is_some_and(|p| crate::flat::custom::encode(&event, p, true, out).is_some())
     {
         return Ok(());
     }

@@ -14,7 +14,7 @@ pub mod flat;
 mod frame;
 mod wire;
 
-pub use custom::{decode_event_as, encode_event_as, restore};
+pub use custom::{decode_event_as, encode_event_as, encode_event_as_general, restore};
 pub use event::{
     decode_event, decode_event_general, encode_event, encode_event_general, encode_event_json,
 };

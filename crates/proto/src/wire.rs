@@ -150,29 +150,60 @@ fn put_len(out: &mut Vec<u8>, number: i32, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// The array index a key is to JavaScript, if it is one.
+fn array_index(key: &str) -> Option<u32> {
+    if key == "0" {
+        return Some(0);
+    }
+    if key.starts_with('0') || key.is_empty() || !key.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    key.parse::<u32>().ok().filter(|n| *n != u32::MAX)
+}
+
 /// The order JavaScript gives an object's keys: array-index keys first,
 /// ascending, then the rest as inserted. The reference writes Struct entries
 /// (and so every free-form JSON object) in that order.
-pub(crate) fn js_key_order(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
-    fn index(key: &str) -> Option<u32> {
-        if key == "0" {
-            return Some(0);
-        }
-        if key.starts_with('0') || key.is_empty() || !key.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        key.parse::<u32>().ok().filter(|n| *n != u32::MAX)
-    }
+pub(crate) fn js_order<'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+) -> Vec<(&'a String, &'a Value)> {
     let mut indexed: Vec<(u32, (&String, &Value))> = Vec::new();
     let mut rest = Vec::new();
-    for (k, v) in map {
-        match index(k) {
+    for (k, v) in entries {
+        match array_index(k) {
             Some(n) => indexed.push((n, (k, v))),
             None => rest.push((k, v)),
         }
     }
     indexed.sort_by_key(|(n, _)| *n);
     indexed.into_iter().map(|(_, kv)| kv).chain(rest).collect()
+}
+
+/// Writes a length-delimited field: its key, then what `body` writes, its
+/// length put in front afterwards. One byte is set aside for the length (most
+/// bodies here are shorter than 128 bytes); a longer body is moved up to make
+/// room. So nested values are written in one pass into one buffer, with no
+/// buffer per level and no length computed twice.
+pub(crate) fn len_delimited(
+    out: &mut Vec<u8>,
+    number: i32,
+    body: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    put_tag(out, number, 2);
+    let at = out.len();
+    out.push(0);
+    body(out)?;
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        if let Some(b) = out.get_mut(at) {
+            *b = len as u8;
+        }
+    } else {
+        let mut varint = Vec::with_capacity(10);
+        encode_varint(len as u64, &mut varint);
+        out.splice(at..at + 1, varint);
+    }
+    Ok(())
 }
 
 /// Writes a JSON value as `google.protobuf.Value` (its body, no tag).
@@ -195,18 +226,15 @@ pub(crate) fn encode_value(v: &Value, depth: usize, out: &mut Vec<u8>) -> Result
             encode_varint(u64::from(*b), out);
         }
         Value::Object(map) => {
-            let mut body = Vec::new();
-            encode_struct(map, depth + 1, &mut body)?;
-            put_len(out, 5, &body);
+            len_delimited(out, 5, |out| encode_struct(map, depth + 1, out))?;
         }
         Value::Array(items) => {
-            let mut body = Vec::new();
-            for item in items {
-                let mut one = Vec::new();
-                encode_value(item, depth + 1, &mut one)?;
-                put_len(&mut body, 1, &one);
-            }
-            put_len(out, 6, &body);
+            len_delimited(out, 6, |out| {
+                for item in items {
+                    len_delimited(out, 1, |out| encode_value(item, depth + 1, out))?;
+                }
+                Ok(())
+            })?;
         }
     }
     Ok(())
@@ -218,16 +246,34 @@ pub(crate) fn encode_struct(
     depth: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    for (k, v) in js_key_order(map) {
-        let mut entry = Vec::new();
-        // ts-proto leaves a key equal to its default out of the entry.
-        if !k.is_empty() {
-            put_len(&mut entry, 1, k.as_bytes());
+    encode_entries(map.iter(), depth, out)
+}
+
+/// [`encode_struct`] of some entries of an object.
+pub(crate) fn encode_entries<'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)> + Clone,
+    depth: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let entry = |out: &mut Vec<u8>, k: &String, v: &Value| {
+        len_delimited(out, 1, |out| {
+            // ts-proto leaves a key equal to its default out of the entry.
+            if !k.is_empty() {
+                put_len(out, 1, k.as_bytes());
+            }
+            len_delimited(out, 2, |out| encode_value(v, depth + 1, out))
+        })
+    };
+    // JavaScript's order differs from insertion order only when a key is an
+    // array index: the common case needs no sorted copy.
+    if entries.clone().any(|(k, _)| array_index(k).is_some()) {
+        for (k, v) in js_order(entries) {
+            entry(out, k, v)?;
         }
-        let mut value = Vec::new();
-        encode_value(v, depth + 1, &mut value)?;
-        put_len(&mut entry, 2, &value);
-        put_len(out, 1, &entry);
+    } else {
+        for (k, v) in entries {
+            entry(out, k, v)?;
+        }
     }
     Ok(())
 }

@@ -125,7 +125,15 @@ fn json_value() -> impl Strategy<Value = Value> {
 /// a key the operation lacks, a subagent tag).
 fn state_delta() -> impl Strategy<Value = Value> {
     let op = (
-        prop_oneof![Just("add"), Just("remove"), Just("replace"), Just("move"), Just("copy"), Just("test"), Just("frob")],
+        prop_oneof![
+            Just("add"),
+            Just("remove"),
+            Just("replace"),
+            Just("move"),
+            Just("copy"),
+            Just("test"),
+            Just("frob")
+        ],
         prop::option::of(text()),
         prop::option::of(text()),
         prop::option::of(json_value()),
@@ -167,8 +175,69 @@ fn state_delta() -> impl Strategy<Value = Value> {
         })
 }
 
+/// A dialect's own event (HAI's), carried as a `hai:` CUSTOM event.
+fn own_event() -> impl Strategy<Value = Value> {
+    (
+        prop_oneof![
+            Just("BUSINESS_DATA_CONTENT"),
+            Just("AGENT_COLLABORATIVE_MESSAGE_START"),
+            Just("X")
+        ],
+        proptest::collection::vec(
+            (
+                prop_oneof![
+                    "[a-z]{1,8}",
+                    Just("0".to_string()),
+                    Just("12".to_string()),
+                    Just(String::new())
+                ],
+                json_value(),
+            ),
+            0..5,
+        ),
+        prop_oneof![
+            Just(None),
+            (0i64..1 << 53).prop_map(|t| Some(Value::from(t))),
+            Just(Some(json!(1.5)))
+        ],
+    )
+        .prop_map(|(ty, fields, ts)| {
+            let mut o = Map::new();
+            o.insert("type".into(), ty.into());
+            for (k, v) in fields {
+                o.insert(k, v);
+            }
+            if let Some(t) = ts {
+                o.insert("timestamp".into(), t);
+            }
+            Value::Object(o)
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn own_events_as_the_general_codec_does(ev in own_event()) {
+        let general = babelgate_proto::encode_event_as_general(&ev, Some("hai"));
+        prop_assert_eq!(babelgate_proto::encode_event_as(&ev, Some("hai")), general.clone());
+        let Ok(bytes) = general else { return Ok(()) };
+        let back = babelgate_proto::restore(decode_event_general(&bytes).unwrap(), "hai");
+        if let Some(fast) = flat::custom::read(&bytes, "hai") {
+            prop_assert_eq!(serde_json::to_string(&fast).unwrap(), serde_json::to_string(&back).unwrap());
+        }
+        prop_assert_eq!(babelgate_proto::decode_event_as(&bytes, Some("hai")).unwrap(), back);
+    }
+
+    #[test]
+    fn damaged_own_events(ev in own_event(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
+        let Ok(mut bytes) = babelgate_proto::encode_event_as_general(&ev, Some("hai")) else { return Ok(()) };
+        let i = at.index(bytes.len());
+        bytes[i] = b;
+        if let Some(fast) = flat::custom::read(&bytes, "hai") {
+            prop_assert_eq!(Ok(fast), decode_event_general(&bytes).map(|v| babelgate_proto::restore(v, "hai")));
+        }
+    }
 
     #[test]
     fn state_delta_as_the_general_codec_does(ev in state_delta()) {
@@ -257,8 +326,22 @@ fn most_of_a_stream_takes_the_fast_path() {
         let f = flat::read(&bytes).unwrap_or_else(|| panic!("{ev}"));
         assert_eq!(f.to_json(), decode_event_general(&bytes).unwrap());
     }
-    let delta = json!({"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/turn", "value": 2}]});
+    let delta =
+        json!({"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/turn", "value": 2}]});
     let bytes = encode_event(&delta).unwrap();
     let (ops, ts) = flat::state_delta::read(&bytes).expect("read in place");
-    assert_eq!(flat::state_delta::to_json(ops, ts), decode_event_general(&bytes).unwrap());
+    assert_eq!(
+        flat::state_delta::to_json(ops, ts),
+        decode_event_general(&bytes).unwrap()
+    );
+    let own = json!({"type": "BUSINESS_DATA_CONTENT", "messageId": "m", "delta": {"output": {"type": "text", "content": "hi"}}, "timestamp": 5});
+    let bytes = babelgate_proto::encode_event_as(&own, Some("hai")).unwrap();
+    assert_eq!(
+        bytes,
+        babelgate_proto::encode_event_as_general(&own, Some("hai")).unwrap()
+    );
+    assert_eq!(
+        flat::custom::read(&bytes, "hai").expect("read in place"),
+        own
+    );
 }
