@@ -197,21 +197,6 @@ pub fn events(dialect: Dialect, input: &[u8]) -> Vec<Event> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_mixed_stream_has_the_asked_size_and_translates_everywhere() {
-        let s = mixed_agui(1000);
-        assert_eq!(frames(&s).len(), 1000);
-        for to in Dialect::ALL {
-            let out = mixed_stream(to, 1000);
-            assert!(!events(to, &out).is_empty(), "{to}");
-        }
-    }
-}
-
 /// A stream of `dialect` (AG-UI or HAI: the dialects with a binary form) in
 /// both transports, with the same events: the SSE of the events the binary
 /// form can carry, and their length-prefixed protobuf messages (the
@@ -241,4 +226,19 @@ pub fn binary_encoder(dialect: Dialect) -> Box<dyn Encoder> {
         ..EncodeContext::deterministic()
     };
     babelgate_registry::encoder(dialect, ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mixed_stream_has_the_asked_size_and_translates_everywhere() {
+        let s = mixed_agui(1000);
+        assert_eq!(frames(&s).len(), 1000);
+        for to in Dialect::ALL {
+            let out = mixed_stream(to, 1000);
+            assert!(!events(to, &out).is_empty(), "{to}");
+        }
+    }
 }

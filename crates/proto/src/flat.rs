@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 
 use foldhash::HashMap;
 
-use prost::encoding::{decode_varint, encode_varint, encoded_len_varint};
+use prost::encoding::{decode_varint, encoded_len_varint};
+
+use crate::wire::encode_varint;
 use prost_types::field_descriptor_proto::{Label, Type};
 use serde_json::{Map, Value};
 
@@ -379,7 +381,9 @@ fn read_base(mut buf: &[u8]) -> Option<(u64, Option<i64>)> {
 /// value through the codec's `google.protobuf.Value` routines. The general
 /// codec gives the same bytes and the same JSON (`tests/flat.rs`).
 pub mod state_delta {
-    use prost::encoding::{decode_varint, encode_varint, encoded_len_varint};
+    use prost::encoding::{decode_varint, encoded_len_varint};
+
+    use crate::wire::encode_varint;
     use serde_json::{Map, Value};
 
     use super::{bytes, field, key_len, put_key, MAX_SAFE};
@@ -701,16 +705,14 @@ pub mod custom {
             .strip_prefix(prefix)?
             .strip_prefix(':')
             .filter(|k| !k.is_empty())?;
-        let Value::Object(fields) = value? else {
+        let Value::Object(mut out) = value? else {
             return None;
         };
-        let mut out = Map::new();
-        out.insert("type".into(), kind.into());
-        for (k, v) in fields {
-            if k != "type" {
-                out.insert(k, v);
-            }
-        }
+        // The value's map becomes the event (no copy): `type` first, the
+        // value's own `type` dropped, the timestamp last (or in the place
+        // of the value's own), as `restore` builds it.
+        out.shift_remove("type");
+        out.shift_insert(0, "type".into(), kind.into());
         if let Some(t) = timestamp {
             out.insert("timestamp".into(), t.into());
         }

@@ -29,10 +29,18 @@ pub fn write_object(
     event: Map<String, Value>,
     prefix: Option<&str>,
 ) -> Result<(), crate::Error> {
-    if crate::flat::encode(&event, true, out).is_some()
-        || crate::flat::state_delta::encode(&event, true, out).is_some()
-        || prefix.is_some_and(|p| crate::flat::custom::encode(&event, p, true, out).is_some())
-    {
+    // One fast path per event type, chosen once.
+    let fast = match event.iter().find(|(k, _)| k.as_str() == "type") {
+        Some((_, Value::String(t))) if t == "STATE_DELTA" => {
+            crate::flat::state_delta::encode(&event, true, out)
+        }
+        Some((_, Value::String(t))) if crate::flat::is_flat(t) => {
+            crate::flat::encode(&event, true, out)
+        }
+        Some(_) => prefix.and_then(|p| crate::flat::custom::encode(&event, p, true, out)),
+        None => None,
+    };
+    if fast.is_some() {
         return Ok(());
     }
     let message = crate::encode_event_as(&Value::Object(event), prefix)?;

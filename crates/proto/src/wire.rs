@@ -20,7 +20,7 @@
 use foldhash::HashMap;
 use std::sync::OnceLock;
 
-use prost::encoding::{decode_varint, encode_varint};
+use prost::encoding::decode_varint;
 use prost::Message as _;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorSet};
@@ -139,6 +139,17 @@ pub(crate) fn camel(name: &str) -> String {
 const VALUE: &str = ".google.protobuf.Value";
 const STRUCT: &str = ".google.protobuf.Struct";
 const LIST: &str = ".google.protobuf.ListValue";
+
+/// A varint, written straight into the buffer (prost's generic writer goes
+/// through `BufMut` a byte at a time).
+#[inline]
+pub(crate) fn encode_varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
 
 fn put_tag(out: &mut Vec<u8>, number: i32, wire: u8) {
     encode_varint(((number as u64) << 3) | u64::from(wire), out);
@@ -393,6 +404,13 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, Error> {
+        // Most varints here (keys, short lengths) are one byte.
+        if let Some((&b, rest)) = self.buf.split_first() {
+            if b < 0x80 {
+                self.buf = rest;
+                return Ok(u64::from(b));
+            }
+        }
         decode_varint(&mut self.buf).map_err(|_| Error::Malformed("bad varint"))
     }
 
@@ -450,8 +468,16 @@ fn spend(budget: &mut usize, n: usize) -> Result<(), Error> {
 const MAX_SAFE: i64 = (1 << 53) - 1;
 
 fn decoded_string(b: &[u8]) -> Value {
-    // The reference reads strings with a non-fatal TextDecoder.
-    Value::String(String::from_utf8_lossy(b).into_owned())
+    Value::String(lossy(b))
+}
+
+/// The reference reads strings with a non-fatal TextDecoder: invalid UTF-8
+/// becomes U+FFFD. Valid text (nearly all) takes the fast check.
+fn lossy(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
+    }
 }
 
 /// Reads a `google.protobuf.Value` body; `None` when no kind is set (the
@@ -543,7 +569,7 @@ pub(crate) fn decode_struct_into(
         let mut value = None;
         while !e.buf.is_empty() {
             match e.field()? {
-                (1, Raw::Bytes(b)) => key = String::from_utf8_lossy(b).into_owned(),
+                (1, Raw::Bytes(b)) => key = lossy(b),
                 (2, Raw::Bytes(b)) => value = decode_value(b, depth + 1, budget)?,
                 _ => {}
             }
