@@ -396,6 +396,63 @@ async fn last_event_id_resumes_in_binary_after_that_event() {
     drop(first);
 }
 
+/// A run logged in one transport, resumed in the other: the log holds what
+/// the live client got (binary messages for a binary client), and the
+/// follower converts it, HAI's own events included (a `hai:` CUSTOM in the
+/// log is the HAI event again over SSE).
+#[tokio::test]
+async fn resume_across_transports() {
+    for client in [Dialect::AgUi, Dialect::Hai] {
+        let prefix = registry::policy(client).binary_custom_prefix;
+        for (live, resumed) in [(PROTO, "text/event-stream"), ("text/event-stream", PROTO)] {
+            let agent = demo_agent(Dialect::AgUi, Duration::from_millis(10)).await;
+            let gw = gateway(&route(client, agent, Dialect::AgUi, "")).await;
+            let mut first = post(gw, client, live, "a long answer please").await;
+            assert_eq!(content_type(&first), live);
+            let mut got = Vec::new();
+            while got.len() < 200 {
+                got.extend_from_slice(&first.chunk().await.unwrap().unwrap());
+            }
+            let r = reqwest::Client::new()
+                .get(format!("http://{gw}/chat/t-1/stream"))
+                .header("accept", resumed)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            assert_eq!(content_type(&r), resumed, "{client} {live} -> {resumed}");
+            let bytes = r.bytes().await.unwrap();
+            let events = if resumed == PROTO {
+                proto_events(&bytes, prefix)
+            } else {
+                sse_events(&bytes)
+            };
+            let kinds = types(&events);
+            let what = format!("{client} {live} -> {resumed}: {kinds:?}");
+            assert_eq!(
+                kinds.first().map(String::as_str),
+                Some("RUN_STARTED"),
+                "{what}"
+            );
+            // HAI names it in the singular.
+            let snapshot = match client {
+                Dialect::Hai => "MESSAGE_SNAPSHOT",
+                _ => "MESSAGES_SNAPSHOT",
+            };
+            assert!(kinds.iter().any(|k| k == snapshot), "{what}");
+            assert_eq!(
+                kinds.last().map(String::as_str),
+                Some("RUN_FINISHED"),
+                "{what}"
+            );
+            assert!(!kinds.iter().any(|k| k == "CUSTOM"), "{what}");
+            // The tail after the snapshot carries text in the dialect's form.
+            assert!(!text(client, &events).is_empty(), "{what}");
+            drop(first);
+        }
+    }
+}
+
 #[test]
 fn upstream_transport_is_checked() {
     let base = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\n";

@@ -387,7 +387,7 @@ pub mod state_delta {
     use serde_json::{Map, Value};
 
     use super::{bytes, field, key_len, put_key, MAX_SAFE};
-    use crate::wire::{decode_value, encode_value, len_delimited, schema};
+    use crate::wire::{encode_value, len_delimited, schema};
 
     const TYPE: &str = "STATE_DELTA";
 
@@ -553,7 +553,7 @@ pub mod state_delta {
                     from = Some(std::str::from_utf8(bytes(&mut buf)?).ok()?)
                 }
                 (4, 2) if value.is_none() => {
-                    value = Some(decode_value(bytes(&mut buf)?, 3, budget).ok()??);
+                    value = Some(super::value::read(bytes(&mut buf)?, 3, budget)??);
                 }
                 _ => return None,
             }
@@ -592,7 +592,7 @@ pub mod custom {
     use serde_json::{Map, Value};
 
     use super::{bytes, field, put_key, put_varint, MAX_SAFE};
-    use crate::wire::{decode_value, encode_entries, len_delimited, schema};
+    use crate::wire::{encode_entries, len_delimited, schema};
 
     const TYPE: &str = "CUSTOM";
 
@@ -691,7 +691,7 @@ pub mod custom {
             match number {
                 1 if base.is_none() => base = Some(super::read_base(payload)?),
                 2 if name.is_none() => name = Some(std::str::from_utf8(payload).ok()?),
-                3 if value.is_none() => value = Some(decode_value(payload, 2, &mut budget).ok()??),
+                3 if value.is_none() => value = Some(super::value::read(payload, 2, &mut budget)??),
                 _ => return None,
             }
         }
@@ -717,5 +717,126 @@ pub mod custom {
             out.insert("timestamp".into(), t.into());
         }
         Some(Value::Object(out))
+    }
+}
+
+/// `google.protobuf.Value` read in the one plain form the reference writes
+/// (each Value one field, each Struct entry its key then its value, one-byte
+/// tags), with the general decoder's results, limits and budget; anything
+/// else is `None`, and the caller leaves the message to the general decoder.
+/// A dialect's own events are Struct values, and this is most of reading them.
+mod value {
+    use serde_json::{Map, Number, Value};
+
+    use super::bytes;
+    use crate::wire::MAX_DEPTH;
+
+    fn spend(budget: &mut usize, n: usize) -> Option<()> {
+        *budget = budget.checked_sub(n)?;
+        Some(())
+    }
+
+    fn text(b: &[u8]) -> String {
+        // Invalid UTF-8 is the general decoder's (lossy) business.
+        match std::str::from_utf8(b) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(b).into_owned(),
+        }
+    }
+
+    /// A Value body: `Ok(None)` when it has no kind (an empty body).
+    pub(super) fn read(buf: &[u8], depth: usize, budget: &mut usize) -> Option<Option<Value>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        spend(budget, 1)?;
+        let Some((&tag, mut rest)) = buf.split_first() else {
+            return Some(None);
+        };
+        let v = match tag {
+            // null_value and bool_value: a one-byte varint.
+            0x08 | 0x20 => {
+                let (&b, tail) = rest.split_first()?;
+                if b >= 0x80 {
+                    return None;
+                }
+                rest = tail;
+                if tag == 0x08 {
+                    Value::Null
+                } else {
+                    Value::Bool(b != 0)
+                }
+            }
+            0x11 => {
+                let (raw, tail) = rest.split_first_chunk::<8>()?;
+                rest = tail;
+                let x = f64::from_le_bytes(*raw);
+                // As the general decoder: integers as integers, NaN and
+                // infinities as null.
+                Number::from_f64(x).map_or(Value::Null, |n| {
+                    if x.fract() == 0.0 && x.abs() < 9.007_199_254_740_992e15 {
+                        Value::Number((x as i64).into())
+                    } else {
+                        Value::Number(n)
+                    }
+                })
+            }
+            0x1a => Value::String(text(bytes(&mut rest)?)),
+            0x2a => Value::Object(read_struct(bytes(&mut rest)?, depth + 1, budget)?),
+            0x32 => {
+                let mut list = bytes(&mut rest)?;
+                let mut items = Vec::new();
+                while let Some((&0x0a, tail)) = list.split_first() {
+                    list = tail;
+                    // At the depth the general decoder reads them (the
+                    // list's own level counts).
+                    items.push(read(bytes(&mut list)?, depth + 2, budget)?.unwrap_or(Value::Null));
+                }
+                if !list.is_empty() {
+                    return None;
+                }
+                Value::Array(items)
+            }
+            _ => return None,
+        };
+        // One field only: a second one (a merge, an unknown field) is left
+        // to the general decoder.
+        rest.is_empty().then_some(Some(v))
+    }
+
+    /// A Struct body.
+    pub(super) fn read_struct(
+        mut buf: &[u8],
+        depth: usize,
+        budget: &mut usize,
+    ) -> Option<Map<String, Value>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut map = Map::new();
+        while let Some((&0x0a, tail)) = buf.split_first() {
+            buf = tail;
+            let mut entry = bytes(&mut buf)?;
+            let key = match entry.split_first() {
+                Some((&0x0a, tail)) => {
+                    entry = tail;
+                    text(bytes(&mut entry)?)
+                }
+                _ => String::new(),
+            };
+            let (&0x12, tail) = entry.split_first()? else {
+                return None;
+            };
+            entry = tail;
+            let value = read(bytes(&mut entry)?, depth + 1, budget)?;
+            if !entry.is_empty() {
+                return None;
+            }
+            if let Some(v) = value {
+                spend(budget, 1)?;
+                map.insert(key, v);
+            }
+        }
+        buf.is_empty().then_some(map)
     }
 }

@@ -345,3 +345,38 @@ fn most_of_a_stream_takes_the_fast_path() {
         own
     );
 }
+
+/// Nesting near the codec's depth limit: the fast readers stop where the
+/// general decoder does (same result, or left to it).
+#[test]
+fn depth_limits_agree() {
+    for n in 50..70 {
+        for array in [false, true] {
+            let mut v = json!("leaf");
+            for _ in 0..n {
+                v = if array { json!([v]) } else { json!({ "k": v }) };
+            }
+            let own = json!({"type": "BUSINESS_DATA_CONTENT", "delta": v.clone()});
+            let delta =
+                json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/a", "value": v}]});
+            for (ev, prefix) in [(own, Some("hai")), (delta, None)] {
+                let general = babelgate_proto::encode_event_as_general(&ev, prefix);
+                assert_eq!(
+                    babelgate_proto::encode_event_as(&ev, prefix),
+                    general,
+                    "{n} {array}"
+                );
+                let Ok(bytes) = general else { continue };
+                let want = decode_event_general(&bytes).map(|v| match prefix {
+                    Some(p) => babelgate_proto::restore(v, p),
+                    None => v,
+                });
+                assert_eq!(
+                    babelgate_proto::decode_event_as(&bytes, prefix),
+                    want,
+                    "{n} {array}"
+                );
+            }
+        }
+    }
+}

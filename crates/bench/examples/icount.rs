@@ -1,0 +1,73 @@
+use babelgate_core::Dialect;
+
+#[inline(never)]
+fn read_sse(d: Dialect, sse: &[u8]) {
+    let mut framer = babelgate_core::SseFramer::default();
+    let mut dec = babelgate_bench::decoder(d);
+    let (mut fr, mut out) = (Vec::new(), Vec::with_capacity(16));
+    for chunk in sse.chunks(64 * 1024) {
+        framer.push(chunk, &mut fr).unwrap();
+        for f in fr.drain(..) {
+            dec.decode(&f, &mut out).unwrap();
+            std::hint::black_box(&out);
+            out.clear();
+            framer.recycle(f);
+        }
+    }
+}
+
+#[inline(never)]
+fn read_proto(d: Dialect, bin: &[u8]) {
+    let mut framer = babelgate_core::LengthFramer::default();
+    let mut dec = babelgate_bench::decoder(d);
+    let (mut ms, mut out) = (Vec::new(), Vec::with_capacity(16));
+    for chunk in bin.chunks(64 * 1024) {
+        framer.push(chunk, &mut ms).unwrap();
+        for m in ms.drain(..) {
+            dec.decode_binary(&m, &mut out).unwrap();
+            std::hint::black_box(&out);
+            out.clear();
+            framer.recycle(m);
+        }
+    }
+}
+
+#[inline(never)]
+fn write_sse(d: Dialect, core: &[babelgate_core::Event]) {
+    write(babelgate_bench::encoder(d), core)
+}
+#[inline(never)]
+fn write_proto(d: Dialect, core: &[babelgate_core::Event]) {
+    write(babelgate_bench::binary_encoder(d), core)
+}
+
+fn write(mut enc: Box<dyn babelgate_core::Encoder>, core: &[babelgate_core::Event]) {
+    let mut out = Vec::with_capacity(64 * 1024);
+    for ev in core {
+        enc.encode(ev, &mut out);
+        if out.len() >= 60 * 1024 {
+            std::hint::black_box(&out);
+            out.clear();
+        }
+    }
+    enc.finish(&mut out);
+    std::hint::black_box(&out);
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let d = if a[1] == "hai" {
+        Dialect::Hai
+    } else {
+        Dialect::AgUi
+    };
+    let (sse, bin) = babelgate_bench::both_transports(d, 20000);
+    let core = babelgate_bench::events(d, &sse);
+    match a[2].as_str() {
+        "read_sse" => read_sse(d, &sse),
+        "read_proto" => read_proto(d, &bin),
+        "write_sse" => write_sse(d, &core),
+        _ => write_proto(d, &core),
+    }
+    eprintln!("events {}", core.len());
+}
