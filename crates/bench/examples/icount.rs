@@ -1,3 +1,15 @@
+//! Instructions per event of the two transports, SSE JSON and AG-UI
+//! protobuf, both directions, counted by callgrind (steady where wall time on
+//! a shared 2-core machine is not). One stream of 20,000 events of the mixed
+//! benchmark stream, in both transports (`both_transports`):
+//!
+//!     cargo build --release -p babelgate-bench --example icount
+//!     valgrind --tool=callgrind --toggle-collect='*icount::read_proto*' \
+//!         target/release/examples/icount ag-ui read_proto
+//!
+//! `<dialect>` is `ag-ui` or `hai`; the mode `read_sse`, `read_proto`,
+//! `write_sse` or `write_proto`. Divide the count by 20,000 (docs/benchmarks.md).
+
 use babelgate_core::Dialect;
 
 #[inline(never)]
@@ -63,11 +75,15 @@ fn main() {
     };
     let (sse, bin) = babelgate_bench::both_transports(d, 20000);
     let core = babelgate_bench::events(d, &sse);
-    match a[2].as_str() {
-        "read_sse" => read_sse(d, &sse),
-        "read_proto" => read_proto(d, &bin),
-        "write_sse" => write_sse(d, &core),
-        _ => write_proto(d, &core),
+    // A repeat count (third argument) for sampling profilers.
+    let times: usize = a.get(3).and_then(|n| n.parse().ok()).unwrap_or(1);
+    for _ in 0..times {
+        match a[2].as_str() {
+            "read_sse" => read_sse(d, &sse),
+            "read_proto" => read_proto(d, &bin),
+            "write_sse" => write_sse(d, &core),
+            _ => write_proto(d, &core),
+        }
     }
     eprintln!("events {}", core.len());
 }

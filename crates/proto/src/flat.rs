@@ -652,8 +652,8 @@ pub mod custom {
         let total = out.len() - start - if prefixed { 4 } else { 0 };
         match (written, u32::try_from(total)) {
             (Ok(()), Ok(total)) => {
-                if prefixed {
-                    out.splice(start..start + 4, total.to_be_bytes());
+                if let (true, Some(slot)) = (prefixed, out.get_mut(start..start + 4)) {
+                    slot.copy_from_slice(&total.to_be_bytes());
                 }
                 Some(())
             }
