@@ -291,7 +291,10 @@ fn check_output(to: Dialect, out: &[u8]) {
         // the body off instead); any other run ends with [DONE].
         Dialect::AgKit => {
             let failed = last.is_some_and(|e| matches!(e.kind, EventKind::RunError { .. }));
-            assert_eq!(done, !failed, "AG-Kit: [DONE] after a failed run, or missing\n{text}")
+            assert_eq!(
+                done, !failed,
+                "AG-Kit: [DONE] after a failed run, or missing\n{text}"
+            )
         }
     }
 }

@@ -5,10 +5,18 @@
 //! then a stream. Checks: the framer gives the same messages (or the same
 //! error) whole, cut in two, in small pieces and byte by byte; no message is
 //! over the limit; a failed framer stays failed; every message decodes or
-//! fails without panicking, the same way each time; what decodes encodes
-//! again, and its encoding is a fixed point; the writer's frames read back.
+//! fails without panicking, the same way each time, and the same with the
+//! fast paths for common events as without them (also as HAI's own events,
+//! and through the AG-UI decoder); what decodes encodes again, with and
+//! without the fast paths alike, and its encoding is a fixed point; the
+//! writer's frames read back.
 
-use babelgate_proto::{decode_event, encode_event, write_frame, FramingError, ProtoFramer};
+use babelgate_ag_ui::AgUiDecoder;
+use babelgate_core::Decoder;
+use babelgate_proto::{
+    decode_event, decode_event_as, decode_event_general, encode_event, encode_event_as,
+    encode_event_as_general, encode_event_general, restore, write_frame, FramingError, ProtoFramer,
+};
 
 fn frame_pieces<'a>(
     limit: usize,
@@ -62,12 +70,33 @@ pub fn check_proto(data: &[u8]) {
         write_frame(&mut written, m).expect("a framed message frames again");
         let decoded = decode_event(m);
         assert_eq!(decode_event(m), decoded, "decoding is deterministic");
+        let general = decode_event_general(m);
+        assert_eq!(
+            decoded, general,
+            "the fast paths read as the general decoder"
+        );
+        assert_eq!(
+            decode_event_as(m, Some("hai")),
+            general.clone().map(|v| restore(v, "hai")),
+            "a dialect's own events read as the general decoder"
+        );
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        assert_eq!(
+            AgUiDecoder::new().decode_binary(m, &mut fast),
+            AgUiDecoder::new().decode_binary_without_fast_paths(m, &mut slow)
+        );
+        assert_eq!(fast, slow, "the AG-UI decoder's fast path");
         if let Ok(event) = decoded {
             assert!(event.get("type").is_some_and(|t| t.is_string()), "{event}");
             // What decodes encodes again (or is refused cleanly); our own bytes
             // decode, and encoding that gives the same bytes. (Not the same
             // event: like the reference, the mapping drops what the JSON form
             // cannot hold, such as pending calls beside an interrupt outcome.)
+            assert_eq!(encode_event(&event), encode_event_general(&event));
+            assert_eq!(
+                encode_event_as(&event, Some("hai")),
+                encode_event_as_general(&event, Some("hai"))
+            );
             if let Ok(bytes) = encode_event(&event) {
                 let again = decode_event(&bytes).expect("our own encoding decodes");
                 assert_eq!(
