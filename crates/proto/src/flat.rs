@@ -681,7 +681,12 @@ pub mod custom {
         }
         // Never more than the general decoder would allow (see state_delta).
         let mut budget = (1024 + message.len()).checked_sub(64)?;
-        let (mut base, mut name, mut value) = (None, None, None);
+        // The event is built as it is read: `type` first (from the name,
+        // which the reference writes before the value), then the value's
+        // fields but its own `type`, then the timestamp (in the place of the
+        // value's own, if it had one), as `restore` builds it.
+        let (mut base, mut out) = (None, None::<Map<String, Value>>);
+        let mut seen_value = false;
         while !body.is_empty() {
             let (number, wire) = field(&mut body)?;
             if wire != 2 {
@@ -690,29 +695,47 @@ pub mod custom {
             let payload = bytes(&mut body)?;
             match number {
                 1 if base.is_none() => base = Some(super::read_base(payload)?),
-                2 if name.is_none() => name = Some(std::str::from_utf8(payload).ok()?),
-                3 if value.is_none() => value = Some(super::value::read(payload, 2, &mut budget)??),
+                2 if out.is_none() && !seen_value => {
+                    let kind = std::str::from_utf8(payload)
+                        .ok()?
+                        .strip_prefix(prefix)?
+                        .strip_prefix(':')
+                        .filter(|k| !k.is_empty())?;
+                    let mut o = Map::new();
+                    o.insert("type".into(), kind.into());
+                    out = Some(o);
+                }
+                3 if !seen_value => {
+                    seen_value = true;
+                    // A Value holding a Struct: spent as the general decoder
+                    // spends on the Value, read at the Struct's depth.
+                    super::value::spend(&mut budget, 1)?;
+                    let (&0x2a, mut rest) = payload.split_first()? else {
+                        return None;
+                    };
+                    let fields = bytes(&mut rest)?;
+                    if !rest.is_empty() {
+                        return None;
+                    }
+                    super::value::read_struct_into(
+                        fields,
+                        3,
+                        &mut budget,
+                        out.as_mut()?,
+                        Some("type"),
+                    )?;
+                }
                 _ => return None,
             }
         }
         let (declared, timestamp) = base?;
         if declared != type_number
+            || !seen_value
             || timestamp.is_some_and(|t| !(-MAX_SAFE..=MAX_SAFE).contains(&t))
         {
             return None;
         }
-        let kind = name?
-            .strip_prefix(prefix)?
-            .strip_prefix(':')
-            .filter(|k| !k.is_empty())?;
-        let Value::Object(mut out) = value? else {
-            return None;
-        };
-        // The value's map becomes the event (no copy): `type` first, the
-        // value's own `type` dropped, the timestamp last (or in the place
-        // of the value's own), as `restore` builds it.
-        out.shift_remove("type");
-        out.shift_insert(0, "type".into(), kind.into());
+        let mut out = out?;
         if let Some(t) = timestamp {
             out.insert("timestamp".into(), t.into());
         }
@@ -731,7 +754,7 @@ mod value {
     use super::bytes;
     use crate::wire::MAX_DEPTH;
 
-    fn spend(budget: &mut usize, n: usize) -> Option<()> {
+    pub(super) fn spend(budget: &mut usize, n: usize) -> Option<()> {
         *budget = budget.checked_sub(n)?;
         Some(())
     }
@@ -806,14 +829,27 @@ mod value {
 
     /// A Struct body.
     pub(super) fn read_struct(
-        mut buf: &[u8],
+        buf: &[u8],
         depth: usize,
         budget: &mut usize,
     ) -> Option<Map<String, Value>> {
+        let mut map = Map::new();
+        read_struct_into(buf, depth, budget, &mut map, None)?;
+        Some(map)
+    }
+
+    /// A Struct body's entries into `map`, but those named `skip` (read and
+    /// counted all the same).
+    pub(super) fn read_struct_into(
+        mut buf: &[u8],
+        depth: usize,
+        budget: &mut usize,
+        map: &mut Map<String, Value>,
+        skip: Option<&str>,
+    ) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let mut map = Map::new();
         while let Some((&0x0a, tail)) = buf.split_first() {
             buf = tail;
             let mut entry = bytes(&mut buf)?;
@@ -834,9 +870,11 @@ mod value {
             }
             if let Some(v) = value {
                 spend(budget, 1)?;
-                map.insert(key, v);
+                if skip != Some(key.as_str()) {
+                    map.insert(key, v);
+                }
             }
         }
-        buf.is_empty().then_some(map)
+        buf.is_empty().then_some(())
     }
 }

@@ -229,6 +229,32 @@ proptest! {
         prop_assert_eq!(babelgate_proto::decode_event_as(&bytes, Some("hai")).unwrap(), back);
     }
 
+    /// CUSTOM events as any AG-UI producer may write them: a name that is
+    /// or is not the dialect's, a value that may hold `type` and
+    /// `timestamp` keys or be no object; read as the dialect's events (or
+    /// left as CUSTOM) the same way with the fast path as without.
+    #[test]
+    fn custom_events_read_as_the_general_decoder(
+        name in prop_oneof![Just("hai:BUSINESS_DATA_CONTENT"), Just("hai:"), Just("other:X"), Just("hai"), Just("")],
+        keys in proptest::collection::vec((prop_oneof![Just("type"), Just("timestamp"), Just("a"), Just("")], json_value()), 0..4),
+        object in any::<bool>(),
+        ts in prop::option::of(0i64..1 << 53),
+    ) {
+        let value = if object {
+            Value::Object(keys.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        } else {
+            json!("text")
+        };
+        let mut ev = json!({"type": "CUSTOM", "name": name, "value": value});
+        if let Some(t) = ts {
+            ev["timestamp"] = t.into();
+        }
+        let bytes = encode_event_general(&ev).unwrap();
+        let want = decode_event_general(&bytes).map(|v| babelgate_proto::restore(v, "hai"));
+        let got = babelgate_proto::decode_event_as(&bytes, Some("hai"));
+        prop_assert_eq!(got.as_ref().map(|v| v.to_string()), want.as_ref().map(|v| v.to_string()));
+    }
+
     #[test]
     fn damaged_own_events(ev in own_event(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
         let Ok(mut bytes) = babelgate_proto::encode_event_as_general(&ev, Some("hai")) else { return Ok(()) };
