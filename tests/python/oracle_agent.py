@@ -37,7 +37,8 @@ marker found wins, so "error_after" must be tested before "error"):
                    (tests/node/e2e/oracle-history.test.mjs sends a rich one)
     abort          one text delta, then waits; a client that goes away
                    cancels the run, which /history records as
-                   {"scenario": "abort", "cancelled": true}
+                   {"scenario": "abort", "cancelled": true} (whether the
+                   cancellation finds it sending the text or waiting)
     (anything else) like plain
 """
 
@@ -217,12 +218,24 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator
         for d in HISTORY_TEXT:
             yield d
     elif scenario == "abort":
-        for d in ABORT_TEXT:
-            yield d
+        # The client's leaving cancels the run's task wherever it is, which is
+        # not always the sleep: pydantic-ai hands events to the response through
+        # a zero-buffer stream, so while the text is still on its way out this
+        # generator waits at `yield`, and a cancellation then closes it there
+        # (GeneratorExit in a cancelling task) instead of raising CancelledError
+        # in the sleep. Both are the run being cancelled; a close by anything
+        # else (no cancellation) is not recorded as one.
         try:
+            for d in ABORT_TEXT:
+                yield d
             await asyncio.sleep(ABORT_WAIT_S)
         except asyncio.CancelledError:
             log_event({"scenario": "abort", "cancelled": True})
+            raise
+        except GeneratorExit:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                log_event({"scenario": "abort", "cancelled": True})
             raise
         yield " (nobody left)"
     elif scenario == "think":
