@@ -87,6 +87,9 @@ impl HaiEncoder {
         ev: Option<&Event>,
         content: bool,
     ) {
+        if self.ctx.binary && self.write_own(out, ty, &fields, ev, content) {
+            return;
+        }
         let mut m = wire::frame(ty);
         for (k, v) in fields {
             m.insert(k.into(), v);
@@ -104,6 +107,38 @@ impl HaiEncoder {
             m.entry("timestamp").or_insert(Value::from(t));
         }
         self.put(out, m);
+    }
+
+    /// In the binary transport, one of HAI's own events (most of a HAI
+    /// stream) written straight from its fields, without the frame's object:
+    /// when nothing would be added to them (no extras kept from a HAI source,
+    /// no field named as the frame's own keys). Whether it was written.
+    fn write_own(
+        &self,
+        out: &mut Sink,
+        ty: &str,
+        fields: &[(&str, Value)],
+        ev: Option<&Event>,
+        content: bool,
+    ) -> bool {
+        let extras = ev
+            .and_then(|e| e.extra_from(Dialect::Hai))
+            .is_some_and(|x| {
+                x.keys()
+                    .any(|k| !(wire::is_private(k) || (content && k == wire::X_DELTA)))
+            });
+        let Some(prefix) = crate::POLICY.binary_custom_prefix else {
+            return false;
+        };
+        if extras {
+            return false;
+        }
+        let ts = self.ts(ev);
+        let mut written = false;
+        out.event(|buf| {
+            written = babelgate_proto::write_own_event(buf, prefix, ty, fields, ts).is_some();
+        });
+        written
     }
 
     /// One frame: SSE JSON, or in the binary transport straight to protobuf

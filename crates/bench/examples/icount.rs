@@ -12,6 +12,11 @@
 
 use babelgate_core::Dialect;
 
+/// The allocator the `babelgate` binary ships with (as in core-bench).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[inline(never)]
 fn read_sse(d: Dialect, sse: &[u8]) {
     let mut framer = babelgate_core::SseFramer::default();

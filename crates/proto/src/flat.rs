@@ -376,6 +376,23 @@ fn read_base(mut buf: &[u8]) -> Option<(u64, Option<i64>)> {
     Some((ty.unwrap_or(0), timestamp))
 }
 
+/// The envelope's arm number and `EventType`'s number of `STATE_DELTA` and
+/// `CUSTOM`, looked up once (every such event needs them).
+fn numbers_of(event_type: &str) -> Option<(u32, u64)> {
+    static NUMBERS: OnceLock<[Option<(u32, u64)>; 2]> = OnceLock::new();
+    let lookup = |t: &str| -> Option<(u32, u64)> {
+        let arm = super::event::arm_number(t)?;
+        let ty = *schema().event_types.get(t)?;
+        Some((arm, ty as u64))
+    };
+    let numbers = NUMBERS.get_or_init(|| [lookup("STATE_DELTA"), lookup("CUSTOM")]);
+    match event_type {
+        "STATE_DELTA" => numbers[0],
+        "CUSTOM" => numbers[1],
+        other => lookup(other),
+    }
+}
+
 /// `STATE_DELTA` (`{type, delta, timestamp?}`, nothing else) in place: its
 /// operations written from the JSON objects and read back into them, each
 /// value through the codec's `google.protobuf.Value` routines. The general
@@ -393,9 +410,7 @@ pub mod state_delta {
 
     /// The envelope's arm and `EventType`'s number for `STATE_DELTA`.
     fn numbers() -> Option<(u32, u64)> {
-        let arm = super::super::event::arm_number(TYPE)?;
-        let ty = *schema().event_types.get(TYPE)?;
-        Some((arm, ty as u64))
+        super::numbers_of(TYPE)
     }
 
     /// Appends the event as one message (behind its length prefix when
@@ -597,9 +612,7 @@ pub mod custom {
     const TYPE: &str = "CUSTOM";
 
     fn numbers() -> Option<(u32, u64)> {
-        let arm = super::super::event::arm_number(TYPE)?;
-        let ty = *schema().event_types.get(TYPE)?;
-        Some((arm, ty as u64))
+        super::numbers_of(TYPE)
     }
 
     /// Appends the event as one message (behind its length prefix when
@@ -618,10 +631,26 @@ pub mod custom {
             Some((_, t)) => Some(t.as_i64()?),
             None => None,
         };
-        let (arm, type_number) = numbers()?;
         let rest = obj
             .iter()
-            .filter(|(k, _)| k.as_str() != "type" && k.as_str() != "timestamp");
+            .filter(|(k, _)| k.as_str() != "type" && k.as_str() != "timestamp")
+            .map(|(k, v)| (k.as_str(), v));
+        encode_parts(ty, rest, timestamp, prefix, prefixed, out)
+    }
+
+    /// The same from its parts: the event's type, its fields but `type` and
+    /// `timestamp` (in the object's order), and its timestamp. What an
+    /// encoder calls that has the fields at hand, without building the
+    /// object ([`crate::write_own_event`]).
+    pub(crate) fn encode_parts<'a>(
+        ty: &str,
+        rest: impl Iterator<Item = (&'a str, &'a Value)> + Clone,
+        timestamp: Option<i64>,
+        prefix: &str,
+        prefixed: bool,
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        let (arm, type_number) = numbers()?;
         let start = out.len();
         if prefixed {
             out.extend_from_slice(&[0; 4]);

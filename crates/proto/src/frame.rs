@@ -46,3 +46,27 @@ pub fn write_object(
     let message = crate::encode_event_as(&Value::Object(event), prefix)?;
     write_frame(out, &message).map_err(|_| crate::Error::Malformed("message too large to frame"))
 }
+
+/// Appends a dialect's own event (a type the schema has no message for) as
+/// the `<prefix>:<TYPE>` CUSTOM event that carries it, behind its length
+/// prefix, from its parts: what [`write_object`] writes for the object
+/// `{type, ...fields, timestamp}`, without the object. `None`, with nothing
+/// written, when the event is not one of the dialect's own or a field
+/// cannot be written (the caller then builds the object).
+pub fn write_own_event(
+    out: &mut Vec<u8>,
+    prefix: &str,
+    event_type: &str,
+    fields: &[(&str, Value)],
+    timestamp: Option<i64>,
+) -> Option<()> {
+    if !crate::is_own_type(event_type)
+        || fields.iter().enumerate().any(|(i, (k, _))| {
+            matches!(*k, "type" | "timestamp") || fields[..i].iter().any(|(j, _)| j == k)
+        })
+    {
+        return None;
+    }
+    let rest = fields.iter().map(|(k, v)| (*k, v));
+    crate::flat::custom::encode_parts(event_type, rest, timestamp, prefix, true, out)
+}

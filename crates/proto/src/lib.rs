@@ -19,8 +19,15 @@ pub use event::{
     decode_event, decode_event_general, encode_event, encode_event_general, encode_event_json,
 };
 pub use frame::{
-    write_event, write_frame, write_object, FramingError, ProtoFramer, DEFAULT_MAX_MESSAGE_BYTES,
+    write_event, write_frame, write_object, write_own_event, FramingError, ProtoFramer,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
+
+/// Whether events of `event_type` are a dialect's own: the schema has no
+/// message for them, and they travel as `CUSTOM` events.
+pub fn is_own_type(event_type: &str) -> bool {
+    !wire::schema().event_types.contains_key(event_type)
+}
 pub use wire::MAX_DEPTH;
 
 /// The schema's compiled descriptors (a `google.protobuf.FileDescriptorSet`,

@@ -176,9 +176,9 @@ fn array_index(key: &str) -> Option<u32> {
 /// ascending, then the rest as inserted. The reference writes Struct entries
 /// (and so every free-form JSON object) in that order.
 pub(crate) fn js_order<'a>(
-    entries: impl Iterator<Item = (&'a String, &'a Value)>,
-) -> Vec<(&'a String, &'a Value)> {
-    let mut indexed: Vec<(u32, (&String, &Value))> = Vec::new();
+    entries: impl Iterator<Item = (&'a str, &'a Value)>,
+) -> Vec<(&'a str, &'a Value)> {
+    let mut indexed: Vec<(u32, (&str, &Value))> = Vec::new();
     let mut rest = Vec::new();
     for (k, v) in entries {
         match array_index(k) {
@@ -257,16 +257,16 @@ pub(crate) fn encode_struct(
     depth: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    encode_entries(map.iter(), depth, out)
+    encode_entries(map.iter().map(|(k, v)| (k.as_str(), v)), depth, out)
 }
 
 /// [`encode_struct`] of some entries of an object.
 pub(crate) fn encode_entries<'a>(
-    entries: impl Iterator<Item = (&'a String, &'a Value)> + Clone,
+    entries: impl Iterator<Item = (&'a str, &'a Value)> + Clone,
     depth: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    let entry = |out: &mut Vec<u8>, k: &String, v: &Value| {
+    let entry = |out: &mut Vec<u8>, k: &str, v: &Value| {
         len_delimited(out, 1, |out| {
             // ts-proto leaves a key equal to its default out of the entry.
             if !k.is_empty() {
