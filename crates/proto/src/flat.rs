@@ -300,15 +300,7 @@ fn bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
 /// `None` leaves it to [`crate::decode_event`], which also says what is
 /// wrong with a malformed one.
 pub fn read(message: &[u8]) -> Option<Flat<'_>> {
-    let mut buf = message;
-    let (arm, wire) = field(&mut buf)?;
-    if wire != 2 {
-        return None;
-    }
-    let mut body = bytes(&mut buf)?;
-    if !buf.is_empty() {
-        return None;
-    }
+    let (arm, mut body) = envelope(message)?;
     let shape = by_arm(arm)?;
     let mut values: [Option<&str>; MAX_FIELDS] = [None; MAX_FIELDS];
     let mut base: Option<(u64, Option<i64>)> = None;
@@ -347,6 +339,17 @@ pub fn read(message: &[u8]) -> Option<Flat<'_>> {
         timestamp,
         values,
     })
+}
+
+/// The `ag_ui.Event` envelope: its one arm's number and body (nothing after).
+fn envelope(message: &[u8]) -> Option<(u32, &[u8])> {
+    let mut buf = message;
+    let (arm, wire) = field(&mut buf)?;
+    if wire != 2 {
+        return None;
+    }
+    let body = bytes(&mut buf)?;
+    buf.is_empty().then_some((arm, body))
 }
 
 /// A base event with a type and a timestamp only.
@@ -516,13 +519,8 @@ pub mod state_delta {
     /// to the general decoder.
     pub fn read(message: &[u8]) -> Option<(Vec<Value>, Option<i64>)> {
         let (arm_number, type_number) = numbers()?;
-        let mut buf = message;
-        let (arm, wire) = field(&mut buf)?;
-        if arm != arm_number || wire != 2 {
-            return None;
-        }
-        let mut body = bytes(&mut buf)?;
-        if !buf.is_empty() {
+        let (arm, mut body) = super::envelope(message)?;
+        if arm != arm_number {
             return None;
         }
         // Never more than the general decoder would allow: its budget, less
@@ -699,13 +697,8 @@ pub mod custom {
     /// general decoder.
     pub fn read(message: &[u8], prefix: &str) -> Option<Value> {
         let (arm_number, type_number) = numbers()?;
-        let mut buf = message;
-        let (arm, wire) = field(&mut buf)?;
-        if arm != arm_number || wire != 2 {
-            return None;
-        }
-        let mut body = bytes(&mut buf)?;
-        if !buf.is_empty() {
+        let (arm, mut body) = super::envelope(message)?;
+        if arm != arm_number {
             return None;
         }
         // Never more than the general decoder would allow (see state_delta).
