@@ -453,6 +453,42 @@ async fn resume_across_transports() {
     }
 }
 
+/// Heartbeats are SSE comments, which the binary form has none of: a binary
+/// client of a slow upstream gets only whole messages, while an SSE client
+/// of the same route gets its pings.
+#[tokio::test]
+async fn a_binary_stream_has_no_heartbeats() {
+    let agent = demo_agent(Dialect::AgUi, Duration::from_millis(40)).await;
+    let gw = gateway(&route(
+        Dialect::AgUi,
+        agent,
+        Dialect::AgUi,
+        "heartbeat_ms = 5\n",
+    ))
+    .await;
+    let sse = post(gw, Dialect::AgUi, "text/event-stream", "hello there").await;
+    let sse = sse.bytes().await.unwrap();
+    assert!(
+        sse.windows(6).any(|w| w == b": ping"),
+        "the SSE client gets pings"
+    );
+    for client in [Dialect::AgUi, Dialect::Hai] {
+        let gw = gateway(&route(client, agent, Dialect::AgUi, "heartbeat_ms = 5\n")).await;
+        let bin = post(gw, client, PROTO, "hello there").await;
+        assert_eq!(content_type(&bin), PROTO);
+        // Whole messages only: the framer ends on a boundary, every one decodes.
+        let events = proto_events(
+            &bin.bytes().await.unwrap(),
+            registry::policy(client).binary_custom_prefix,
+        );
+        assert_eq!(
+            types(&events).last().map(String::as_str),
+            Some("RUN_FINISHED"),
+            "{client}"
+        );
+    }
+}
+
 #[test]
 fn upstream_transport_is_checked() {
     let base = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\n";
