@@ -159,8 +159,14 @@ impl Gateway {
                 }
                 let peer = conn::peer_of(&req);
                 let read = routes.config.request_read_timeout;
+                // The session's request comes back through `handle` and is
+                // counted there (by its pump when it streams): the 101 is not
+                // a request of its own.
                 return crate::ws::accept(self, route, read, &mut req, peer)
-                    .map(|r| (rp.clone(), r))
+                    .map(|mut r| {
+                        r.extensions_mut().insert(CountedAtEnd);
+                        (rp.clone(), r)
+                    })
                     .map_err(|e| (rp, e));
             }
             if req.method() != Method::POST {
@@ -993,6 +999,7 @@ async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String 
         .collect()
 }
 
-/// Marks a response whose `requests_total` is counted by its pump.
+/// Marks a response whose `requests_total` is counted elsewhere: by its
+/// pump, or (a WebSocket's 101) by its session's inner request.
 #[derive(Clone, Copy)]
 struct CountedAtEnd;
