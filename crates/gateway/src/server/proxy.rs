@@ -619,8 +619,19 @@ impl Gateway {
         let store = &self.routes.load().config.store;
         let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
         let Some(slot) = self.followers.enter(max_followers) else {
+            self.metrics.rejected("too_many_followers");
+            self.metrics
+                .stream_refused(&route.path, "too_many_followers");
             return Ok(too_many_followers(max_followers));
         };
+        let replayed = self.metrics.resumed(
+            &route.path,
+            match mode {
+                Mode::After(Some(_)) => "after_id",
+                Mode::After(None) => "from_start",
+                Mode::Snapshot => "snapshot",
+            },
+        );
         let (last, input) = if mode == Mode::Snapshot {
             let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
             let input = runs.input(&info.run_id).await.map_err(store_error)?;
@@ -644,6 +655,7 @@ impl Gateway {
                 slot,
                 abort: abort.clone(),
                 transport,
+                replayed,
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
