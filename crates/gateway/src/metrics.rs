@@ -337,6 +337,28 @@ impl Metrics {
     }
 }
 
+/// A stream's one count in `requests_total`, made as it ends (its
+/// response, sent as 200 before, is marked so that it is not counted then).
+pub struct CountAtEnd {
+    metrics: std::sync::Arc<Metrics>,
+    route: String,
+}
+
+impl CountAtEnd {
+    pub fn new(metrics: std::sync::Arc<Metrics>, route: &str) -> Self {
+        CountAtEnd {
+            metrics,
+            route: route.to_string(),
+        }
+    }
+
+    /// 499 when the client went away (as proxies log it), else 200.
+    pub fn ended(self, client_gone: bool) {
+        self.metrics
+            .request(&self.route, if client_gone { 499 } else { 200 });
+    }
+}
+
 /// One stream's timing histograms (clones share the series).
 #[derive(Clone)]
 pub struct StreamTiming {

@@ -327,6 +327,8 @@ pub struct Follow {
     /// Counts the logged events sent to this client (re-sent, or summed
     /// up in its snapshot).
     pub replayed: prometheus_client::metrics::counter::Counter,
+    /// This stream's count in `requests_total`, made as it ends.
+    pub counted: crate::metrics::CountAtEnd,
 }
 
 /// Snapshot mode: the log read so far, until it reaches `last`.
@@ -360,6 +362,7 @@ impl Follow {
             abort,
             transport,
             replayed,
+            counted,
         } = self;
         // Entries that carry an event for the client (not core-only ones).
         let events_in = |entries: &[Logged]| entries.iter().filter(|e| !e.data.is_empty()).count();
@@ -464,7 +467,9 @@ impl Follow {
                     .await
                     .is_err()
             {
-                return; // the client went away again; the run is not affected
+                // The client went away again; the run is not affected.
+                counted.ended(true);
+                return;
             }
         };
         if let Some(h) = held.take() {
@@ -476,12 +481,11 @@ impl Follow {
         if let Some((message, code)) = failure {
             replica.fail(message, code, &mut out);
         }
-        if !out.is_empty() {
-            let _ = tx.send(convert.apply(replica.binary, out)).await;
-        }
+        let gone = !out.is_empty() && tx.send(convert.apply(replica.binary, out)).await.is_err();
         if replica.encoder.aborts() {
             abort.store(true, Ordering::Release);
         }
+        counted.ended(gone);
     }
 }
 

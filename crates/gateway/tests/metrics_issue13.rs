@@ -419,6 +419,50 @@ async fn a_websocket_client_that_leaves_mid_stream_is_counted_once_as_499() {
     drop(feed);
 }
 
+#[tokio::test]
+async fn a_resumed_client_that_leaves_mid_stream_is_counted_once_as_499() {
+    let up = Upstream::start().await;
+    let gw = gateway(&route(up.addr, "")).await;
+    let feed = up.next();
+    feed.send(sse(STARTED)).unwrap();
+    let mut live = post(gw, "t-back").send().await.unwrap();
+    let mut got = String::new();
+    read_events(&mut live, &mut got, 1).await;
+    let mut back = client()
+        .get(format!("http://{gw}/chat/t-back/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(back.status(), 200);
+    let mut seen = String::new();
+    read_events(&mut back, &mut seen, 1).await;
+    drop(back);
+    // The follower finds its client gone with the next event.
+    feed.send(sse(&custom(1))).unwrap();
+    metrics_once(
+        gw,
+        r#"babelgate_requests_total{route="/chat",status="499"}"#,
+    )
+    .await;
+    feed.send(sse(FINISHED)).unwrap();
+    drop(feed);
+    live.bytes().await.unwrap();
+    let text = metrics_once(gw, "babelgate_stream_duration_seconds_count").await;
+    let mut counted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("babelgate_requests_total{route=\"/chat\""))
+        .collect();
+    counted.sort_unstable();
+    assert_eq!(
+        counted,
+        [
+            r#"babelgate_requests_total{route="/chat",status="200"} 1"#,
+            r#"babelgate_requests_total{route="/chat",status="499"} 1"#,
+        ],
+        "the live stream 200, its follower 499:\n{text}"
+    );
+}
+
 // ---- the README's list --------------------------------------------------------
 
 /// The metric names of the README's `/metrics` list: each sub-bullet under

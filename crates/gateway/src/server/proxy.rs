@@ -28,6 +28,7 @@ use crate::config::{Config, OnDisconnect, Route, UpstreamTransport};
 use crate::conn;
 use crate::error::{json_response, Body, GatewayError};
 use crate::limits::{self, StreamLimitLayer};
+use crate::metrics::CountAtEnd;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
 use crate::transport::{self, Edges, ProtoToSse, SseToProto, Transport};
@@ -624,6 +625,13 @@ impl Gateway {
                 .stream_refused(&route.path, "too_many_followers");
             return Ok(too_many_followers(max_followers));
         };
+        let (last, input) = if mode == Mode::Snapshot {
+            let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
+            let input = runs.input(&info.run_id).await.map_err(store_error)?;
+            (last, input)
+        } else {
+            (None, Vec::new())
+        };
         let replayed = self.metrics.resumed(
             &route.path,
             match mode {
@@ -632,13 +640,6 @@ impl Gateway {
                 Mode::Snapshot => "snapshot",
             },
         );
-        let (last, input) = if mode == Mode::Snapshot {
-            let last = runs.last_id(&info.run_id).await.map_err(store_error)?;
-            let input = runs.input(&info.run_id).await.map_err(store_error)?;
-            (last, input)
-        } else {
-            (None, Vec::new())
-        };
         tracing::info!(run = %info.run_id, ?mode, "resuming");
         let transport = client_transport(route.client, headers_in);
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
@@ -656,13 +657,16 @@ impl Gateway {
                 abort: abort.clone(),
                 transport,
                 replayed,
+                counted: CountAtEnd::new(self.metrics.clone(), &route.path),
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
         // The follower writes the client's transport itself.
-        Ok(sse_body(rx, Some(abort), headers, transport, None))
+        let mut resp = sse_body(rx, Some(abort), headers, transport, None);
+        resp.extensions_mut().insert(CountedAtEnd);
+        Ok(resp)
     }
 
     /// Where a route's binary client streams count the events their binary
@@ -1012,6 +1016,7 @@ async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String 
 }
 
 /// Marks a response whose `requests_total` is counted elsewhere: by its
-/// pump, or (a WebSocket's 101) by its session's inner request.
+/// pump or its follower as it ends, or (a WebSocket's 101) by its session's
+/// inner request.
 #[derive(Clone, Copy)]
 struct CountedAtEnd;
