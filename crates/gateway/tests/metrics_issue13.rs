@@ -465,9 +465,10 @@ async fn a_resumed_client_that_leaves_mid_stream_is_counted_once_as_499() {
 
 // ---- the README's list --------------------------------------------------------
 
-/// The metric names of the README's `/metrics` list: each sub-bullet under
-/// the `GET /metrics` bullet starts with a name in backticks.
-fn readme_metrics() -> Vec<String> {
+/// The metrics of the README's `/metrics` list, each with its labels: each
+/// sub-bullet under the `GET /metrics` bullet starts with a name in
+/// backticks, its labels in braces.
+fn readme_metrics() -> Vec<(String, Vec<String>)> {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
     let mut lines = readme.lines().skip_while(|l| !l.contains("`GET /metrics`"));
@@ -476,8 +477,18 @@ fn readme_metrics() -> Vec<String> {
         .take_while(|l| !l.starts_with("- "))
         .filter_map(|l| {
             let rest = l.trim_start().strip_prefix("- `")?;
-            let name = rest.split(['`', '{']).next()?;
-            Some(name.to_string())
+            let quoted = rest.split('`').next()?;
+            let (name, labels) = match quoted.split_once('{') {
+                Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                None => (quoted, ""),
+            };
+            let mut labels: Vec<String> = labels
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            labels.sort();
+            Some((name.to_string(), labels))
         })
         .collect()
 }
@@ -498,14 +509,97 @@ fn exposed_families(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Each sample's family (as the README names it) and label names (a
+/// histogram's `le` left out).
+fn sample_labels<'a>(text: &'a str, families: &'a [String]) -> Vec<(&'a str, Vec<String>)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let series = l.split(' ').next()?;
+            let (name, labels) = match series.split_once('{') {
+                Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let family = families.iter().find(|f| {
+                name == f.as_str()
+                    || ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .any(|suffix| name.strip_suffix(suffix) == Some(f.as_str()))
+            })?;
+            let mut keys: Vec<String> = labels
+                .split(',')
+                .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_string()))
+                .filter(|k| k != "le")
+                .collect();
+            keys.sort();
+            Some((family.as_str(), keys))
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn the_readme_lists_exactly_the_metric_families_of_metrics() {
+async fn the_readme_lists_exactly_the_metric_families_of_metrics_with_their_labels() {
     let up = Upstream::start().await;
-    let gw = gateway(&route(up.addr, "")).await;
-    let mut listed = readme_metrics();
-    let mut exposed = exposed_families(&metrics(gw).await);
+    let gw = gateway(&route(up.addr, "max_streams = 1\n")).await;
+    // Traffic that gives most families a series: a stream, one refused
+    // beside it, a resume of it, and a request to an upstream that is down.
+    let feed = up.next();
+    feed.send(sse(STARTED)).unwrap();
+    let mut live = post(gw, "t-readme").send().await.unwrap();
+    let mut got = String::new();
+    read_events(&mut live, &mut got, 1).await;
+    assert_eq!(post(gw, "t-other").send().await.unwrap().status(), 503);
+    feed.send(sse(FINISHED)).unwrap();
+    drop(feed);
+    live.bytes().await.unwrap();
+    metrics_once(gw, "babelgate_stream_duration_seconds_count").await;
+    let first = ids(&got).into_iter().next().expect("an id");
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        // The stream's slot is let go as its body is dropped.
+        let r = client()
+            .get(format!("http://{gw}/chat/t-readme/stream"))
+            .header("last-event-id", first.clone())
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            r.bytes().await.unwrap();
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never resumed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let down = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let gw_down = gateway(&route(down, "")).await;
+    assert_eq!(post(gw_down, "t-down").send().await.unwrap().status(), 502);
+
+    let listed = readme_metrics();
+    let mut names: Vec<String> = listed.iter().map(|(n, _)| n.clone()).collect();
+    let own = metrics(gw).await;
+    let text = own.clone() + &metrics(gw_down).await;
+    let mut exposed = exposed_families(&own);
     assert!(exposed.len() > 10, "{exposed:?}");
-    listed.sort();
+    names.sort();
     exposed.sort();
-    assert_eq!(listed, exposed, "README (left) against /metrics (right)");
+    assert_eq!(names, exposed, "README (left) against /metrics (right)");
+
+    let samples = sample_labels(&text, &names);
+    let mut checked: Vec<&str> = Vec::new();
+    for (family, keys) in &samples {
+        let (_, documented) = listed.iter().find(|(n, _)| n == family).unwrap();
+        assert_eq!(keys, documented, "labels of {family}");
+        checked.push(family);
+    }
+    checked.sort_unstable();
+    checked.dedup();
+    // All but the two with no series here (AG-Kit's and binary streams' drops).
+    assert_eq!(
+        checked.len(),
+        names.len() - 2,
+        "only {checked:?} had series in\n{text}"
+    );
 }
