@@ -103,6 +103,7 @@ impl Limits {
                 Ok(None) => {}
                 Ok(Some(wait)) => {
                     return Err(self.refuse(
+                        &policy.path,
                         StatusCode::TOO_MANY_REQUESTS,
                         "rate_limited",
                         format!("more than {per_s} requests per second on this route"),
@@ -122,6 +123,7 @@ impl Limits {
                     Ok(true) => Some(Lease::new(self.limiter.clone(), key, id)),
                     Ok(false) => {
                         return Err(self.refuse(
+                            &policy.path,
                             StatusCode::TOO_MANY_REQUESTS,
                             "too_many_streams",
                             format!("more than {max} open streams on this route"),
@@ -147,6 +149,7 @@ impl Limits {
         if *n >= route.max_streams {
             drop(open);
             return Err(self.refuse(
+                &route.path,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "route_busy",
                 format!("this route has its {} streams open", route.max_streams),
@@ -162,12 +165,14 @@ impl Limits {
 
     fn refuse(
         &self,
+        route: &str,
         status: StatusCode,
         code: &'static str,
         message: String,
         retry_after: Duration,
     ) -> Refused {
         self.metrics.rejected(code);
+        self.metrics.stream_refused(route, code);
         tracing::info!(status = status.as_u16(), code, "request refused by a limit");
         let mut e = GatewayError::client(status, code, message);
         if status == StatusCode::SERVICE_UNAVAILABLE {

@@ -1,8 +1,13 @@
 //! Prometheus metrics, served at `/metrics` in the text exposition format.
+//!
+//! The gateway's own families carry the `babelgate_` prefix; the two from
+//! the OpenTelemetry GenAI semantic conventions keep their names as the
+//! OpenTelemetry-to-Prometheus conversion writes them (dots to underscores,
+//! the unit `s` as `_seconds`), so dashboards built on the conventions work.
 
 use std::time::Duration;
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -37,10 +42,24 @@ pub struct RouteLabels {
     pub route: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteReasonLabels {
+    pub route: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteModeLabels {
+    pub route: String,
+    pub mode: String,
+}
+
 type Histograms = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
     registry: Registry,
+    /// The GenAI conventions' families, without the `babelgate_` prefix.
+    genai: Registry,
     pub active_streams: Gauge,
     pub requests: Family<RequestLabels, Counter>,
     pub events: Family<PairLabels, Counter>,
@@ -50,13 +69,34 @@ pub struct Metrics {
     /// Streams whose translation panicked (a bug; the client got `internal`).
     pub stream_panics: Counter,
     pub rejected: Family<ReasonLabels, Counter>,
-    pub time_to_first_event: Histograms,
+    /// Streams a limit refused, by route and reason.
+    pub streams_refused: Family<RouteReasonLabels, Counter>,
+    /// Resumed streams, by route and mode.
+    pub resumed: Family<RouteModeLabels, Counter>,
+    /// Logged events sent again to resumed streams, by route and mode.
+    pub resume_events: Family<RouteModeLabels, Counter>,
+    /// `gen_ai.client.operation.time_to_first_chunk`.
+    pub time_to_first_chunk: Histograms,
+    /// `gen_ai.client.operation.time_per_output_chunk`.
+    pub time_per_output_chunk: Histograms,
+    /// The gateway's own time per event (see [`Metrics::overhead`]).
+    pub event_overhead: Histograms,
     pub stream_duration: Histograms,
 }
 
 fn first_event_buckets() -> Histogram {
     // 1 ms .. ~33 s
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+fn chunk_gap_buckets() -> Histogram {
+    // 100 µs .. ~100 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+fn overhead_buckets() -> Histogram {
+    // 1 µs .. ~0.5 s: translation is micro-seconds; a slow store write shows.
+    Histogram::new(exponential_buckets(0.000_001, 2.0, 20))
 }
 
 fn duration_buckets() -> Histogram {
@@ -115,12 +155,45 @@ impl Default for Metrics {
             "Connections and requests refused by a limit, by reason (server_busy, route_busy, rate_limited, too_many_streams, request_timeout)",
             rejected.clone(),
         );
-        let time_to_first_event: Histograms =
-            Family::new_with_constructor(first_event_buckets as fn() -> Histogram);
+        let streams_refused = Family::<RouteReasonLabels, Counter>::default();
         registry.register(
-            "time_to_first_event_seconds",
-            "From the client's request to the first translated bytes",
-            time_to_first_event.clone(),
+            "streams_refused",
+            "Client streams a limit refused, by route and reason (route_busy, rate_limited, too_many_streams, too_many_followers)",
+            streams_refused.clone(),
+        );
+        let resumed = Family::<RouteModeLabels, Counter>::default();
+        registry.register(
+            "resumed_streams",
+            "Streams a client came back to, by route and mode (after_id, from_start, snapshot)",
+            resumed.clone(),
+        );
+        let resume_events = Family::<RouteModeLabels, Counter>::default();
+        registry.register(
+            "resume_events_replayed",
+            "Logged events sent again to resumed streams (each re-sent event, or each summed up in a snapshot), by route and mode",
+            resume_events.clone(),
+        );
+        let event_overhead: Histograms =
+            Family::new_with_constructor(overhead_buckets as fn() -> Histogram);
+        registry.register(
+            "event_overhead_seconds",
+            "The gateway's own time per event: from reading an upstream chunk to handing its translation to the client's channel, divided by the chunk's events; one observation per chunk",
+            event_overhead.clone(),
+        );
+        let mut genai = Registry::default();
+        let time_to_first_chunk: Histograms =
+            Family::new_with_constructor(first_event_buckets as fn() -> Histogram);
+        genai.register(
+            "gen_ai_client_operation_time_to_first_chunk_seconds",
+            "From the client's request to the first translated bytes handed to it",
+            time_to_first_chunk.clone(),
+        );
+        let time_per_output_chunk: Histograms =
+            Family::new_with_constructor(chunk_gap_buckets as fn() -> Histogram);
+        genai.register(
+            "gen_ai_client_operation_time_per_output_chunk_seconds",
+            "For each output chunk after the first, the time since the one before",
+            time_per_output_chunk.clone(),
         );
         let stream_duration: Histograms =
             Family::new_with_constructor(duration_buckets as fn() -> Histogram);
@@ -131,6 +204,7 @@ impl Default for Metrics {
         );
         Metrics {
             registry,
+            genai,
             active_streams,
             requests,
             events,
@@ -139,7 +213,12 @@ impl Default for Metrics {
             upstream_errors,
             stream_panics,
             rejected,
-            time_to_first_event,
+            streams_refused,
+            resumed,
+            resume_events,
+            time_to_first_chunk,
+            time_per_output_chunk,
+            event_overhead,
             stream_duration,
         }
     }
@@ -205,12 +284,38 @@ impl Metrics {
         }
     }
 
-    pub fn first_event(&self, route: &str, after: Duration) {
-        self.time_to_first_event
-            .get_or_create(&RouteLabels {
+    /// A stream limit refused a stream of `route`.
+    pub fn stream_refused(&self, route: &str, reason: &str) {
+        self.streams_refused
+            .get_or_create(&RouteReasonLabels {
                 route: route.to_string(),
+                reason: reason.to_string(),
             })
-            .observe(after.as_secs_f64());
+            .inc();
+    }
+
+    /// The counter of events replayed to one resumed stream (kept by it,
+    /// which counts as it sends); the stream itself is counted here.
+    pub fn resumed(&self, route: &str, mode: &str) -> Counter {
+        let labels = RouteModeLabels {
+            route: route.to_string(),
+            mode: mode.to_string(),
+        };
+        self.resumed.get_or_create(&labels).inc();
+        self.resume_events.get_or_create(&labels).clone()
+    }
+
+    /// The histograms one stream of `route` observes as it goes, looked up
+    /// once per stream rather than once per chunk.
+    pub fn stream_timing(&self, route: &str) -> StreamTiming {
+        let labels = RouteLabels {
+            route: route.to_string(),
+        };
+        StreamTiming {
+            first_chunk: self.time_to_first_chunk.get_or_create(&labels).clone(),
+            per_chunk: self.time_per_output_chunk.get_or_create(&labels).clone(),
+            overhead: self.event_overhead.get_or_create(&labels).clone(),
+        }
     }
 
     pub fn stream_ended(&self, route: &str, lasted: Duration) {
@@ -225,8 +330,63 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut s = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut s, &self.registry);
+        let _ = encode_registry(&mut s, &self.registry);
+        let _ = encode_registry(&mut s, &self.genai);
+        let _ = encode_eof(&mut s);
         s
+    }
+}
+
+/// A stream's one count in `requests_total`, made as it ends (its
+/// response, sent as 200 before, is marked so that it is not counted then).
+pub struct CountAtEnd {
+    metrics: std::sync::Arc<Metrics>,
+    route: String,
+}
+
+impl CountAtEnd {
+    pub fn new(metrics: std::sync::Arc<Metrics>, route: &str) -> Self {
+        CountAtEnd {
+            metrics,
+            route: route.to_string(),
+        }
+    }
+
+    /// 499 when the client went away (as proxies log it), else 200.
+    pub fn ended(self, client_gone: bool) {
+        self.metrics
+            .request(&self.route, if client_gone { 499 } else { 200 });
+    }
+}
+
+/// One stream's timing histograms (clones share the series).
+#[derive(Clone)]
+pub struct StreamTiming {
+    first_chunk: Histogram,
+    per_chunk: Histogram,
+    overhead: Histogram,
+}
+
+impl StreamTiming {
+    pub fn first_chunk(&self, after: Duration) {
+        self.first_chunk.observe(after.as_secs_f64());
+    }
+
+    /// An output chunk after the first, `gap` after the one before.
+    pub fn next_chunk(&self, gap: Duration) {
+        self.per_chunk.observe(gap.as_secs_f64());
+    }
+
+    /// The gateway took `took` over an upstream chunk carrying `events`
+    /// events. prometheus-client has no weighted observation, and observing
+    /// the share once per event would lock the histogram that many times per
+    /// chunk: so one observation per chunk, of its time per event. The
+    /// count is thus of chunks, and the values are per event.
+    pub fn overhead(&self, took: Duration, events: u64) {
+        if events > 0 {
+            #[allow(clippy::cast_precision_loss)] // counts of events per chunk are small
+            self.overhead.observe(took.as_secs_f64() / events as f64);
+        }
     }
 }
 
@@ -242,7 +402,12 @@ mod tests {
         m.binary_dropped("ag-ui", "hai").inc_by(2);
         m.upstream_error("unreachable");
         m.rejected("rate_limited");
-        m.first_event("/api/chat", Duration::from_millis(3));
+        let timing = m.stream_timing("/api/chat");
+        timing.first_chunk(Duration::from_millis(3));
+        timing.next_chunk(Duration::from_millis(1));
+        timing.overhead(Duration::from_micros(10), 2);
+        m.stream_refused("/api/chat", "route_busy");
+        m.resumed("/api/chat", "snapshot").inc_by(4);
         m.stream_ended("/api/chat", Duration::from_millis(30));
         m.active_streams.inc();
         let text = m.render();
@@ -253,10 +418,17 @@ mod tests {
             "babelgate_binary_events_dropped_total{from=\"ag-ui\",to=\"hai\"} 2",
             "babelgate_upstream_errors_total{kind=\"unreachable\"} 1",
             "babelgate_rejected_total{reason=\"rate_limited\"} 1",
-            "babelgate_time_to_first_event_seconds_count{route=\"/api/chat\"} 1",
+            "gen_ai_client_operation_time_to_first_chunk_seconds_count{route=\"/api/chat\"} 1",
+            "gen_ai_client_operation_time_per_output_chunk_seconds_count{route=\"/api/chat\"} 1",
+            "babelgate_event_overhead_seconds_count{route=\"/api/chat\"} 1",
+            "babelgate_streams_refused_total{route=\"/api/chat\",reason=\"route_busy\"} 1",
+            "babelgate_resumed_streams_total{route=\"/api/chat\",mode=\"snapshot\"} 1",
+            "babelgate_resume_events_replayed_total{route=\"/api/chat\",mode=\"snapshot\"} 4",
             "babelgate_stream_duration_seconds_count{route=\"/api/chat\"} 1",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

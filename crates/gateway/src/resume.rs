@@ -324,6 +324,11 @@ pub struct Follow {
     /// The resuming client's transport, which may differ from the live
     /// client's (the log's).
     pub transport: Transport,
+    /// Counts the logged events sent to this client (re-sent, or summed
+    /// up in its snapshot).
+    pub replayed: prometheus_client::metrics::counter::Counter,
+    /// This stream's count in `requests_total`, made as it ends.
+    pub counted: crate::metrics::CountAtEnd,
 }
 
 /// Snapshot mode: the log read so far, until it reaches `last`.
@@ -356,7 +361,11 @@ impl Follow {
             slot: _slot,
             abort,
             transport,
+            replayed,
+            counted,
         } = self;
+        // Entries that carry an event for the client (not core-only ones).
+        let events_in = |entries: &[Logged]| entries.iter().filter(|e| !e.data.is_empty()).count();
         let mut convert = Convert::new(transport, dialect);
         // With `Last-Event-ID` the log is still read from its start: what
         // the client got before the id is not sent again, but its steps
@@ -407,6 +416,7 @@ impl Follow {
                             replica.observe(&read_steps(core.as_ref()));
                             if !data.is_empty() {
                                 replica.write(id, &data, &mut out);
+                                replayed.inc();
                             }
                         }
                         Some(h) => {
@@ -421,10 +431,12 @@ impl Follow {
                                     replica.observe(&read_steps(e.core.as_ref()));
                                     if !e.data.is_empty() {
                                         replica.write(e.id, &e.data, &mut out);
+                                        replayed.inc();
                                     }
                                 }
                             } else if at_last {
                                 let entries = held.take().map(|h| h.entries).unwrap_or_default();
+                                replayed.inc_by(events_in(&entries) as u64);
                                 // The summary's last event carries the id it covers.
                                 snapshot(&mut replica, &input, &entries, Some(id), &mut out);
                             }
@@ -455,23 +467,25 @@ impl Follow {
                     .await
                     .is_err()
             {
-                return; // the client went away again; the run is not affected
+                // The client went away again; the run is not affected.
+                counted.ended(true);
+                return;
             }
         };
         if let Some(h) = held.take() {
             // The log ended (or failed) before reaching `last`: summarise
             // what there is, before any error.
+            replayed.inc_by(events_in(&h.entries) as u64);
             snapshot(&mut replica, &input, &h.entries, None, &mut out);
         }
         if let Some((message, code)) = failure {
             replica.fail(message, code, &mut out);
         }
-        if !out.is_empty() {
-            let _ = tx.send(convert.apply(replica.binary, out)).await;
-        }
+        let gone = !out.is_empty() && tx.send(convert.apply(replica.binary, out)).await.is_err();
         if replica.encoder.aborts() {
             abort.store(true, Ordering::Release);
         }
+        counted.ended(gone);
     }
 }
 

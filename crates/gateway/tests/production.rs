@@ -1077,7 +1077,7 @@ async fn metrics_health_and_request_ids() {
         r#"babelgate_requests_total{route="/chat",status="200"} 1"#,
         r#"babelgate_requests_total{route="/chat",status="400"} 1"#,
         r#"babelgate_events_translated_total{from="ag-ui",to="vercel"}"#,
-        r#"babelgate_time_to_first_event_seconds_count{route="/chat"} 1"#,
+        r#"gen_ai_client_operation_time_to_first_chunk_seconds_count{route="/chat"} 1"#,
         r#"babelgate_stream_duration_seconds_count{route="/chat"} 1"#,
         "babelgate_active_streams 0",
     ] {

@@ -28,6 +28,7 @@ use crate::config::{Config, OnDisconnect, Route, UpstreamTransport};
 use crate::conn;
 use crate::error::{json_response, Body, GatewayError};
 use crate::limits::{self, StreamLimitLayer};
+use crate::metrics::CountAtEnd;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
 use crate::transport::{self, Edges, ProtoToSse, SseToProto, Transport};
@@ -159,8 +160,14 @@ impl Gateway {
                 }
                 let peer = conn::peer_of(&req);
                 let read = routes.config.request_read_timeout;
+                // The session's request comes back through `handle` and is
+                // counted there (by its pump when it streams): the 101 is not
+                // a request of its own.
                 return crate::ws::accept(self, route, read, &mut req, peer)
-                    .map(|r| (rp.clone(), r))
+                    .map(|mut r| {
+                        r.extensions_mut().insert(CountedAtEnd);
+                        (rp.clone(), r)
+                    })
                     .map_err(|e| (rp, e));
             }
             if req.method() != Method::POST {
@@ -613,6 +620,9 @@ impl Gateway {
         let store = &self.routes.load().config.store;
         let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
         let Some(slot) = self.followers.enter(max_followers) else {
+            self.metrics.rejected("too_many_followers");
+            self.metrics
+                .stream_refused(&route.path, "too_many_followers");
             return Ok(too_many_followers(max_followers));
         };
         let (last, input) = if mode == Mode::Snapshot {
@@ -622,6 +632,14 @@ impl Gateway {
         } else {
             (None, Vec::new())
         };
+        let replayed = self.metrics.resumed(
+            &route.path,
+            match mode {
+                Mode::After(Some(_)) => "after_id",
+                Mode::After(None) => "from_start",
+                Mode::Snapshot => "snapshot",
+            },
+        );
         tracing::info!(run = %info.run_id, ?mode, "resuming");
         let transport = client_transport(route.client, headers_in);
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
@@ -638,13 +656,17 @@ impl Gateway {
                 slot,
                 abort: abort.clone(),
                 transport,
+                replayed,
+                counted: CountAtEnd::new(self.metrics.clone(), &route.path),
             }
             .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
         // The follower writes the client's transport itself.
-        Ok(sse_body(rx, Some(abort), headers, transport, None))
+        let mut resp = sse_body(rx, Some(abort), headers, transport, None);
+        resp.extensions_mut().insert(CountedAtEnd);
+        Ok(resp)
     }
 
     /// Where a route's binary client streams count the events their binary
@@ -993,6 +1015,8 @@ async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String 
         .collect()
 }
 
-/// Marks a response whose `requests_total` is counted by its pump.
+/// Marks a response whose `requests_total` is counted elsewhere: by its
+/// pump or its follower as it ends, or (a WebSocket's 101) by its session's
+/// inner request.
 #[derive(Clone, Copy)]
 struct CountedAtEnd;

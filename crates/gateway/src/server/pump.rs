@@ -127,7 +127,13 @@ impl Pump {
             // it was encoded from.
             self.translator.keep_journal();
         }
-        let mut first_sent = false;
+        // Looked up once: per-chunk observations touch no map.
+        let timing = self
+            .report
+            .as_ref()
+            .map(|r| r.metrics.stream_timing(&r.route));
+        // When the last chunk of translated events went to the client.
+        let mut last_chunk: Option<tokio::time::Instant> = None;
         // Small to start: most streams are mostly idle, and it grows to fit.
         // Where each event starts and ends is kept only for the run log.
         let mut out = if self.recorder.is_some() {
@@ -229,22 +235,34 @@ impl Pump {
                     }
                 },
                 Some(Ok(bytes)) => {
+                    // The gateway's own time on this chunk starts here (one
+                    // clock read per chunk, none per event).
+                    let read_at = std::time::Instant::now();
+                    let events_before = self.translator.events_translated;
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
                     let Some(r) = self.guarded(&mut out, |t, out| t.push_to(&bytes, out)) else {
                         break self.end_internal(&mut out).await;
                     };
                     if r.is_ok() {
-                        if !out.is_empty() {
-                            beat.as_mut()
-                                .reset(tokio::time::Instant::now() + beat_every);
-                            if !first_sent {
-                                first_sent = true;
-                                if let Some(r) = &self.report {
-                                    r.metrics.first_event(&r.route, r.started.elapsed());
-                                }
+                        let chunk = self.prepare(&mut out).await;
+                        // ... and ends as its translation (logged, when the
+                        // run is) is handed over: waiting for a slow client's
+                        // channel is the client's time, not the gateway's.
+                        if let Some(t) = &timing {
+                            let events = self.translator.events_translated - events_before;
+                            t.overhead(read_at.elapsed(), events);
+                        }
+                        let Some(chunk) = chunk else { continue };
+                        let now = tokio::time::Instant::now();
+                        beat.as_mut().reset(now + beat_every);
+                        if let (Some(t), Some(r)) = (&timing, &self.report) {
+                            match last_chunk {
+                                None => t.first_chunk(now - r.started),
+                                Some(at) => t.next_chunk(now - at),
                             }
                         }
-                        if !self.deliver(&mut out).await {
+                        last_chunk = Some(now);
+                        if !self.send(chunk).await {
                             break End::ClientGone;
                         }
                         continue;
@@ -384,10 +402,19 @@ impl Pump {
     /// Logs what is buffered and sends it to the client, if one is there;
     /// false when the client is gone and the run should stop.
     async fn deliver(&mut self, out: &mut Sink) -> bool {
-        if out.is_empty() {
-            return true;
+        match self.prepare(out).await {
+            Some(chunk) => self.send(chunk).await,
+            None => true,
         }
-        let chunk = match &mut self.recorder {
+    }
+
+    /// What is buffered, logged (with ids) when the run is: the chunk to
+    /// send, if any.
+    async fn prepare(&mut self, out: &mut Sink) -> Option<Bytes> {
+        if out.is_empty() {
+            return None;
+        }
+        Some(match &mut self.recorder {
             Some(rec) => {
                 let mut with_ids = Vec::with_capacity(out.bytes().len() + 64);
                 let steps = self.translator.take_journal();
@@ -396,7 +423,12 @@ impl Pump {
                 Bytes::from(with_ids)
             }
             None => Bytes::from(out.take().0),
-        };
+        })
+    }
+
+    /// Sends a chunk to the client, if one is there; false when the client
+    /// is gone and the run should stop.
+    async fn send(&mut self, chunk: Bytes) -> bool {
         match &self.tx {
             None => true,
             Some(tx) => {
