@@ -322,6 +322,24 @@ async fn an_sse_route_refuses_a_binary_answer() {
     assert_eq!(v["error"]["code"], "upstream_content_type");
 }
 
+/// Reads the first couple of hundred bytes of a live stream.
+async fn read_some(live: &mut reqwest::Response) {
+    let mut got = 0;
+    while got < 200 {
+        got += live.chunk().await.unwrap().unwrap().len();
+    }
+}
+
+/// Comes back to thread `t-1`'s run, without `Last-Event-ID`.
+async fn resume(gw: SocketAddr, accept: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("http://{gw}/chat/t-1/stream"))
+        .header("accept", accept)
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_binary_client_resumes_a_running_run_in_binary() {
     let agent = demo_agent(Dialect::AgUi, Duration::from_millis(10)).await;
@@ -330,16 +348,8 @@ async fn a_binary_client_resumes_a_running_run_in_binary() {
     assert_eq!(content_type(&first), PROTO);
     // A few frames, then the client comes back (no Last-Event-ID: a
     // snapshot of the run so far, then the tail).
-    let mut got = Vec::new();
-    while got.len() < 200 {
-        got.extend_from_slice(&first.chunk().await.unwrap().unwrap());
-    }
-    let r = reqwest::Client::new()
-        .get(format!("http://{gw}/chat/t-1/stream"))
-        .header("accept", PROTO)
-        .send()
-        .await
-        .unwrap();
+    read_some(&mut first).await;
+    let r = resume(gw, PROTO).await;
     assert_eq!(r.status(), 200);
     assert_eq!(content_type(&r), PROTO);
     let events = proto_events(&r.bytes().await.unwrap(), None);
@@ -409,16 +419,8 @@ async fn resume_across_transports() {
             let gw = gateway(&route(client, agent, Dialect::AgUi, "")).await;
             let mut first = post(gw, client, live, "a long answer please").await;
             assert_eq!(content_type(&first), live);
-            let mut got = Vec::new();
-            while got.len() < 200 {
-                got.extend_from_slice(&first.chunk().await.unwrap().unwrap());
-            }
-            let r = reqwest::Client::new()
-                .get(format!("http://{gw}/chat/t-1/stream"))
-                .header("accept", resumed)
-                .send()
-                .await
-                .unwrap();
+            read_some(&mut first).await;
+            let r = resume(gw, resumed).await;
             assert_eq!(r.status(), 200);
             assert_eq!(content_type(&r), resumed, "{client} {live} -> {resumed}");
             let bytes = r.bytes().await.unwrap();
