@@ -73,6 +73,8 @@ pub struct Translator {
     shaped: Vec<Event>,
     /// Events that passed through, for metrics.
     pub events_translated: u64,
+    /// Upstream events (SSE frames or binary messages) read so far.
+    pub frames_read: u64,
     /// Builds the messages the run produced, when the caller keeps history.
     assembler: Option<MessageAssembler>,
     /// A `RunFinished`/`RunError` came through: the upstream ended the run.
@@ -104,6 +106,7 @@ impl Translator {
             events: Vec::new(),
             shaped: Vec::new(),
             events_translated: 0,
+            frames_read: 0,
             assembler: None,
             run_ended: false,
             input_ended: false,
@@ -368,6 +371,7 @@ impl Translator {
         let mut result = Ok(());
         let mut frames = std::mem::take(&mut self.frames);
         for frame in frames.drain(..) {
+            self.frames_read += 1;
             if let Err(mut e) = self.decoder.decode(&frame, &mut self.events) {
                 e.line = frame.line;
                 result = Err(e.into());
@@ -412,6 +416,7 @@ impl Translator {
         let mut messages = std::mem::take(&mut b.messages);
         for message in messages.drain(..) {
             b.index += 1;
+            self.frames_read += 1;
             if let Err(mut e) = self.decoder.decode_binary(&message, &mut self.events) {
                 // Messages have no lines: the 1-based message index.
                 e.line = b.index;

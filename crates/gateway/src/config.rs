@@ -25,8 +25,19 @@ struct RawConfig {
     server: RawServer,
     store: Option<RawStore>,
     demo_agent: Option<RawDemo>,
+    inspector: Option<RawInspector>,
     #[serde(default)]
     routes: Vec<RawRoute>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInspector {
+    path: Option<Spanned<String>>,
+    auth: Option<RawAuth>,
+    max_runs: Option<Spanned<u64>>,
+    max_run_bytes: Option<Spanned<u64>>,
+    sample: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -173,7 +184,25 @@ pub struct Config {
     pub log_format: LogFormat,
     pub store: Store,
     pub demo_agent: Option<DemoAgent>,
+    /// `[inspector]`: off when absent.
+    pub inspector: Option<Inspector>,
     pub routes: Vec<Route>,
+}
+
+/// The protocol inspector's settings (`[inspector]`).
+#[derive(Debug, Clone)]
+pub struct Inspector {
+    /// Where the page is served on the main listener (no trailing slash).
+    pub path: String,
+    /// Without it only loopback clients are let in.
+    pub auth: Option<Auth>,
+    /// Runs kept (live and recent); the oldest ended one goes first.
+    pub max_runs: usize,
+    /// Bytes kept of one run (upstream and client together); past it the
+    /// capture stops growing and is marked truncated.
+    pub max_run_bytes: usize,
+    /// The share of runs captured, 0 to 1.
+    pub sample: f64,
 }
 
 /// Where conversation histories and run logs live.
@@ -612,6 +641,75 @@ impl Collector<'_> {
         Some(out)
     }
 
+    fn inspector(
+        &mut self,
+        raw: &RawInspector,
+        src: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Inspector {
+        let _ = src;
+        let path = match &raw.path {
+            None => "/inspector".to_string(),
+            Some(p) => {
+                let v = p.get_ref().trim_end_matches('/').to_string();
+                if !v.starts_with('/') || v.len() < 2 {
+                    self.at(
+                        p,
+                        format!(
+                            "inspector.path: `{}` must start with `/` and name a path",
+                            p.get_ref()
+                        ),
+                    );
+                } else if v.contains(['?', '#', ' ']) {
+                    self.at(
+                        p,
+                        format!("inspector.path: `{}` is not a plain path", p.get_ref()),
+                    );
+                }
+                v
+            }
+        };
+        let auth = raw.auth.as_ref().map(|a| {
+            let at = raw
+                .path
+                .clone()
+                .unwrap_or_else(|| Spanned::new(0..0, path.clone()));
+            self.auth(&at, a, base, env)
+        });
+        let max_runs = match &raw.max_runs {
+            None => 200,
+            Some(v) if *v.get_ref() == 0 || *v.get_ref() > 100_000 => {
+                self.at(v, "inspector.max_runs: must be 1 to 100000");
+                200
+            }
+            Some(v) => *v.get_ref() as usize,
+        };
+        let max_run_bytes = match &raw.max_run_bytes {
+            None => 1 << 20,
+            Some(v) if *v.get_ref() < 1024 || *v.get_ref() > (64 << 20) => {
+                self.at(v, "inspector.max_run_bytes: must be 1024 to 67108864");
+                1 << 20
+            }
+            Some(v) => *v.get_ref() as usize,
+        };
+        let sample = match &raw.sample {
+            None => 1.0,
+            Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
+                self.at(v, "inspector.sample: must be between 0 and 1");
+                1.0
+            }
+            Some(v) => *v.get_ref(),
+        };
+        Inspector {
+            path,
+            auth,
+            max_runs,
+            max_run_bytes,
+            sample,
+        }
+    }
+
     /// `a`: where table-level problems are reported.
     fn auth(
         &mut self,
@@ -975,6 +1073,10 @@ impl Config {
                 delay: Duration::from_millis(d.delay_ms.unwrap_or(15)),
             })
         });
+        let inspector = raw
+            .inspector
+            .as_ref()
+            .map(|i| c.inspector(i, src, base, env));
         let mut routes = Vec::new();
         let mut seen_paths: Vec<&str> = Vec::new();
         for r in &raw.routes {
@@ -1219,6 +1321,25 @@ impl Config {
                 });
             }
         }
+        if let (Some(i), Some(raw_i)) = (&inspector, &raw.inspector) {
+            let clash = routes
+                .iter()
+                .find(|r: &&Route| r.path == i.path || r.path.starts_with(&format!("{}/", i.path)));
+            if let Some(r) = clash {
+                let msg = format!(
+                    "inspector.path: `{}` is taken by the route at `{}`",
+                    i.path, r.path
+                );
+                match &raw_i.path {
+                    Some(p) => c.at(p, msg),
+                    None => c.errors.push(ConfigError {
+                        line: 0,
+                        column: 0,
+                        message: msg,
+                    }),
+                }
+            }
+        }
         if !c.errors.is_empty() {
             return Err(c.errors);
         }
@@ -1241,6 +1362,7 @@ impl Config {
             log_format,
             store,
             demo_agent,
+            inspector,
             routes,
         })
     }

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate::config::{Config, LogFormat};
+use babelgate::inspector::capture::Ending;
+use babelgate::inspector::ReplaySetup;
 use babelgate::server::Gateway;
 use babelgate::transport::{self, SseToProto, Transport};
 use babelgate::{demo, registry};
@@ -96,6 +98,11 @@ enum Command {
         /// Transport of the output: sse or proto (ag-ui and hai only).
         #[arg(long, value_enum, default_value = "sse")]
         to_transport: TransportArg,
+        /// A capture's setup from the inspector (`{id}.setup.json`): the
+        /// ids, transports and ending of the live stream, so that its
+        /// upstream capture translates to the client capture again.
+        #[arg(long, conflicts_with = "deterministic")]
+        setup: Option<PathBuf>,
         /// The captured stream; standard input when absent.
         file: Option<PathBuf>,
     },
@@ -163,13 +170,35 @@ fn main() -> ExitCode {
             deterministic,
             from_transport,
             to_transport,
+            setup,
             file,
         } => {
             let transports = from_transport
                 .of(from, "--from-transport")
                 .and_then(|f| Ok((f, to_transport.of(to, "--to-transport")?)));
+            let replay = match setup.map(|p| read_setup(&p, from, to, transports.clone())) {
+                None => None,
+                Some(Ok(r)) => Some(r),
+                Some(Err(e)) => {
+                    eprintln!("babelgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let ctx = match (&replay, deterministic) {
+                (Some(r), _) => r.setup.context(),
+                (None, true) => EncodeContext::deterministic(),
+                (None, false) => EncodeContext::default(),
+            };
             match transports {
-                Ok(t) => translate(from, to, max_event_bytes, deterministic, t, file),
+                Ok(t) => translate(
+                    from,
+                    to,
+                    max_event_bytes,
+                    ctx,
+                    t,
+                    file,
+                    replay.map(|r| r.ending),
+                ),
                 Err(e) => {
                     eprintln!("babelgate: {e}");
                     ExitCode::from(2)
@@ -185,15 +214,11 @@ fn translate(
     from: Dialect,
     to: Dialect,
     max_event_bytes: usize,
-    deterministic: bool,
+    ctx: EncodeContext,
     (from_transport, to_transport): (Transport, Transport),
     file: Option<PathBuf>,
+    ending: Option<Ending>,
 ) -> ExitCode {
-    let ctx = if deterministic {
-        EncodeContext::deterministic()
-    } else {
-        EncodeContext::default()
-    };
     // The translator reads and writes the transports itself, but for a
     // same-dialect pass-through between two transports (converted at the
     // edges).
@@ -228,7 +253,15 @@ fn translate(
                     let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
                     return ExitCode::from(1);
                 }
-                break tr.finish(&mut out);
+                break match &ending {
+                    // The live stream's client went away: it just stopped.
+                    Some(Ending::Cut) => Ok(()),
+                    Some(Ending::Fail { message, code }) => {
+                        tr.fail(message, code.as_deref(), &mut out);
+                        Ok(())
+                    }
+                    _ => tr.finish(&mut out),
+                };
             }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -274,6 +307,35 @@ fn translate(
             ExitCode::from(1)
         }
     }
+}
+
+/// Reads an inspector setup file and checks it is for this translation.
+fn read_setup(
+    path: &std::path::Path,
+    from: Dialect,
+    to: Dialect,
+    transports: Result<(Transport, Transport), String>,
+) -> Result<ReplaySetup, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let r: ReplaySetup = serde_json::from_slice(&text)
+        .map_err(|e| format!("{}: not a capture setup: {e}", path.display()))?;
+    if r.from != from || r.to != to {
+        return Err(format!(
+            "{}: the capture is {} to {}, not {from} to {to}",
+            path.display(),
+            r.from,
+            r.to
+        ));
+    }
+    if transports? != r.transports() {
+        return Err(format!(
+            "{}: the capture was read as {} and written as {}: say so with --from-transport/--to-transport",
+            path.display(),
+            r.from_transport,
+            r.to_transport
+        ));
+    }
+    Ok(r)
 }
 
 fn write_out(

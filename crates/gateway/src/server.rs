@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -96,6 +97,8 @@ pub struct Gateway {
     /// Resumed streams being followed (`[store] max_followers`).
     followers: Arc<resume::Followers>,
     limits: Limits,
+    /// `[inspector]`, as the gateway started (a reload does not change it).
+    inspector: Option<Arc<crate::inspector::Inspector>>,
 }
 
 impl Gateway {
@@ -121,15 +124,22 @@ impl Gateway {
         let limiter = babelgate_store::limiter(&store_config(&config))
             .map_err(|e| GatewayError::internal(format!("rate limits: {e}")))?;
         let metrics = Arc::new(Metrics::default());
+        let owner = babelgate_store::new_id();
+        let shutdown = CancellationToken::new();
+        let inspector = match &config.inspector {
+            None => None,
+            Some(cfg) => Some(inspector(cfg, &config, &owner, &shutdown)?),
+        };
         Ok(Gateway {
             limits: Limits::new(limiter, metrics.clone()),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
             stores,
-            owner: babelgate_store::new_id(),
+            owner,
             metrics,
-            shutdown: CancellationToken::new(),
+            shutdown,
             pumps: TaskTracker::new(),
             followers: Arc::default(),
+            inspector,
         })
     }
 
@@ -147,6 +157,9 @@ impl Gateway {
         if old.config.store != config.store {
             tracing::warn!("`[store]` changes apply after a restart");
         }
+        if old.config.inspector.is_some() != config.inspector.is_some() {
+            tracing::warn!("`[inspector]` changes apply after a restart");
+        }
         self.routes.store(Arc::new(Routes::build(config)?));
         Ok(())
     }
@@ -159,6 +172,53 @@ impl Gateway {
     pub fn active_streams(&self) -> usize {
         self.pumps.len()
     }
+}
+
+/// The inspector of `[inspector]`; with the Redis store, on a board every
+/// instance shares, published to once a second until shutdown.
+fn inspector(
+    cfg: &crate::config::Inspector,
+    config: &Config,
+    owner: &str,
+    shutdown: &CancellationToken,
+) -> Result<Arc<crate::inspector::Inspector>, GatewayError> {
+    use crate::inspector::{board::Shared, Board, Inspector, PUBLISH_EVERY};
+    // Captures outlive their run on the board this long (the ring trims
+    // them sooner on a busy gateway).
+    const RETENTION: Duration = Duration::from_secs(3600);
+    let board: Option<Arc<dyn Board>> = match store_config(config) {
+        StoreConfig::Memory(_) => None,
+        StoreConfig::Redis(r) => {
+            let b = babelgate_store::RedisBoard::open(&r, RETENTION)
+                .map_err(|e| GatewayError::internal(format!("inspector: {e}")))?;
+            Some(Arc::new(Shared(Arc::new(b))))
+        }
+    };
+    let shared = board.is_some();
+    // The instance is named by its host-free owner id: short, and no
+    // internal host name reaches the page.
+    let name = format!("gw-{}", owner.get(..8).unwrap_or(owner));
+    let ins = Arc::new(Inspector::new(cfg.clone(), &name, board));
+    if shared {
+        let (weak, stop) = (Arc::downgrade(&ins), shutdown.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let mut published = std::collections::HashMap::new();
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(PUBLISH_EVERY) => {}
+                        () = stop.cancelled() => {}
+                    }
+                    let Some(ins) = weak.upgrade() else { break };
+                    ins.publish(&mut published).await;
+                    if stop.is_cancelled() {
+                        break;
+                    }
+                }
+            });
+        }
+    }
+    Ok(ins)
 }
 
 /// The store settings of `[store]`, for [`Gateway::with_stores`].

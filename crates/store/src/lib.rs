@@ -123,6 +123,7 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod board;
 pub mod limits;
 mod memory;
 mod redis_store;
@@ -138,6 +139,7 @@ pub use babelgate_core::request::Message;
 pub use bytes::Bytes;
 pub use futures_util::stream::BoxStream;
 
+pub use board::{CaptureBoard, RedisBoard};
 pub use limits::{limiter, Limiter, MemoryLimiter, RedisLimiter};
 pub use memory::{MemoryConversationStore, MemoryRunLog};
 pub use redis_store::RedisStore;

@@ -27,6 +27,8 @@ use crate::body::ReadBodyLayer;
 use crate::config::{Config, OnDisconnect, Route, UpstreamTransport};
 use crate::conn;
 use crate::error::{json_response, Body, GatewayError};
+use crate::inspector::capture::transport_name;
+use crate::inspector::{CaptureHandle, Exchange, ReplaySetup, Requests, Side};
 use crate::limits::{self, StreamLimitLayer};
 use crate::metrics::CountAtEnd;
 use crate::registry;
@@ -144,6 +146,14 @@ impl Gateway {
                 return Ok((None, resp));
             }
             _ => {}
+        }
+        if let Some(ins) = self.inspector.as_ref().filter(|i| i.owns(&path)) {
+            let peer = conn::peer_of(&req);
+            return ins
+                .serve(req.method(), &path, req.headers(), peer)
+                .await
+                .map(|r| (None, r))
+                .map_err(|e| (None, e));
         }
         if let Some(route) = routes.config.route(&path) {
             let rp = Some(route.path.clone());
@@ -291,6 +301,53 @@ impl Gateway {
         started: tokio::time::Instant,
         caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
+        let capture = self.inspector.as_ref().and_then(|ins| {
+            let mut received = Exchange::new(
+                req.method().as_str(),
+                req.headers(),
+                &secret_headers(route),
+                req.body(),
+            );
+            received.path = Some(req.uri().path().to_string());
+            ins.begin(
+                &route.path,
+                Requests {
+                    received,
+                    upstream: None,
+                },
+                started.into_std(),
+            )
+        });
+        let r = self
+            .proxy_run(
+                route,
+                client,
+                req,
+                request_id,
+                started,
+                caller,
+                capture.clone(),
+            )
+            .await;
+        if let (Err(e), Some(c)) = (&r, &capture) {
+            // Refused before any stream: the list shows why.
+            c.failed(&e.message, e.code);
+            c.end("failed", Some(e.code), false);
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn proxy_run(
+        &self,
+        route: &Route,
+        client: &reqwest::Client,
+        req: Request<Bytes>,
+        request_id: &str,
+        started: tokio::time::Instant,
+        caller: &access::Caller,
+        capture: Option<CaptureHandle>,
+    ) -> Result<Response<Body>, GatewayError> {
         let forwarded = access::forwarded(route, req.headers());
         let transport = client_transport(route.client, req.headers());
         let body = req.into_body();
@@ -345,6 +402,29 @@ impl Gateway {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request_id_header.insert("x-request-id", v);
         }
+        if let Some(c) = &capture {
+            let mut h = forwarded.clone();
+            h.extend(upstream_headers(route));
+            h.extend(request_id_header.clone());
+            if !crate::ws::is_ws_url(&route.upstream) {
+                h.insert(
+                    header::ACCEPT,
+                    HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
+                );
+                h.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+            }
+            let mut sent = Exchange::new(
+                "POST",
+                &h,
+                &secret_headers(route),
+                upstream_body.to_string().as_bytes(),
+            );
+            sent.url = Some(loggable_url(&route.upstream));
+            c.upstream_request(sent);
+        }
         if crate::ws::is_ws_url(&route.upstream) {
             let mut h = forwarded;
             h.extend(upstream_headers(route));
@@ -371,6 +451,7 @@ impl Gateway {
                     ws.map(|r| r.map_err(UpstreamFault::from)),
                     upstream_binary,
                     transport,
+                    capture,
                 )
                 .await;
         }
@@ -462,6 +543,7 @@ impl Gateway {
             upstream,
             upstream_binary,
             transport,
+            capture,
         )
         .await
     }
@@ -479,6 +561,7 @@ impl Gateway {
         upstream: S,
         upstream_binary: Option<Transport>,
         transport: Transport,
+        capture: Option<CaptureHandle>,
     ) -> Result<Response<Body>, GatewayError>
     where
         S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
@@ -493,6 +576,7 @@ impl Gateway {
             extension_frames: route.extension_frames,
             ..Default::default()
         };
+        let setup = babelgate_core::journal::Setup::of(&ctx);
         let (translator, edges) = stream_translator(
             route.upstream_protocol,
             route.client,
@@ -500,6 +584,45 @@ impl Gateway {
             run.continue_message_id.clone(),
             (upstream_binary.unwrap_or(Transport::Sse), transport),
         );
+        if let Some(c) = &capture {
+            // What the translator itself reads and writes (the edges, if
+            // any, convert around it).
+            let read = if edges.input.is_some() {
+                Transport::Sse
+            } else {
+                upstream_binary.unwrap_or(Transport::Sse)
+            };
+            let written = if edges.output.is_some() {
+                Transport::Sse
+            } else {
+                transport
+            };
+            let ws = crate::ws::is_ws_url(&route.upstream);
+            let up_name = match (ws, upstream_binary.is_some()) {
+                (true, true) => "ws-proto",
+                (true, false) => "ws",
+                (false, true) => "proto",
+                (false, false) => "sse",
+            };
+            c.plan(
+                Side {
+                    dialect: route.upstream_protocol.to_string(),
+                    transport: up_name.into(),
+                },
+                Side {
+                    dialect: route.client.to_string(),
+                    transport: transport_name(transport).into(),
+                },
+                ReplaySetup {
+                    from: route.upstream_protocol,
+                    to: route.client,
+                    from_transport: transport_name(read).into(),
+                    to_transport: transport_name(written).into(),
+                    setup,
+                    ending: Default::default(),
+                },
+            );
+        }
         let headers = translator.encoder().headers();
         if matches!(transport, Transport::Proto(_)) && edges.output.is_none() {
             // The encoder writes binary messages, logged as such.
@@ -534,6 +657,7 @@ impl Gateway {
                 started,
             }),
             abort: abort.clone(),
+            capture,
         };
         let span = tracing::Span::current();
         let Edges { input, output } = edges;
@@ -931,6 +1055,18 @@ fn upstream_request(dialect: Dialect, run: &RunRequest) -> RunRequest {
         up.messages = run.messages.get(start..).unwrap_or_default().to_vec();
     }
     up
+}
+
+/// Headers whose values the inspector never shows: the route's configured
+/// upstream headers and the ones it forwards.
+fn secret_headers(route: &Route) -> Vec<&str> {
+    route
+        .upstream_headers
+        .0
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .chain(route.forward_headers.iter().map(String::as_str))
+        .collect()
 }
 
 fn upstream_headers(route: &Route) -> http::HeaderMap {

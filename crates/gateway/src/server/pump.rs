@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::OnDisconnect;
+use crate::inspector::CaptureHandle;
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::Recorder;
@@ -68,6 +69,8 @@ pub(super) struct Pump {
     /// Set before the pump lets go of `tx` when the client's dialect shows
     /// a failure only as a body that breaks off (`Encoder::aborts`).
     pub(super) abort: Arc<AtomicBool>,
+    /// The inspector's capture of this stream, when it keeps one.
+    pub(super) capture: Option<CaptureHandle>,
 }
 
 /// Where a stream's numbers go.
@@ -136,7 +139,7 @@ impl Pump {
         let mut last_chunk: Option<tokio::time::Instant> = None;
         // Small to start: most streams are mostly idle, and it grows to fit.
         // Where each event starts and ends is kept only for the run log.
-        let mut out = if self.recorder.is_some() {
+        let mut out = if self.recorder.is_some() || self.capture.is_some() {
             Sink::new()
         } else {
             Sink::untracked(Vec::with_capacity(512))
@@ -170,7 +173,7 @@ impl Pump {
                 next = upstream.next() => next,
                 () = &mut idle => {
                     let msg = format!("the upstream sent nothing for {:?}", self.idle);
-                    self.translator.fail_to(&msg, Some("upstream_idle"), &mut out);
+                    self.fail(&msg, "upstream_idle", &mut out);
                     self.remember().await;
                     self.deliver(&mut out).await;
                     break End::Upstream("upstream_idle");
@@ -186,13 +189,13 @@ impl Pump {
                     continue;
                 }
                 () = shutdown.cancelled() => {
-                    self.translator.fail_to("the gateway is shutting down", Some("shutdown"), &mut out);
+                    self.fail("the gateway is shutting down", "shutdown", &mut out);
                     self.remember().await;
                     self.deliver(&mut out).await;
                     break End::Shutdown;
                 }
                 () = stop => {
-                    self.translator.fail_to("the run was stopped", Some("stopped"), &mut out);
+                    self.fail("the run was stopped", "stopped", &mut out);
                     self.remember().await;
                     self.deliver(&mut out).await;
                     break End::Stopped;
@@ -217,18 +220,18 @@ impl Pump {
                 Some(Err(e)) => match e.into() {
                     UpstreamFault::Malformed(e) => {
                         tracing::warn!(error = %e, "the upstream's binary stream is malformed");
-                        self.translator.fail_to(
+                        self.fail(
                             &format!("the upstream sent a malformed binary stream: {e}"),
-                            Some("upstream_malformed"),
+                            "upstream_malformed",
                             &mut out,
                         );
                         End::Upstream("upstream_malformed")
                     }
                     UpstreamFault::Connection(e) => {
                         tracing::warn!(error = %e, "the upstream connection failed");
-                        self.translator.fail_to(
+                        self.fail(
                             "the upstream connection failed",
-                            Some("upstream_disconnected"),
+                            "upstream_disconnected",
                             &mut out,
                         );
                         End::Upstream("upstream_disconnected")
@@ -239,10 +242,16 @@ impl Pump {
                     // clock read per chunk, none per event).
                     let read_at = std::time::Instant::now();
                     let events_before = self.translator.events_translated;
+                    if let Some(c) = &self.capture {
+                        c.upstream(&bytes);
+                    }
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
                     let Some(r) = self.guarded(&mut out, |t, out| t.push_to(&bytes, out)) else {
                         break self.end_internal(&mut out).await;
                     };
+                    if let Some(c) = &self.capture {
+                        c.events_in(self.translator.frames_read);
+                    }
                     if r.is_ok() {
                         let chunk = self.prepare(&mut out).await;
                         // ... and ends as its translation (logged, when the
@@ -291,6 +300,17 @@ impl Pump {
             .await;
         }
         let events = self.translator.events_translated;
+        if let Some(c) = &self.capture {
+            let (status, code) = match end {
+                End::Complete => ("completed", None),
+                End::ClientGone => ("client_gone", Some("client_gone")),
+                End::Upstream(kind) => ("failed", Some(kind)),
+                End::Shutdown => ("shutdown", Some("shutdown")),
+                End::Stopped => ("stopped", Some("stopped")),
+                End::Internal => ("failed", Some("internal")),
+            };
+            c.end(status, code, end == End::ClientGone);
+        }
         if let Some(r) = &self.report {
             let lasted = r.started.elapsed();
             r.metrics
@@ -385,8 +405,20 @@ impl Pump {
         if let Some(r) = &self.report {
             r.metrics.stream_panics.inc();
         }
+        if let Some(c) = &self.capture {
+            c.failed("the gateway failed to translate the stream", "internal");
+        }
         self.deliver(out).await;
         End::Internal
+    }
+
+    /// Ends the client's stream with its dialect's error, noted in the
+    /// capture (where a replay ends the same way).
+    fn fail(&mut self, message: &str, code: &'static str, out: &mut Sink) {
+        if let Some(c) = &self.capture {
+            c.failed(message, code);
+        }
+        self.translator.fail_to(message, Some(code), out);
     }
 
     /// The client went away: true when the run goes on without it.
@@ -413,6 +445,9 @@ impl Pump {
     async fn prepare(&mut self, out: &mut Sink) -> Option<Bytes> {
         if out.is_empty() {
             return None;
+        }
+        if let Some(c) = &self.capture {
+            c.client(out);
         }
         Some(match &mut self.recorder {
             Some(rec) => {
@@ -514,6 +549,7 @@ mod tests {
             shutdown: CancellationToken::new(),
             report: None,
             abort: Arc::default(),
+            capture: None,
         };
         (p, rx)
     }

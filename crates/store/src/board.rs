@@ -1,0 +1,164 @@
+//! A shared board of inspector captures, so that every gateway instance on
+//! one Redis lists the runs of all of them. Captures are opaque JSON here:
+//! the gateway owns their shape.
+//!
+//! Layout under the prefix: `inspector:index` (sorted set of ids by start
+//! time), `inspector:summary` (hash of id to the list's view) and
+//! `inspector:capture:{id}` (the capture, expiring after `retention`). The
+//! index is trimmed to `keep` on every write, the oldest first.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
+
+use crate::{RedisConfig, StoreError};
+
+#[async_trait]
+pub trait CaptureBoard: Send + Sync {
+    /// Publishes (or updates) one capture, then trims the board to `keep`.
+    async fn put(
+        &self,
+        id: &str,
+        started_ms: i64,
+        summary: &[u8],
+        capture: &[u8],
+        keep: usize,
+    ) -> Result<(), StoreError>;
+
+    /// The summaries of the newest `limit` captures, newest first.
+    async fn list(&self, limit: usize) -> Result<Vec<Bytes>, StoreError>;
+
+    /// One capture.
+    async fn get(&self, id: &str) -> Result<Option<Bytes>, StoreError>;
+}
+
+/// KEYS index summary capture; ARGV id started_ms summary capture keep retention_ms prefix.
+const PUT: &str = r#"
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[6])
+local n = redis.call('ZCARD', KEYS[1])
+local keep = tonumber(ARGV[5])
+if n > keep then
+  local old = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+  for _, id in ipairs(old) do
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('DEL', ARGV[7] .. id)
+  end
+end
+return n
+"#;
+
+pub struct RedisBoard {
+    conn: ConnectionManager,
+    prefix: String,
+    op_timeout: Duration,
+    retention: Duration,
+    put: Script,
+}
+
+impl RedisBoard {
+    /// Does not connect (the first call does).
+    pub fn open(cfg: &RedisConfig, retention: Duration) -> Result<Self, StoreError> {
+        let client = redis::Client::open(cfg.url.as_str())
+            .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(cfg.connect_timeout))
+            .set_response_timeout(Some(cfg.op_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client, manager)
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        Ok(RedisBoard {
+            conn,
+            prefix: format!("{}:inspector", cfg.prefix),
+            op_timeout: cfg.op_timeout,
+            retention,
+            put: Script::new(PUT),
+        })
+    }
+
+    async fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, redis::RedisError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.op_timeout, fut).await {
+            Ok(r) => r.map_err(|e| StoreError::Unavailable(e.to_string())),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "redis did not answer within {:?}",
+                self.op_timeout
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl CaptureBoard for RedisBoard {
+    async fn put(
+        &self,
+        id: &str,
+        started_ms: i64,
+        summary: &[u8],
+        capture: &[u8],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let p = &self.prefix;
+        let capture_prefix = format!("{p}:capture:");
+        let mut con = self.conn.clone();
+        let mut inv = self.put.prepare_invoke();
+        inv.key(format!("{p}:index"))
+            .key(format!("{p}:summary"))
+            .key(format!("{capture_prefix}{id}"))
+            .arg(id)
+            .arg(started_ms)
+            .arg(summary)
+            .arg(capture)
+            .arg(keep.max(1))
+            .arg(self.retention.as_millis().max(1) as u64)
+            .arg(capture_prefix);
+        let _: i64 = self.bounded(inv.invoke_async(&mut con)).await?;
+        Ok(())
+    }
+
+    async fn list(&self, limit: usize) -> Result<Vec<Bytes>, StoreError> {
+        let p = &self.prefix;
+        let mut con = self.conn.clone();
+        let ids: Vec<String> = self
+            .bounded(
+                redis::cmd("ZREVRANGE")
+                    .arg(format!("{p}:index"))
+                    .arg(0)
+                    .arg(limit.max(1) as i64 - 1)
+                    .query_async(&mut con),
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let summaries: Vec<Option<Vec<u8>>> = self
+            .bounded(
+                redis::cmd("HMGET")
+                    .arg(format!("{p}:summary"))
+                    .arg(&ids)
+                    .query_async(&mut con),
+            )
+            .await?;
+        Ok(summaries.into_iter().flatten().map(Bytes::from).collect())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Bytes>, StoreError> {
+        let mut con = self.conn.clone();
+        let v: Option<Vec<u8>> = self
+            .bounded(
+                redis::cmd("GET")
+                    .arg(format!("{}:capture:{id}", self.prefix))
+                    .query_async(&mut con),
+            )
+            .await?;
+        Ok(v.map(Bytes::from))
+    }
+}
