@@ -43,3 +43,48 @@ pub fn run_cli(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
         String::from_utf8(out.stderr).unwrap(),
     )
 }
+
+/// Answers every connection on `l` with `body` as an SSE stream, then
+/// closes it (an upstream whose stream is fixed by the test).
+pub async fn serve_sse(l: tokio::net::TcpListener, body: String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((mut s, _)) = l.accept().await else {
+            return;
+        };
+        let body = body.clone();
+        tokio::spawn(async move {
+            // The request head and body: enough to read it all for a test.
+            let mut buf = vec![0u8; 65536];
+            let mut got = Vec::new();
+            loop {
+                let Ok(n) = s.read(&mut buf).await else {
+                    return;
+                };
+                if n == 0 {
+                    return;
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(body.as_bytes()).await;
+            let _ = s.shutdown().await;
+        });
+    }
+}
