@@ -145,7 +145,7 @@
       res = await fetch(apiUrl(p), {
         headers: { accept: 'application/json' },
         cache: 'no-store',
-        signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+        signal: typeof AbortSignal.timeout === 'function' ? AbortSignal.timeout(FETCH_TIMEOUT_MS) : undefined,
       });
     } catch (e) {
       throw new ApiError(0, e.name === 'TimeoutError' ? 'the gateway did not answer in time' : 'the gateway cannot be reached');
@@ -167,7 +167,12 @@
 
   let lastOk = null;
 
+  function announce(text) {
+    setText($('#announcer'), text);
+  }
+
   function statusOk(what) {
+    if (lastOk === null || $('#status-line').classList.contains('failing')) announce(what);
     lastOk = new Date();
     const line = $('#status-line');
     line.className = 'status-line ok';
@@ -179,6 +184,7 @@
     line.className = 'status-line failing';
     const since = lastOk ? `; showing what came at ${lastOk.toLocaleTimeString()}` : '';
     line.textContent = `Cannot refresh (${err.message}): retrying every second${since}`;
+    announce(`Cannot refresh: ${err.message}`);
   }
 
   // ---- routing and polling ----------------------------------------------
@@ -392,7 +398,7 @@
         again = false;
         $('#run').replaceChildren(h('div', { class: 'panel notice' },
           h('h1', { text: 'This run is not kept' }),
-          h('p', { text: `No run ${id} here: the inspector keeps only the latest runs, and a restarted gateway starts empty.` })));
+          h('p', { text: `No run “${id}” here: the inspector keeps only the latest runs, and a restarted gateway starts empty.` })));
         statusOk('Run not found');
       } else {
         statusFailed(e);
