@@ -378,8 +378,14 @@
     p.legend = legend();
     p.heads = h('div', { class: 'trace-heads', 'aria-hidden': 'true' });
     p.rows = h('div', { class: 'trace-rows' });
+    // On a long run, the lines worth reading first are the marked ones.
+    const onlyMarked = h('input', { type: 'checkbox', id: 'only-marked' });
+    onlyMarked.addEventListener('change', () => p.rows.classList.toggle('only-marked', onlyMarked.checked));
     p.trace = h('section', { class: 'trace', 'aria-labelledby': 'trace-title' },
-      h('div', { class: 'trace-title-line' }, h('h2', { id: 'trace-title', text: 'Events' }), p.legend),
+      h('div', { class: 'trace-title-line' },
+        h('h2', { id: 'trace-title', text: 'Events' }),
+        h('label', { class: 'toggle', for: 'only-marked' }, onlyMarked, ' Only rows with a mark'),
+        p.legend),
       p.heads, p.rows);
     root.replaceChildren(h('p', { class: 'muted loading', text: 'Loading the run…' }));
   }
