@@ -454,6 +454,20 @@ async fn the_ring_the_per_run_cap_and_sampling_bound_memory() {
     }
     assert_eq!(ended_runs(gw, 3).await.len(), 3, "half of six runs");
 
+    // A request refused before its stream is listed with its error.
+    let (gw, _g) = gateway(&format!("[inspector]\n{routes}")).await;
+    let r = http()
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .body("{\"messages\": 7}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let s = &ended_runs(gw, 1).await[0];
+    assert_eq!(s["status"], "failed");
+    assert_eq!(s["error_code"], "invalid_request");
+
     let (gw, _g) = gateway(&format!("[inspector]\nsample = 0.0\n{routes}")).await;
     run(gw, "/chat", Dialect::Vercel, "hi").await;
     assert!(runs(gw).await.is_empty());
