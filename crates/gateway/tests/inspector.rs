@@ -563,6 +563,81 @@ async fn translate_replays_the_downloads_and_refuses_a_setup_for_other_dialects(
     assert!(err.contains("ag-ui to agkit"), "{err}");
 }
 
+#[tokio::test]
+async fn binary_and_websocket_clients_are_captured_as_they_were_served() {
+    use futures_util::{SinkExt, StreamExt};
+    let agent = demo_agent(Dialect::AgUi).await;
+    let toml = format!(
+        "[inspector]\n{}",
+        route("/chat", Dialect::AgUi, agent, Dialect::Hai, "")
+    )
+    .replace(
+        "upstream_protocol = \"hai\"",
+        "upstream_protocol = \"ag-ui\"",
+    )
+    .replace("client = \"ag-ui\"", "client = \"hai\"");
+    let (gw, _g) = gateway(&toml).await;
+    // A HAI client asking for AG-UI's binary transport.
+    let r = http()
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .header("accept", "application/vnd.ag-ui.event+proto")
+        .body(body(Dialect::Hai, "weather"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let got = r.bytes().await.unwrap();
+    // And one over a WebSocket session.
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{gw}/chat"))
+        .await
+        .unwrap();
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        String::from_utf8(body(Dialect::Hai, "weather")).unwrap(),
+    ))
+    .await
+    .unwrap();
+    while let Some(Ok(m)) = ws.next().await {
+        if m.is_close() {
+            break;
+        }
+    }
+    let list = ended_runs(gw, 2).await;
+    let by = |t: &str| {
+        list.iter()
+            .find(|s| s["client"]["transport"] == t)
+            .unwrap_or_else(|| panic!("no {t} run: {list:?}"))
+            .clone()
+    };
+    let proto = by("proto");
+    let ws = by("ws");
+    for s in [&proto, &ws] {
+        let id = s["id"].as_str().unwrap();
+        let d = get_json(format!("http://{gw}/inspector/api/runs/{id}")).await;
+        assert_eq!(d["replay"]["matches"], true, "{s}");
+    }
+    let id = proto["id"].as_str().unwrap();
+    let d = get_json(format!("http://{gw}/inspector/api/runs/{id}")).await;
+    assert!(d["replay"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("--to-transport proto"));
+    // Binary client events are shown as their JSON form.
+    let first = &d["rows"][0]["client"][0];
+    assert_eq!(first["type"], "RUN_STARTED", "{first}");
+    let r = http()
+        .get(format!("http://{gw}/inspector/api/runs/{id}/client"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .contains(".client.bin"));
+    // HAI timestamps aside (the clock's), the capture is what the client got.
+    assert_eq!(r.bytes().await.unwrap().len(), got.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_every_instance_sees_the_runs_of_the_others() {
     let redis = support::RedisServer::start();

@@ -166,8 +166,34 @@ fn describe(bytes: &[u8], binary: bool) -> (String, String) {
     (kind, text)
 }
 
-/// `bytes` with the digits of every `"timestamp":` value left out.
-fn without_timestamps(bytes: &[u8]) -> Vec<u8> {
+/// `bytes` without timestamps: the digits of every `"timestamp":` value
+/// left out, or for binary events, their JSON form without any.
+fn without_timestamps(bytes: &[u8], binary: bool) -> Vec<u8> {
+    if binary {
+        fn strip(v: &mut Value) {
+            match v {
+                Value::Object(m) => {
+                    m.remove("timestamp");
+                    m.values_mut().for_each(strip);
+                }
+                Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let mut framer = LengthFramer::new(DEFAULT_MAX_EVENT_BYTES);
+        let mut messages = Vec::new();
+        if framer.push(bytes, &mut messages).is_err() {
+            return bytes.to_vec();
+        }
+        let mut out = Vec::new();
+        for m in &messages {
+            let mut v = babelgate_proto::decode_event(m).unwrap_or(Value::Null);
+            strip(&mut v);
+            out.extend_from_slice(v.to_string().as_bytes());
+            out.push(b'\n');
+        }
+        return out;
+    }
     const KEY: &[u8] = b"\"timestamp\":";
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -389,7 +415,7 @@ pub fn detail(c: &Capture) -> Detail {
             matches = Some(if setup.to == babelgate_core::Dialect::Hai {
                 // HAI events carry a timestamp, the clock's when the
                 // upstream gave none: a replay's clock is not the live one.
-                without_timestamps(&written) == without_timestamps(&c.client)
+                without_timestamps(&written, bin_out) == without_timestamps(&c.client, bin_out)
             } else {
                 written == c.client
             });

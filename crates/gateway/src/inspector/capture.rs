@@ -329,6 +329,14 @@ impl CaptureHandle {
         });
     }
 
+    /// The client's stream goes over a WebSocket session.
+    pub fn client_over_websocket(&self) {
+        self.with(|c| {
+            let t = &mut c.summary.client.transport;
+            *t = if t == "proto" { "ws-proto" } else { "ws" }.into();
+        });
+    }
+
     /// Bytes read from the upstream.
     pub fn upstream(&self, bytes: &[u8]) {
         self.with(|c| {

@@ -301,6 +301,7 @@ impl Gateway {
         started: tokio::time::Instant,
         caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
+        let session = req.extensions().get::<crate::ws::Session>().is_some();
         let capture = self.inspector.as_ref().and_then(|ins| {
             let mut received = Exchange::new(
                 req.method().as_str(),
@@ -329,6 +330,9 @@ impl Gateway {
                 capture.clone(),
             )
             .await;
+        if let (true, Some(c)) = (session, &capture) {
+            c.client_over_websocket();
+        }
         if let (Err(e), Some(c)) = (&r, &capture) {
             // Refused before any stream: the list shows why.
             c.failed(&e.message, e.code);
