@@ -1303,3 +1303,35 @@ async fn a_malformed_redis_url_is_a_config_error() {
     let cfg = StoreConfig::Redis(RedisConfig::new("not a url"));
     assert!(matches!(cfg.build().await, Err(StoreError::Config(_))));
 }
+
+#[tokio::test]
+async fn the_capture_board_keeps_the_newest_and_forgets_the_rest() {
+    use babelgate_store::{CaptureBoard, RedisBoard};
+    let server = RedisServer::start();
+    let cfg = RedisConfig::new(server.url());
+    let a = RedisBoard::open(&cfg, Duration::from_secs(60)).unwrap();
+    let b = RedisBoard::open(&cfg, Duration::from_secs(60)).unwrap();
+    for i in 0..5i64 {
+        let id = format!("r{i}");
+        a.put(
+            &id,
+            1000 + i,
+            format!("s{i}").as_bytes(),
+            format!("c{i}").as_bytes(),
+            3,
+        )
+        .await
+        .unwrap();
+    }
+    // An update keeps its place and replaces its summary.
+    a.put("r4", 1004, b"s4'", b"c4'", 3).await.unwrap();
+    let listed = b.list(10).await.unwrap();
+    assert_eq!(
+        listed,
+        vec![Bytes::from("s4'"), Bytes::from("s3"), Bytes::from("s2")]
+    );
+    assert_eq!(b.list(1).await.unwrap(), vec![Bytes::from("s4'")]);
+    assert_eq!(b.get("r4").await.unwrap(), Some(Bytes::from("c4'")));
+    assert_eq!(b.get("r1").await.unwrap(), None, "trimmed with the index");
+    assert_eq!(b.get("nope").await.unwrap(), None);
+}
