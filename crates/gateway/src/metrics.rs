@@ -345,7 +345,9 @@ pub struct CountAtEnd {
 }
 
 impl CountAtEnd {
+    /// Counts the stream in `active_streams` until this is dropped.
     pub fn new(metrics: std::sync::Arc<Metrics>, route: &str) -> Self {
+        metrics.active_streams.inc();
         CountAtEnd {
             metrics,
             route: route.to_string(),
@@ -356,6 +358,12 @@ impl CountAtEnd {
     pub fn ended(self, client_gone: bool) {
         self.metrics
             .request(&self.route, if client_gone { 499 } else { 200 });
+    }
+}
+
+impl Drop for CountAtEnd {
+    fn drop(&mut self) {
+        self.metrics.active_streams.dec();
     }
 }
 

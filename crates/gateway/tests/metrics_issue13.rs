@@ -463,6 +463,31 @@ async fn a_resumed_client_that_leaves_mid_stream_is_counted_once_as_499() {
     );
 }
 
+#[tokio::test]
+async fn a_resumed_stream_is_an_active_stream_while_it_lives() {
+    let up = Upstream::start().await;
+    let gw = gateway(&route(up.addr, "")).await;
+    let feed = up.next();
+    feed.send(sse(STARTED)).unwrap();
+    let mut live = post(gw, "t-active").send().await.unwrap();
+    let mut got = String::new();
+    read_events(&mut live, &mut got, 1).await;
+    let mut back = client()
+        .get(format!("http://{gw}/chat/t-active/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(back.status(), 200);
+    let mut seen = String::new();
+    read_events(&mut back, &mut seen, 1).await;
+    metrics_once(gw, "babelgate_active_streams 2").await;
+    feed.send(sse(FINISHED)).unwrap();
+    drop(feed);
+    live.bytes().await.unwrap();
+    back.bytes().await.unwrap();
+    metrics_once(gw, "babelgate_active_streams 0").await;
+}
+
 // ---- the README's list --------------------------------------------------------
 
 /// The metrics of the README's `/metrics` list, each with its labels: each
