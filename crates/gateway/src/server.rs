@@ -96,6 +96,8 @@ pub struct Gateway {
     /// Resumed streams being followed (`[store] max_followers`).
     followers: Arc<resume::Followers>,
     limits: Limits,
+    /// `[telemetry]`, read at start (changes apply after a restart).
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl Gateway {
@@ -121,7 +123,14 @@ impl Gateway {
         let limiter = babelgate_store::limiter(&store_config(&config))
             .map_err(|e| GatewayError::internal(format!("rate limits: {e}")))?;
         let metrics = Arc::new(Metrics::default());
+        let telemetry = match &config.telemetry {
+            Some(t) => Some(Arc::new(
+                crate::telemetry::Telemetry::start(t).map_err(GatewayError::internal)?,
+            )),
+            None => None,
+        };
         Ok(Gateway {
+            telemetry,
             limits: Limits::new(limiter, metrics.clone()),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
             stores,
@@ -146,6 +155,9 @@ impl Gateway {
         }
         if old.config.store != config.store {
             tracing::warn!("`[store]` changes apply after a restart");
+        }
+        if old.config.telemetry != config.telemetry {
+            tracing::warn!("`[telemetry]` changes apply after a restart");
         }
         self.routes.store(Arc::new(Routes::build(config)?));
         Ok(())

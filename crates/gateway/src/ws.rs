@@ -359,6 +359,7 @@ async fn session(
     *req.method_mut() = Method::POST;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
+    req.extensions_mut().insert(crate::telemetry::ViaWebSocket);
     let resp = gw.handle(req, peer).await;
     let status = resp.status();
     let ctype = resp
