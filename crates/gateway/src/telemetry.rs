@@ -686,6 +686,65 @@ mod tests {
             .unwrap();
     }
 
+    /// An exporter that counts the spans it got, by name.
+    #[derive(Debug, Default)]
+    struct Counting(Arc<Mutex<Vec<String>>>);
+
+    impl SpanExporter for Counting {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            if let Ok(mut got) = self.0.lock() {
+                got.extend(batch.into_iter().map(|s| s.name.to_string()));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn sampling_honours_the_clients_flag_and_the_upstream_hears_the_decision() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        // Ratio 0: no new trace is recorded, a sampled parent's still is.
+        let t = Telemetry::with_processor(processor(Counting(got.clone()), 64), "t", 0.0);
+        let config = config::Config::parse(
+            "[[routes]]\npath = \"/chat\"\nclient = \"ag-ui\"\nupstream = \"http://127.0.0.1:9/a\"\nupstream_protocol = \"ag-ui\"\n",
+        )
+        .unwrap();
+        let route = &config.routes[0];
+        let request = |traceparent: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(tp) = traceparent {
+                h.insert("traceparent", tp.parse().unwrap());
+            }
+            let trace = Trace::begin(Some(&t), &h, &http::Method::POST, false);
+            trace.route(route, "/chat", Transport::Sse);
+            let up = trace.upstream(route);
+            trace.end_response(http::StatusCode::OK, None);
+            up["traceparent"].to_str().unwrap().to_string()
+        };
+        let sampled = request(Some(&tp("00", TRACE, SPAN, "01")));
+        let (trace, span, flags) = parse_traceparent(&sampled).unwrap();
+        assert_eq!(trace.to_string(), TRACE);
+        assert_ne!(
+            span.to_string(),
+            SPAN,
+            "the upstream gets the gateway's span id"
+        );
+        assert!(flags.is_sampled());
+        // Not recorded, still propagated: a new span id, the flag unset.
+        let unsampled = request(Some(&tp("00", TRACE, SPAN, "00")));
+        let (trace, span, flags) = parse_traceparent(&unsampled).unwrap();
+        assert_eq!(trace.to_string(), TRACE);
+        assert_ne!(span.to_string(), SPAN);
+        assert!(!flags.is_sampled());
+        let fresh = request(None);
+        let (trace, _, flags) = parse_traceparent(&fresh).unwrap();
+        assert_ne!(trace.to_string(), TRACE);
+        assert!(!flags.is_sampled());
+        t.shutdown();
+        let mut names = got.lock().unwrap().clone();
+        names.sort();
+        assert_eq!(names, ["POST /chat", "invoke_agent"]);
+    }
+
     fn telemetry_config(table: &str) -> Result<Option<config::Telemetry>, Vec<String>> {
         let env = |k: &str| (k == "OTLP_TOKEN").then(|| "s3cret".to_string());
         config::Config::parse_with(table, std::path::Path::new("."), &env)
