@@ -135,7 +135,7 @@ impl<E: SpanExporter> SpanExporter for Logged<E> {
         match &r {
             Err(e) if !self.failing.swap(true, Ordering::Relaxed) => tracing::warn!(
                 collector = %self.endpoint, error = %e, spans = n,
-                "telemetry: exporting spans failed (told once until it works again)"
+                "telemetry: exporting spans failed (not logged again until an export succeeds)"
             ),
             Ok(()) if self.failing.swap(false, Ordering::Relaxed) => {
                 tracing::info!(collector = %self.endpoint, "telemetry: exporting spans works again")
@@ -743,6 +743,61 @@ mod tests {
         let mut names = got.lock().unwrap().clone();
         names.sort();
         assert_eq!(names, ["POST /chat", "invoke_agent"]);
+    }
+
+    /// Fails or succeeds in the order given.
+    #[derive(Debug)]
+    struct Flaky(Mutex<Vec<bool>>);
+
+    impl SpanExporter for Flaky {
+        async fn export(&self, _: Vec<SpanData>) -> OTelSdkResult {
+            match self.0.lock().unwrap().remove(0) {
+                true => Ok(()),
+                false => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                    "connection refused".into(),
+                )),
+            }
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn export_failures_are_logged_once_until_exports_work_again() {
+        let log = Captured::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let results = [false, false, false, true, true, false, false];
+        let exporter = Logged::new(
+            Flaky(Mutex::new(results.to_vec())),
+            "https://user:pw@collector.example/v1/traces?key=k3y",
+        );
+        for _ in results {
+            let _ = exporter.export(Vec::new()).await;
+        }
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.matches("exporting spans failed").count(), 2, "{text}");
+        assert_eq!(text.matches("works again").count(), 1, "{text}");
+        assert!(
+            text.contains("https://collector.example/v1/traces"),
+            "{text}"
+        );
+        assert!(!text.contains("pw") && !text.contains("k3y"), "{text}");
     }
 
     fn telemetry_config(table: &str) -> Result<Option<config::Telemetry>, Vec<String>> {
