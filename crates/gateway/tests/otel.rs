@@ -18,6 +18,7 @@ use babelgate::registry;
 use babelgate::server::Gateway;
 use babelgate_core::request::{Message, RunRequest};
 use babelgate_core::{Dialect, Role};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
@@ -27,6 +28,7 @@ const PARENT: &str = "00f067aa0ba902b7";
 const BROKEN_TRACE: &str = "11111111111111111111111111111111";
 const RESUME_TRACE: &str = "22222222222222222222222222222222";
 const RESUME_PARENT: &str = "3333333333333333";
+const WS_TRACE: &str = "44444444444444444444444444444444";
 
 /// What the upstream got: (traceparent, tracestate) per request.
 type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
@@ -219,6 +221,35 @@ async fn spans_reach_a_real_otlp_receiver_with_the_clients_trace() {
     let resumed = common::sse_events(&r.bytes().await.unwrap());
     assert_eq!(resumed.len(), events.len() - 1, "{resumed:?}");
 
+    // 4. A WebSocket session's request, the context on its upgrade.
+    let mut upgrade =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "ws://{gw}/chat"
+        ))
+        .unwrap();
+    upgrade.headers_mut().insert(
+        "traceparent",
+        format!("00-{WS_TRACE}-{PARENT}-01").parse().unwrap(),
+    );
+    let (mut ws, resp) = tokio_tungstenite::connect_async(upgrade).await.unwrap();
+    assert_eq!(resp.status(), 101);
+    let request = String::from_utf8(body(Dialect::AgUi, "thread-ws")).unwrap();
+    ws.send(tokio_tungstenite::tungstenite::Message::text(request))
+        .await
+        .unwrap();
+    let mut texts = String::new();
+    while let Some(Ok(m)) = tokio::time::timeout(Duration::from_secs(60), ws.next())
+        .await
+        .expect("the session never ended")
+    {
+        if m.is_close() {
+            break;
+        }
+        texts.push_str(m.to_text().unwrap());
+    }
+    assert!(texts.contains("RUN_FINISHED"), "{texts}");
+    drop(ws);
+
     // Shutdown flushes what is queued: no waiting on the export schedule.
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(60), serving)
@@ -282,7 +313,7 @@ async fn spans_reach_a_real_otlp_receiver_with_the_clients_trace() {
     assert!(client["end"].as_u64() <= server["end"].as_u64());
 
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
     let (tp, state) = &seen[0];
     let (trace, parent, flags) = traceparent_parts(tp.as_deref().unwrap());
     assert_eq!(trace, TRACE);
@@ -315,6 +346,27 @@ async fn spans_reach_a_real_otlp_receiver_with_the_clients_trace() {
     assert_eq!(attr(resume, "http.route"), "/chat/{id}/stream");
     assert_eq!(attr(resume, "babelgate.resume.mode"), "after_id");
     assert_eq!(attr(resume, "http.response.status_code"), 200);
+
+    // The session's request: its own span, under the upgrade's context.
+    let in_session: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["trace_id"] == WS_TRACE && s["name"] == "POST /chat")
+        .collect();
+    assert_eq!(in_session.len(), 1, "{spans:#?}");
+    assert_eq!(in_session[0]["parent_span_id"], PARENT);
+    assert_eq!(
+        attr(in_session[0], "babelgate.transport.client"),
+        "websocket"
+    );
+    assert_eq!(attr(in_session[0], "gen_ai.conversation.id"), "thread-ws");
+    assert_eq!(attr(in_session[0], "http.response.status_code"), 200);
+    let upstream_call = span(&spans, WS_TRACE, "SPAN_KIND_CLIENT");
+    assert_eq!(upstream_call["parent_span_id"], in_session[0]["span_id"]);
+    let (trace, parent, _) = traceparent_parts(seen[2].0.as_deref().unwrap());
+    assert_eq!(
+        (trace.as_str(), parent.as_str()),
+        (WS_TRACE, upstream_call["span_id"].as_str().unwrap())
+    );
 }
 
 #[tokio::test]

@@ -61,7 +61,9 @@ impl Gateway {
         let routes = self.routes.load_full();
         let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
         let http1 = req.version() < http::Version::HTTP_2;
-        let via_ws = req.extensions().get::<ViaWebSocket>().is_some();
+        // A session's upgrade, or a request that came in one.
+        let via_ws =
+            req.extensions().get::<ViaWebSocket>().is_some() || crate::ws::is_upgrade(&req);
         let trace = Trace::begin(self.telemetry.as_deref(), &req_headers, &method, via_ws);
         req.extensions_mut().insert(trace.clone());
         let mut failed = None;
