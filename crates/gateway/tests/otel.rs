@@ -390,3 +390,171 @@ async fn without_telemetry_the_clients_trace_context_passes_upstream_as_it_came(
         vec![(Some(tp), Some("vendor=abc".to_string())), (None, None)]
     );
 }
+
+/// A WebSocket agent: notes the handshake's traceparent, reads the request,
+/// sends the run as text messages and closes.
+async fn ws_upstream() -> (SocketAddr, Arc<Mutex<Option<String>>>) {
+    use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+    let seen = Arc::new(Mutex::new(None));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let noted = seen.clone();
+    tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let note = |req: &Request, resp: Response| {
+            *noted.lock().unwrap() = req
+                .headers()
+                .get("traceparent")
+                .map(|v| v.to_str().unwrap().to_string());
+            Ok(resp)
+        };
+        let mut ws = tokio_tungstenite::accept_hdr_async(s, note).await.unwrap();
+        ws.next().await.unwrap().unwrap();
+        for line in AGUI_STREAM.split("\n\n").filter(|l| !l.is_empty()) {
+            let json = line.strip_prefix("data: ").unwrap().to_string();
+            ws.send(tokio_tungstenite::tungstenite::Message::text(json))
+                .await
+                .unwrap();
+        }
+        ws.close(None).await.unwrap();
+        while ws.next().await.is_some() {}
+    });
+    (addr, seen)
+}
+
+/// An AG-UI agent that starts a run and then says nothing more.
+async fn stalling_upstream() -> SocketAddr {
+    let app = axum::Router::new().route(
+        "/agent",
+        axum_post(|| async {
+            let first = futures_util::stream::once(async {
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(
+                    b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+                ))
+            });
+            let body = axum::body::Body::from_stream(first.chain(futures_util::stream::pending()));
+            ([("content-type", "text/event-stream")], body)
+        }),
+    );
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test]
+async fn websocket_upstreams_a_client_that_leaves_and_a_bad_request_are_traced() {
+    let (_receiver, port) = receiver().await;
+    let (ws_agent, ws_seen) = ws_upstream().await;
+    let stalling = stalling_upstream().await;
+    let toml = format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{port}/v1/traces\"\n\
+         [[routes]]\npath = \"/ws\"\nclient = \"ag-ui\"\nupstream = \"ws://{ws_agent}/agent\"\nupstream_protocol = \"ag-ui\"\n\
+         [[routes]]\npath = \"/slow\"\nclient = \"ag-ui\"\nupstream = \"http://{stalling}/agent\"\nupstream_protocol = \"ag-ui\"\n"
+    );
+    let gateway = Arc::new(Gateway::new(Config::parse(&toml).unwrap()).unwrap());
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gw = l.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(gateway.serve_until(l, None, async {
+        let _ = stopped.await;
+    }));
+
+    // A WebSocket upstream.
+    let ws_trace = "55555555555555555555555555555555";
+    let r = post(
+        gw,
+        "/ws",
+        Dialect::AgUi,
+        &format!("00-{ws_trace}-{PARENT}-01"),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let events = common::sse_events(&r.bytes().await.unwrap());
+    assert!(
+        events.iter().any(|(_, v)| v["type"] == "RUN_FINISHED"),
+        "{events:?}"
+    );
+
+    // A client that leaves mid-stream.
+    let gone_trace = "66666666666666666666666666666666";
+    let mut r = post(
+        gw,
+        "/slow",
+        Dialect::AgUi,
+        &format!("00-{gone_trace}-{PARENT}-01"),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    r.chunk().await.unwrap().expect("the first event");
+    drop(r);
+
+    // A request that does not parse: a 4xx, the client's doing.
+    let bad_trace = "77777777777777777777777777777777";
+    let r = reqwest::Client::new()
+        .post(format!("http://{gw}/slow"))
+        .header("content-type", "application/json")
+        .header("traceparent", format!("00-{bad_trace}-{PARENT}-01"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(120), serving)
+        .await
+        .expect("the gateway did not stop")
+        .unwrap();
+    let doc: Value = reqwest::get(format!("http://127.0.0.1:{port}/spans"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["errors"], serde_json::json!([]), "{doc:#}");
+    let spans = doc["spans"].as_array().unwrap().clone();
+
+    let server = span(&spans, ws_trace, "SPAN_KIND_SERVER");
+    let client = span(&spans, ws_trace, "SPAN_KIND_CLIENT");
+    assert_eq!(client["parent_span_id"], server["span_id"]);
+    assert_eq!(attr(client, "http.request.method"), "GET");
+    assert_eq!(attr(client, "babelgate.transport.upstream"), "websocket");
+    assert_eq!(attr(client, "babelgate.upstream.encoding"), "json");
+    assert_eq!(attr(client, "url.full"), &format!("ws://{ws_agent}/agent"));
+    assert_eq!(attr(server, "babelgate.events.in"), 5);
+    let tp = ws_seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("no traceparent on the handshake");
+    let (trace, parent, _) = traceparent_parts(&tp);
+    assert_eq!(
+        (trace.as_str(), parent.as_str()),
+        (ws_trace, client["span_id"].as_str().unwrap())
+    );
+
+    let server = span(&spans, gone_trace, "SPAN_KIND_SERVER");
+    assert_eq!(attr(server, "error.type"), "client_gone");
+    assert_eq!(attr(server, "http.response.status_code"), 499);
+    assert_eq!(server["status"]["code"], "STATUS_CODE_ERROR");
+    assert!(
+        attr(server, "babelgate.time_to_first_chunk")
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let client = span(&spans, gone_trace, "SPAN_KIND_CLIENT");
+    assert!(attr(client, "error.type").is_null(), "{client:#}");
+
+    let server = span(&spans, bad_trace, "SPAN_KIND_SERVER");
+    assert_eq!(attr(server, "error.type"), "invalid_request");
+    assert_eq!(attr(server, "http.response.status_code"), 400);
+    assert_eq!(server["status"]["code"], "STATUS_CODE_UNSET");
+    assert!(
+        !spans
+            .iter()
+            .any(|s| s["trace_id"] == bad_trace && s["kind"] == "SPAN_KIND_CLIENT"),
+        "no upstream call was made"
+    );
+}
