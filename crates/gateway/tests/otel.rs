@@ -401,6 +401,7 @@ async fn ws_upstream() -> (SocketAddr, Arc<Mutex<Option<String>>>) {
     let noted = seen.clone();
     tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
+        #[allow(clippy::result_large_err)] // tungstenite's callback type
         let note = |req: &Request, resp: Response| {
             *noted.lock().unwrap() = req
                 .headers()
