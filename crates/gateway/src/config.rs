@@ -26,6 +26,7 @@ struct RawConfig {
     store: Option<RawStore>,
     demo_agent: Option<RawDemo>,
     inspector: Option<RawInspector>,
+    telemetry: Option<Spanned<RawTelemetry>>,
     #[serde(default)]
     routes: Vec<RawRoute>,
 }
@@ -186,6 +187,8 @@ pub struct Config {
     pub demo_agent: Option<DemoAgent>,
     /// `[inspector]`: off when absent.
     pub inspector: Option<Inspector>,
+    /// `[telemetry]`: traces exported over OTLP; `None`, nothing exported.
+    pub telemetry: Option<Telemetry>,
     pub routes: Vec<Route>,
 }
 
@@ -1077,6 +1080,7 @@ impl Config {
             .inspector
             .as_ref()
             .map(|i| c.inspector(i, src, base, env));
+        let telemetry = raw.telemetry.as_ref().map(|t| c.telemetry(t, env));
         let mut routes = Vec::new();
         let mut seen_paths: Vec<&str> = Vec::new();
         for r in &raw.routes {
@@ -1363,12 +1367,126 @@ impl Config {
             store,
             demo_agent,
             inspector,
+            telemetry,
             routes,
         })
     }
 
     pub fn route(&self, path: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.path == path)
+    }
+}
+
+// ---- [telemetry] -------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTelemetry {
+    otlp_endpoint: Spanned<String>,
+    service_name: Option<Spanned<String>>,
+    /// Header name -> the environment variable holding its value.
+    #[serde(default)]
+    headers_env: BTreeMap<String, Spanned<String>>,
+    sample_ratio: Option<Spanned<f64>>,
+    max_queue_spans: Option<Spanned<u64>>,
+    export_timeout_ms: Option<u64>,
+}
+
+/// `[telemetry]`: where and how traces are exported (see `crate::telemetry`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Telemetry {
+    /// The collector's OTLP/HTTP traces endpoint (`.../v1/traces`).
+    pub otlp_endpoint: String,
+    pub service_name: String,
+    /// Sent with every export (a collector's token): never shown.
+    pub headers: Redacted<Vec<(String, String)>>,
+    /// Share of new traces recorded; a client's sampled flag is honoured.
+    pub sample_ratio: f64,
+    /// Finished spans waiting for export; past it new ones are dropped.
+    pub max_queue_spans: usize,
+    pub export_timeout: Duration,
+}
+
+impl<T: PartialEq> PartialEq for Redacted<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Collector<'_> {
+    fn telemetry(
+        &mut self,
+        t: &Spanned<RawTelemetry>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Telemetry {
+        let raw = t.get_ref();
+        let ep = &raw.otlp_endpoint;
+        match reqwest::Url::parse(ep.get_ref()) {
+            Ok(u) if !matches!(u.scheme(), "http" | "https") => self.at(
+                ep,
+                format!(
+                    "telemetry.otlp_endpoint: scheme `{}` is not http or https",
+                    u.scheme()
+                ),
+            ),
+            // Credentials in the URL would end up in logs: `headers_env` is the place.
+            Ok(u) if !u.username().is_empty() || u.password().is_some() => self.at(
+                ep,
+                "telemetry.otlp_endpoint: no credentials in the URL (use `headers_env`)",
+            ),
+            Ok(u) if u.host_str().is_none_or(str::is_empty) => {
+                self.at(ep, "telemetry.otlp_endpoint: the URL has no host")
+            }
+            Ok(_) => {}
+            Err(e) => self.at(ep, format!("telemetry.otlp_endpoint: {e}")),
+        }
+        let service_name = match &raw.service_name {
+            Some(s) if s.get_ref().trim().is_empty() => {
+                self.at(s, "telemetry.service_name: must not be empty");
+                String::new()
+            }
+            Some(s) => s.get_ref().clone(),
+            None => "babelgate".to_string(),
+        };
+        let mut headers = Vec::new();
+        for (name, var) in &raw.headers_env {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.at(
+                    var,
+                    format!("telemetry.headers_env: `{name}` is not a header name"),
+                );
+                continue;
+            }
+            match env(var.get_ref()) {
+                Some(v) if !v.is_empty() && http::HeaderValue::from_str(&v).is_ok() => {
+                    headers.push((name.to_ascii_lowercase(), v))
+                }
+                // The value is a secret: its variable is named, never it.
+                _ => self.at(
+                    var,
+                    format!(
+                        "telemetry.headers_env.{name}: environment variable `{}` is not set, empty or not a header value",
+                        var.get_ref()
+                    ),
+                ),
+            }
+        }
+        let sample_ratio = match &raw.sample_ratio {
+            None => 1.0,
+            Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
+            Some(r) => {
+                self.at(r, "telemetry.sample_ratio: must be between 0 and 1");
+                1.0
+            }
+        };
+        Telemetry {
+            otlp_endpoint: ep.get_ref().clone(),
+            service_name,
+            headers: Redacted(headers),
+            sample_ratio,
+            max_queue_spans: self.count(&raw.max_queue_spans, "telemetry.max_queue_spans", 2048),
+            export_timeout: Duration::from_millis(raw.export_timeout_ms.unwrap_or(10_000).max(1)),
+        }
     }
 }
 

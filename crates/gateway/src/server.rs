@@ -99,6 +99,8 @@ pub struct Gateway {
     limits: Limits,
     /// `[inspector]`, as the gateway started (a reload does not change it).
     inspector: Option<Arc<crate::inspector::Inspector>>,
+    /// `[telemetry]`, read at start (changes apply after a restart).
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl Gateway {
@@ -130,7 +132,14 @@ impl Gateway {
             None => None,
             Some(cfg) => Some(inspector(cfg, &config, &owner, &shutdown)?),
         };
+        let telemetry = match &config.telemetry {
+            Some(t) => Some(Arc::new(
+                crate::telemetry::Telemetry::start(t).map_err(GatewayError::internal)?,
+            )),
+            None => None,
+        };
         Ok(Gateway {
+            telemetry,
             limits: Limits::new(limiter, metrics.clone()),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
             stores,
@@ -159,6 +168,9 @@ impl Gateway {
         }
         if old.config.inspector.is_some() != config.inspector.is_some() {
             tracing::warn!("`[inspector]` changes apply after a restart");
+        }
+        if old.config.telemetry != config.telemetry {
+            tracing::warn!("`[telemetry]` changes apply after a restart");
         }
         self.routes.store(Arc::new(Routes::build(config)?));
         Ok(())

@@ -338,11 +338,6 @@ async fn first_message(ws: &mut ServerWs, limits: &SessionLimits) -> First {
     }
 }
 
-/// Marks a request that came as a WebSocket session's first message (the
-/// inspector labels its client transport `ws`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Session;
-
 /// One client session: the request, then the stream, then the close.
 async fn session(
     gw: Arc<Gateway>,
@@ -364,7 +359,7 @@ async fn session(
     *req.method_mut() = Method::POST;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
-    req.extensions_mut().insert(Session);
+    req.extensions_mut().insert(crate::telemetry::ViaWebSocket);
     let resp = gw.handle(req, peer).await;
     let status = resp.status();
     let ctype = resp

@@ -246,6 +246,10 @@ impl Gateway {
         }
         self.shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.pumps.wait()).await;
+        // The spans of the streams just ended go out before the process does.
+        if let Some(t) = self.telemetry.clone() {
+            let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+        }
     }
 }
 

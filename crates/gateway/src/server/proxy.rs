@@ -33,6 +33,7 @@ use crate::limits::{self, StreamLimitLayer};
 use crate::metrics::CountAtEnd;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
+use crate::telemetry::{Trace, ViaWebSocket};
 use crate::transport::{self, Edges, ProtoToSse, SseToProto, Transport};
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
@@ -62,6 +63,12 @@ impl Gateway {
         let routes = self.routes.load_full();
         let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
         let http1 = req.version() < http::Version::HTTP_2;
+        // A session's upgrade, or a request that came in one.
+        let via_ws =
+            req.extensions().get::<ViaWebSocket>().is_some() || crate::ws::is_upgrade(&req);
+        let trace = Trace::begin(self.telemetry.as_deref(), &req_headers, &method, via_ws);
+        req.extensions_mut().insert(trace.clone());
+        let mut failed = None;
         let result = self
             .route_request(&routes, req, &request_id, started)
             .instrument(span.clone())
@@ -71,6 +78,7 @@ impl Gateway {
             Err((route_path, e)) => {
                 let _g = span.enter();
                 tracing::info!(status = e.status.as_u16(), fault = e.fault.as_str(), code = e.code, error = %e.message, "request refused");
+                failed = Some((e.code, e.fault == crate::error::Fault::Upstream));
                 let timed_out = e.code == "request_timeout";
                 let mut resp = e.into_response();
                 if timed_out && http1 {
@@ -82,6 +90,8 @@ impl Gateway {
                 (route_path, resp)
             }
         };
+        // A stream's spans end with it (in its pump), the rest's here.
+        trace.end_response(resp.status(), failed);
         // A proxied stream is counted by its pump when it ends (200, or 499
         // when its client left), so it is counted once.
         if let Some(rp) = route_path
@@ -157,6 +167,11 @@ impl Gateway {
         }
         if let Some(route) = routes.config.route(&path) {
             let rp = Some(route.path.clone());
+            trace_of(&req).route(
+                route,
+                &route.path,
+                client_transport(route.client, req.headers()),
+            );
             if access::is_preflight(req.method(), req.headers()) {
                 return access::preflight(route, req.headers())
                     .map(|r| (rp.clone(), r))
@@ -231,6 +246,12 @@ impl Gateway {
         // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
         if let Some((route, id, action)) = sub_route(&routes.config, &path) {
             let rp = Some(route.path.clone());
+            let template = format!("{}/{{id}}/{}", route.path, action.as_str());
+            trace_of(&req).route(
+                route,
+                &template,
+                client_transport(route.client, req.headers()),
+            );
             if access::is_preflight(req.method(), req.headers()) {
                 return access::preflight(route, req.headers())
                     .map(|r| (rp.clone(), r))
@@ -270,7 +291,8 @@ impl Gateway {
                                 let Some(route) = routes.config.route(&path) else {
                                     return Err(GatewayError::internal("the route went away"));
                                 };
-                                gw.resume(route, &conversation, req.headers()).await
+                                gw.resume(route, &conversation, req.headers(), trace_of(&req))
+                                    .await
                             }
                         })
                     };
@@ -301,7 +323,10 @@ impl Gateway {
         started: tokio::time::Instant,
         caller: &access::Caller,
     ) -> Result<Response<Body>, GatewayError> {
-        let session = req.extensions().get::<crate::ws::Session>().is_some();
+        let session = req
+            .extensions()
+            .get::<crate::telemetry::ViaWebSocket>()
+            .is_some();
         let capture = self.inspector.as_ref().and_then(|ins| {
             let mut received = Exchange::new(
                 req.method().as_str(),
@@ -354,6 +379,7 @@ impl Gateway {
     ) -> Result<Response<Body>, GatewayError> {
         let forwarded = access::forwarded(route, req.headers());
         let transport = client_transport(route.client, req.headers());
+        let trace = trace_of(&req);
         let body = req.into_body();
         let mut ids = IdGen::default();
         let mut run = registry::requests(route.client)
@@ -375,6 +401,7 @@ impl Gateway {
                 m.id = ids.next("msg");
             }
         }
+        trace.run(&run.thread_id, &run.run_id);
         // What the client said this turn, kept for dialects that send only that.
         let new_from_client = run.messages.clone();
         // Where this caller's run and history of this thread are kept.
@@ -429,10 +456,13 @@ impl Gateway {
             sent.url = Some(loggable_url(&route.upstream));
             c.upstream_request(sent);
         }
+        // After what was forwarded or configured: the trace is ours to carry.
+        let trace_headers = trace.upstream(route);
         if crate::ws::is_ws_url(&route.upstream) {
             let mut h = forwarded;
             h.extend(upstream_headers(route));
             h.extend(request_id_header);
+            h.extend(trace_headers);
             let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
                 .await
                 .inspect_err(|g| self.metrics.upstream_error(g.code))?;
@@ -456,6 +486,7 @@ impl Gateway {
                     upstream_binary,
                     transport,
                     capture,
+                    trace,
                 )
                 .await;
         }
@@ -464,6 +495,7 @@ impl Gateway {
             .headers(forwarded)
             .headers(upstream_headers(route))
             .headers(request_id_header)
+            .headers(trace_headers)
             .header(
                 header::ACCEPT,
                 transport::upstream_accept(route.upstream_transport),
@@ -491,6 +523,7 @@ impl Gateway {
             }
         };
         let status = resp.status();
+        trace.upstream_status(status.as_u16());
         if !status.is_success() {
             self.metrics.upstream_error("upstream_status");
             // The body may tell internals: a bounded excerpt, read within
@@ -548,6 +581,7 @@ impl Gateway {
             upstream_binary,
             transport,
             capture,
+            trace,
         )
         .await
     }
@@ -566,6 +600,7 @@ impl Gateway {
         upstream_binary: Option<Transport>,
         transport: Transport,
         capture: Option<CaptureHandle>,
+        trace: Trace,
     ) -> Result<Response<Body>, GatewayError>
     where
         S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
@@ -659,6 +694,10 @@ impl Gateway {
                 route: route.path.clone(),
                 pair: (route.upstream_protocol, route.client),
                 started,
+                trace: {
+                    trace.streaming(upstream_binary.is_some());
+                    trace
+                },
             }),
             abort: abort.clone(),
             capture,
@@ -718,6 +757,7 @@ impl Gateway {
         route: &Route,
         id: &str,
         headers_in: &http::HeaderMap,
+        trace: Trace,
     ) -> Result<Response<Body>, GatewayError> {
         let headers = headers_in;
         let runs = self.stores.runs.clone();
@@ -760,34 +800,37 @@ impl Gateway {
         } else {
             (None, Vec::new())
         };
-        let replayed = self.metrics.resumed(
-            &route.path,
-            match mode {
-                Mode::After(Some(_)) => "after_id",
-                Mode::After(None) => "from_start",
-                Mode::Snapshot => "snapshot",
-            },
-        );
+        let mode_name = match mode {
+            Mode::After(Some(_)) => "after_id",
+            Mode::After(None) => "from_start",
+            Mode::Snapshot => "snapshot",
+        };
+        let replayed = self.metrics.resumed(&route.path, mode_name);
         tracing::info!(run = %info.run_id, ?mode, "resuming");
+        trace.resumed(mode_name);
         let transport = client_transport(route.client, headers_in);
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         let abort = Arc::new(AtomicBool::new(false));
+        let follow = resume::Follow {
+            runs,
+            run_id: info.run_id,
+            dialect: route.client,
+            mode,
+            last,
+            input,
+            max_snapshot_bytes,
+            slot,
+            abort: abort.clone(),
+            transport,
+            replayed,
+            counted: CountAtEnd::new(self.metrics.clone(), &route.path),
+        }
+        .run(tx, self.shutdown.clone());
         self.pumps.spawn(
-            resume::Follow {
-                runs,
-                run_id: info.run_id,
-                dialect: route.client,
-                mode,
-                last,
-                input,
-                max_snapshot_bytes,
-                slot,
-                abort: abort.clone(),
-                transport,
-                replayed,
-                counted: CountAtEnd::new(self.metrics.clone(), &route.path),
+            async move {
+                follow.await;
+                trace.end_stream(None, 200, 0, 0);
             }
-            .run(tx, self.shutdown.clone())
             .instrument(tracing::Span::current()),
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
@@ -853,6 +896,20 @@ fn boxed<'a, T>(
 enum SubAction {
     Stream,
     Stop,
+}
+
+impl SubAction {
+    fn as_str(self) -> &'static str {
+        match self {
+            SubAction::Stream => "stream",
+            SubAction::Stop => "stop",
+        }
+    }
+}
+
+/// The request's trace (`handle` puts it in every request).
+fn trace_of<B>(req: &Request<B>) -> Trace {
+    req.extensions().get::<Trace>().cloned().unwrap_or_default()
 }
 
 /// `{route}/{id}/stream` or `{route}/{id}/stop`.

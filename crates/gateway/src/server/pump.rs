@@ -79,6 +79,8 @@ pub(super) struct Report {
     pub(super) route: String,
     pub(super) pair: (Dialect, Dialect),
     pub(super) started: tokio::time::Instant,
+    /// Its spans, ended with the stream.
+    pub(super) trace: crate::telemetry::Trace,
 }
 
 /// How a stream ended.
@@ -95,6 +97,19 @@ enum End {
     Stopped,
     /// The translation panicked (a bug): the client got `internal`.
     Internal,
+}
+
+impl End {
+    /// The gateway's code for a stream that did not end well.
+    fn code(self) -> Option<&'static str> {
+        match self {
+            End::Complete | End::Stopped => None,
+            End::ClientGone => Some("client_gone"),
+            End::Upstream(kind) => Some(kind),
+            End::Shutdown => Some("shutdown"),
+            End::Internal => Some("internal"),
+        }
+    }
 }
 
 /// Why the upstream's byte stream failed.
@@ -266,7 +281,10 @@ impl Pump {
                         beat.as_mut().reset(now + beat_every);
                         if let (Some(t), Some(r)) = (&timing, &self.report) {
                             match last_chunk {
-                                None => t.first_chunk(now - r.started),
+                                None => {
+                                    t.first_chunk(now - r.started);
+                                    r.trace.first_chunk(now - r.started);
+                                }
                                 Some(at) => t.next_chunk(now - at),
                             }
                         }
@@ -335,6 +353,8 @@ impl Pump {
                 r.metrics.upstream_error(kind);
             }
             r.metrics.stream_ended(&r.route, lasted);
+            let dropped = self.translator.encoder().dropped();
+            r.trace.end_stream(end.code(), status, events, dropped);
         }
         match end {
             // Logged as 499, as proxies do, though the response began as 200.
@@ -672,6 +692,7 @@ mod tests {
             route: "/r".into(),
             pair: (Dialect::AgUi, Dialect::AgUi),
             started: tokio::time::Instant::now(),
+            trace: Default::default(),
         });
         let (up, s) = upstream();
         let task = tokio::spawn(p.run(s));
