@@ -32,6 +32,7 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     extension_frames: false,
     binary: true,
     binary_custom_prefix: None,
+    clock_timestamps: false,
 };
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
     extension_frames: false,
     binary: true,
     binary_custom_prefix: Some("hai"),
+    clock_timestamps: true,
 };
 
 #[cfg(test)]

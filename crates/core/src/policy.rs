@@ -26,6 +26,9 @@ pub struct Policy {
     /// AG-UI `CUSTOM` events named `<prefix>:<TYPE>` (and its extra fields of
     /// AG-UI's events in `metadata.<prefix>`); `None`: it has no such events.
     pub binary_custom_prefix: Option<&'static str>,
+    /// Its encoder stamps events with the clock when the source gave no
+    /// time: a replay of a stream writes other times there.
+    pub clock_timestamps: bool,
 }
 
 /// How a dialect's clients reconnect to a run (`GET {path}/{id}/stream`).

@@ -279,6 +279,7 @@ mod tests {
             extension_frames: false,
             binary,
             binary_custom_prefix: None,
+            clock_timestamps: false,
         }
     }
 

@@ -10,36 +10,20 @@ mod support;
 
 mod common;
 
+use common::{gateway, listener};
+
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate::config::Config;
-use babelgate::server::{store_config, Gateway};
 use babelgate::{demo, registry};
 use babelgate_core::request::{Message, RunRequest};
 use babelgate_core::{Dialect, Role};
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::net::TcpListener;
 
 const BOUND: Duration = Duration::from_secs(20);
 const ALL: [Dialect; 4] = [Dialect::AgUi, Dialect::Hai, Dialect::Vercel, Dialect::AgKit];
-
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
-
-async fn gateway(toml: &str) -> (SocketAddr, Arc<Gateway>) {
-    let config = Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
-    let stores = store_config(&config).build().await.unwrap();
-    let gw = Arc::new(Gateway::with_stores(config, stores).unwrap());
-    let (l, a) = listener().await;
-    tokio::spawn(gw.clone().serve(l));
-    (a, gw)
-}
 
 async fn demo_agent(dialect: Dialect) -> SocketAddr {
     let (l, a) = listener().await;
@@ -80,8 +64,16 @@ async fn run(gw: SocketAddr, path: &str, client: Dialect, text: &str) -> Bytes {
     r.bytes().await.unwrap()
 }
 
+async fn get(url: String) -> reqwest::Response {
+    http().get(url).send().await.unwrap()
+}
+
+async fn get_bytes(url: String) -> Bytes {
+    get(url).await.bytes().await.unwrap()
+}
+
 async fn get_json(url: String) -> Value {
-    let r = http().get(url).send().await.unwrap();
+    let r = get(url).await;
     assert_eq!(r.status(), 200);
     r.json().await.unwrap()
 }
@@ -159,14 +151,7 @@ async fn every_pair_is_captured_and_its_capture_replays_to_what_the_client_got()
             s["events_out"].as_u64().unwrap(),
             "{path}"
         );
-        let client = http()
-            .get(format!("http://{gw}/inspector/api/runs/{id}/client"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let client = get_bytes(format!("http://{gw}/inspector/api/runs/{id}/client")).await;
         assert_eq!(
             String::from_utf8_lossy(&client),
             String::from_utf8_lossy(&without_ids(&got[&path])),
@@ -298,11 +283,7 @@ async fn the_page_its_files_and_downloads_are_served_safely() {
         ("/assets/app.js", "text/javascript"),
         ("/assets/app.css", "text/css"),
     ] {
-        let r = http()
-            .get(format!("http://{gw}/debug/inspect{path}"))
-            .send()
-            .await
-            .unwrap();
+        let r = get(format!("http://{gw}/debug/inspect{path}")).await;
         assert_eq!(r.status(), 200, "{path}");
         assert!(r.headers()["content-type"]
             .to_str()
@@ -320,11 +301,7 @@ async fn the_page_its_files_and_downloads_are_served_safely() {
         .await
         .unwrap();
     assert_eq!(r.status(), 405);
-    let r = http()
-        .get(format!("http://{gw}/debug/inspect/api/runs/nope"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(format!("http://{gw}/debug/inspect/api/runs/nope")).await;
     assert_eq!(r.status(), 404);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "no_capture");
@@ -337,11 +314,7 @@ async fn the_page_its_files_and_downloads_are_served_safely() {
         ("client", format!("{id}.client.sse")),
         ("setup", format!("{id}.setup.json")),
     ] {
-        let r = http()
-            .get(format!("http://{gw}/debug/inspect/api/runs/{id}/{what}"))
-            .send()
-            .await
-            .unwrap();
+        let r = get(format!("http://{gw}/debug/inspect/api/runs/{id}/{what}")).await;
         assert_eq!(r.status(), 200);
         assert_eq!(
             r.headers()["content-disposition"],
@@ -381,11 +354,8 @@ async fn secrets_never_reach_the_view() {
         .as_str()
         .unwrap()
         .to_string();
-    let detail = http()
-        .get(format!("http://{gw}/inspector/api/runs/{id}"))
-        .send()
+    let detail = get(format!("http://{gw}/inspector/api/runs/{id}"))
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();
@@ -431,14 +401,7 @@ async fn the_ring_the_per_run_cap_and_sampling_bound_memory() {
         d["replay"]["matches"].is_null(),
         "a cut capture cannot be checked"
     );
-    let client = http()
-        .get(format!("http://{gw}/inspector/api/runs/{id}/upstream"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let client = get_bytes(format!("http://{gw}/inspector/api/runs/{id}/upstream")).await;
     assert!(
         client.len() <= 2048 && got.len() > 2048,
         "{} {}",
@@ -516,14 +479,7 @@ async fn translate_replays_the_downloads_and_refuses_a_setup_for_other_dialects(
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for what in ["upstream", "client", "setup"] {
-        let b = http()
-            .get(format!("http://{gw}/inspector/api/runs/{id}/{what}"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let b = get_bytes(format!("http://{gw}/inspector/api/runs/{id}/{what}")).await;
         let p = dir.path().join(what);
         std::fs::write(&p, &b).unwrap();
         files.push(p.display().to_string());
@@ -625,11 +581,7 @@ async fn binary_and_websocket_clients_are_captured_as_they_were_served() {
     // Binary client events are shown as their JSON form.
     let first = &d["rows"][0]["client"][0];
     assert_eq!(first["type"], "RUN_STARTED", "{first}");
-    let r = http()
-        .get(format!("http://{gw}/inspector/api/runs/{id}/client"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(format!("http://{gw}/inspector/api/runs/{id}/client")).await;
     assert!(r.headers()["content-disposition"]
         .to_str()
         .unwrap()
@@ -675,14 +627,7 @@ async fn with_redis_every_instance_sees_the_runs_of_the_others() {
     );
     let d = get_json(format!("http://{b}/inspector/api/runs/{id}")).await;
     assert_eq!(d["replay"]["matches"], true);
-    let client = http()
-        .get(format!("http://{b}/inspector/api/runs/{id}/client"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let client = get_bytes(format!("http://{b}/inspector/api/runs/{id}/client")).await;
     assert!(!client.is_empty());
 }
 

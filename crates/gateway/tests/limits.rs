@@ -8,36 +8,22 @@
 #[path = "../../store/tests/support/mod.rs"]
 mod support;
 
+mod common;
+
+use common::{gateway, listener};
+
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use babelgate::config::Config;
-use babelgate::server::{store_config, Gateway};
 use babelgate::{demo, registry};
 use babelgate_core::request::{Message, RunRequest};
 use babelgate_core::{Dialect, Role};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Only matters when a test fails.
 const BOUND: Duration = Duration::from_secs(15);
-
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
-
-async fn gateway(toml: &str) -> (SocketAddr, Arc<Gateway>) {
-    let config = Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
-    let stores = store_config(&config).build().await.unwrap();
-    let gw = Arc::new(Gateway::with_stores(config, stores).unwrap());
-    let (l, a) = listener().await;
-    tokio::spawn(gw.clone().serve(l));
-    (a, gw)
-}
 
 fn route(upstream: SocketAddr, extra: &str) -> String {
     format!(

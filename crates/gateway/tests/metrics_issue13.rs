@@ -419,23 +419,37 @@ async fn a_websocket_client_that_leaves_mid_stream_is_counted_once_as_499() {
     drop(feed);
 }
 
-#[tokio::test]
-async fn a_resumed_client_that_leaves_mid_stream_is_counted_once_as_499() {
+/// A live stream on `thread` that has read its first event, and a client
+/// that came back to it and has read that event too; the upstream's feed.
+async fn live_and_follower(
+    thread: &str,
+) -> (
+    SocketAddr,
+    mpsc::UnboundedSender<String>,
+    reqwest::Response,
+    reqwest::Response,
+) {
     let up = Upstream::start().await;
     let gw = gateway(&route(up.addr, "")).await;
     let feed = up.next();
     feed.send(sse(STARTED)).unwrap();
-    let mut live = post(gw, "t-back").send().await.unwrap();
+    let mut live = post(gw, thread).send().await.unwrap();
     let mut got = String::new();
     read_events(&mut live, &mut got, 1).await;
     let mut back = client()
-        .get(format!("http://{gw}/chat/t-back/stream"))
+        .get(format!("http://{gw}/chat/{thread}/stream"))
         .send()
         .await
         .unwrap();
     assert_eq!(back.status(), 200);
     let mut seen = String::new();
     read_events(&mut back, &mut seen, 1).await;
+    (gw, feed, live, back)
+}
+
+#[tokio::test]
+async fn a_resumed_client_that_leaves_mid_stream_is_counted_once_as_499() {
+    let (gw, feed, live, back) = live_and_follower("t-back").await;
     drop(back);
     // The follower finds its client gone with the next event.
     feed.send(sse(&custom(1))).unwrap();
@@ -465,21 +479,7 @@ async fn a_resumed_client_that_leaves_mid_stream_is_counted_once_as_499() {
 
 #[tokio::test]
 async fn a_resumed_stream_is_an_active_stream_while_it_lives() {
-    let up = Upstream::start().await;
-    let gw = gateway(&route(up.addr, "")).await;
-    let feed = up.next();
-    feed.send(sse(STARTED)).unwrap();
-    let mut live = post(gw, "t-active").send().await.unwrap();
-    let mut got = String::new();
-    read_events(&mut live, &mut got, 1).await;
-    let mut back = client()
-        .get(format!("http://{gw}/chat/t-active/stream"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(back.status(), 200);
-    let mut seen = String::new();
-    read_events(&mut back, &mut seen, 1).await;
+    let (gw, feed, live, back) = live_and_follower("t-active").await;
     metrics_once(gw, "babelgate_active_streams 2").await;
     feed.send(sse(FINISHED)).unwrap();
     drop(feed);

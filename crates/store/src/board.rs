@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::Script;
 
 use crate::{RedisConfig, StoreError};
@@ -64,15 +64,7 @@ pub struct RedisBoard {
 impl RedisBoard {
     /// Does not connect (the first call does).
     pub fn open(cfg: &RedisConfig, retention: Duration) -> Result<Self, StoreError> {
-        let client = redis::Client::open(cfg.url.as_str())
-            .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(cfg.connect_timeout))
-            .set_response_timeout(Some(cfg.op_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, manager)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let (_, conn) = crate::redis_store::lazy_connection(cfg)?;
         Ok(RedisBoard {
             conn,
             prefix: format!("{}:inspector", cfg.prefix),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::Script;
 use tokio::time::Instant;
 
@@ -245,16 +245,7 @@ pub struct RedisLimiter {
 
 impl RedisLimiter {
     pub fn new(cfg: &RedisConfig) -> Result<Self, StoreError> {
-        let client = redis::Client::open(cfg.url.as_str())
-            // Not the URL: it may hold a password.
-            .map_err(|e| StoreError::Config(format!("redis url: {e}")))?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(cfg.connect_timeout))
-            .set_response_timeout(Some(cfg.op_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, manager)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let (_, conn) = crate::redis_store::lazy_connection(cfg)?;
         Ok(RedisLimiter {
             conn,
             prefix: cfg.prefix.clone(),

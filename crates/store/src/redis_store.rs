@@ -330,6 +330,24 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
+/// A client of `cfg.url` and a connection manager on it that connects on
+/// first use, each exchange bounded by the config's timeouts.
+pub(crate) fn lazy_connection(
+    cfg: &RedisConfig,
+) -> Result<(redis::Client, ConnectionManager), StoreError> {
+    let client = redis::Client::open(cfg.url.as_str())
+        // The URL may hold a password: never in an error.
+        .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
+    let manager = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(cfg.connect_timeout))
+        .set_response_timeout(Some(cfg.op_timeout))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(500));
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
+        .map_err(|e| StoreError::Config(e.to_string()))?;
+    Ok((client, conn))
+}
+
 fn parse_id(s: &str) -> Result<EventId, StoreError> {
     s.parse()
         .map_err(|_| StoreError::Corrupt(format!("stream id {s:?}")))
@@ -340,16 +358,7 @@ impl RedisStore {
     /// succeeds while Redis is down; fails only on a malformed URL. Must be
     /// called within a Tokio runtime.
     pub async fn open(cfg: RedisConfig) -> Result<Self, StoreError> {
-        let client = redis::Client::open(cfg.url.as_str())
-            // The URL may hold a password: never in an error.
-            .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(cfg.connect_timeout))
-            .set_response_timeout(Some(cfg.op_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let (client, conn) = lazy_connection(&cfg)?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 cfg,

@@ -14,16 +14,11 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
-import { chromium } from 'playwright-core';
 import { PY_BACKGROUND_INPUT, aguiText, pyToolAnswer, uiText } from './lib/expect.mjs';
 import { withEvidence } from './lib/http.mjs';
 import { startStack } from './lib/stack.mjs';
+import { launchChromium } from './lib/chromium.mjs';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--no-first-run', '--disable-quic',
-];
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 let stack;
 let site;
@@ -100,17 +95,6 @@ function proxyToGateway(req, res) {
     res.writeHead(502, { 'content-type': 'text/plain' }).end(`proxy error: ${e.message}`);
   });
   req.pipe(up);
-}
-
-async function launchChromium() {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (tests/run.sh does, through APT_PACKAGES)`);
-  }
-  try {
-    return await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
-  } catch (e) {
-    throw new Error(`headless Chromium (${CHROMIUM}) could not be launched: ${e.message}`);
-  }
 }
 
 test('browser: the ai chat runs change_background, posts the result once, and shows the answer', { timeout: 120_000 }, async () => {

@@ -19,18 +19,13 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { DefaultChatTransport } from 'ai';
-import { chromium } from 'playwright-core';
 import { Chat } from './lib/chat.mjs';
 import { uiText } from './lib/expect.mjs';
 import { dump, recordingFetch } from './lib/http.mjs';
 import { BABELGATE, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
+import { launchChromium } from './lib/chromium.mjs';
 
 const execFileP = promisify(execFile);
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--no-first-run', '--disable-quic',
-];
 const SUITE = 'inspector';
 const LOG_DIR = path.join(REPO_ROOT, 'target', 'e2e-logs', SUITE);
 const ARTIFACTS = path.join(REPO_ROOT, 'target', 'e2e-artifacts', SUITE);
@@ -132,17 +127,6 @@ after(async () => {
   if (gw) await stopProc(gw);
   await new Promise((resolve) => (upstream ? upstream.close(resolve) : resolve()));
 });
-
-async function launchChromium() {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (tests/run.sh does, through APT_PACKAGES)`);
-  }
-  try {
-    return await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
-  } catch (e) {
-    throw new Error(`headless Chromium (${CHROMIUM}) could not be launched: ${e.message}`);
-  }
-}
 
 async function screenshot(page, name, fullPage) {
   const file = path.join(ARTIFACTS, `${name}.png`);

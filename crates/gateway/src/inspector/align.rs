@@ -412,9 +412,9 @@ pub fn detail(c: &Capture) -> Detail {
                 .flat_map(|s| out.bytes().get(s.range.clone()).unwrap_or_default())
                 .copied()
                 .collect();
-            matches = Some(if setup.to == babelgate_core::Dialect::Hai {
-                // HAI events carry a timestamp, the clock's when the
-                // upstream gave none: a replay's clock is not the live one.
+            matches = Some(if crate::registry::policy(setup.to).clock_timestamps {
+                // A timestamp the clock gave (the upstream gave none) is the
+                // live clock's: a replay's clock is another.
                 without_timestamps(&written, bin_out) == without_timestamps(&c.client, bin_out)
             } else {
                 written == c.client

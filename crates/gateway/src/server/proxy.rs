@@ -344,17 +344,218 @@ impl Gateway {
                 started.into_std(),
             )
         });
-        let r = self
-            .proxy_run(
+        let capture_ref = capture.clone();
+        let r: Result<Response<Body>, GatewayError> = async move {
+            let capture = capture_ref;
+            let forwarded = access::forwarded(route, req.headers());
+            let transport = client_transport(route.client, req.headers());
+            let trace = trace_of(&req);
+            let body = req.into_body();
+            let mut ids = IdGen::default();
+            let mut run = registry::requests(route.client)
+                .parse_request(&body)
+                .map_err(|e| {
+                    let mut g =
+                        GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.message);
+                    g.field = e.field;
+                    g
+                })?;
+            if run.run_id.is_empty() {
+                run.run_id = ids.next("run");
+            }
+            if run.thread_id.is_empty() {
+                run.thread_id = ids.next("thread");
+            }
+            for m in &mut run.messages {
+                if m.id.is_empty() {
+                    m.id = ids.next("msg");
+                }
+            }
+            trace.run(&run.thread_id, &run.run_id);
+            // What the client said this turn, kept for dialects that send only that.
+            let new_from_client = run.messages.clone();
+            // Where this caller's run and history of this thread are kept.
+            let conversation = caller.scoped(&run.thread_id);
+            let keeps_history = registry::policy(route.client).gateway_keeps_history;
+            if keeps_history {
+                let mut history = self
+                    .stores
+                    .conversations
+                    .history(&conversation)
+                    .await
+                    .map_err(store_error)?;
+                history.append(&mut run.messages);
+                run.messages = history;
+            }
+            for tool in &route.client_tools {
+                if !run.tools.iter().any(|t| t.name == tool.name) {
+                    run.tools.push(tool.clone());
+                }
+            }
+            let upstream_view = upstream_request(route.upstream_protocol, &run);
+            let upstream_body = registry::requests(route.upstream_protocol)
+                .build_request(&upstream_view)
+                .map_err(|e| GatewayError::internal(format!("building the upstream request: {e}")))?;
+
+            // `headers` replaces what the earlier maps set for its names: the
+            // request id goes upstream once, whatever was forwarded or configured.
+            let mut request_id_header = http::HeaderMap::new();
+            if let Ok(v) = HeaderValue::from_str(request_id) {
+                request_id_header.insert("x-request-id", v);
+            }
+            if let Some(c) = &capture {
+                let mut h = forwarded.clone();
+                h.extend(upstream_headers(route));
+                h.extend(request_id_header.clone());
+                if !crate::ws::is_ws_url(&route.upstream) {
+                    h.insert(
+                        header::ACCEPT,
+                        HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
+                    );
+                    h.insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                }
+                let mut sent = Exchange::new(
+                    "POST",
+                    &h,
+                    &secret_headers(route),
+                    upstream_body.to_string().as_bytes(),
+                );
+                sent.url = Some(loggable_url(&route.upstream));
+                c.upstream_request(sent);
+            }
+            // After what was forwarded or configured: the trace is ours to carry.
+            let trace_headers = trace.upstream(route);
+            if crate::ws::is_ws_url(&route.upstream) {
+                let mut h = forwarded;
+                h.extend(upstream_headers(route));
+                h.extend(request_id_header);
+                h.extend(trace_headers);
+                let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
+                    .await
+                    .inspect_err(|g| self.metrics.upstream_error(g.code))?;
+                // `ag-ui.proto` accepted: each message is a protobuf event, read
+                // as a binary HTTP body is (the route's transport allows it:
+                // only `proto` and `auto` offer it).
+                let upstream_binary = if ws.is_binary() {
+                    Transport::proto_for(&registry::policy(route.upstream_protocol))
+                } else {
+                    None
+                };
+                return self
+                    .start_pump(
+                        route,
+                        &run,
+                        conversation,
+                        keeps_history,
+                        new_from_client,
+                        started,
+                        ws.map(|r| r.map_err(UpstreamFault::from)),
+                        upstream_binary,
+                        transport,
+                        capture,
+                        trace,
+                    )
+                    .await;
+            }
+            let send = client
+                .post(route.upstream.clone())
+                .headers(forwarded)
+                .headers(upstream_headers(route))
+                .headers(request_id_header)
+                .headers(trace_headers)
+                .header(
+                    header::ACCEPT,
+                    transport::upstream_accept(route.upstream_transport),
+                )
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(upstream_body.to_string())
+                .send();
+            let asked = tokio::time::Instant::now();
+            let resp = match tokio::time::timeout(route.response_timeout, send).await {
+                Ok(r) => r.map_err(|e| {
+                    let g = upstream_send_error(route, e);
+                    self.metrics.upstream_error(g.code);
+                    g
+                })?,
+                Err(_) => {
+                    self.metrics.upstream_error("upstream_timeout");
+                    return Err(GatewayError::upstream(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "upstream_timeout",
+                        format!(
+                            "the upstream sent no response head within {} ms",
+                            route.response_timeout.as_millis()
+                        ),
+                    ));
+                }
+            };
+            let status = resp.status();
+            trace.upstream_status(status.as_u16());
+            if !status.is_success() {
+                self.metrics.upstream_error("upstream_status");
+                // The body may tell internals: a bounded excerpt, read within
+                // the rest of the response time (at most 5 s), goes to the log;
+                // only the status to the client. The rest is never read.
+                let left = route
+                    .response_timeout
+                    .saturating_sub(asked.elapsed())
+                    .min(ERROR_BODY_TIME);
+                let excerpt = error_excerpt(resp, left).await;
+                tracing::warn!(upstream = %loggable_url(&route.upstream), %status, body = %excerpt, "upstream refused the request");
+                return Err(GatewayError::upstream(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_status",
+                    format!("the upstream answered {status}"),
+                ));
+            }
+            let ctype = resp
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            // An upstream that cannot speak the binary transport answers SSE
+            // (AG-UI 1.1's rule), whatever was asked.
+            let upstream_binary =
+                if route.upstream_transport != UpstreamTransport::Sse && transport::is_proto(&ctype) {
+                    Transport::proto_for(&registry::policy(route.upstream_protocol))
+                } else {
+                    None
+                };
+            if upstream_binary.is_none() && !ctype.starts_with("text/event-stream") {
+                self.metrics.upstream_error("upstream_content_type");
+                return Err(GatewayError::upstream(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_content_type",
+                    format!(
+                        "upstream answered with content-type `{ctype}`, not {}",
+                        transport::upstream_accept(route.upstream_transport)
+                    ),
+                ));
+            }
+
+            let upstream = resp
+                .bytes_stream()
+                .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
+            self.start_pump(
                 route,
-                client,
-                req,
-                request_id,
+                &run,
+                conversation,
+                keeps_history,
+                new_from_client,
                 started,
-                caller,
-                capture.clone(),
+                upstream,
+                upstream_binary,
+                transport,
+                capture,
+                trace,
             )
-            .await;
+            .await
+        }
+        .await;
         if let (true, Some(c)) = (session, &capture) {
             c.client_over_websocket();
         }
@@ -364,226 +565,6 @@ impl Gateway {
             c.end("failed", Some(e.code), false);
         }
         r
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn proxy_run(
-        &self,
-        route: &Route,
-        client: &reqwest::Client,
-        req: Request<Bytes>,
-        request_id: &str,
-        started: tokio::time::Instant,
-        caller: &access::Caller,
-        capture: Option<CaptureHandle>,
-    ) -> Result<Response<Body>, GatewayError> {
-        let forwarded = access::forwarded(route, req.headers());
-        let transport = client_transport(route.client, req.headers());
-        let trace = trace_of(&req);
-        let body = req.into_body();
-        let mut ids = IdGen::default();
-        let mut run = registry::requests(route.client)
-            .parse_request(&body)
-            .map_err(|e| {
-                let mut g =
-                    GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.message);
-                g.field = e.field;
-                g
-            })?;
-        if run.run_id.is_empty() {
-            run.run_id = ids.next("run");
-        }
-        if run.thread_id.is_empty() {
-            run.thread_id = ids.next("thread");
-        }
-        for m in &mut run.messages {
-            if m.id.is_empty() {
-                m.id = ids.next("msg");
-            }
-        }
-        trace.run(&run.thread_id, &run.run_id);
-        // What the client said this turn, kept for dialects that send only that.
-        let new_from_client = run.messages.clone();
-        // Where this caller's run and history of this thread are kept.
-        let conversation = caller.scoped(&run.thread_id);
-        let keeps_history = registry::policy(route.client).gateway_keeps_history;
-        if keeps_history {
-            let mut history = self
-                .stores
-                .conversations
-                .history(&conversation)
-                .await
-                .map_err(store_error)?;
-            history.append(&mut run.messages);
-            run.messages = history;
-        }
-        for tool in &route.client_tools {
-            if !run.tools.iter().any(|t| t.name == tool.name) {
-                run.tools.push(tool.clone());
-            }
-        }
-        let upstream_view = upstream_request(route.upstream_protocol, &run);
-        let upstream_body = registry::requests(route.upstream_protocol)
-            .build_request(&upstream_view)
-            .map_err(|e| GatewayError::internal(format!("building the upstream request: {e}")))?;
-
-        // `headers` replaces what the earlier maps set for its names: the
-        // request id goes upstream once, whatever was forwarded or configured.
-        let mut request_id_header = http::HeaderMap::new();
-        if let Ok(v) = HeaderValue::from_str(request_id) {
-            request_id_header.insert("x-request-id", v);
-        }
-        if let Some(c) = &capture {
-            let mut h = forwarded.clone();
-            h.extend(upstream_headers(route));
-            h.extend(request_id_header.clone());
-            if !crate::ws::is_ws_url(&route.upstream) {
-                h.insert(
-                    header::ACCEPT,
-                    HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
-                );
-                h.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-            }
-            let mut sent = Exchange::new(
-                "POST",
-                &h,
-                &secret_headers(route),
-                upstream_body.to_string().as_bytes(),
-            );
-            sent.url = Some(loggable_url(&route.upstream));
-            c.upstream_request(sent);
-        }
-        // After what was forwarded or configured: the trace is ours to carry.
-        let trace_headers = trace.upstream(route);
-        if crate::ws::is_ws_url(&route.upstream) {
-            let mut h = forwarded;
-            h.extend(upstream_headers(route));
-            h.extend(request_id_header);
-            h.extend(trace_headers);
-            let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
-                .await
-                .inspect_err(|g| self.metrics.upstream_error(g.code))?;
-            // `ag-ui.proto` accepted: each message is a protobuf event, read
-            // as a binary HTTP body is (the route's transport allows it:
-            // only `proto` and `auto` offer it).
-            let upstream_binary = if ws.is_binary() {
-                Transport::proto_for(&registry::policy(route.upstream_protocol))
-            } else {
-                None
-            };
-            return self
-                .start_pump(
-                    route,
-                    &run,
-                    conversation,
-                    keeps_history,
-                    new_from_client,
-                    started,
-                    ws.map(|r| r.map_err(UpstreamFault::from)),
-                    upstream_binary,
-                    transport,
-                    capture,
-                    trace,
-                )
-                .await;
-        }
-        let send = client
-            .post(route.upstream.clone())
-            .headers(forwarded)
-            .headers(upstream_headers(route))
-            .headers(request_id_header)
-            .headers(trace_headers)
-            .header(
-                header::ACCEPT,
-                transport::upstream_accept(route.upstream_transport),
-            )
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(upstream_body.to_string())
-            .send();
-        let asked = tokio::time::Instant::now();
-        let resp = match tokio::time::timeout(route.response_timeout, send).await {
-            Ok(r) => r.map_err(|e| {
-                let g = upstream_send_error(route, e);
-                self.metrics.upstream_error(g.code);
-                g
-            })?,
-            Err(_) => {
-                self.metrics.upstream_error("upstream_timeout");
-                return Err(GatewayError::upstream(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream_timeout",
-                    format!(
-                        "the upstream sent no response head within {} ms",
-                        route.response_timeout.as_millis()
-                    ),
-                ));
-            }
-        };
-        let status = resp.status();
-        trace.upstream_status(status.as_u16());
-        if !status.is_success() {
-            self.metrics.upstream_error("upstream_status");
-            // The body may tell internals: a bounded excerpt, read within
-            // the rest of the response time (at most 5 s), goes to the log;
-            // only the status to the client. The rest is never read.
-            let left = route
-                .response_timeout
-                .saturating_sub(asked.elapsed())
-                .min(ERROR_BODY_TIME);
-            let excerpt = error_excerpt(resp, left).await;
-            tracing::warn!(upstream = %loggable_url(&route.upstream), %status, body = %excerpt, "upstream refused the request");
-            return Err(GatewayError::upstream(
-                StatusCode::BAD_GATEWAY,
-                "upstream_status",
-                format!("the upstream answered {status}"),
-            ));
-        }
-        let ctype = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        // An upstream that cannot speak the binary transport answers SSE
-        // (AG-UI 1.1's rule), whatever was asked.
-        let upstream_binary =
-            if route.upstream_transport != UpstreamTransport::Sse && transport::is_proto(&ctype) {
-                Transport::proto_for(&registry::policy(route.upstream_protocol))
-            } else {
-                None
-            };
-        if upstream_binary.is_none() && !ctype.starts_with("text/event-stream") {
-            self.metrics.upstream_error("upstream_content_type");
-            return Err(GatewayError::upstream(
-                StatusCode::BAD_GATEWAY,
-                "upstream_content_type",
-                format!(
-                    "upstream answered with content-type `{ctype}`, not {}",
-                    transport::upstream_accept(route.upstream_transport)
-                ),
-            ));
-        }
-
-        let upstream = resp
-            .bytes_stream()
-            .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
-        self.start_pump(
-            route,
-            &run,
-            conversation,
-            keeps_history,
-            new_from_client,
-            started,
-            upstream,
-            upstream_binary,
-            transport,
-            capture,
-            trace,
-        )
-        .await
     }
 
     /// Starts the pump that moves `upstream` (SSE bytes) to the client.

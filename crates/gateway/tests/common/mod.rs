@@ -88,3 +88,28 @@ pub async fn serve_sse(l: tokio::net::TcpListener, body: String) {
         });
     }
 }
+
+/// A listener on a free loopback port, and its address.
+pub async fn listener() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    (l, a)
+}
+
+/// A gateway serving `toml` (its `[store]` built) on a free port.
+pub async fn gateway(
+    toml: &str,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<babelgate::server::Gateway>,
+) {
+    let config = babelgate::config::Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
+    let stores = babelgate::server::store_config(&config)
+        .build()
+        .await
+        .unwrap();
+    let gw = std::sync::Arc::new(babelgate::server::Gateway::with_stores(config, stores).unwrap());
+    let (l, a) = listener().await;
+    tokio::spawn(gw.clone().serve(l));
+    (a, gw)
+}
