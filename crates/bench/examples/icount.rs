@@ -9,6 +9,11 @@
 //!
 //! `<dialect>` is `ag-ui` or `hai`; the mode `read_sse`, `read_proto`,
 //! `write_sse` or `write_proto`. Divide the count by 20,000 (docs/benchmarks.md).
+//!
+//! The run log's cost (`--toggle-collect='*icount::run_log*'`): mode
+//! `log_plain` translates `<dialect>` to Vercel into an untracked sink,
+//! `log_steps` keeps the journal as a resumable route does, `log_json` also
+//! writes its steps as JSON, as the run log stores them.
 
 use babelgate_core::Dialect;
 
@@ -71,6 +76,34 @@ fn write(mut enc: Box<dyn babelgate_core::Encoder>, core: &[babelgate_core::Even
     std::hint::black_box(&out);
 }
 
+#[inline(never)]
+fn run_log(d: Dialect, sse: &[u8], steps: bool, json: bool) -> usize {
+    let mut tr = babelgate_bench::translator(d, Dialect::Vercel);
+    if steps {
+        tr.keep_journal();
+    }
+    let mut sink = if steps {
+        babelgate_core::Sink::new()
+    } else {
+        babelgate_core::Sink::untracked(Vec::with_capacity(128 * 1024))
+    };
+    let mut logged = 0;
+    for chunk in sse.chunks(64 * 1024) {
+        tr.push_to(chunk, &mut sink).unwrap();
+        if steps {
+            let kept: Vec<_> = tr.take_journal().into_iter().map(|n| n.step).collect();
+            if json {
+                logged += serde_json::to_vec(&kept).map_or(0, |v| v.len());
+            }
+            std::hint::black_box(&kept);
+        }
+        std::hint::black_box(sink.bytes());
+        sink.clear();
+    }
+    tr.finish_to(&mut sink).unwrap();
+    logged
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let d = if a[1] == "hai" {
@@ -87,6 +120,9 @@ fn main() {
             "read_sse" => read_sse(d, &sse),
             "read_proto" => read_proto(d, &bin),
             "write_sse" => write_sse(d, &core),
+            "log_plain" => drop(run_log(d, &sse, false, false)),
+            "log_steps" => drop(run_log(d, &sse, true, false)),
+            "log_json" => drop(std::hint::black_box(run_log(d, &sse, true, true))),
             _ => write_proto(d, &core),
         }
     }

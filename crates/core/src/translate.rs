@@ -444,28 +444,40 @@ impl Translator {
     }
 
     fn encode_pending(&mut self, out: &mut Sink) {
-        // By reference, then cleared: events are large, moving each out costs.
-        let events = std::mem::take(&mut self.events);
-        for ev in &events {
-            self.events_translated += 1;
-            let Some(shaper) = &mut self.shaper else {
-                self.deliver(ev, out);
-                continue;
-            };
-            let mut before = std::mem::take(&mut self.shaped);
-            let keep = shaper.shape(ev, &mut before);
-            for e in before.drain(..) {
-                self.deliver(&e, out);
+        let mut events = std::mem::take(&mut self.events);
+        if self.journal.is_some() {
+            // Kept: each event moves into the journal after its encoding
+            // (a clone there was most of what the journal cost).
+            for ev in events.drain(..) {
+                self.shape_and_deliver(ev, out);
             }
-            self.shaped = before;
-            match keep {
-                Keep::Event => self.deliver(ev, out),
-                Keep::Replaced(e) => self.deliver(&e, out),
-                Keep::Drop => {}
+        } else {
+            // By reference: events are large, moving each out costs.
+            for ev in &events {
+                self.shape_and_deliver(ev, out);
             }
+            events.clear();
         }
         self.events = events;
-        self.events.clear();
+    }
+
+    /// One decoded event through the shape stage to the encoder.
+    fn shape_and_deliver<E: Kept>(&mut self, ev: E, out: &mut Sink) {
+        self.events_translated += 1;
+        let Some(shaper) = &mut self.shaper else {
+            return self.deliver(ev, out);
+        };
+        let mut before = std::mem::take(&mut self.shaped);
+        let keep = shaper.shape(ev.event(), &mut before);
+        for e in before.drain(..) {
+            self.deliver(e, out);
+        }
+        self.shaped = before;
+        match keep {
+            Keep::Event => self.deliver(ev, out),
+            Keep::Replaced(e) => self.deliver(*e, out),
+            Keep::Drop => {}
+        }
     }
 
     /// Passthrough: the encoder sees the pending events, its bytes dropped
@@ -495,16 +507,19 @@ impl Translator {
     }
 
     /// One shaped event to the encoder (and the assembler).
-    fn deliver(&mut self, ev: &Event, out: &mut Sink) {
+    /// Kept in the journal (when it is kept): a borrowed event is cloned
+    /// only then.
+    fn deliver<E: Kept>(&mut self, ev: E, out: &mut Sink) {
         let before = out.spans().len();
-        self.encoder.encode_to(ev, out);
-        self.note(|| Step::Event(Box::new(ev.clone())), before, out);
-        if ev.kind.is_terminal() {
+        let e = ev.event();
+        self.encoder.encode_to(e, out);
+        if e.kind.is_terminal() {
             self.run_ended = true;
         }
         if let Some(a) = &mut self.assembler {
-            a.observe(ev);
+            a.observe(e);
         }
+        self.note(move || Step::Event(ev.boxed()), before, out);
     }
 
     fn on_error(
@@ -534,6 +549,31 @@ struct BinaryInput {
 /// Runs `write` on an untracked sink over `out`'s allocation (no copy).
 fn with_buffer<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
     Sink::appending(out, write)
+}
+
+/// An event on its way to the encoder, borrowed or owned: the journal
+/// takes an owned one as it is and clones a borrowed one (only when kept).
+trait Kept {
+    fn event(&self) -> &Event;
+    fn boxed(self) -> Box<Event>;
+}
+
+impl Kept for &Event {
+    fn event(&self) -> &Event {
+        self
+    }
+    fn boxed(self) -> Box<Event> {
+        Box::new(self.clone())
+    }
+}
+
+impl Kept for Event {
+    fn event(&self) -> &Event {
+        self
+    }
+    fn boxed(self) -> Box<Event> {
+        Box::new(self)
+    }
 }
 
 #[cfg(test)]
