@@ -119,3 +119,11 @@ test('the shipped gateway.toml\'s AG-UI route: conformant, live', () => {
     assert.equal(r.status, 0);
   }
 });
+
+test('the shipped gateway.toml\'s inspector lists the runs it carried', async () => {
+  const page = await fetch(`${shippedGateway}/inspector/`);
+  assert.equal(page.status, 200);
+  assert.match(await page.text(), /<html/i);
+  const { runs } = await (await fetch(`${shippedGateway}/inspector/api/runs`)).json();
+  assert.ok(runs.some((r) => r.route === '/ag-ui' && r.status === 'completed'), JSON.stringify(runs));
+});
