@@ -2,10 +2,12 @@
 //! one Redis lists the runs of all of them. Captures are opaque JSON here:
 //! the gateway owns their shape.
 //!
-//! Layout under the prefix: `inspector:index` (sorted set of ids by start
-//! time), `inspector:summary` (hash of id to the list's view) and
-//! `inspector:capture:{id}` (the capture, expiring after `retention`). The
-//! index is trimmed to `keep` on every write, the oldest first.
+//! Layout under the prefix: `{inspector}:index` (sorted set of ids by start
+//! time), `{inspector}:summary` (hash of id to the list's view) and
+//! `{inspector}:capture:<id>` (the capture, expiring after `retention`). The
+//! index is trimmed to `keep` on every write, the oldest first. The braces
+//! are a Redis hash tag: the script that writes and trims touches all three,
+//! which Redis Cluster allows only within one slot.
 
 use std::time::Duration;
 
@@ -67,7 +69,7 @@ impl RedisBoard {
         let (_, conn) = crate::redis_store::lazy_connection(cfg)?;
         Ok(RedisBoard {
             conn,
-            prefix: format!("{}:inspector", cfg.prefix),
+            prefix: format!("{}:{{inspector}}", cfg.prefix),
             op_timeout: cfg.op_timeout,
             retention,
             put: Script::new(PUT),

@@ -83,7 +83,8 @@
 //! default); `<id>`, `<thread>` and `<key>` stand for a run id, a thread id
 //! and a conversation key. The braces are literal: Redis hash tags, keeping
 //! one run's keys together. Standalone Redis only (the scripts also touch the
-//! `latest` key by name, which Redis Cluster forbids).
+//! `latest` key by name, which Redis Cluster forbids); `docs/redis-cluster.md`
+//! says what Cluster would take.
 //!
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
@@ -92,6 +93,9 @@
 //! | `<p>:run:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id), `input` (the run's input, a JSON array of at most `max_input_bytes`) | as the log |
 //! | `<p>:run:{<id>}:lease` | string | the owner, `SET ... PX <lease>` on begin and renew | the lease |
 //! | `<p>:latest:<key>` | string | id of the latest run begun for the conversation key | as that run's log |
+//! | `<p>:{inspector}:index` | sorted set | ids of the inspector's captures (`CaptureBoard`) by start time, trimmed to the inspector's `max_runs` | none (trimmed) |
+//! | `<p>:{inspector}:summary` | hash | id → the list's JSON view of the capture | none (trimmed with the index) |
+//! | `<p>:{inspector}:capture:<id>` | string | the capture, JSON | the board's retention (1 h in the gateway), refreshed by each update |
 //!
 //! State changes (begin, append with trimming, renew, end, marking lost,
 //! stop requests) are Lua scripts, atomic on the server. Readers block with
