@@ -162,6 +162,61 @@ fn traceparent_parts(tp: &str) -> (String, String, String) {
     (p[1].into(), p[2].into(), p[3].into())
 }
 
+/// Serves `gateway` on a free port until the returned sender fires.
+async fn serve_stoppable(
+    gateway: Arc<Gateway>,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gw = l.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(gateway.serve_until(l, None, async {
+        let _ = stopped.await;
+    }));
+    (gw, stop, serving)
+}
+
+/// An AG-UI stream through `path` under `traceparent`, read to its end.
+async fn finished_stream(
+    gw: SocketAddr,
+    path: &str,
+    traceparent: &str,
+) -> Vec<(Option<String>, Value)> {
+    let r = post(gw, path, Dialect::AgUi, traceparent).await;
+    assert_eq!(r.status(), 200);
+    let events = common::sse_events(&r.bytes().await.unwrap());
+    assert!(
+        events.iter().any(|(_, v)| v["type"] == "RUN_FINISHED"),
+        "{events:?}"
+    );
+    events
+}
+
+/// Stops the gateway (its shutdown flushes what is queued: no waiting on
+/// the export schedule) and returns what the receiver decoded.
+async fn stop_and_collect(
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<()>,
+    port: u16,
+) -> Value {
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(120), serving)
+        .await
+        .expect("the gateway did not stop")
+        .unwrap();
+    let doc: Value = reqwest::get(format!("http://127.0.0.1:{port}/spans"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["errors"], serde_json::json!([]), "{doc:#}");
+    doc
+}
+
 #[tokio::test]
 async fn spans_reach_a_real_otlp_receiver_with_the_clients_trace() {
     let (_receiver, port) = receiver().await;
@@ -173,27 +228,10 @@ async fn spans_reach_a_real_otlp_receiver_with_the_clients_trace() {
     let env = |k: &str| (k == "BG_TOKEN").then(|| "collector-s3cret".to_string());
     let config = Config::parse_with(&toml, std::path::Path::new("."), &env).unwrap();
     let gateway = Arc::new(Gateway::new(config).unwrap());
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let gw = l.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(gateway.serve_until(l, None, async {
-        let _ = stopped.await;
-    }));
+    let (gw, stop, serving) = serve_stoppable(gateway).await;
 
     // 1. A stream, under the client's trace.
-    let r = post(
-        gw,
-        "/chat",
-        Dialect::AgUi,
-        &format!("00-{TRACE}-{PARENT}-01"),
-    )
-    .await;
-    assert_eq!(r.status(), 200);
-    let events = common::sse_events(&r.bytes().await.unwrap());
-    assert!(
-        events.iter().any(|(_, v)| v["type"] == "RUN_FINISHED"),
-        "{events:?}"
-    );
+    let events = finished_stream(gw, "/chat", &format!("00-{TRACE}-{PARENT}-01")).await;
     let first_id = events[0].0.clone().expect("an event id");
 
     // 2. An upstream that answers 500.
@@ -251,18 +289,7 @@ async fn spans_reach_a_real_otlp_receiver_with_the_clients_trace() {
     drop(ws);
 
     // Shutdown flushes what is queued: no waiting on the export schedule.
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), serving)
-        .await
-        .expect("the gateway did not stop")
-        .unwrap();
-    let doc: Value = reqwest::get(format!("http://127.0.0.1:{port}/spans"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(doc["errors"], serde_json::json!([]), "{doc:#}");
+    let doc = stop_and_collect(stop, serving, port).await;
     let spans = doc["spans"].as_array().unwrap().clone();
     let text = serde_json::to_string(&spans).unwrap();
     assert!(
@@ -454,28 +481,11 @@ async fn websocket_upstreams_a_client_that_leaves_and_a_bad_request_are_traced()
          [[routes]]\npath = \"/slow\"\nclient = \"ag-ui\"\nupstream = \"http://{stalling}/agent\"\nupstream_protocol = \"ag-ui\"\n"
     );
     let gateway = Arc::new(Gateway::new(Config::parse(&toml).unwrap()).unwrap());
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let gw = l.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(gateway.serve_until(l, None, async {
-        let _ = stopped.await;
-    }));
+    let (gw, stop, serving) = serve_stoppable(gateway).await;
 
     // A WebSocket upstream.
     let ws_trace = "55555555555555555555555555555555";
-    let r = post(
-        gw,
-        "/ws",
-        Dialect::AgUi,
-        &format!("00-{ws_trace}-{PARENT}-01"),
-    )
-    .await;
-    assert_eq!(r.status(), 200);
-    let events = common::sse_events(&r.bytes().await.unwrap());
-    assert!(
-        events.iter().any(|(_, v)| v["type"] == "RUN_FINISHED"),
-        "{events:?}"
-    );
+    finished_stream(gw, "/ws", &format!("00-{ws_trace}-{PARENT}-01")).await;
 
     // A client that leaves mid-stream.
     let gone_trace = "66666666666666666666666666666666";
@@ -502,18 +512,7 @@ async fn websocket_upstreams_a_client_that_leaves_and_a_bad_request_are_traced()
         .unwrap();
     assert_eq!(r.status(), 400);
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(120), serving)
-        .await
-        .expect("the gateway did not stop")
-        .unwrap();
-    let doc: Value = reqwest::get(format!("http://127.0.0.1:{port}/spans"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(doc["errors"], serde_json::json!([]), "{doc:#}");
+    let doc = stop_and_collect(stop, serving, port).await;
     let spans = doc["spans"].as_array().unwrap().clone();
 
     let server = span(&spans, ws_trace, "SPAN_KIND_SERVER");

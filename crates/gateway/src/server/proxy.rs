@@ -428,6 +428,17 @@ impl Gateway {
             }
             // After what was forwarded or configured: the trace is ours to carry.
             let trace_headers = trace.upstream(route);
+            let stream = Stream {
+                route,
+                run: &run,
+                conversation,
+                keeps_history,
+                new_from_client,
+                started,
+                transport,
+                capture,
+                trace,
+            };
             if crate::ws::is_ws_url(&route.upstream) {
                 let mut h = forwarded;
                 h.extend(upstream_headers(route));
@@ -446,17 +457,9 @@ impl Gateway {
                 };
                 return self
                     .start_pump(
-                        route,
-                        &run,
-                        conversation,
-                        keeps_history,
-                        new_from_client,
-                        started,
+                        stream,
                         ws.map(|r| r.map_err(UpstreamFault::from)),
                         upstream_binary,
-                        transport,
-                        capture,
-                        trace,
                     )
                     .await;
             }
@@ -493,7 +496,7 @@ impl Gateway {
                 }
             };
             let status = resp.status();
-            trace.upstream_status(status.as_u16());
+            stream.trace.upstream_status(status.as_u16());
             if !status.is_success() {
                 self.metrics.upstream_error("upstream_status");
                 // The body may tell internals: a bounded excerpt, read within
@@ -540,20 +543,7 @@ impl Gateway {
             let upstream = resp
                 .bytes_stream()
                 .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
-            self.start_pump(
-                route,
-                &run,
-                conversation,
-                keeps_history,
-                new_from_client,
-                started,
-                upstream,
-                upstream_binary,
-                transport,
-                capture,
-                trace,
-            )
-            .await
+            self.start_pump(stream, upstream, upstream_binary).await
         }
         .await;
         if let (true, Some(c)) = (session, &capture) {
@@ -568,25 +558,17 @@ impl Gateway {
     }
 
     /// Starts the pump that moves `upstream` (SSE bytes) to the client.
-    #[allow(clippy::too_many_arguments)]
     async fn start_pump<S>(
         &self,
-        route: &Route,
-        run: &RunRequest,
-        conversation: String,
-        keeps_history: bool,
-        new_from_client: Vec<babelgate_core::request::Message>,
-        started: tokio::time::Instant,
+        stream: Stream<'_>,
         upstream: S,
         upstream_binary: Option<Transport>,
-        transport: Transport,
-        capture: Option<CaptureHandle>,
-        trace: Trace,
     ) -> Result<Response<Body>, GatewayError>
     where
         S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
     {
-        let mut recorder = self.begin_log(route, run, &conversation).await?;
+        let (route, run, transport) = (stream.route, stream.run, stream.transport);
+        let mut recorder = self.begin_log(route, run, &stream.conversation).await?;
 
         let ctx = EncodeContext {
             ids: IdGen::default(),
@@ -604,7 +586,7 @@ impl Gateway {
             run.continue_message_id.clone(),
             (upstream_binary.unwrap_or(Transport::Sse), transport),
         );
-        if let Some(c) = &capture {
+        if let Some(c) = &stream.capture {
             // What the translator itself reads and writes (the edges, if
             // any, convert around it).
             let read = if edges.input.is_some() {
@@ -666,22 +648,24 @@ impl Gateway {
             heartbeat,
             recorder,
             on_disconnect: route.on_disconnect,
-            store: keeps_history.then(|| self.stores.conversations.clone()),
-            thread_id: conversation,
-            new_from_client,
+            store: stream
+                .keeps_history
+                .then(|| self.stores.conversations.clone()),
+            thread_id: stream.conversation,
+            new_from_client: stream.new_from_client,
             shutdown: self.shutdown.clone(),
             report: Some(Report {
                 metrics: self.metrics.clone(),
                 route: route.path.clone(),
                 pair: (route.upstream_protocol, route.client),
-                started,
+                started: stream.started,
                 trace: {
-                    trace.streaming(upstream_binary.is_some());
-                    trace
+                    stream.trace.streaming(upstream_binary.is_some());
+                    stream.trace
                 },
             }),
             abort: abort.clone(),
-            capture,
+            capture: stream.capture,
         };
         let span = tracing::Span::current();
         let Edges { input, output } = edges;
@@ -867,6 +851,23 @@ impl Gateway {
 
 /// A layered service's future, boxed where its types are concrete (the
 /// compiler cannot prove a deeply generic one `Send` from the caller).
+/// A proxied request on its way to a stream, as the pump is started with
+/// it (the upstream's bytes aside).
+struct Stream<'a> {
+    route: &'a Route,
+    run: &'a RunRequest,
+    /// Where this caller's run and history of this thread are kept.
+    conversation: String,
+    keeps_history: bool,
+    /// What the client said this turn, for dialects that send only that.
+    new_from_client: Vec<babelgate_core::request::Message>,
+    started: tokio::time::Instant,
+    /// The client's transport.
+    transport: Transport,
+    capture: Option<CaptureHandle>,
+    trace: Trace,
+}
+
 fn boxed<'a, T>(
     f: impl std::future::Future<Output = T> + Send + 'a,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>> {
