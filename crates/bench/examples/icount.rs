@@ -13,7 +13,8 @@
 //! The run log's cost (`--toggle-collect='*icount::run_log*'`): mode
 //! `log_plain` translates `<dialect>` to Vercel into an untracked sink,
 //! `log_steps` keeps the journal as a resumable route does, `log_json` also
-//! writes its steps as JSON, as the run log stores them.
+//! writes its steps as JSON as the run log stores them (`log_serde`: with
+//! serde_json, as it did before its direct writer).
 
 use babelgate_core::Dialect;
 
@@ -77,7 +78,7 @@ fn write(mut enc: Box<dyn babelgate_core::Encoder>, core: &[babelgate_core::Even
 }
 
 #[inline(never)]
-fn run_log(d: Dialect, sse: &[u8], steps: bool, json: bool) -> usize {
+fn run_log(d: Dialect, sse: &[u8], steps: bool, json: u8) -> usize {
     let mut tr = babelgate_bench::translator(d, Dialect::Vercel);
     if steps {
         tr.keep_journal();
@@ -92,8 +93,13 @@ fn run_log(d: Dialect, sse: &[u8], steps: bool, json: bool) -> usize {
         tr.push_to(chunk, &mut sink).unwrap();
         if steps {
             let kept: Vec<_> = tr.take_journal().into_iter().map(|n| n.step).collect();
-            if json {
+            // 1: serde, as the run log wrote it before; 2: its direct writer.
+            if json == 1 {
                 logged += serde_json::to_vec(&kept).map_or(0, |v| v.len());
+            } else if json == 2 {
+                let mut v = Vec::new();
+                babelgate_core::journal::write_steps(&kept, &mut v).unwrap();
+                logged += v.len();
             }
             std::hint::black_box(&kept);
         }
@@ -120,9 +126,10 @@ fn main() {
             "read_sse" => read_sse(d, &sse),
             "read_proto" => read_proto(d, &bin),
             "write_sse" => write_sse(d, &core),
-            "log_plain" => drop(run_log(d, &sse, false, false)),
-            "log_steps" => drop(run_log(d, &sse, true, false)),
-            "log_json" => drop(std::hint::black_box(run_log(d, &sse, true, true))),
+            "log_plain" => drop(run_log(d, &sse, false, 0)),
+            "log_steps" => drop(run_log(d, &sse, true, 0)),
+            "log_serde" => drop(std::hint::black_box(run_log(d, &sse, true, 1))),
+            "log_json" => drop(std::hint::black_box(run_log(d, &sse, true, 2))),
             _ => write_proto(d, &core),
         }
     }

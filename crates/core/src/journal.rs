@@ -103,6 +103,64 @@ pub struct Noted {
     pub span: usize,
 }
 
+/// The steps as a JSON array, the bytes `serde_json::to_vec(steps)` gives:
+/// the run log stores one per client event. The deltas that make most of a
+/// stream (text, reasoning, tool arguments) are written directly; anything
+/// else goes through serde.
+pub fn write_steps(steps: &[Step], out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    out.push(b'[');
+    for (i, step) in steps.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if !write_delta_step(step, out) {
+            serde_json::to_writer(&mut *out, step)?;
+        }
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// `{"event":{"kind":..,"<id>":..,"delta":..[,"timestamp":..][,"origin":..]}}`
+/// for a delta without extras (serde's order: the flattened kind's fields,
+/// then the event's own); false, writing nothing, for anything else.
+fn write_delta_step(step: &Step, out: &mut Vec<u8>) -> bool {
+    use crate::event::EventKind as K;
+    let Step::Event(ev) = step else { return false };
+    if !ev.extra.is_empty() {
+        return false;
+    }
+    let (kind, id_key, id, delta) = match &ev.kind {
+        K::TextDelta { message_id, delta } => ("text_delta", "message_id", message_id, delta),
+        K::ReasoningDelta { message_id, delta } => {
+            ("reasoning_delta", "message_id", message_id, delta)
+        }
+        K::ToolCallArgs {
+            tool_call_id,
+            delta,
+        } => ("tool_call_args", "tool_call_id", tool_call_id, delta),
+        _ => return false,
+    };
+    out.extend_from_slice(b"{\"event\":{\"kind\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"");
+    out.extend_from_slice(id_key.as_bytes());
+    out.extend_from_slice(b"\":");
+    crate::json::write_str(out, id);
+    out.extend_from_slice(b",\"delta\":");
+    crate::json::write_str(out, delta);
+    if let Some(t) = ev.timestamp {
+        out.extend_from_slice(b",\"timestamp\":");
+        out.extend_from_slice(itoa::Buffer::new().format(t).as_bytes());
+    }
+    if let Some(d) = ev.origin {
+        out.extend_from_slice(b",\"origin\":");
+        crate::json::write_str(out, d.as_str());
+    }
+    out.extend_from_slice(b"}}");
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +195,62 @@ mod tests {
         let json = serde_json::to_vec(&steps).unwrap();
         let back: Vec<Step> = serde_json::from_slice(&json).unwrap();
         assert_eq!(back, steps);
+    }
+
+    fn delta_step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        let text = "(?s).{0,12}|[\"\\\\\u{0}-\u{1f}\u{2028}é🙂a]{0,8}";
+        (
+            0..5u8,
+            text,
+            text,
+            proptest::option::of(any::<i64>()),
+            proptest::option::of(0..4usize),
+            any::<bool>(),
+        )
+            .prop_map(|(k, id, delta, ts, origin, extra)| {
+                let kind = match k {
+                    0 => EventKind::TextDelta {
+                        message_id: id,
+                        delta,
+                    },
+                    1 => EventKind::ReasoningDelta {
+                        message_id: id,
+                        delta,
+                    },
+                    2 => EventKind::ToolCallArgs {
+                        tool_call_id: id,
+                        delta,
+                    },
+                    3 => EventKind::TextEnd { message_id: id },
+                    _ => {
+                        return Step::Fail {
+                            message: delta,
+                            code: Some(id),
+                        }
+                    }
+                };
+                let mut ev = Event::new(kind).with_timestamp(ts);
+                ev.origin = origin.and_then(|i| crate::Dialect::ALL.get(i).copied());
+                if extra {
+                    ev.extra
+                        .insert("x".into(), serde_json::json!({"y": [1, "z"]}));
+                }
+                Step::Event(Box::new(ev))
+            })
+    }
+
+    proptest::proptest! {
+        /// The direct writer gives serde's bytes, for deltas of any text,
+        /// with or without time, origin and extras, beside other steps.
+        #[test]
+        fn written_steps_are_serdes_bytes(steps in proptest::collection::vec(delta_step(), 0..6)) {
+            let mut out = Vec::new();
+            write_steps(&steps, &mut out).unwrap();
+            proptest::prop_assert_eq!(
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(serde_json::to_vec(&steps).unwrap()).unwrap()
+            );
+        }
     }
 }

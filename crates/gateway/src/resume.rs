@@ -202,8 +202,9 @@ fn write_steps(steps: &[Step]) -> Option<Bytes> {
     if steps.is_empty() {
         return None;
     }
-    match serde_json::to_vec(steps) {
-        Ok(json) => Some(Bytes::from(json)),
+    let mut json = Vec::with_capacity(96 * steps.len());
+    match babelgate_core::journal::write_steps(steps, &mut json) {
+        Ok(()) => Some(Bytes::from(json)),
         Err(e) => {
             tracing::warn!(error = %e, "could not log the core events of a client event");
             None
