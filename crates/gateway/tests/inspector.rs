@@ -213,6 +213,79 @@ async fn the_view_marks_what_the_translation_dropped_and_synthesized() {
 }
 
 #[tokio::test]
+async fn a_live_run_can_be_opened_while_it_streams() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that sends a start and a delta, then holds the stream
+    // until the test lets it finish.
+    let (l, up) = listener().await;
+    let (release, held) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = vec![0u8; 65536];
+        let _ = s.read(&mut buf).await.unwrap();
+        let ev = |e: &str| format!("data: {e}\n\n");
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let first = [
+            r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"half"}"#,
+        ];
+        s.write_all(head.as_bytes()).await.unwrap();
+        for e in first {
+            s.write_all(ev(e).as_bytes()).await.unwrap();
+        }
+        let _ = held.await;
+        for e in [
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+        ] {
+            s.write_all(ev(e).as_bytes()).await.unwrap();
+        }
+    });
+    let toml = format!(
+        "[inspector]\n{}",
+        route("/chat", Dialect::Vercel, up, Dialect::AgUi, "")
+    );
+    let (gw, _g) = gateway(&toml).await;
+    let mut r = http()
+        .post(format!("http://{gw}/chat"))
+        .header("content-type", "application/json")
+        .body(body(Dialect::Vercel, "hi"))
+        .send()
+        .await
+        .unwrap();
+    // Read until the delta is out: the capture has it by then.
+    let mut got = Vec::new();
+    while !String::from_utf8_lossy(&got).contains("half") {
+        got.extend_from_slice(&r.chunk().await.unwrap().expect("more"));
+    }
+    let s = &runs(gw).await[0];
+    assert_eq!(s["status"], "streaming");
+    assert_eq!(s["events_in"], 3);
+    let id = s["id"].as_str().unwrap().to_string();
+    let d = get_json(format!("http://{gw}/inspector/api/runs/{id}")).await;
+    assert!(
+        d["replay"]["matches"].is_null(),
+        "not checked while it runs"
+    );
+    let rows = d["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "one row per upstream event so far: {rows:?}");
+    assert!(rows.iter().all(|r| !r["upstream"].is_null()));
+    assert!(rows[2]["client"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["text"].as_str().unwrap().contains("half")));
+    release.send(()).unwrap();
+    r.bytes().await.unwrap();
+    let s = &ended_runs(gw, 1).await[0];
+    assert_eq!(s["status"], "completed");
+    let d = get_json(format!("http://{gw}/inspector/api/runs/{id}")).await;
+    assert_eq!(d["replay"]["matches"], true);
+}
+
+#[tokio::test]
 async fn only_loopback_clients_unless_auth_is_set() {
     let agent = demo_agent(Dialect::AgUi).await;
     let routes = route("/chat", Dialect::AgUi, agent, Dialect::AgUi, "");
