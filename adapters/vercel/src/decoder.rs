@@ -173,12 +173,18 @@ impl Decoder for VercelDecoder {
     }
 
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        if self.done || frame.data.trim().is_empty() {
+        if self.done {
             return Ok(());
         }
-        if frame.is_done() {
-            self.done = true;
-            return Ok(());
+        // A chunk opens with `{`: neither blank nor `[DONE]`, no need to trim.
+        if !frame.data.starts_with('{') {
+            if frame.data.trim().is_empty() {
+                return Ok(());
+            }
+            if frame.is_done() {
+                self.done = true;
+                return Ok(());
+            }
         }
         if self.plain && self.decode_plain(&frame.data, out).is_some() {
             return Ok(());
@@ -632,7 +638,10 @@ impl VercelDecoder {
                 out.push(ev(start(id), extra));
             }
             Phase::Delta(delta) => {
-                if open.insert(id.clone()) {
+                // Looked up first: inserting a clone per delta cost an
+                // allocation each time.
+                if !open.contains(&id) {
+                    open.insert(id.clone());
                     out.push(ev(start(id.clone()), Extra::new()));
                 }
                 let kind = if reasoning {
@@ -725,9 +734,15 @@ impl VercelDecoder {
     }
 
     fn args(&mut self, id: String, delta: String, extra: Extra, out: &mut Vec<Event>) {
-        let seen = self.open_call(&id, UNKNOWN_TOOL_NAME, out);
-        seen.deltas = true;
-        seen.args.push_str(&delta);
+        // A call already open is looked up without `open_call`'s entry,
+        // which allocates a key per delta.
+        if !self.calls.contains_key(&id) {
+            self.open_call(&id, UNKNOWN_TOOL_NAME, out);
+        }
+        if let Some(seen) = self.calls.get_mut(&id) {
+            seen.deltas = true;
+            seen.args.push_str(&delta);
+        }
         out.push(ev(
             EventKind::ToolCallArgs {
                 tool_call_id: id,
