@@ -1189,13 +1189,21 @@ impl AgUiEncoder {
                 return true;
             }
             EventKind::StateDelta { patch } => {
-                if !json_patch(patch) || !self.view.accept_plain(Plain::StateDelta) {
+                if !json_patch(patch) || !self.view.accept_plain(Plain::State) {
                     return false;
                 }
                 open_event(out, STATE_DELTA, ev.timestamp);
                 out.extend_from_slice(b",\"delta\":");
                 // Writing a `Value` into a Vec cannot fail.
                 let _ = serde_json::to_writer(&mut *out, patch);
+            }
+            EventKind::StateSnapshot { snapshot } => {
+                if !self.view.accept_plain(Plain::State) {
+                    return false;
+                }
+                open_event(out, STATE_SNAPSHOT, ev.timestamp);
+                out.extend_from_slice(b",\"snapshot\":");
+                let _ = serde_json::to_writer(&mut *out, snapshot);
             }
             _ => return false,
         }

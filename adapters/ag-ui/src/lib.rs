@@ -705,6 +705,12 @@ mod tests {
                 Just(json!({"not": "a patch"}))
             ]
             .prop_map(|patch| EventKind::StateDelta { patch }),
+            prop_oneof![
+                Just(json!({"a\u{2028}": "é\"\n", "n": [1, 2.5, null]})),
+                Just(json!("not an object")),
+                Just(Value::Null)
+            ]
+            .prop_map(|snapshot| EventKind::StateSnapshot { snapshot }),
             (id(), any::<bool>()).prop_map(|(i, b)| if b {
                 EventKind::RunStarted { thread_id: Some(i), run_id: None, parent_run_id: None, message_id: None, input: None }
             } else {

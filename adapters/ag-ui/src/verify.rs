@@ -61,7 +61,8 @@ pub enum Plain<'a> {
     ReasoningStart(&'a str),
     ReasoningContent(&'a str),
     ReasoningEnd(&'a str),
-    StateDelta,
+    /// STATE_DELTA or STATE_SNAPSHOT: nothing to check or change.
+    State,
 }
 
 /// The client's state after every event written so far.
@@ -286,7 +287,7 @@ impl ClientView {
                 }
                 remove(&mut self.reasoning, id);
             }
-            Plain::StateDelta => {}
+            Plain::State => {}
         }
         true
     }
