@@ -478,7 +478,8 @@ impl Decoder for AgKitDecoder {
         if self.done || frame.data.is_empty() {
             return Ok(());
         }
-        if frame.is_done() {
+        // A frame that opens with `{` is not `[DONE]`: no need to trim it.
+        if !frame.data.starts_with('{') && frame.is_done() {
             self.close_text(out);
             self.close_reasoning(out);
             self.end_run(out);
