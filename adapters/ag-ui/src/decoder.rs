@@ -937,7 +937,14 @@ impl AgUiDecoder {
 
     /// Frames that make no event: blank ones, `[DONE]` and all after it.
     fn skip(&mut self, frame: &Frame) -> bool {
-        if self.done || frame.data.trim().is_empty() {
+        if self.done {
+            return true;
+        }
+        // An event opens with `{`: neither blank nor `[DONE]`, no need to trim.
+        if frame.data.starts_with('{') {
+            return false;
+        }
+        if frame.data.trim().is_empty() {
             return true;
         }
         if frame.is_done() {

@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use crate::chunks::{Chunk, ChunkKind};
 use crate::request::messages_to_wire_with;
-use crate::verify::{ClientView, RunPhase};
+use crate::verify::{ClientView, Plain, RunPhase};
 use crate::wire::*;
 
 type Obj = Map<String, Value>;
@@ -46,6 +46,9 @@ pub struct AgUiEncoder {
     marks: Option<Vec<Range<usize>>>,
     /// Events the binary form could not carry (dropped, for metrics).
     unframed: u64,
+    /// Whether the frequent events are written in place (tests turn it off
+    /// to hold that path to the general one).
+    fast: bool,
 }
 
 impl AgUiEncoder {
@@ -61,6 +64,7 @@ impl AgUiEncoder {
             turn_message: None,
             marks: None,
             unframed: 0,
+            fast: true,
         }
     }
 }
@@ -444,6 +448,9 @@ impl AgUiEncoder {
     }
 
     fn encode_kind(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        if self.fast && self.encode_plain(ev, out) {
+            return;
+        }
         let t = tag(ev);
         match &ev.kind {
             EventKind::RunStarted { .. } => {
@@ -995,6 +1002,227 @@ impl AgUiEncoder {
             o.remove("role");
         }
         self.emit(o, out);
+    }
+}
+
+/// `data: {"type":"TY"` and the timestamp `base` would add.
+fn open_event(out: &mut Vec<u8>, ty: &str, timestamp: Option<i64>) {
+    out.extend_from_slice(b"data: {\"type\":\"");
+    out.extend_from_slice(ty.as_bytes());
+    out.push(b'"');
+    if let Some(ts) = timestamp.filter(|ts| (-MAX_SAFE..=MAX_SAFE).contains(ts)) {
+        out.extend_from_slice(b",\"timestamp\":");
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &ts);
+    }
+}
+
+/// `,"key":"value"` (`key` is the encoder's own and needs no escaping).
+fn str_field(out: &mut Vec<u8>, key: &str, value: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    babelgate_core::json::write_str(out, value);
+}
+
+fn close_event(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"}\n\n");
+}
+
+impl AgUiEncoder {
+    /// The frequent events of a running run written straight into `out`:
+    /// the bytes `encode_kind` writes for them (same keys, order, escaping
+    /// and view changes), without an object map. Only for events with no
+    /// AG-UI extras (so no subagent tag, no notes), no chunk lane open and
+    /// nothing the client would refuse; `false` (nothing written, nothing
+    /// changed) sends the event the general way.
+    fn encode_plain(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        if self.ctx.binary || ev.extra_from(Dialect::AgUi).is_some() {
+            return false;
+        }
+        let start = out.len();
+        match &ev.kind {
+            EventKind::TextDelta { message_id, delta } => {
+                if !self.view.accept_plain(Plain::TextContent(message_id)) {
+                    return false;
+                }
+                open_event(out, TEXT_MESSAGE_CONTENT, ev.timestamp);
+                str_field(out, "messageId", message_id);
+                str_field(out, "delta", delta);
+            }
+            EventKind::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                if !self.view.accept_plain(Plain::ToolArgs(tool_call_id)) {
+                    return false;
+                }
+                open_event(out, TOOL_CALL_ARGS, ev.timestamp);
+                str_field(out, "toolCallId", tool_call_id);
+                str_field(out, "delta", delta);
+            }
+            EventKind::ReasoningDelta { message_id, delta } => {
+                if !self.view.accept_plain(Plain::ReasoningContent(message_id)) {
+                    return false;
+                }
+                open_event(out, REASONING_MESSAGE_CONTENT, ev.timestamp);
+                str_field(out, "messageId", message_id);
+                str_field(out, "delta", delta);
+            }
+            EventKind::TextStart {
+                message_id,
+                role,
+                name,
+            } => {
+                if !self.view.accept_plain(Plain::TextStart(message_id)) {
+                    return false;
+                }
+                open_event(out, TEXT_MESSAGE_START, ev.timestamp);
+                str_field(out, "messageId", message_id);
+                str_field(out, "role", text_role(*role));
+                if let Some(name) = name {
+                    str_field(out, "name", name);
+                }
+            }
+            EventKind::TextEnd { message_id } => {
+                if !self.view.accept_plain(Plain::TextEnd(message_id)) {
+                    return false;
+                }
+                open_event(out, TEXT_MESSAGE_END, ev.timestamp);
+                str_field(out, "messageId", message_id);
+            }
+            EventKind::ReasoningStart { message_id } => {
+                if !self.view.accept_plain(Plain::ReasoningStart(message_id)) {
+                    return false;
+                }
+                open_event(out, REASONING_MESSAGE_START, ev.timestamp);
+                str_field(out, "messageId", message_id);
+                str_field(out, "role", "reasoning");
+            }
+            EventKind::ReasoningEnd { message_id } => {
+                if !self.view.accept_plain(Plain::ReasoningEnd(message_id)) {
+                    return false;
+                }
+                open_event(out, REASONING_MESSAGE_END, ev.timestamp);
+                str_field(out, "messageId", message_id);
+            }
+            EventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                parent_message_id,
+            } => {
+                // Another dialect's call belongs to the turn's message; the
+                // first one mints it, which the general path does.
+                let parent = if parent_message_id.is_none()
+                    && ev.origin.is_some_and(|d| d != Dialect::AgUi)
+                {
+                    match &self.turn_message {
+                        Some(m) => Some(m.as_str()),
+                        None => return false,
+                    }
+                } else {
+                    parent_message_id.as_deref()
+                };
+                let plain = Plain::ToolStart {
+                    id: tool_call_id,
+                    parent,
+                };
+                if !self.view.accept_plain(plain) {
+                    return false;
+                }
+                open_event(out, TOOL_CALL_START, ev.timestamp);
+                str_field(out, "toolCallId", tool_call_id);
+                str_field(out, "toolCallName", tool_name);
+                if let Some(p) = parent {
+                    str_field(out, "parentMessageId", p);
+                }
+            }
+            EventKind::ToolCallEnd { tool_call_id } => {
+                if !self.view.accept_plain(Plain::ToolEnd(tool_call_id)) {
+                    return false;
+                }
+                open_event(out, TOOL_CALL_END, ev.timestamp);
+                str_field(out, "toolCallId", tool_call_id);
+            }
+            EventKind::ToolCallResult {
+                tool_call_id,
+                message_id,
+                content,
+            } => {
+                // Checked first, so that a refusal leaves nothing changed.
+                if !self.running() || !self.view.lanes.is_empty() {
+                    return false;
+                }
+                if self.view.accept_plain(Plain::ToolEnd(tool_call_id)) {
+                    // A result means the arguments are complete.
+                    open_event(out, TOOL_CALL_END, None);
+                    str_field(out, "toolCallId", tool_call_id);
+                    close_event(out);
+                    self.mark(start..out.len());
+                }
+                let minted;
+                let message_id = match message_id {
+                    Some(m) => m.as_str(),
+                    None => {
+                        minted = self.ctx.ids.next("msg");
+                        minted.as_str()
+                    }
+                };
+                let at = out.len();
+                self.view.accept_plain(Plain::ToolResult { message_id });
+                open_event(out, TOOL_CALL_RESULT, ev.timestamp);
+                str_field(out, "messageId", message_id);
+                str_field(out, "toolCallId", tool_call_id);
+                out.extend_from_slice(b",\"content\":");
+                match content {
+                    Value::String(s) => babelgate_core::json::write_str(out, s),
+                    c if tool_content(c) => {
+                        let _ = serde_json::to_writer(&mut *out, c);
+                    }
+                    c => babelgate_core::json::write_str(out, &c.to_string()),
+                }
+                if ev.origin != Some(Dialect::AgUi) {
+                    str_field(out, "role", "tool");
+                }
+                close_event(out);
+                self.mark(at..out.len());
+                return true;
+            }
+            EventKind::StateDelta { patch } => {
+                if !json_patch(patch) || !self.view.accept_plain(Plain::State) {
+                    return false;
+                }
+                open_event(out, STATE_DELTA, ev.timestamp);
+                out.extend_from_slice(b",\"delta\":");
+                // Writing a `Value` into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, patch);
+            }
+            EventKind::StateSnapshot { snapshot } => {
+                if !self.view.accept_plain(Plain::State) {
+                    return false;
+                }
+                open_event(out, STATE_SNAPSHOT, ev.timestamp);
+                out.extend_from_slice(b",\"snapshot\":");
+                let _ = serde_json::to_writer(&mut *out, snapshot);
+            }
+            _ => return false,
+        }
+        close_event(out);
+        self.mark(start..out.len());
+        true
+    }
+
+    /// Every event the general way (tests hold the in-place path to it).
+    #[cfg(test)]
+    pub(crate) fn general_only(mut self) -> Self {
+        self.fast = false;
+        self
+    }
+
+    fn mark(&mut self, span: Range<usize>) {
+        if let Some(marks) = &mut self.marks {
+            marks.push(span);
+        }
     }
 }
 

@@ -653,4 +653,129 @@ mod tests {
             prop_assert_eq!(back, kinds);
         }
     }
+
+    /// Events the in-place path takes, and their near misses: hostile text,
+    /// timestamps past 2^53, AG-UI extras (a subagent tag, unknown keys,
+    /// notes), other origins.
+    fn plain_event() -> impl Strategy<Value = Event> {
+        let hostile = prop::sample::select(vec![
+            "",
+            "x",
+            "你好",
+            "🎉\"\\\n",
+            "\u{2028}\u{2029}",
+            "\u{1}\u{1f}\u{7f}\t\r\u{8}\u{c}",
+            "</script>",
+            "\\u0041",
+        ])
+        .prop_map(str::to_string);
+        let kind = prop_oneof![
+            (id(), prop::sample::select(vec![Role::Assistant, Role::User, Role::Developer, Role::System, Role::Tool]), prop::option::of(hostile.clone()))
+                .prop_map(|(i, role, name)| EventKind::TextStart { message_id: i, role, name }),
+            (id(), hostile.clone()).prop_map(|(i, d)| EventKind::TextDelta { message_id: i, delta: d }),
+            id().prop_map(|i| EventKind::TextEnd { message_id: i }),
+            id().prop_map(|i| EventKind::ReasoningStart { message_id: i }),
+            (id(), hostile.clone()).prop_map(|(i, d)| EventKind::ReasoningDelta { message_id: i, delta: d }),
+            id().prop_map(|i| EventKind::ReasoningEnd { message_id: i }),
+            (id(), hostile.clone(), prop::option::of(id())).prop_map(|(i, n, p)| EventKind::ToolCallStart {
+                tool_call_id: i,
+                tool_name: n,
+                parent_message_id: p
+            }),
+            (id(), hostile.clone()).prop_map(|(i, d)| EventKind::ToolCallArgs { tool_call_id: i, delta: d }),
+            id().prop_map(|i| EventKind::ToolCallEnd { tool_call_id: i }),
+            (
+                id(),
+                prop::option::of(id()),
+                prop_oneof![
+                    hostile.clone().prop_map(Value::String),
+                    Just(json!({"a": "\u{2028}"})),
+                    Just(json!([{"type": "text", "text": "t\""}])),
+                    Just(json!([1])),
+                    Just(json!(1.5)),
+                    Just(Value::Null)
+                ]
+            )
+                .prop_map(|(i, m, c)| EventKind::ToolCallResult { tool_call_id: i, message_id: m, content: c }),
+            prop_oneof![
+                Just(json!([{"op": "add", "path": "/a\u{2028}", "value": "é\"\n"}])),
+                Just(json!([{"op": "replace", "path": "/n", "value": 2}, {"op": "remove", "path": "/n"}])),
+                Just(json!([{"op": "replace", "path": "n", "value": 2}])),
+                Just(json!([])),
+                Just(json!({"not": "a patch"}))
+            ]
+            .prop_map(|patch| EventKind::StateDelta { patch }),
+            prop_oneof![
+                Just(json!({"a\u{2028}": "é\"\n", "n": [1, 2.5, null]})),
+                Just(json!("not an object")),
+                Just(Value::Null)
+            ]
+            .prop_map(|snapshot| EventKind::StateSnapshot { snapshot }),
+            (id(), any::<bool>()).prop_map(|(i, b)| if b {
+                EventKind::RunStarted { thread_id: Some(i), run_id: None, parent_run_id: None, message_id: None, input: None }
+            } else {
+                EventKind::RunFinished {
+                    thread_id: None, run_id: None, message_id: None, result: None,
+                    outcome: Outcome::Unspecified, finish_reason: None, usage: None
+                }
+            }),
+            id().prop_map(|i| EventKind::StepStarted { name: Some(i) }),
+        ];
+        let ts = prop_oneof![
+            Just(None),
+            (0i64..10).prop_map(Some),
+            Just(Some(-9_007_199_254_740_991)),
+            Just(Some(9_007_199_254_740_992)),
+            Just(Some(i64::MIN)),
+        ];
+        let extra = prop_oneof![
+            4 => Just(None),
+            1 => Just(Some(json!({"subagentRunId": "s"}))),
+            1 => Just(Some(json!({"zzz": 1, "name": "n"}))),
+            1 => Just(Some(json!({"role": "user"}))),
+        ];
+        let origin = prop::sample::select(vec![
+            None,
+            Some(babelgate_core::Dialect::AgUi),
+            Some(babelgate_core::Dialect::Vercel),
+        ]);
+        (kind, ts, extra, origin).prop_map(|(k, ts, extra, origin)| {
+            let mut e = Event::new(k).with_timestamp(ts);
+            if let Some(d) = origin {
+                e = e.with_origin(d);
+            }
+            if let Some(Value::Object(x)) = extra {
+                e = e.with_extra(x.into_iter().collect());
+            }
+            e
+        })
+    }
+
+    fn encode_sink(
+        mut e: AgUiEncoder,
+        events: &[Event],
+    ) -> (Vec<u8>, Vec<babelgate_core::sink::Span>) {
+        let mut sink = babelgate_core::Sink::new();
+        for ev in events {
+            e.encode_to(ev, &mut sink);
+        }
+        e.finish_to(&mut sink);
+        (sink.bytes().to_vec(), sink.spans().to_vec())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        /// The in-place path writes exactly what the general one writes
+        /// (bytes, event spans, and what follows from the view it keeps),
+        /// shaped or not.
+        #[test]
+        fn written_in_place_equals_the_general_path(events in prop::collection::vec(plain_event(), 0..30), shaped in any::<bool>()) {
+            let events = if shaped { babelgate_core::shape::Shaper::shape_all(&events) } else { events };
+            let fast = encode_sink(AgUiEncoder::new(EncodeContext::deterministic()), &events);
+            let general = encode_sink(AgUiEncoder::new(EncodeContext::deterministic()).general_only(), &events);
+            prop_assert_eq!(String::from_utf8_lossy(&fast.0), String::from_utf8_lossy(&general.0));
+            prop_assert_eq!(fast.1, general.1);
+        }
+    }
 }

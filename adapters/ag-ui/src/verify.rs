@@ -43,6 +43,28 @@ struct Owners {
     reasoning: HashMap<String, Owner>,
 }
 
+/// An event [`ClientView::accept_plain`] takes, by its type and ids.
+#[derive(Debug, Clone, Copy)]
+pub enum Plain<'a> {
+    TextStart(&'a str),
+    TextContent(&'a str),
+    TextEnd(&'a str),
+    ToolStart {
+        id: &'a str,
+        parent: Option<&'a str>,
+    },
+    ToolArgs(&'a str),
+    ToolEnd(&'a str),
+    ToolResult {
+        message_id: &'a str,
+    },
+    ReasoningStart(&'a str),
+    ReasoningContent(&'a str),
+    ReasoningEnd(&'a str),
+    /// STATE_DELTA or STATE_SNAPSHOT: nothing to check or change.
+    State,
+}
+
 /// The client's state after every event written so far.
 #[derive(Debug, Clone, Default)]
 pub struct ClientView {
@@ -201,6 +223,73 @@ impl ClientView {
             self.verify(&end_event(&p))?;
         }
         self.verify(ev)
+    }
+
+    /// `accept` of one of the encoder's written-in-place events: no
+    /// `subagentRunId`, a run running, no chunk lane open. The checks and
+    /// changes `verify` makes for such an event, without building its map
+    /// (held to `accept` by the encoder's property test). `false`, with
+    /// nothing changed, where the precondition fails or `accept` would refuse.
+    pub fn accept_plain(&mut self, ev: Plain<'_>) -> bool {
+        if self.phase != RunPhase::Running || !self.first_seen || !self.lanes.is_empty() {
+            return false;
+        }
+        match ev {
+            Plain::TextStart(id) => {
+                if self.text_open(id) {
+                    return false;
+                }
+                self.texts.push(id.to_string());
+                self.owners.message.entry(id.to_string()).or_insert(None);
+            }
+            Plain::TextContent(id) => return self.text_open(id),
+            Plain::TextEnd(id) => {
+                if !self.text_open(id) {
+                    return false;
+                }
+                remove(&mut self.texts, id);
+            }
+            Plain::ToolStart { id, parent } => {
+                if self.tool_open(id) {
+                    return false;
+                }
+                let inherited = parent.and_then(|p| self.owners.message.get(p)).cloned();
+                if let Some(existing) = self.owners.tool_call.get(id) {
+                    if inherited.as_ref().is_some_and(|i| i != existing) {
+                        return false;
+                    }
+                }
+                self.tools.push(id.to_string());
+                let owner = inherited.unwrap_or(None);
+                self.owners.tool_call.entry(id.to_string()).or_insert(owner);
+            }
+            Plain::ToolArgs(id) => return self.tool_open(id),
+            Plain::ToolEnd(id) => {
+                if !self.tool_open(id) {
+                    return false;
+                }
+                remove(&mut self.tools, id);
+            }
+            Plain::ToolResult { message_id } => {
+                self.owners.message.insert(message_id.to_string(), None);
+            }
+            Plain::ReasoningStart(id) => {
+                if self.reasoning_open(id) {
+                    return false;
+                }
+                self.reasoning.push(id.to_string());
+                self.owners.reasoning.entry(id.to_string()).or_insert(None);
+            }
+            Plain::ReasoningContent(id) => return self.reasoning_open(id),
+            Plain::ReasoningEnd(id) => {
+                if !self.reasoning_open(id) {
+                    return false;
+                }
+                remove(&mut self.reasoning, id);
+            }
+            Plain::State => {}
+        }
+        true
     }
 
     /// Closes a lane the way the client will when the next event reaches it.

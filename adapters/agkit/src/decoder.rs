@@ -18,6 +18,7 @@
 //! required field is a `DecodeError`: mapping it would lose what it was for.
 
 use babelgate_core::event::SourceKind;
+use babelgate_core::flat::Flat;
 use babelgate_core::{
     DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome,
 };
@@ -26,7 +27,7 @@ use serde_json::{Map, Value};
 use crate::request::message_from_wire;
 use crate::wire::{self, Fields};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AgKitDecoder {
     /// The text message being written, with its minted id.
     text: Option<String>,
@@ -39,11 +40,46 @@ pub struct AgKitDecoder {
     ended: bool,
     /// `[DONE]` was read: the client reads nothing after it, nor do we.
     done: bool,
+    /// Whether the frequent frames are read without a JSON map (tests turn
+    /// it off to hold that path to the general one).
+    plain: bool,
 }
+
+impl Default for AgKitDecoder {
+    fn default() -> Self {
+        AgKitDecoder {
+            text: None,
+            reasoning: None,
+            text_count: 0,
+            reasoning_count: 0,
+            interrupts: Vec::new(),
+            ended: false,
+            done: false,
+            plain: true,
+        }
+    }
+}
+
+/// The fields [`AgKitDecoder::decode_plain`] reads, in its slot order.
+const PLAIN_KEYS: [&str; 6] = [
+    "type",
+    "content",
+    "toolCallId",
+    "toolCallName",
+    "delta",
+    "result",
+];
 
 impl AgKitDecoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every frame the general way (tests hold the map-free path to it).
+    #[cfg(test)]
+    pub(crate) fn general_only(mut self) -> Self {
+        self.plain = false;
+        self
     }
 
     fn emit(out: &mut Vec<Event>, kind: EventKind, extra: Extra) {
@@ -109,22 +145,7 @@ impl AgKitDecoder {
         match ty {
             wire::TEXT => {
                 let delta = need(f.string("content"), "content")?;
-                let message_id = match &self.text {
-                    Some(id) => id.clone(),
-                    None => {
-                        self.text_count += 1;
-                        let id = format!("agkit-text-{}", self.text_count);
-                        self.text = Some(id.clone());
-                        let start = EventKind::TextStart {
-                            message_id: id.clone(),
-                            role: Default::default(),
-                            name: None,
-                        };
-                        Self::emit(out, start, Extra::new());
-                        id
-                    }
-                };
-                Self::emit(out, EventKind::TextDelta { message_id, delta }, f.extra());
+                self.text_delta(delta, f.extra(), out);
             }
             wire::TOOL_CALL_START => {
                 let tool_call_id = need(f.string("toolCallId"), "toolCallId")?;
@@ -207,6 +228,114 @@ impl AgKitDecoder {
         Ok(())
     }
 
+    /// A shorthand `text` frame's events: the message opened at its first.
+    fn text_delta(&mut self, delta: String, extra: Extra, out: &mut Vec<Event>) {
+        let message_id = match &self.text {
+            Some(id) => id.clone(),
+            None => {
+                self.text_count += 1;
+                let id = format!("agkit-text-{}", self.text_count);
+                self.text = Some(id.clone());
+                let start = EventKind::TextStart {
+                    message_id: id.clone(),
+                    role: Default::default(),
+                    name: None,
+                };
+                Self::emit(out, start, Extra::new());
+                id
+            }
+        };
+        Self::emit(out, EventKind::TextDelta { message_id, delta }, extra);
+    }
+
+    /// A `reasoning` frame's events, as `text_delta` does for text.
+    fn reasoning_delta(&mut self, delta: String) -> Vec<EventKind> {
+        let mut kinds = Vec::new();
+        let message_id = match &self.reasoning {
+            Some(id) => id.clone(),
+            None => {
+                self.reasoning_count += 1;
+                let id = format!("agkit-reasoning-{}", self.reasoning_count);
+                self.reasoning = Some(id.clone());
+                kinds.push(EventKind::ReasoningStart {
+                    message_id: id.clone(),
+                });
+                id
+            }
+        };
+        kinds.push(EventKind::ReasoningDelta { message_id, delta });
+        kinds
+    }
+
+    /// The frequent frames read without a JSON map: a type and exactly the
+    /// string fields the general path models for it (no extra field, no
+    /// duplicate), each unescaped as serde_json would. `None` (nothing read,
+    /// nothing changed) sends the frame the general way, which gives the
+    /// same events for what this takes.
+    fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
+        const TYPE: usize = 0;
+        const CONTENT: usize = 1;
+        const TOOL_CALL_ID: usize = 2;
+        const TOOL_CALL_NAME: usize = 3;
+        const DELTA: usize = 4;
+        const RESULT: usize = 5;
+        let f = Flat::parse(&PLAIN_KEYS, data)?;
+        let ty = f.plain(TYPE)?;
+        // Every field is read before anything changes.
+        let one = |slot: usize| f.has_only(&[TYPE, slot]).then(|| f.string(slot)).flatten();
+        let two = |a: usize, b: usize| {
+            f.has_only(&[TYPE, a, b])
+                .then(|| Some((f.string(a)?, f.string(b)?)))
+                .flatten()
+        };
+        let kind = match ty {
+            wire::TEXT => {
+                let delta = one(CONTENT)?;
+                self.before(Some(ty), out);
+                self.text_delta(delta, Extra::new(), out);
+                return Some(());
+            }
+            wire::REASONING => {
+                let delta = one(CONTENT)?;
+                self.before(Some(ty), out);
+                for kind in self.reasoning_delta(delta) {
+                    Self::emit(out, kind, Extra::new());
+                }
+                return Some(());
+            }
+            wire::TOOL_CALL_ARGS => {
+                let (tool_call_id, delta) = two(TOOL_CALL_ID, DELTA)?;
+                EventKind::ToolCallArgs {
+                    tool_call_id,
+                    delta,
+                }
+            }
+            wire::TOOL_CALL_START => {
+                let (tool_call_id, tool_name) = two(TOOL_CALL_ID, TOOL_CALL_NAME)?;
+                EventKind::ToolCallStart {
+                    tool_call_id,
+                    tool_name,
+                    parent_message_id: None,
+                }
+            }
+            wire::TOOL_CALL_END => EventKind::ToolCallEnd {
+                tool_call_id: one(TOOL_CALL_ID)?,
+            },
+            wire::TOOL_RESULT => {
+                let (tool_call_id, result) = two(TOOL_CALL_ID, RESULT)?;
+                EventKind::ToolCallResult {
+                    tool_call_id,
+                    message_id: None,
+                    content: Value::String(result),
+                }
+            }
+            _ => return None,
+        };
+        self.before(Some(ty), out);
+        Self::emit(out, kind, Extra::new());
+        Some(())
+    }
+
     /// Our extension frames; `None` when the frame does not have their shape
     /// (another server may use the same type name for something else).
     fn extension(&mut self, ty: &str, mut f: Fields) -> Option<(Vec<EventKind>, Extra, Dialect)> {
@@ -214,21 +343,7 @@ impl AgKitDecoder {
         let kind = match ty {
             wire::REASONING => {
                 let delta = f.string("content")?;
-                let mut kinds = Vec::new();
-                let message_id = match &self.reasoning {
-                    Some(id) => id.clone(),
-                    None => {
-                        self.reasoning_count += 1;
-                        let id = format!("agkit-reasoning-{}", self.reasoning_count);
-                        self.reasoning = Some(id.clone());
-                        kinds.push(EventKind::ReasoningStart {
-                            message_id: id.clone(),
-                        });
-                        id
-                    }
-                };
-                kinds.push(EventKind::ReasoningDelta { message_id, delta });
-                return Some((kinds, f.extra(), origin));
+                return Some((self.reasoning_delta(delta), f.extra(), origin));
             }
             wire::REASONING_PHASE_START => EventKind::ReasoningPhaseStart {
                 message_id: f.string("messageId")?,
@@ -363,11 +478,15 @@ impl Decoder for AgKitDecoder {
         if self.done || frame.data.is_empty() {
             return Ok(());
         }
-        if frame.is_done() {
+        // A frame that opens with `{` is not `[DONE]`: no need to trim it.
+        if !frame.data.starts_with('{') && frame.is_done() {
             self.close_text(out);
             self.close_reasoning(out);
             self.end_run(out);
             self.done = true;
+            return Ok(());
+        }
+        if self.plain && self.decode_plain(&frame.data, out).is_some() {
             return Ok(());
         }
         let unknown = |raw: Value| EventKind::Unknown { raw };
@@ -843,5 +962,136 @@ mod tests {
             kinds(&[r#"{"type":"error","error":"e"}"#, "[DONE]"]).len(),
             1
         );
+    }
+
+    mod plain {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A value for a field: mostly strings (hostile ones too), sometimes
+        /// another type.
+        fn value() -> impl Strategy<Value = String> {
+            let text = prop_oneof![
+                prop::sample::select(vec![
+                    "",
+                    "c1",
+                    "c2",
+                    "你好",
+                    "🎉\"\\\n",
+                    "\u{2028}\u{2029}",
+                    "\u{1}\u{7f}",
+                    "\\u0041",
+                ])
+                .prop_map(|s| serde_json::to_string(s).unwrap()),
+                Just(r#""\u00e9\ud83c\udf89\/""#.to_string()),
+                Just(r#""\ud800""#.to_string()),
+                Just(r#""\x""#.to_string()),
+                Just("\"a\u{1}b\"".to_string()),
+            ];
+            prop_oneof![
+                8 => text,
+                1 => prop::sample::select(vec!["1", "null", "true", "[\"c1\"]", "{\"a\":\"b\"}"]).prop_map(str::to_string),
+            ]
+        }
+
+        fn frame_text() -> impl Strategy<Value = String> {
+            let ty = prop::sample::select(vec![
+                "text",
+                "reasoning",
+                "tool-call-start",
+                "tool-call-args",
+                "tool-call-end",
+                "tool-result",
+                "interrupt",
+                "error",
+                "state-delta",
+                "te\\u0078t",
+            ]);
+            let key = prop::sample::select(vec![
+                "content",
+                "toolCallId",
+                "toolCallName",
+                "delta",
+                "result",
+                "id",
+                "error",
+                "type",
+                "co\\u006etent",
+            ]);
+            (
+                ty,
+                prop::collection::vec((key, value()), 0..4),
+                prop::sample::select(vec!["", " ", "\n\t"]),
+                any::<bool>(),
+            )
+                .prop_map(|(ty, fields, ws, type_last)| {
+                    let mut parts: Vec<String> = fields
+                        .iter()
+                        .map(|(k, v)| format!("{ws}\"{k}\"{ws}:{ws}{v}"))
+                        .collect();
+                    let t = format!("\"type\":\"{ty}\"");
+                    if type_last {
+                        parts.push(t);
+                    } else {
+                        parts.insert(0, t);
+                    }
+                    format!("{ws}{{{}}}{ws}", parts.join(","))
+                })
+        }
+
+        /// A likely stream: the frequent frames, text runs cut by others.
+        fn likely() -> impl Strategy<Value = String> {
+            let id = prop::sample::select(vec!["c1", "c2"]);
+            prop_oneof![
+                value().prop_map(|d| format!(r#"{{"type":"text","content":{d}}}"#)),
+                value().prop_map(|d| format!(r#"{{"type":"reasoning","content":{d}}}"#)),
+                (id.clone(), value()).prop_map(|(id, d)| format!(
+                    r#"{{"type":"tool-call-args","toolCallId":"{id}","delta":{d}}}"#
+                )),
+                (id.clone(), value()).prop_map(|(id, n)| format!(
+                    r#"{{"type":"tool-call-start","toolCallId":"{id}","toolCallName":{n}}}"#
+                )),
+                id.clone()
+                    .prop_map(|id| format!(r#"{{"type":"tool-call-end","toolCallId":"{id}"}}"#)),
+                (id, value()).prop_map(|(id, r)| format!(
+                    r#"{{"type":"tool-result","toolCallId":"{id}","result":{r}}}"#
+                )),
+                Just(r#"{"type":"interrupt","id":"i"}"#.to_string()),
+                Just("[DONE]".to_string()),
+                Just("not json".to_string()),
+            ]
+        }
+
+        fn decode(mut d: AgKitDecoder, frames: &[String]) -> Vec<Result<Vec<Event>, DecodeError>> {
+            let mut all: Vec<_> = frames
+                .iter()
+                .map(|c| {
+                    let mut out = Vec::new();
+                    let f = Frame {
+                        data: c.clone(),
+                        ..Default::default()
+                    };
+                    d.decode(&f, &mut out).map(|()| out)
+                })
+                .collect();
+            let mut out = Vec::new();
+            all.push(d.finish(&mut out).map(|()| out));
+            all
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// The map-free path gives what the general one gives (events,
+            /// extras, errors, and the state later frames see).
+            #[test]
+            fn plain_reading_equals_the_general_path(
+                frames in prop::collection::vec(prop_oneof![frame_text(), likely()], 0..20)
+            ) {
+                let fast = decode(AgKitDecoder::new(), &frames);
+                let general = decode(AgKitDecoder::new().general_only(), &frames);
+                prop_assert_eq!(fast, general);
+            }
+        }
     }
 }

@@ -52,6 +52,9 @@ pub struct AgKitEncoder {
     /// The run failed: the error frame is written and no `[DONE]` follows,
     /// the body must break off (see [`Encoder::aborts`]).
     failed: bool,
+    /// Whether the frequent frames are written in place (tests turn it off
+    /// to hold that path to the general one).
+    plain: bool,
 }
 
 impl AgKitEncoder {
@@ -65,6 +68,7 @@ impl AgKitEncoder {
             done: false,
             dropped: 0,
             failed: false,
+            plain: true,
         }
     }
 
@@ -230,6 +234,9 @@ impl AgKitEncoder {
         use EventKind as K;
         if !self.extensions && !declared(event) {
             self.dropped += 1;
+            return;
+        }
+        if self.plain && self.encode_plain(event, out) {
             return;
         }
         let put = |obj: &mut Map<String, Value>, k: &str, v: Value| {
@@ -539,6 +546,61 @@ impl AgKitEncoder {
             },
         }
         self.open.observe(event);
+    }
+}
+
+impl AgKitEncoder {
+    /// The frequent frames written straight into the sink: the bytes
+    /// `encode_one` writes for them (a type and string fields, in its order,
+    /// escaped as serde_json escapes), without an object map. Only for events
+    /// without AG-Kit extras; `false` (nothing written, nothing changed)
+    /// sends the event the general way.
+    fn encode_plain(&mut self, event: &Event, out: &mut Sink) -> bool {
+        use babelgate_core::json::write_string_event;
+        use EventKind as K;
+        if event.extra_from(Dialect::AgKit).is_some() {
+            return false;
+        }
+        match &event.kind {
+            K::TextDelta { delta, .. } => {
+                out.event(|b| write_string_event(b, "type", wire::TEXT, &[("content", delta)]));
+            }
+            K::ReasoningDelta { delta, .. } => {
+                out.event(|b| {
+                    write_string_event(b, "type", wire::REASONING, &[("content", delta)])
+                });
+            }
+            K::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                if let Some(text) = self.args.get_mut(tool_call_id) {
+                    text.push_str(delta);
+                }
+                out.event(|b| {
+                    let fields = [("toolCallId", tool_call_id.as_str()), ("delta", delta)];
+                    write_string_event(b, "type", wire::TOOL_CALL_ARGS, &fields)
+                });
+            }
+            K::StateDelta { patch } => out.event(|b| {
+                b.extend_from_slice(b"data: {\"type\":\"");
+                b.extend_from_slice(wire::STATE_DELTA.as_bytes());
+                b.extend_from_slice(b"\",\"delta\":");
+                // Writing a `Value` into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *b, patch);
+                b.extend_from_slice(b"}\n\n");
+            }),
+            _ => return false,
+        }
+        self.open.observe(event);
+        true
+    }
+
+    /// Every event the general way (tests hold the in-place path to it).
+    #[cfg(test)]
+    pub(crate) fn general_only(mut self) -> Self {
+        self.plain = false;
+        self
     }
 }
 
@@ -980,5 +1042,107 @@ mod tests {
         // steps x2, the reasoning delta, state, custom, the foreign unknown
         // event (nothing is encoded after `[DONE]`)
         assert_eq!(e.dropped(), 6);
+    }
+
+    mod plain {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            prop::sample::select(vec![
+                "",
+                "x",
+                "你好",
+                "🎉\"\\\n",
+                "\u{2028}\u{2029}",
+                "\u{1}\u{1f}\u{7f}\t\r\u{8}\u{c}",
+                "\\u0041",
+            ])
+            .prop_map(str::to_string)
+        }
+
+        fn event() -> impl Strategy<Value = Event> {
+            let id = prop::sample::select(vec!["c1", "c2"]).prop_map(str::to_string);
+            let kind = prop_oneof![
+                (id.clone(), text()).prop_map(|(i, d)| EventKind::TextDelta {
+                    message_id: i,
+                    delta: d
+                }),
+                (id.clone(), text()).prop_map(|(i, d)| EventKind::ReasoningDelta {
+                    message_id: i,
+                    delta: d
+                }),
+                (id.clone(), text()).prop_map(|(i, d)| EventKind::ToolCallArgs {
+                    tool_call_id: i,
+                    delta: d
+                }),
+                (id.clone(), text()).prop_map(|(i, n)| EventKind::ToolCallStart {
+                    tool_call_id: i,
+                    tool_name: n,
+                    parent_message_id: None
+                }),
+                id.clone()
+                    .prop_map(|i| EventKind::ToolCallEnd { tool_call_id: i }),
+                (id, text()).prop_map(|(i, c)| EventKind::ToolCallResult {
+                    tool_call_id: i,
+                    message_id: None,
+                    content: Value::String(c)
+                }),
+                prop_oneof![
+                    Just(json!([{"op": "add", "path": "/a\u{2028}", "value": "é\"\n"}])),
+                    Just(json!({"not": "a patch"})),
+                    Just(Value::Null)
+                ]
+                .prop_map(|patch| EventKind::StateDelta { patch }),
+                Just(EventKind::StepStarted { name: None }),
+            ];
+            let extra = prop_oneof![
+                4 => Just(None),
+                1 => Just(Some(json!({"zzz": 1}))),
+                1 => Just(Some(json!({"type": "x", "content": "y"}))),
+            ];
+            let origin =
+                prop::sample::select(vec![None, Some(Dialect::AgKit), Some(Dialect::Vercel)]);
+            (kind, extra, origin).prop_map(|(k, extra, origin)| {
+                let mut e = Event::new(k);
+                if let Some(d) = origin {
+                    e = e.with_origin(d);
+                }
+                if let Some(Value::Object(x)) = extra {
+                    e = e.with_extra(x.into_iter().collect());
+                }
+                e
+            })
+        }
+
+        fn encode_sink(
+            mut e: AgKitEncoder,
+            events: &[Event],
+        ) -> (Vec<u8>, Vec<babelgate_core::sink::Span>) {
+            let mut sink = Sink::new();
+            for ev in events {
+                e.encode_to(ev, &mut sink);
+            }
+            e.finish_to(&mut sink);
+            (sink.bytes().to_vec(), sink.spans().to_vec())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// The in-place path writes exactly what the general one writes
+            /// (bytes and event spans), with and without extension frames.
+            #[test]
+            fn written_in_place_equals_the_general_path(
+                events in prop::collection::vec(event(), 0..30),
+                extensions in any::<bool>(),
+            ) {
+                let make = || AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(extensions);
+                let fast = encode_sink(make(), &events);
+                let general = encode_sink(make().general_only(), &events);
+                prop_assert_eq!(String::from_utf8_lossy(&fast.0), String::from_utf8_lossy(&general.0));
+                prop_assert_eq!(fast.1, general.1);
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@
 use foldhash::{HashMap, HashSet};
 
 use babelgate_core::event::SourceKind;
+use babelgate_core::flat::Flat;
 use babelgate_core::{
     DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome, Role,
 };
@@ -35,7 +36,7 @@ struct CallSeen {
     ended: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct VercelDecoder {
     /// `data: [DONE]` was read: the stream is over.
     done: bool,
@@ -47,12 +48,53 @@ pub struct VercelDecoder {
     /// An `error` was read: the `ai` package still closes the step and the
     /// message (`finish{finishReason:"error"}`), which says nothing new.
     errored: bool,
+    /// Whether the frequent chunks are read without a JSON map (tests turn
+    /// it off to hold that path to the general one).
+    plain: bool,
+}
+
+impl Default for VercelDecoder {
+    fn default() -> Self {
+        VercelDecoder {
+            done: false,
+            texts: HashSet::default(),
+            reasoning: HashSet::default(),
+            calls: HashMap::default(),
+            pending_interrupts: Vec::new(),
+            errored: false,
+            plain: true,
+        }
+    }
 }
 
 impl VercelDecoder {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Every chunk the general way (tests hold the map-free path to it).
+    #[cfg(test)]
+    pub(crate) fn general_only(mut self) -> Self {
+        self.plain = false;
+        self
+    }
+}
+
+/// The fields [`VercelDecoder::decode_plain`] reads, in its slot order.
+const PLAIN_KEYS: [&str; 6] = [
+    "type",
+    "id",
+    "delta",
+    "toolCallId",
+    "toolName",
+    "inputTextDelta",
+];
+
+/// Where a text or reasoning chunk is in its part.
+enum Phase {
+    Start,
+    Delta(String),
+    End,
 }
 
 /// The shapes a `data-state` part's `data` may take.
@@ -131,11 +173,20 @@ impl Decoder for VercelDecoder {
     }
 
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        if self.done || frame.data.trim().is_empty() {
+        if self.done {
             return Ok(());
         }
-        if frame.is_done() {
-            self.done = true;
+        // A chunk opens with `{`: neither blank nor `[DONE]`, no need to trim.
+        if !frame.data.starts_with('{') {
+            if frame.data.trim().is_empty() {
+                return Ok(());
+            }
+            if frame.is_done() {
+                self.done = true;
+                return Ok(());
+            }
+        }
+        if self.plain && self.decode_plain(&frame.data, out).is_some() {
             return Ok(());
         }
         let value: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
@@ -547,7 +598,24 @@ impl VercelDecoder {
         reasoning: bool,
     ) -> Result<(), DecodeError> {
         let id = c.req_str("id")?;
-        let phase = c.ty.rsplit('-').next().unwrap_or_default();
+        let (phase, extra) = match c.ty.rsplit('-').next().unwrap_or_default() {
+            "start" => (Phase::Start, c.extra(&["id"])),
+            "delta" => (Phase::Delta(c.req_str("delta")?), c.extra(&["id", "delta"])),
+            _ => (Phase::End, c.extra(&["id"])),
+        };
+        self.text_parts(reasoning, id, phase, extra, out);
+        Ok(())
+    }
+
+    /// What a text-* or reasoning-* chunk gives, from its read fields.
+    fn text_parts(
+        &mut self,
+        reasoning: bool,
+        id: String,
+        phase: Phase,
+        extra: Extra,
+        out: &mut Vec<Event>,
+    ) {
         let open = if reasoning {
             &mut self.reasoning
         } else {
@@ -565,13 +633,15 @@ impl VercelDecoder {
             }
         };
         match phase {
-            "start" => {
+            Phase::Start => {
                 open.insert(id.clone());
-                out.push(ev(start(id), c.extra(&["id"])));
+                out.push(ev(start(id), extra));
             }
-            "delta" => {
-                let delta = c.req_str("delta")?;
-                if open.insert(id.clone()) {
+            Phase::Delta(delta) => {
+                // Looked up first: inserting a clone per delta cost an
+                // allocation each time.
+                if !open.contains(&id) {
+                    open.insert(id.clone());
                     out.push(ev(start(id.clone()), Extra::new()));
                 }
                 let kind = if reasoning {
@@ -585,9 +655,9 @@ impl VercelDecoder {
                         delta,
                     }
                 };
-                out.push(ev(kind, c.extra(&["id", "delta"])));
+                out.push(ev(kind, extra));
             }
-            _ => {
+            Phase::End => {
                 if !open.remove(&id) {
                     out.push(ev(start(id.clone()), Extra::new()));
                 }
@@ -596,16 +666,83 @@ impl VercelDecoder {
                 } else {
                     EventKind::TextEnd { message_id: id }
                 };
-                out.push(ev(kind, c.extra(&["id"])));
+                out.push(ev(kind, extra));
             }
         }
-        Ok(())
+    }
+
+    /// The frequent chunks read without a JSON map: a type and only the
+    /// string fields the general path models for it (no extra field, no
+    /// duplicate, no other type), each unescaped as serde_json would.
+    /// `None` (nothing read, nothing changed) sends the frame the general way,
+    /// which gives the same events for what this takes.
+    fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
+        const TYPE: usize = 0;
+        const ID: usize = 1;
+        const DELTA: usize = 2;
+        const TOOL_CALL_ID: usize = 3;
+        const TOOL_NAME: usize = 4;
+        const INPUT_TEXT_DELTA: usize = 5;
+        let f = Flat::parse(&PLAIN_KEYS, data)?;
+        let ty = f.plain(TYPE)?;
+        match ty {
+            "text-delta" | "reasoning-delta" if f.has_only(&[TYPE, ID, DELTA]) => {
+                let (id, delta) = (f.string(ID)?, f.string(DELTA)?);
+                let reasoning = ty == "reasoning-delta";
+                self.text_parts(reasoning, id, Phase::Delta(delta), Extra::new(), out);
+            }
+            "text-start" | "text-end" | "reasoning-start" | "reasoning-end"
+                if f.has_only(&[TYPE, ID]) =>
+            {
+                let id = f.string(ID)?;
+                let phase = if ty.ends_with("start") {
+                    Phase::Start
+                } else {
+                    Phase::End
+                };
+                let reasoning = ty.starts_with("reasoning");
+                self.text_parts(reasoning, id, phase, Extra::new(), out);
+            }
+            "tool-input-delta" if f.has_only(&[TYPE, TOOL_CALL_ID, INPUT_TEXT_DELTA]) => {
+                let (id, delta) = (f.string(TOOL_CALL_ID)?, f.string(INPUT_TEXT_DELTA)?);
+                self.args(id, delta, Extra::new(), out);
+            }
+            "tool-input-start" if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_NAME]) => {
+                let (id, name) = (f.string(TOOL_CALL_ID)?, f.string(TOOL_NAME)?);
+                self.calls.insert(id.clone(), CallSeen::default());
+                out.push(ev(
+                    EventKind::ToolCallStart {
+                        tool_call_id: id,
+                        tool_name: name,
+                        parent_message_id: None,
+                    },
+                    Extra::new(),
+                ));
+            }
+            // After an error a bare finish-step is dropped: the general path's.
+            "start-step" | "finish-step" if f.has_only(&[TYPE]) && !self.errored => {
+                let kind = if ty == "start-step" {
+                    EventKind::StepStarted { name: None }
+                } else {
+                    EventKind::StepFinished { name: None }
+                };
+                out.push(ev(kind, Extra::new()));
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     fn args(&mut self, id: String, delta: String, extra: Extra, out: &mut Vec<Event>) {
-        let seen = self.open_call(&id, UNKNOWN_TOOL_NAME, out);
-        seen.deltas = true;
-        seen.args.push_str(&delta);
+        // A call already open is looked up without `open_call`'s entry,
+        // which allocates a key per delta.
+        if !self.calls.contains_key(&id) {
+            self.open_call(&id, UNKNOWN_TOOL_NAME, out);
+        }
+        if let Some(seen) = self.calls.get_mut(&id) {
+            seen.deltas = true;
+            seen.args.push_str(&delta);
+        }
         out.push(ev(
             EventKind::ToolCallArgs {
                 tool_call_id: id,
@@ -1288,6 +1425,149 @@ mod tests {
                 )
                 .unwrap_err();
             assert!(err.message.contains(want), "{data}: {err}");
+        }
+    }
+
+    mod plain {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A value for a field: mostly strings (hostile ones too), sometimes
+        /// another type.
+        fn value() -> impl Strategy<Value = String> {
+            let text = prop_oneof![
+                prop::sample::select(vec![
+                    "",
+                    "m1",
+                    "m2",
+                    "c1",
+                    "你好",
+                    "🎉\"\\\n",
+                    "\u{2028}\u{2029}",
+                    "\u{1}\u{7f}",
+                    "\\u0041",
+                ])
+                .prop_map(|s| serde_json::to_string(s).unwrap()),
+                Just(r#""\u00e9\ud83c\udf89\/""#.to_string()),
+                Just(r#""\ud800""#.to_string()),
+                Just(r#""\x""#.to_string()),
+                Just("\"a\u{1}b\"".to_string()),
+            ];
+            prop_oneof![
+                8 => text,
+                1 => prop::sample::select(vec!["1", "null", "true", "[\"m1\"]", "{\"a\":\"b\"}"]).prop_map(str::to_string),
+            ]
+        }
+
+        fn chunk() -> impl Strategy<Value = String> {
+            let ty = prop::sample::select(vec![
+                "text-start",
+                "text-delta",
+                "text-end",
+                "reasoning-start",
+                "reasoning-delta",
+                "reasoning-end",
+                "tool-input-start",
+                "tool-input-delta",
+                "start-step",
+                "finish-step",
+                "error",
+                "finish",
+                "start",
+                "text-\\u0064elta",
+                "tool-input-available",
+            ]);
+            let key = prop::sample::select(vec![
+                "id",
+                "delta",
+                "toolCallId",
+                "toolName",
+                "inputTextDelta",
+                "providerMetadata",
+                "finishReason",
+                "errorText",
+                "type",
+                "i\\u0064",
+            ]);
+            (
+                ty,
+                prop::collection::vec((key, value()), 0..4),
+                prop::sample::select(vec!["", " ", "\n\t"]),
+                any::<bool>(),
+            )
+                .prop_map(|(ty, fields, ws, type_last)| {
+                    let mut parts: Vec<String> = fields
+                        .iter()
+                        .map(|(k, v)| format!("{ws}\"{k}\"{ws}:{ws}{v}"))
+                        .collect();
+                    let t = format!("\"type\":\"{ty}\"");
+                    if type_last {
+                        parts.push(t);
+                    } else {
+                        parts.insert(0, t);
+                    }
+                    format!("{ws}{{{}}}{ws}", parts.join(","))
+                })
+        }
+
+        /// A likely stream: the frequent chunks with ids from a small pool.
+        fn likely() -> impl Strategy<Value = String> {
+            let id = prop::sample::select(vec!["m1", "m2"]);
+            prop_oneof![
+                (
+                    prop::sample::select(vec!["text", "reasoning"]),
+                    prop::sample::select(vec!["start", "delta", "end"]),
+                    id.clone(),
+                    value()
+                )
+                    .prop_map(|(k, p, id, d)| if p == "delta" {
+                        format!(r#"{{"type":"{k}-{p}","id":"{id}","delta":{d}}}"#)
+                    } else {
+                        format!(r#"{{"type":"{k}-{p}","id":"{id}"}}"#)
+                    }),
+                (id.clone(), value()).prop_map(|(id, d)| format!(
+                    r#"{{"type":"tool-input-delta","toolCallId":"{id}","inputTextDelta":{d}}}"#
+                )),
+                (id, value()).prop_map(|(id, n)| format!(
+                    r#"{{"type":"tool-input-start","toolCallId":"{id}","toolName":{n}}}"#
+                )),
+                Just(r#"{"type":"error","errorText":"x"}"#.to_string()),
+                Just(r#"{"type":"finish-step"}"#.to_string()),
+                Just(r#"{"type":"start-step"}"#.to_string()),
+                Just(r#"{"type":"start"}"#.to_string()),
+            ]
+        }
+
+        fn decode(mut d: VercelDecoder, chunks: &[String]) -> Vec<Result<Vec<Event>, DecodeError>> {
+            let mut all: Vec<_> = chunks
+                .iter()
+                .map(|c| {
+                    let mut out = Vec::new();
+                    let f = Frame {
+                        data: c.clone(),
+                        ..Default::default()
+                    };
+                    d.decode(&f, &mut out).map(|()| out)
+                })
+                .collect();
+            let mut out = Vec::new();
+            all.push(d.finish(&mut out).map(|()| out));
+            all
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// The map-free path gives what the general one gives (events,
+            /// extras, errors, and the state later chunks see).
+            #[test]
+            fn plain_reading_equals_the_general_path(
+                chunks in prop::collection::vec(prop_oneof![chunk(), likely()], 0..20)
+            ) {
+                let fast = decode(VercelDecoder::new(), &chunks);
+                let general = decode(VercelDecoder::new().general_only(), &chunks);
+                prop_assert_eq!(fast, general);
+            }
         }
     }
 }

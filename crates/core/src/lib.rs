@@ -19,6 +19,7 @@ pub mod assemble;
 pub mod codec;
 pub mod dialect;
 pub mod event;
+pub mod flat;
 pub mod ids;
 pub mod journal;
 pub mod json;
