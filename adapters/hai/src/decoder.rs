@@ -76,8 +76,8 @@ pub struct HaiDecoder {
     chunk_text: Option<String>,
     chunk_tool: Option<String>,
     minted: u64,
-    /// The extras of a text delta, for the fast path (see [`text_extras`]).
-    text_extras: Option<(Extra, Extra)>,
+    /// The extra of a plain-string text delta, for the fast path.
+    plain_extra: Option<Extra>,
 }
 
 impl HaiDecoder {
@@ -90,6 +90,7 @@ impl HaiDecoder {
         format!("{prefix}-{}", self.minted)
     }
 
+    #[inline]
     fn emit(&mut self, out: &mut Vec<Event>, ev: Event) {
         self.tracker.observe(&ev);
         match &ev.kind {
@@ -223,15 +224,21 @@ impl HaiDecoder {
                 for ev in pre {
                     self.emit(out, ev);
                 }
-                if let Some(template) = template {
+                // The standard form is what the encoder writes without a
+                // template: the event carries none (one map fewer per delta).
+                if let Some(template) = template.filter(|t| !is_text_form(t)) {
                     rest.insert(wire::X_DELTA.into(), template);
                 }
-                let ev = hai(EventKind::TextDelta {
-                    message_id: id,
-                    delta: text,
-                })
-                .with_timestamp(ts)
-                .with_extra(rest);
+                // Built in place: an event is large and moves cost.
+                let ev = Event {
+                    kind: EventKind::TextDelta {
+                        message_id: id,
+                        delta: text,
+                    },
+                    timestamp: ts,
+                    origin: Some(Dialect::Hai),
+                    extra: rest,
+                };
                 self.emit(out, ev);
             }
             Piece::Thinking { text, template } => {
@@ -1081,18 +1088,21 @@ enum Fast {
     Plain(&'static str, EventKind, Option<i64>, Extra),
 }
 
-/// The extras the general path gives a text delta: its template, for a
-/// plain-string delta and for `{"output":{"type":"text","content"}}`.
-fn text_extras() -> (Extra, Extra) {
+/// The extra the general path gives a text delta that was a plain string:
+/// its template, `""`.
+fn plain_extra() -> Extra {
     let mut plain = Extra::new();
     plain.insert(wire::X_DELTA.into(), Value::String(String::new()));
-    let mut output = Map::new();
-    output.insert("type".into(), Value::String(wire::OUTPUT_TEXT.into()));
-    let mut d = Map::new();
-    d.insert("output".into(), Value::Object(output));
-    let mut object = Extra::new();
-    object.insert(wire::X_DELTA.into(), Value::Object(d));
-    (plain, object)
+    plain
+}
+
+/// `{"output":{"type":"text"}}`: the template of HAI's standard text
+/// delta, which the encoder writes when an event has none.
+fn is_text_form(t: &Value) -> bool {
+    let Value::Object(t) = t else { return false };
+    t.len() == 1
+        && matches!(t.get("output"), Some(Value::Object(o))
+            if o.len() == 1 && o.get("type").and_then(Value::as_str) == Some(wire::OUTPUT_TEXT))
 }
 
 /// `{"type":"STATE_DELTA","delta":...}` with at most an integer
@@ -1222,13 +1232,13 @@ impl HaiDecoder {
             Fast::Content(id, text, plain, ts) => {
                 self.flush_starts(Some(&id), out);
                 self.close_chunks(wire::BUSINESS_DATA_CONTENT, out);
-                // The extra the general path makes, copied from a ready one:
-                // a copy does not hash its keys again.
-                let extra = self.text_extras.get_or_insert_with(text_extras);
+                // The extra the general path makes: none for the standard
+                // form; for a plain string copied from a ready one (a copy
+                // does not hash its key again).
                 let extra = if plain {
-                    extra.0.clone()
+                    self.plain_extra.get_or_insert_with(plain_extra).clone()
                 } else {
-                    extra.1.clone()
+                    Map::new()
                 };
                 let piece = Piece::Text {
                     text,
