@@ -878,6 +878,23 @@ const KEYS: [&str; 9] = [
     "content",
 ];
 
+/// The slot of a key of [`KEYS`] (a `match` on the bytes is quicker than a
+/// search of the list).
+fn slot_of(key: &str) -> Option<usize> {
+    Some(match key {
+        "type" => TYPE,
+        "messageId" => MESSAGE_ID,
+        "delta" => DELTA,
+        "timestamp" => TIMESTAMP,
+        "toolCallId" => TOOL_CALL_ID,
+        "toolCallName" => TOOL_CALL_NAME,
+        "parentMessageId" => PARENT_MESSAGE_ID,
+        "role" => ROLE,
+        "content" => CONTENT,
+        _ => return None,
+    })
+}
+
 /// A value the fast path takes.
 #[derive(Clone, Copy)]
 enum Val<'a> {
@@ -911,7 +928,7 @@ impl<'a> Flat<'a> {
         loop {
             let key = plain_key(data, i)?;
             i = key.1;
-            let at = KEYS.iter().position(|k| *k == key.0)?;
+            let at = slot_of(key.0)?;
             let slot = f.slots.get_mut(at)?;
             if slot.is_some() {
                 return None;
@@ -1049,6 +1066,15 @@ fn value(data: &str, i: usize) -> Option<(Val<'_>, usize)> {
 fn text_delta(data: &str, i: usize) -> Option<(Val<'_>, usize)> {
     use babelgate_core::json::{skip_ws, string_at};
     let b = data.as_bytes();
+    // As producers write it, compared at once; the walk below reads any
+    // spacing.
+    const TEXT: &[u8] = br#"{"output":{"type":"text","content":"#;
+    if b.get(i..i + TEXT.len()) == Some(TEXT) {
+        let ((s, e), escaped, next) = string_at(b, i + TEXT.len())?;
+        if b.get(next..next + 2) == Some(b"}}") {
+            return Some((Val::Text(data.get(s..e)?, escaped), next + 2));
+        }
+    }
     let open = |i: usize| (b.get(i) == Some(&b'{')).then(|| skip_ws(b, i + 1));
     let key = |i: usize, want: &str| {
         let (k, next) = plain_key(data, i)?;
