@@ -122,10 +122,12 @@ impl HaiEncoder {
     }
 
     /// The SSE frame `write` makes of `fields`, written straight into the
-    /// sink, when there is nothing to merge into it (no extras kept from a
-    /// HAI source; the `fields` keys are the encoder's own, none of them
-    /// `type` or `timestamp`, and need no escaping). Whether it was
-    /// written; if not, the caller takes `write`.
+    /// sink: `type`, the fields, the extras kept from a HAI source that
+    /// `write` merges (wire names not already written; `$` notes never, nor
+    /// a content event's `delta` template), the timestamp unless an extra
+    /// gave one. The `fields` keys are the encoder's own and need no
+    /// escaping. Whether it was written (not in the binary transport, nor
+    /// with the fast paths off); if not, the caller takes `write`.
     fn write_fast(
         &self,
         out: &mut Sink,
@@ -134,9 +136,10 @@ impl HaiEncoder {
         ev: Option<&Event>,
         content: bool,
     ) -> bool {
-        if !self.fast || self.ctx.binary || has_extras(ev, content) {
+        if !self.fast || self.ctx.binary {
             return false;
         }
+        let extra = ev.and_then(|e| e.extra_from(Dialect::Hai));
         let ts = self.ts(ev);
         out.event(|buf| {
             buf.extend_from_slice(b"data: {\"type\":\"");
@@ -148,7 +151,22 @@ impl HaiEncoder {
                 buf.extend_from_slice(b"\":");
                 v.write(buf);
             }
-            if let Some(t) = ts {
+            let mut kept_ts = false;
+            for (k, v) in extra.into_iter().flatten() {
+                if wire::is_private(k)
+                    || (content && k == wire::X_DELTA)
+                    || k == "type"
+                    || fields.iter().any(|(f, _)| f == k)
+                {
+                    continue;
+                }
+                kept_ts |= k == "timestamp";
+                buf.push(b',');
+                babelgate_core::json::write_str(buf, k);
+                buf.push(b':');
+                json_to(buf, v);
+            }
+            if let (Some(t), false) = (ts, kept_ts) {
                 buf.extend_from_slice(b",\"timestamp\":");
                 Fv::Int(t).write(buf);
             }
@@ -469,6 +487,12 @@ impl HaiEncoder {
         fields: Vec<(&str, Value)>,
         out: &mut Sink,
     ) {
+        self.end_before_result(ev, tool_call_id, out);
+        self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
+    }
+
+    /// What comes before a result (see `tool_result`).
+    fn end_before_result(&mut self, ev: &Event, tool_call_id: &str, out: &mut Sink) {
         if self.tracker.tool_call_open(tool_call_id) {
             if is_hai(Some(ev)) {
                 self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
@@ -478,7 +502,6 @@ impl HaiEncoder {
                 self.end_tool_call(tool_call_id, out);
             }
         }
-        self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
     }
 
     // ---- collaboration ----------------------------------------------------
@@ -849,6 +872,20 @@ impl HaiEncoder {
             } => {
                 let mut f = vec![];
                 if hai {
+                    self.end_before_result(ev, tool_call_id, out);
+                    let fast = [
+                        ("messageId", Fv::Str(message_id.as_deref().unwrap_or(""))),
+                        ("toolCallId", Fv::Str(tool_call_id)),
+                        ("content", Fv::Json(content)),
+                    ];
+                    let fast = if message_id.is_some() {
+                        &fast[..]
+                    } else {
+                        &fast[1..]
+                    };
+                    if self.write_fast(out, wire::TOOL_CALL_RESULT, fast, Some(ev), false) {
+                        return;
+                    }
                     push_opt(&mut f, "messageId", message_id);
                     f.push(("toolCallId", json!(tool_call_id)));
                     f.push(("content", content.clone()));
@@ -856,12 +893,25 @@ impl HaiEncoder {
                     let mid = message_id
                         .clone()
                         .unwrap_or_else(|| self.ctx.ids.next("msg"));
+                    self.end_before_result(ev, tool_call_id, out);
+                    // `agui_content` keeps a string as it is.
+                    if content.is_string() {
+                        let fast = [
+                            ("messageId", Fv::Str(&mid)),
+                            ("toolCallId", Fv::Str(tool_call_id)),
+                            ("content", Fv::Json(content)),
+                            ("role", Fv::Str("tool")),
+                        ];
+                        if self.write_fast(out, wire::TOOL_CALL_RESULT, &fast, Some(ev), false) {
+                            return;
+                        }
+                    }
                     f.push(("messageId", json!(mid)));
                     f.push(("toolCallId", json!(tool_call_id)));
                     f.push(("content", agui_content(content)));
                     f.push(("role", json!("tool")));
                 }
-                self.tool_result(ev, tool_call_id, f, out);
+                self.write(out, wire::TOOL_CALL_RESULT, f, Some(ev), false);
             }
             K::ToolCallError {
                 tool_call_id,
@@ -1248,6 +1298,7 @@ enum Fv<'a> {
     /// `{"output":{"type":"text","content":<text>}}`
     Text(&'a str),
     Int(i64),
+    Json(&'a Value),
     /// A JSON Patch as [`with_from`] makes it (`from` added to each op).
     Ops(&'a Value),
 }
@@ -1264,6 +1315,7 @@ impl Fv<'_> {
                 buf.extend_from_slice(b"}}");
             }
             Fv::Int(n) => json_to(buf, &n),
+            Fv::Json(v) => json_to(buf, v),
             Fv::Ops(patch) => match patch {
                 Value::Array(ops) => {
                     buf.push(b'[');
@@ -2393,6 +2445,12 @@ mod tests {
                 Just(("blockId", json!("b"))),
                 Just(("role", json!("tool"))),
                 Just(("timestamp", json!("x"))),
+                Just(("timestamp", json!(7))),
+                Just(("messageId", json!("kept"))),
+                Just(("toolCallId", json!(1))),
+                Just(("type", json!("T"))),
+                Just(("content", json!({"k": "北"}))),
+                Just(("a\"b\u{2028}", json!(null))),
             ],
             0..3,
         )
@@ -2428,6 +2486,12 @@ mod tests {
             1 => id().prop_map(|m| K::TextStart { message_id: m, role: Role::Assistant, name: None }),
             1 => id().prop_map(|m| K::TextEnd { message_id: m }),
             1 => patch().prop_map(|patch| K::StateDelta { patch }),
+            1 => (id(), prop::option::of(text()), prop_oneof![text().prop_map(Value::String), small()])
+                .prop_map(|(t, m, content)| K::ToolCallResult {
+                    tool_call_id: t,
+                    message_id: m,
+                    content,
+                }),
             2 => any_kind(),
         ]
     }
