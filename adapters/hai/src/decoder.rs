@@ -49,7 +49,8 @@ struct Biz {
 enum Piece {
     Text {
         text: String,
-        template: Value,
+        /// `None`: the extra handed over holds it already.
+        template: Option<Value>,
     },
     Thinking {
         text: String,
@@ -75,6 +76,8 @@ pub struct HaiDecoder {
     chunk_text: Option<String>,
     chunk_tool: Option<String>,
     minted: u64,
+    /// The extra of a plain-string text delta, for the fast path.
+    plain_extra: Option<Extra>,
 }
 
 impl HaiDecoder {
@@ -87,6 +90,7 @@ impl HaiDecoder {
         format!("{prefix}-{}", self.minted)
     }
 
+    #[inline]
     fn emit(&mut self, out: &mut Vec<Event>, ev: Event) {
         self.tracker.observe(&ev);
         match &ev.kind {
@@ -183,10 +187,11 @@ impl HaiDecoder {
         }
     }
 
+    /// A `BUSINESS_DATA_CONTENT` whose delta [`classify`] has split.
     fn business_content(
         &mut self,
         id: String,
-        delta: Value,
+        piece: Piece,
         ts: Option<i64>,
         mut rest: Extra,
         out: &mut Vec<Event>,
@@ -196,7 +201,7 @@ impl HaiDecoder {
         let Some(b) = self.bizs.get_mut(i) else {
             return;
         };
-        match classify(delta) {
+        match piece {
             Piece::Text { text, template } => {
                 let mut pre = Vec::new();
                 if let Some(r) = b.reasoning.take() {
@@ -219,13 +224,21 @@ impl HaiDecoder {
                 for ev in pre {
                     self.emit(out, ev);
                 }
-                rest.insert(wire::X_DELTA.into(), template);
-                let ev = hai(EventKind::TextDelta {
-                    message_id: id,
-                    delta: text,
-                })
-                .with_timestamp(ts)
-                .with_extra(rest);
+                // The standard form is what the encoder writes without a
+                // template: the event carries none (one map fewer per delta).
+                if let Some(template) = template.filter(|t| !is_text_form(t)) {
+                    rest.insert(wire::X_DELTA.into(), template);
+                }
+                // Built in place: an event is large and moves cost.
+                let ev = Event {
+                    kind: EventKind::TextDelta {
+                        message_id: id,
+                        delta: text,
+                    },
+                    timestamp: ts,
+                    origin: Some(Dialect::Hai),
+                    extra: rest,
+                };
                 self.emit(out, ev);
             }
             Piece::Thinking { text, template } => {
@@ -303,6 +316,27 @@ impl HaiDecoder {
         }
     }
 
+    /// A `BUSINESS_DATA_START` (`start`: the frame without `type`, id
+    /// first), held back until the message's first content.
+    fn business_start(&mut self, id: String, start: Map<String, Value>, out: &mut Vec<Event>) {
+        if self.bizs.iter().any(|b| b.id == id) {
+            // Restarted: the old one ends here.
+            let old: Vec<Biz> = std::mem::take(&mut self.bizs);
+            let (same, others): (Vec<Biz>, Vec<Biz>) = old.into_iter().partition(|b| b.id == id);
+            self.bizs = same;
+            self.close_bizs(out);
+            self.bizs = others;
+        }
+        self.bizs.push(Biz {
+            id,
+            start: Some(start),
+            opened: false,
+            text_open: false,
+            reasoning: None,
+            thinking_count: 0,
+        });
+    }
+
     fn business_end(&mut self, id: String, mut end: Map<String, Value>, out: &mut Vec<Event>) {
         let Some(i) = self.bizs.iter().position(|b| b.id == id) else {
             // An END for no open message: keep it (a silent start makes the
@@ -355,11 +389,11 @@ impl HaiDecoder {
         }
     }
 
+    /// One event's object, without its `type` (`ty`).
     fn decode_object(
         &mut self,
         ty: &str,
         mut o: Map<String, Value>,
-        raw: &Value,
         out: &mut Vec<Event>,
     ) -> Result<(), DecodeError> {
         use EventKind as K;
@@ -436,29 +470,13 @@ impl HaiDecoder {
             }
             wire::BUSINESS_DATA_START => {
                 let id = need_str(&mut o, ty, "messageId")?;
-                if self.bizs.iter().any(|b| b.id == id) {
-                    // Restarted: the old one ends here.
-                    let old: Vec<Biz> = std::mem::take(&mut self.bizs);
-                    let (same, others): (Vec<Biz>, Vec<Biz>) =
-                        old.into_iter().partition(|b| b.id == id);
-                    self.bizs = same;
-                    self.close_bizs(out);
-                    self.bizs = others;
-                }
                 // messageId first, as the spec writes it
                 let mut start = Map::new();
                 start.insert("messageId".into(), Value::String(id.clone()));
                 for (k, v) in o {
                     start.entry(k).or_insert(v);
                 }
-                self.bizs.push(Biz {
-                    id,
-                    start: Some(start),
-                    opened: false,
-                    text_open: false,
-                    reasoning: None,
-                    thinking_count: 0,
-                });
+                self.business_start(id, start, out);
             }
             wire::BUSINESS_DATA_CONTENT => {
                 let id = need_str(&mut o, ty, "messageId")?;
@@ -467,7 +485,7 @@ impl HaiDecoder {
                     .ok_or_else(|| DecodeError::field(ty, "delta"))?;
                 let ts = take_ts(&mut o);
                 o.shift_remove("type");
-                self.business_content(id, delta, ts, o, out);
+                self.business_content(id, classify(delta), ts, o, out);
             }
             wire::BUSINESS_DATA_END => {
                 let id = need_str(&mut o, ty, "messageId")?;
@@ -754,7 +772,15 @@ impl HaiDecoder {
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
             _ => {
-                let ev = hai(K::Unknown { raw: raw.clone() });
+                // Not reached (`decode_raw` keeps unknown frames whole);
+                // kept for any other caller, with `type` first.
+                let mut raw = wire::frame(ty);
+                for (k, v) in o {
+                    raw.entry(k).or_insert(v);
+                }
+                let ev = hai(K::Unknown {
+                    raw: Value::Object(raw),
+                });
                 self.emit(out, ev);
             }
         }
@@ -785,6 +811,497 @@ impl HaiDecoder {
     }
 }
 
+/// Every type [`HaiDecoder::decode_object`] reads; others are kept whole.
+const KNOWN: [&str; 31] = [
+    wire::RUN_STARTED,
+    wire::RUN_FINISHED,
+    wire::RUN_ERROR,
+    wire::STEP_STARTED,
+    wire::STEP_FINISHED,
+    wire::BUSINESS_DATA_START,
+    wire::BUSINESS_DATA_CONTENT,
+    wire::BUSINESS_DATA_END,
+    wire::COLLAB_START,
+    wire::COLLAB_CONTENT,
+    wire::COLLAB_END,
+    wire::TOOL_CALL_START,
+    wire::TOOL_CALL_ARGS,
+    wire::TOOL_CALL_END,
+    wire::TOOL_CALL_RESULT,
+    wire::STATE_SNAPSHOT,
+    wire::STATE_DELTA,
+    wire::MESSAGE_SNAPSHOT,
+    agui::MESSAGES_SNAPSHOT,
+    wire::RAW,
+    wire::CUSTOM,
+    agui::TEXT_MESSAGE_START,
+    agui::TEXT_MESSAGE_CONTENT,
+    agui::TEXT_MESSAGE_END,
+    agui::TEXT_MESSAGE_CHUNK,
+    agui::TOOL_CALL_CHUNK,
+    agui::REASONING_START,
+    agui::REASONING_END,
+    agui::REASONING_MESSAGE_START,
+    agui::REASONING_MESSAGE_CONTENT,
+    agui::REASONING_MESSAGE_END,
+];
+
+// ---- the fast path ------------------------------------------------------------
+//
+// Most of a HAI stream is business-data text, tool-call arguments, and the
+// starts and ends around them: flat objects of a few known keys with string
+// values, an integer `timestamp`, and for text a `delta` of one fixed shape.
+// Those are read in place (strings borrowed from the frame, only the event's
+// own Strings allocated) and handed to the same state machine as the general
+// path. Anything else (an unknown, escaped or repeated key, another value
+// type, a float or out-of-range timestamp, an escape `unescape` refuses, bad
+// syntax) is `None`, and the general path reads the frame.
+
+const TYPE: usize = 0;
+const MESSAGE_ID: usize = 1;
+const DELTA: usize = 2;
+const TIMESTAMP: usize = 3;
+const TOOL_CALL_ID: usize = 4;
+const TOOL_CALL_NAME: usize = 5;
+const PARENT_MESSAGE_ID: usize = 6;
+const ROLE: usize = 7;
+const CONTENT: usize = 8;
+const KEYS: [&str; 9] = [
+    "type",
+    "messageId",
+    "delta",
+    "timestamp",
+    "toolCallId",
+    "toolCallName",
+    "parentMessageId",
+    "role",
+    "content",
+];
+
+/// The slot of a key of [`KEYS`] (a `match` on the bytes is quicker than a
+/// search of the list).
+fn slot_of(key: &str) -> Option<usize> {
+    Some(match key {
+        "type" => TYPE,
+        "messageId" => MESSAGE_ID,
+        "delta" => DELTA,
+        "timestamp" => TIMESTAMP,
+        "toolCallId" => TOOL_CALL_ID,
+        "toolCallName" => TOOL_CALL_NAME,
+        "parentMessageId" => PARENT_MESSAGE_ID,
+        "role" => ROLE,
+        "content" => CONTENT,
+        _ => return None,
+    })
+}
+
+/// A value the fast path takes.
+#[derive(Clone, Copy)]
+enum Val<'a> {
+    /// A string's content (between its quotes), and whether it has escapes.
+    Str(&'a str, bool),
+    /// A non-negative integer that fits an `i64`.
+    Int(i64),
+    /// `{"output":{"type":"text","content":<string>}}`: the string's content.
+    Text(&'a str, bool),
+}
+
+/// A frame's fields by slot, each with where it stood in the frame.
+struct Flat<'a> {
+    slots: [Option<(usize, Val<'a>)>; KEYS.len()],
+}
+
+impl<'a> Flat<'a> {
+    /// Reads `data` into a new `Flat` (see the section's comment).
+    fn parse(data: &'a str) -> Option<Flat<'a>> {
+        use babelgate_core::json::skip_ws;
+        let mut f = Flat {
+            slots: [None; KEYS.len()],
+        };
+        let b = data.as_bytes();
+        let mut i = skip_ws(b, 0);
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i = skip_ws(b, i + 1);
+        let mut n = 0;
+        loop {
+            let key = plain_key(data, i)?;
+            i = key.1;
+            let at = slot_of(key.0)?;
+            let slot = f.slots.get_mut(at)?;
+            if slot.is_some() {
+                return None;
+            }
+            i = colon(b, i)?;
+            let (v, end) = value(data, i)?;
+            *slot = Some((n, v));
+            n += 1;
+            i = skip_ws(b, end);
+            match b.get(i) {
+                Some(b',') => i = skip_ws(b, i + 1),
+                Some(b'}') => break,
+                _ => return None,
+            }
+        }
+        (skip_ws(b, i + 1) == b.len()).then_some(f)
+    }
+
+    fn get(&self, slot: usize) -> Option<Val<'a>> {
+        self.slots.get(slot).copied().flatten().map(|(_, v)| v)
+    }
+
+    /// A string field, unescaped; `None` if absent or not a string.
+    fn string(&self, slot: usize) -> Option<String> {
+        match self.get(slot)? {
+            Val::Str(s, escaped) => text(s, escaped),
+            _ => None,
+        }
+    }
+
+    /// An optional string field: absent is `Some(None)`; another type, or
+    /// an escape the fast path refuses, `None`.
+    fn opt_string(&self, slot: usize) -> Option<Option<String>> {
+        match self.get(slot) {
+            None => Some(None),
+            Some(_) => self.string(slot).map(Some),
+        }
+    }
+
+    /// The integer `timestamp`, if present; `None` if present as anything
+    /// else (the general path keeps it in extra: not ours to read).
+    fn timestamp(&self) -> Option<Option<i64>> {
+        match self.get(TIMESTAMP) {
+            None => Some(None),
+            Some(Val::Int(t)) => Some(Some(t)),
+            Some(_) => None,
+        }
+    }
+
+    /// Whether only these slots are filled.
+    fn has_only(&self, allowed: &[usize]) -> bool {
+        self.slots
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.is_none() || allowed.contains(&i))
+    }
+
+    /// The fields of `slots` that are present, in the frame's order, as a
+    /// map (what the general path keeps of a START or END frame).
+    fn map(&self, slots: &[usize]) -> Option<Map<String, Value>> {
+        let mut present: Vec<(usize, usize)> = slots
+            .iter()
+            .filter_map(|&s| Some((self.slots.get(s).copied().flatten()?.0, s)))
+            .collect();
+        present.sort_unstable();
+        let mut m = Map::new();
+        for (_, s) in present {
+            let v = match self.get(s)? {
+                Val::Str(raw, escaped) => Value::String(text(raw, escaped)?),
+                Val::Int(t) => Value::from(t),
+                Val::Text(..) => return None,
+            };
+            m.insert((*KEYS.get(s)?).to_string(), v);
+        }
+        Some(m)
+    }
+}
+
+/// A string's content as a `String`.
+fn text(inner: &str, escaped: bool) -> Option<String> {
+    if escaped {
+        babelgate_core::json::unescape(inner)
+    } else {
+        Some(inner.to_string())
+    }
+}
+
+/// The unescaped key at `i` and the index after it.
+fn plain_key(data: &str, i: usize) -> Option<(&str, usize)> {
+    let ((s, e), escaped, next) = babelgate_core::json::string_at(data.as_bytes(), i)?;
+    if escaped {
+        return None;
+    }
+    Some((data.get(s..e)?, next))
+}
+
+/// The `:` after a key (whitespace around it) and the index after both.
+fn colon(b: &[u8], i: usize) -> Option<usize> {
+    use babelgate_core::json::skip_ws;
+    let i = skip_ws(b, i);
+    (b.get(i) == Some(&b':')).then(|| skip_ws(b, i + 1))
+}
+
+/// The value at `i` and the index after it.
+fn value(data: &str, i: usize) -> Option<(Val<'_>, usize)> {
+    let b = data.as_bytes();
+    match *b.get(i)? {
+        b'"' => {
+            let ((s, e), escaped, next) = babelgate_core::json::string_at(b, i)?;
+            Some((Val::Str(data.get(s..e)?, escaped), next))
+        }
+        b'{' => text_delta(data, i),
+        // Non-negative integers only; `-0` reads as a float in serde_json,
+        // and `0` followed by digits is invalid.
+        b'0'..=b'9' => {
+            let mut j = i;
+            let mut n: i64 = 0;
+            while let Some(&d @ b'0'..=b'9') = b.get(j) {
+                n = n.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+                j += 1;
+            }
+            if (b.get(i) == Some(&b'0') && j > i + 1)
+                || matches!(b.get(j), Some(b'.' | b'e' | b'E'))
+            {
+                return None;
+            }
+            Some((Val::Int(n), j))
+        }
+        _ => None,
+    }
+}
+
+/// `{"output":{"type":"text","content":"..."}}` at `i` (whitespace allowed,
+/// nothing else), and the index after it.
+fn text_delta(data: &str, i: usize) -> Option<(Val<'_>, usize)> {
+    use babelgate_core::json::{skip_ws, string_at};
+    let b = data.as_bytes();
+    // As producers write it, compared at once; the walk below reads any
+    // spacing.
+    const TEXT: &[u8] = br#"{"output":{"type":"text","content":"#;
+    if b.get(i..i + TEXT.len()) == Some(TEXT) {
+        let ((s, e), escaped, next) = string_at(b, i + TEXT.len())?;
+        if b.get(next..next + 2) == Some(b"}}") {
+            return Some((Val::Text(data.get(s..e)?, escaped), next + 2));
+        }
+    }
+    let open = |i: usize| (b.get(i) == Some(&b'{')).then(|| skip_ws(b, i + 1));
+    let key = |i: usize, want: &str| {
+        let (k, next) = plain_key(data, i)?;
+        (k == want).then_some(())?;
+        colon(b, next)
+    };
+    let mut i = open(i)?;
+    i = key(i, "output")?;
+    i = open(i)?;
+    i = key(i, "type")?;
+    let (ty, next) = plain_key(data, i)?;
+    if ty != wire::OUTPUT_TEXT {
+        return None;
+    }
+    i = skip_ws(b, next);
+    (b.get(i) == Some(&b',')).then_some(())?;
+    i = key(skip_ws(b, i + 1), "content")?;
+    let ((s, e), escaped, next) = string_at(b, i)?;
+    i = skip_ws(b, next);
+    (b.get(i) == Some(&b'}')).then_some(())?;
+    i = skip_ws(b, i + 1);
+    (b.get(i) == Some(&b'}')).then_some(())?;
+    Some((Val::Text(data.get(s..e)?, escaped), i + 1))
+}
+
+/// What a fast frame is, read; the decoder then runs it.
+// Built and taken at once: a box would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
+enum Fast {
+    /// `BUSINESS_DATA_CONTENT` of text: the id, the text, whether the delta
+    /// was a plain string, the timestamp.
+    Content(String, String, bool, Option<i64>),
+    /// `BUSINESS_DATA_START` / `_END`: the id and the frame without `type`.
+    Start(String, Map<String, Value>),
+    End(String, Map<String, Value>),
+    /// Any other event, ready (no extra but the given one).
+    Plain(&'static str, EventKind, Option<i64>, Extra),
+}
+
+/// The extra the general path gives a text delta that was a plain string:
+/// its template, `""`.
+fn plain_extra() -> Extra {
+    let mut plain = Extra::new();
+    plain.insert(wire::X_DELTA.into(), Value::String(String::new()));
+    plain
+}
+
+/// `{"output":{"type":"text"}}`: the template of HAI's standard text
+/// delta, which the encoder writes when an event has none.
+fn is_text_form(t: &Value) -> bool {
+    let Value::Object(t) = t else { return false };
+    t.len() == 1
+        && matches!(t.get("output"), Some(Value::Object(o))
+            if o.len() == 1 && o.get("type").and_then(Value::as_str) == Some(wire::OUTPUT_TEXT))
+}
+
+/// `{"type":"STATE_DELTA","delta":...}` with at most an integer
+/// `timestamp` beside it: the patch read straight into its value, without
+/// the frame's map. Anything else (another key, a repeated one, a
+/// timestamp of another type, an escaped type) is `None`.
+fn fast_state_delta(data: &str) -> Option<(Value, Option<i64>)> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct StateDelta<'a> {
+        #[serde(rename = "type")]
+        ty: &'a str,
+        delta: Value,
+        #[serde(default, deserialize_with = "int_timestamp")]
+        timestamp: Option<i64>,
+    }
+    /// Present: an `i64` or an error (`null` included: the general path
+    /// keeps a timestamp it cannot read in extra).
+    fn int_timestamp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        use serde::Deserialize;
+        match Value::deserialize(d)?.as_i64() {
+            Some(t) => Ok(Some(t)),
+            None => Err(serde::de::Error::custom("not an integer timestamp")),
+        }
+    }
+    // Producers write the type first; anything else is not worth a try.
+    if !data.starts_with(r#"{"type":"STATE_DELTA""#) {
+        return None;
+    }
+    let d: StateDelta = serde_json::from_str(data).ok()?;
+    (d.ty == wire::STATE_DELTA).then_some((d.delta, d.timestamp))
+}
+
+/// Reads a frame of the fast path's shapes, or `None` (see the section's
+/// comment).
+fn fast_frame(data: &str) -> Option<Fast> {
+    use EventKind as K;
+    let f = Flat::parse(data)?;
+    let ty = match f.get(TYPE)? {
+        // An escaped type is rare: the general path unescapes it.
+        Val::Str(t, false) => t,
+        _ => return None,
+    };
+    let ts = f.timestamp()?;
+    let plain = |ty: &'static str, kind: EventKind| Some(Fast::Plain(ty, kind, ts, Map::new()));
+    match ty {
+        wire::BUSINESS_DATA_CONTENT if f.has_only(&[TYPE, MESSAGE_ID, DELTA, TIMESTAMP]) => {
+            let id = f.string(MESSAGE_ID)?;
+            let (text, plain) = match f.get(DELTA)? {
+                Val::Str(s, escaped) => (self::text(s, escaped)?, true),
+                Val::Text(s, escaped) => (self::text(s, escaped)?, false),
+                Val::Int(_) => return None,
+            };
+            Some(Fast::Content(id, text, plain, ts))
+        }
+        wire::TOOL_CALL_ARGS if f.has_only(&[TYPE, TOOL_CALL_ID, DELTA, TIMESTAMP]) => plain(
+            wire::TOOL_CALL_ARGS,
+            K::ToolCallArgs {
+                tool_call_id: f.string(TOOL_CALL_ID)?,
+                delta: f.string(DELTA)?,
+            },
+        ),
+        wire::BUSINESS_DATA_START if f.has_only(&[TYPE, MESSAGE_ID, ROLE, TIMESTAMP]) => {
+            // messageId first, as the general path keeps it
+            let mut m = Map::new();
+            let id = f.string(MESSAGE_ID)?;
+            m.insert("messageId".into(), Value::String(id.clone()));
+            m.extend(f.map(&[ROLE, TIMESTAMP])?);
+            Some(Fast::Start(id, m))
+        }
+        wire::BUSINESS_DATA_END if f.has_only(&[TYPE, MESSAGE_ID, TIMESTAMP]) => {
+            let mut m = Map::new();
+            let id = f.string(MESSAGE_ID)?;
+            m.insert("messageId".into(), Value::String(id.clone()));
+            m.extend(f.map(&[TIMESTAMP])?);
+            Some(Fast::End(id, m))
+        }
+        wire::TOOL_CALL_START
+            if f.has_only(&[
+                TYPE,
+                TOOL_CALL_ID,
+                TOOL_CALL_NAME,
+                PARENT_MESSAGE_ID,
+                TIMESTAMP,
+            ]) =>
+        {
+            plain(
+                wire::TOOL_CALL_START,
+                K::ToolCallStart {
+                    tool_call_id: f.string(TOOL_CALL_ID)?,
+                    tool_name: f.string(TOOL_CALL_NAME)?,
+                    parent_message_id: f.opt_string(PARENT_MESSAGE_ID)?,
+                },
+            )
+        }
+        wire::TOOL_CALL_END if f.has_only(&[TYPE, TOOL_CALL_ID, TIMESTAMP]) => plain(
+            wire::TOOL_CALL_END,
+            K::ToolCallEnd {
+                tool_call_id: f.string(TOOL_CALL_ID)?,
+            },
+        ),
+        // A string result; `role` has no slot and stays in extra.
+        wire::TOOL_CALL_RESULT
+            if f.has_only(&[TYPE, MESSAGE_ID, TOOL_CALL_ID, CONTENT, ROLE, TIMESTAMP]) =>
+        {
+            let kind = K::ToolCallResult {
+                tool_call_id: f.string(TOOL_CALL_ID)?,
+                message_id: f.opt_string(MESSAGE_ID)?,
+                content: Value::String(f.string(CONTENT)?),
+            };
+            Some(Fast::Plain(
+                wire::TOOL_CALL_RESULT,
+                kind,
+                ts,
+                f.map(&[ROLE])?,
+            ))
+        }
+        _ => None,
+    }
+}
+
+impl HaiDecoder {
+    /// Runs a frame [`fast_frame`] read: what `decode_object` does for the
+    /// same frame.
+    fn decode_fast(&mut self, fast: Fast, out: &mut Vec<Event>) {
+        match fast {
+            Fast::Content(id, text, plain, ts) => {
+                self.flush_starts(Some(&id), out);
+                self.close_chunks(wire::BUSINESS_DATA_CONTENT, out);
+                // The extra the general path makes: none for the standard
+                // form; for a plain string copied from a ready one (a copy
+                // does not hash its key again).
+                let extra = if plain {
+                    self.plain_extra.get_or_insert_with(plain_extra).clone()
+                } else {
+                    Map::new()
+                };
+                let piece = Piece::Text {
+                    text,
+                    template: None,
+                };
+                self.business_content(id, piece, ts, extra, out);
+            }
+            Fast::Start(id, start) => {
+                self.flush_starts(None, out);
+                self.close_chunks(wire::BUSINESS_DATA_START, out);
+                self.business_start(id, start, out);
+            }
+            Fast::End(id, end) => {
+                self.flush_starts(Some(&id), out);
+                self.close_chunks(wire::BUSINESS_DATA_END, out);
+                self.business_end(id, end, out);
+            }
+            Fast::Plain(ty, kind, ts, extra) => {
+                self.flush_starts(None, out);
+                self.close_chunks(ty, out);
+                if let EventKind::ToolCallArgs { tool_call_id, .. } = &kind {
+                    // (borrow ends before the call)
+                    let id = tool_call_id.clone();
+                    self.ensure_tool_call(&id, out);
+                }
+                let ev = Event {
+                    kind,
+                    timestamp: ts,
+                    origin: Some(Dialect::Hai),
+                    extra,
+                };
+                self.emit(out, ev);
+            }
+        }
+    }
+}
+
 impl Decoder for HaiDecoder {
     fn dialect(&self) -> Dialect {
         Dialect::Hai
@@ -795,6 +1312,15 @@ impl Decoder for HaiDecoder {
         // Comments-only or id-only frames carry nothing; HAI has no `[DONE]`
         // but a sloppy agent ending with one loses nothing by it.
         if data.is_empty() || frame.is_done() {
+            return Ok(());
+        }
+        if let Some(fast) = fast_frame(data) {
+            self.decode_fast(fast, out);
+            return Ok(());
+        }
+        if let Some((patch, ts)) = fast_state_delta(data) {
+            let kind = EventKind::StateDelta { patch };
+            self.decode_fast(Fast::Plain(wire::STATE_DELTA, kind, ts, Map::new()), out);
             return Ok(());
         }
         let raw: Value = serde_json::from_str(data).map_err(|e| DecodeError::json(&e))?;
@@ -821,18 +1347,46 @@ impl Decoder for HaiDecoder {
 }
 
 impl HaiDecoder {
+    /// [`Decoder::decode`] without its fast path: the reference it must
+    /// agree with, for the differential tests.
+    #[doc(hidden)]
+    pub fn decode_without_fast_paths(
+        &mut self,
+        frame: &Frame,
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        let data = frame.data.trim();
+        if data.is_empty() || frame.is_done() {
+            return Ok(());
+        }
+        let raw: Value = serde_json::from_str(data).map_err(|e| DecodeError::json(&e))?;
+        self.decode_raw(raw, out)
+    }
+
     /// One event's JSON value.
     fn decode_raw(&mut self, raw: Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        let Value::Object(o) = &raw else {
+        let Value::Object(mut o) = raw else {
             return Err(DecodeError::new("event is not a JSON object"));
         };
-        let Some(ty) = o.get("type").and_then(Value::as_str) else {
+        let Some(Value::String(ty)) = o.get("type") else {
             return Err(DecodeError::new("event has no string `type`"));
         };
-        let ty = ty.to_string();
-        let mut o = o.clone();
-        o.shift_remove("type");
-        self.decode_object(&ty, o, &raw, out)
+        if !KNOWN.contains(&ty.as_str()) {
+            // Kept whole, as it came (no copy of it: it is moved).
+            let ty = ty.clone();
+            self.flush_starts(None, out);
+            self.close_chunks(&ty, out);
+            let ev = hai(EventKind::Unknown {
+                raw: Value::Object(o),
+            });
+            self.emit(out, ev);
+            return Ok(());
+        }
+        // Taken out of the map, not copied.
+        let Some(Value::String(ty)) = o.shift_remove("type") else {
+            return Err(DecodeError::new("event has no string `type`"));
+        };
+        self.decode_object(&ty, o, out)
     }
 }
 
@@ -928,7 +1482,8 @@ fn opener_marks(b: &mut Biz, x: &mut Extra) -> Option<i64> {
 }
 
 /// Splits a business-data delta into its payload and the rest (the template
-/// the encoder fills the payload back into).
+/// the encoder fills the payload back into). The payload is taken out of the
+/// delta in place (keys keep their order), nothing is copied.
 fn classify(delta: Value) -> Piece {
     let raw = |delta: Value| Piece::Widget {
         name: wire::RAW_DELTA_NAME.into(),
@@ -940,42 +1495,39 @@ fn classify(delta: Value) -> Piece {
         Value::String(text) => {
             return Piece::Text {
                 text,
-                template: Value::String(String::new()),
+                template: Some(Value::String(String::new())),
             }
         }
         Value::Object(d) => d,
         other => return raw(other),
     };
-    let Some(Value::Object(mut output)) = d.get("output").cloned() else {
+    let ty = match d.get("output") {
+        Some(Value::Object(output)) => match output.get("type") {
+            Some(Value::String(ty)) => ty.clone(),
+            _ => return raw(Value::Object(d)),
+        },
+        _ => return raw(Value::Object(d)),
+    };
+    let Some(Value::Object(output)) = d.get_mut("output") else {
         return raw(Value::Object(d));
     };
-    let Some(ty) = output
-        .get("type")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return raw(Value::Object(d));
-    };
-    if ty == wire::OUTPUT_TEXT {
-        if let Some(Value::String(text)) = output.get("content").cloned() {
-            output.shift_remove("content");
-            d.insert("output".into(), Value::Object(output));
+    if ty == wire::OUTPUT_TEXT && matches!(output.get("content"), Some(Value::String(_))) {
+        if let Some(Value::String(text)) = output.shift_remove("content") {
             return Piece::Text {
                 text,
-                template: Value::Object(d),
+                template: Some(Value::Object(d)),
             };
         }
     }
     if ty == wire::OUTPUT_THINKING {
-        if let Some(Value::Object(mut data)) = output.get("data").cloned() {
-            if let Some(Value::String(text)) = data.get("content").cloned() {
-                data.shift_remove("content");
-                output.insert("data".into(), Value::Object(data));
-                d.insert("output".into(), Value::Object(output));
-                return Piece::Thinking {
-                    text,
-                    template: Value::Object(d),
-                };
+        if let Some(Value::Object(data)) = output.get_mut("data") {
+            if matches!(data.get("content"), Some(Value::String(_))) {
+                if let Some(Value::String(text)) = data.shift_remove("content") {
+                    return Piece::Thinking {
+                        text,
+                        template: Value::Object(d),
+                    };
+                }
             }
         }
     }
@@ -989,7 +1541,6 @@ fn classify(delta: Value) -> Piece {
             (Value::Object(fields), true)
         }
     };
-    d.insert("output".into(), Value::Object(output));
     Piece::Widget {
         name: ty,
         data,
@@ -1733,6 +2284,171 @@ mod tests {
                 let _ = d.decode(&frame(Value::Object(o)), &mut out);
             }
             d.finish(&mut out).unwrap();
+        }
+    }
+
+    // ---- the fast path against the general one --------------------------------
+
+    /// JSON text of a value, hostile ones included (escapes, surrogates,
+    /// U+2028, numbers serde_json reads otherwise, invalid JSON).
+    fn value_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::sample::select(vec!["m", "n", "call-1", "assistant", "tool", "text"])
+                .prop_map(|s| format!("\"{s}\"")),
+            2 => any::<String>().prop_map(|s| json!(s).to_string()),
+            1 => prop::sample::select(vec![
+                r#""a\"b\\c\n\u00e9\ud83c\udf89\/""#, r#""\ud800""#, r#""\udc00x""#,
+                r#""\x""#, "\"\u{2028}北\"", r#""\u004d""#, "\"a\tb\"", r#""\"#,
+            ]).prop_map(str::to_string),
+            2 => prop::sample::select(vec![
+                "0", "7", "1700000000000", "9223372036854775807", "9223372036854775808",
+                "01", "-1", "-0", "1.5", "1e3", "null", "true", "[]", "{}", "[1,{\"a\":2}]",
+            ]).prop_map(str::to_string),
+            3 => (
+                prop::sample::select(vec!["text", "thinking", "t\\u0065xt", "chart"]),
+                prop::sample::select(vec!["", " ", "\n"]),
+                prop::sample::select(vec![0u8, 1, 2, 3, 4]),
+                any::<String>(),
+            ).prop_map(|(ty, ws, shape, content)| {
+                let c = json!(content).to_string();
+                match shape {
+                    0 => format!(r#"{{{ws}"output"{ws}:{ws}{{"type":"{ty}",{ws}"content":{c}}}{ws}}}"#),
+                    1 => format!(r#"{{"output":{{"content":{c},"type":"{ty}"}}}}"#),
+                    2 => format!(r#"{{"output":{{"type":"{ty}","content":{c}}},"layout":1}}"#),
+                    3 => format!(r#"{{"output":{{"type":"{ty}","content":{c},"content":"x"}}}}"#),
+                    _ => format!(r#"{{"output":{{"type":"{ty}","data":{{"content":{c}}}}}}}"#),
+                }
+            }),
+        ]
+    }
+
+    /// A frame's text: a type and fields (repeats, unknown keys, any value),
+    /// with whitespace between the tokens, or now and then broken.
+    fn frame_text() -> impl Strategy<Value = String> {
+        (
+            prop::sample::select(vec![
+                "BUSINESS_DATA_START",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_END",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "TOOL_CALL_RESULT",
+                "TEXT_MESSAGE_CHUNK",
+                "TOOL_CALL_CHUNK",
+                "RUN_STARTED",
+                "X",
+                "BUSINESS_DATA_\\u0045ND",
+                "STATE_DELTA",
+                "STATE_DELTA",
+            ]),
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec![
+                        "messageId",
+                        "messageId",
+                        "delta",
+                        "delta",
+                        "timestamp",
+                        "toolCallId",
+                        "toolCallId",
+                        "toolCallName",
+                        "parentMessageId",
+                        "role",
+                        "content",
+                        "blockId",
+                        "x",
+                        "type",
+                        "message\\u0049d",
+                    ]),
+                    value_text(),
+                ),
+                0..6,
+            ),
+            prop::sample::select(vec!["", " ", "\n\t"]),
+            0u8..20,
+        )
+            .prop_map(|(ty, fields, ws, cut)| {
+                let mut s = format!(r#"{ws}{{{ws}"type"{ws}:{ws}"{ty}""#);
+                for (k, v) in fields {
+                    s.push_str(&format!(r#"{ws},{ws}"{k}"{ws}:{ws}{v}"#));
+                }
+                s.push_str(&format!("{ws}}}{ws}"));
+                if cut == 0 {
+                    s.pop();
+                    s.push(',');
+                }
+                s
+            })
+    }
+
+    /// Whether `f` is one the fast path takes (for the test's coverage).
+    fn is_fast(data: &str) -> bool {
+        fast_frame(data.trim()).is_some() || fast_state_delta(data.trim()).is_some()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        /// Frame by frame, the fast path gives exactly the events and errors
+        /// the general path gives, state included.
+        #[test]
+        fn fast_path_agrees_with_the_general_path(
+            frames in prop::collection::vec(frame_text(), 1..12),
+        ) {
+            let (mut fast, mut general) = (HaiDecoder::new(), HaiDecoder::new());
+            for data in &frames {
+                let f = Frame { data: data.clone(), ..Default::default() };
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                let ra = fast.decode(&f, &mut a).map_err(|e| e.message);
+                let rb = general.decode_without_fast_paths(&f, &mut b).map_err(|e| e.message);
+                prop_assert_eq!(ra, rb, "{}", data);
+                prop_assert_eq!(a, b, "{}", data);
+            }
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            fast.finish(&mut a).unwrap();
+            general.finish(&mut b).unwrap();
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn the_fast_path_takes_the_frequent_frames_and_leaves_the_rest() {
+        for data in [
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":{"output":{"type":"text","content":"a\"b"}},"timestamp":1700000000000}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"x"}"#,
+            r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant","timestamp":1}"#,
+            r#"{"type":"BUSINESS_DATA_END","messageId":"m","timestamp":1}"#,
+            r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m","timestamp":1}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":","timestamp":1}"#,
+            r#"{"type":"TOOL_CALL_END","toolCallId":"c","timestamp":1}"#,
+            r#"{"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":"r","role":"tool","timestamp":1}"#,
+            r#"{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1,"from":""}],"timestamp":1}"#,
+            r#"{"type":"STATE_DELTA","delta":{}}"#,
+        ] {
+            assert!(is_fast(data), "{data}");
+        }
+        for data in [
+            // extras the general path keeps, other shapes, numbers it reads otherwise
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"x","blockId":"b"}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":{"output":{"type":"thinking","content":"x"}}}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":{"output":{"type":"text","content":"x"},"layout":1}}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x","timestamp":1.5}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x","timestamp":-0}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x","timestamp":9223372036854775808}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x","delta":"y"}"#,
+            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"\ud800"}"#,
+            r#"{"type":"TOOL_CALL_ARGS","tool\u0043allId":"c","delta":"x"}"#,
+            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":{"a":1}}"#,
+            r#"{"type":"STATE_DELTA","delta":[],"timestamp":null}"#,
+            r#"{"type":"STATE_DELTA","delta":[],"delta":[]}"#,
+            r#"{"type":"STATE_DELTA","delta":[],"x":1}"#,
+            r#"{"type":"STATE_DELTA","delta":[],"timestamp":1.5}"#,
+        ] {
+            assert!(!is_fast(data), "{data}");
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct HaiEncoder {
     /// Events the binary form could not carry (dropped, for metrics); a
     /// cell because frames are written through `&self`.
     unframed: std::cell::Cell<u64>,
+    /// Off: every frame goes through `write` (the reference of the
+    /// differential tests).
+    fast: bool,
 }
 
 impl HaiEncoder {
@@ -64,7 +67,16 @@ impl HaiEncoder {
             steps: Vec::new(),
             finished: false,
             unframed: std::cell::Cell::new(0),
+            fast: true,
         }
+    }
+
+    /// This encoder without its fast paths: the reference they must agree
+    /// with, for the differential tests.
+    #[doc(hidden)]
+    pub fn without_fast_paths(mut self) -> Self {
+        self.fast = false;
+        self
     }
 
     /// The frame's timestamp: HAI-origin events keep theirs (or none), other
@@ -90,6 +102,10 @@ impl HaiEncoder {
         if self.ctx.binary && self.write_own(out, ty, &fields, ev, content) {
             return;
         }
+        // The same bytes without the frame's map.
+        if self.write_fast(out, ty, &fields, ev, content) {
+            return;
+        }
         let mut m = wire::frame(ty);
         for (k, v) in fields {
             m.insert(k.into(), v);
@@ -109,6 +125,70 @@ impl HaiEncoder {
         self.put(out, m);
     }
 
+    /// The SSE frame `write` makes of `fields`, written straight into the
+    /// sink: `type`, the fields, the extras kept from a HAI source that
+    /// `write` merges (wire names not already written; `$` notes never, nor
+    /// a content event's `delta` template), the timestamp unless an extra
+    /// gave one. The `fields` keys are the encoder's own and need no
+    /// escaping. Whether it was written (not in the binary transport, nor
+    /// with the fast paths off); if not, the caller takes `write`.
+    fn write_fast<F: Field>(
+        &self,
+        out: &mut Sink,
+        ty: &str,
+        fields: &[(&str, F)],
+        ev: Option<&Event>,
+        content: bool,
+    ) -> bool {
+        if !self.fast || self.ctx.binary {
+            return false;
+        }
+        // No key twice (the callers' keys are distinct constants).
+        debug_assert!(!fields
+            .iter()
+            .enumerate()
+            .any(|(i, (k, _))| fields.iter().skip(i + 1).any(|(l, _)| l == k)));
+        let extra = ev.and_then(|e| e.extra_from(Dialect::Hai));
+        let ts = self.ts(ev);
+        out.event(|buf| {
+            // `ty` and the keys are the encoder's constants: written as they
+            // are (none needs an escape).
+            debug_assert!(!std::iter::once(ty)
+                .chain(fields.iter().map(|(k, _)| *k))
+                .any(|k| k.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')));
+            buf.extend_from_slice(b"data: {\"type\":\"");
+            buf.extend_from_slice(ty.as_bytes());
+            buf.push(b'"');
+            for (k, v) in fields {
+                buf.extend_from_slice(b",\"");
+                buf.extend_from_slice(k.as_bytes());
+                buf.extend_from_slice(b"\":");
+                v.write_to(buf);
+            }
+            let mut kept_ts = false;
+            for (k, v) in extra.into_iter().flatten() {
+                if wire::is_private(k)
+                    || (content && k == wire::X_DELTA)
+                    || k == "type"
+                    || fields.iter().any(|(f, _)| f == k)
+                {
+                    continue;
+                }
+                kept_ts |= k == "timestamp";
+                buf.push(b',');
+                babelgate_core::json::write_str(buf, k);
+                buf.push(b':');
+                json_to(buf, v);
+            }
+            if let (Some(t), false) = (ts, kept_ts) {
+                buf.extend_from_slice(b",\"timestamp\":");
+                Fv::Int(t).write(buf);
+            }
+            buf.extend_from_slice(b"}\n\n");
+        });
+        true
+    }
+
     /// In the binary transport, one of HAI's own events (most of a HAI
     /// stream) written straight from its fields, without the frame's object:
     /// when nothing would be added to them (no extras kept from a HAI source,
@@ -121,12 +201,7 @@ impl HaiEncoder {
         ev: Option<&Event>,
         content: bool,
     ) -> bool {
-        let extras = ev
-            .and_then(|e| e.extra_from(Dialect::Hai))
-            .is_some_and(|x| {
-                x.keys()
-                    .any(|k| !(wire::is_private(k) || (content && k == wire::X_DELTA)))
-            });
+        let extras = has_extras(ev, content);
         let Some(prefix) = crate::POLICY.binary_custom_prefix else {
             return false;
         };
@@ -426,6 +501,12 @@ impl HaiEncoder {
         fields: Vec<(&str, Value)>,
         out: &mut Sink,
     ) {
+        self.end_before_result(ev, tool_call_id, out);
+        self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
+    }
+
+    /// What comes before a result (see `tool_result`).
+    fn end_before_result(&mut self, ev: &Event, tool_call_id: &str, out: &mut Sink) {
         if self.tracker.tool_call_open(tool_call_id) {
             if is_hai(Some(ev)) {
                 self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
@@ -435,7 +516,6 @@ impl HaiEncoder {
                 self.end_tool_call(tool_call_id, out);
             }
         }
-        self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
     }
 
     // ---- collaboration ----------------------------------------------------
@@ -546,12 +626,19 @@ impl HaiEncoder {
                     b.text = Some(message_id.clone());
                 } else {
                     self.close_biz(out);
-                    let mut f = vec![("messageId", json!(message_id))];
                     // HAI-origin: the role as written (in extra), if any.
-                    if !hai {
-                        f.push(("role", json!(role.as_str())));
+                    let fast = [
+                        ("messageId", Fv::Str(message_id)),
+                        ("role", Fv::Str(role.as_str())),
+                    ];
+                    let fast = if hai { &fast[..1] } else { &fast[..] };
+                    if !self.write_fast(out, wire::BUSINESS_DATA_START, fast, Some(ev), false) {
+                        let mut f = vec![("messageId", json!(message_id))];
+                        if !hai {
+                            f.push(("role", json!(role.as_str())));
+                        }
+                        self.write(out, wire::BUSINESS_DATA_START, f, Some(ev), false);
                     }
-                    self.write(out, wire::BUSINESS_DATA_START, f, Some(ev), false);
                     self.biz = Some(Biz {
                         id: message_id.clone(),
                         text: Some(message_id.clone()),
@@ -579,8 +666,21 @@ impl HaiEncoder {
                         b.text = Some(message_id.clone());
                     }
                 }
-                let d = text_delta(ev, delta);
-                self.write_content(d, vec![], ev, out);
+                // The delta `text_delta` makes, written in place where it can.
+                let d = match template(ev) {
+                    Some(Value::String(_)) => Some(Fv::Str(delta)),
+                    Some(Value::Object(t)) => is_text_template(t).then_some(Fv::Text(delta)),
+                    _ => Some(Fv::Text(delta)),
+                };
+                let id = self.biz.as_ref().map_or("", |b| b.id.as_str());
+                let written = d.is_some_and(|d| {
+                    let f = [("messageId", Fv::Str(id)), ("delta", d)];
+                    self.write_fast(out, wire::BUSINESS_DATA_CONTENT, &f, Some(ev), true)
+                });
+                if !written {
+                    let d = text_delta(ev, delta);
+                    self.write_content(d, vec![], ev, out);
+                }
             }
             K::TextEnd { message_id } => {
                 let ours = matches!(&self.biz, Some(b)
@@ -589,13 +689,16 @@ impl HaiEncoder {
                     let b = self.biz.take();
                     if !silent {
                         let id = b.map(|b| b.id).unwrap_or_default();
-                        self.write(
-                            out,
-                            wire::BUSINESS_DATA_END,
-                            vec![("messageId", json!(id))],
-                            Some(ev),
-                            false,
-                        );
+                        let f = [("messageId", Fv::Str(&id))];
+                        if !self.write_fast(out, wire::BUSINESS_DATA_END, &f, Some(ev), false) {
+                            self.write(
+                                out,
+                                wire::BUSINESS_DATA_END,
+                                vec![("messageId", json!(id))],
+                                Some(ev),
+                                false,
+                            );
+                        }
                     }
                 } else if hai && !silent {
                     // An END the HAI source sent for no open message.
@@ -706,6 +809,22 @@ impl HaiEncoder {
                 if silent || open {
                     return;
                 }
+                let fast = [
+                    ("toolCallId", Fv::Str(tool_call_id)),
+                    ("toolCallName", Fv::Str(tool_name)),
+                    (
+                        "parentMessageId",
+                        Fv::Str(parent_message_id.as_deref().unwrap_or("")),
+                    ),
+                ];
+                let fast = if parent_message_id.is_some() {
+                    &fast[..]
+                } else {
+                    &fast[..2]
+                };
+                if self.write_fast(out, wire::TOOL_CALL_START, fast, Some(ev), false) {
+                    return;
+                }
                 let mut f = vec![
                     ("toolCallId", json!(tool_call_id)),
                     ("toolCallName", json!(tool_name)),
@@ -725,7 +844,16 @@ impl HaiEncoder {
                     Some(Value::Bool(true)) => {
                         serde_json::from_str(delta).unwrap_or_else(|_| json!(delta))
                     }
-                    _ => json!(delta),
+                    _ => {
+                        let f = [
+                            ("toolCallId", Fv::Str(tool_call_id)),
+                            ("delta", Fv::Str(delta)),
+                        ];
+                        if self.write_fast(out, wire::TOOL_CALL_ARGS, &f, Some(ev), false) {
+                            return;
+                        }
+                        json!(delta)
+                    }
                 };
                 self.write(
                     out,
@@ -739,13 +867,16 @@ impl HaiEncoder {
                 let open = self.tracker.tool_call_open(tool_call_id);
                 self.tracker.observe(ev);
                 if !silent && (open || hai) {
-                    self.write(
-                        out,
-                        wire::TOOL_CALL_END,
-                        vec![("toolCallId", json!(tool_call_id))],
-                        Some(ev),
-                        false,
-                    );
+                    let f = [("toolCallId", Fv::Str(tool_call_id))];
+                    if !self.write_fast(out, wire::TOOL_CALL_END, &f, Some(ev), false) {
+                        self.write(
+                            out,
+                            wire::TOOL_CALL_END,
+                            vec![("toolCallId", json!(tool_call_id))],
+                            Some(ev),
+                            false,
+                        );
+                    }
                 }
             }
             K::ToolCallResult {
@@ -755,6 +886,20 @@ impl HaiEncoder {
             } => {
                 let mut f = vec![];
                 if hai {
+                    self.end_before_result(ev, tool_call_id, out);
+                    let fast = [
+                        ("messageId", Fv::Str(message_id.as_deref().unwrap_or(""))),
+                        ("toolCallId", Fv::Str(tool_call_id)),
+                        ("content", Fv::Json(content)),
+                    ];
+                    let fast = if message_id.is_some() {
+                        &fast[..]
+                    } else {
+                        &fast[1..]
+                    };
+                    if self.write_fast(out, wire::TOOL_CALL_RESULT, fast, Some(ev), false) {
+                        return;
+                    }
                     push_opt(&mut f, "messageId", message_id);
                     f.push(("toolCallId", json!(tool_call_id)));
                     f.push(("content", content.clone()));
@@ -762,12 +907,25 @@ impl HaiEncoder {
                     let mid = message_id
                         .clone()
                         .unwrap_or_else(|| self.ctx.ids.next("msg"));
+                    self.end_before_result(ev, tool_call_id, out);
+                    // `agui_content` keeps a string as it is.
+                    if content.is_string() {
+                        let fast = [
+                            ("messageId", Fv::Str(&mid)),
+                            ("toolCallId", Fv::Str(tool_call_id)),
+                            ("content", Fv::Json(content)),
+                            ("role", Fv::Str("tool")),
+                        ];
+                        if self.write_fast(out, wire::TOOL_CALL_RESULT, &fast, Some(ev), false) {
+                            return;
+                        }
+                    }
                     f.push(("messageId", json!(mid)));
                     f.push(("toolCallId", json!(tool_call_id)));
                     f.push(("content", agui_content(content)));
                     f.push(("role", json!("tool")));
                 }
-                self.tool_result(ev, tool_call_id, f, out);
+                self.write(out, wire::TOOL_CALL_RESULT, f, Some(ev), false);
             }
             K::ToolCallError {
                 tool_call_id,
@@ -804,6 +962,15 @@ impl HaiEncoder {
                     false,
                 );
             }
+            K::StateDelta { patch }
+                if matches!(patch, Value::Array(_) | Value::Object(_))
+                    && self.write_fast(
+                        out,
+                        wire::STATE_DELTA,
+                        &[("delta", Fv::Ops(patch))],
+                        Some(ev),
+                        false,
+                    ) => {}
             K::StateDelta { patch } => match with_from(patch) {
                 Some(ops) => self.write(
                     out,
@@ -1137,6 +1304,110 @@ impl Encoder for HaiEncoder {
 }
 
 // ---- helpers ------------------------------------------------------------------
+
+/// A field's value for [`HaiEncoder::write_fast`], borrowed from the event.
+#[derive(Clone, Copy)]
+enum Fv<'a> {
+    Str(&'a str),
+    /// `{"output":{"type":"text","content":<text>}}`
+    Text(&'a str),
+    Int(i64),
+    Json(&'a Value),
+    /// A JSON Patch as [`with_from`] makes it (`from` added to each op).
+    Ops(&'a Value),
+}
+
+impl Fv<'_> {
+    /// The bytes serde_json writes for the value `write` would build.
+    fn write(self, buf: &mut Vec<u8>) {
+        use babelgate_core::json::write_str;
+        match self {
+            Fv::Str(s) => write_str(buf, s),
+            Fv::Text(s) => {
+                buf.extend_from_slice(br#"{"output":{"type":"text","content":"#);
+                write_str(buf, s);
+                buf.extend_from_slice(b"}}");
+            }
+            Fv::Int(n) => json_to(buf, &n),
+            Fv::Json(v) => json_to(buf, v),
+            Fv::Ops(patch) => match patch {
+                Value::Array(ops) => {
+                    buf.push(b'[');
+                    for (i, op) in ops.iter().enumerate() {
+                        if i > 0 {
+                            buf.push(b',');
+                        }
+                        write_op(buf, op);
+                    }
+                    buf.push(b']');
+                }
+                op => {
+                    buf.push(b'[');
+                    write_op(buf, op);
+                    buf.push(b']');
+                }
+            },
+        }
+    }
+}
+
+/// A field's value as [`HaiEncoder::write_fast`] writes it.
+trait Field {
+    fn write_to(&self, buf: &mut Vec<u8>);
+}
+
+impl Field for Fv<'_> {
+    fn write_to(&self, buf: &mut Vec<u8>) {
+        self.write(buf)
+    }
+}
+
+impl Field for Value {
+    fn write_to(&self, buf: &mut Vec<u8>) {
+        json_to(buf, self)
+    }
+}
+
+/// One op of a patch: an object without `from` gets `"from":""` last (where
+/// an insert into its map puts it), anything else as it is.
+fn write_op(buf: &mut Vec<u8>, op: &Value) {
+    match op {
+        Value::Object(m) if !m.contains_key("from") => {
+            json_to(buf, op);
+            // The object's closing brace, replaced.
+            buf.pop();
+            if !m.is_empty() {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(br#""from":""}"#);
+        }
+        other => json_to(buf, other),
+    }
+}
+
+/// serde_json's bytes for `v`.
+fn json_to<T: serde::Serialize + ?Sized>(buf: &mut Vec<u8>, v: &T) {
+    // Writing a number or a `Value` into memory cannot fail.
+    let _ = serde_json::to_writer(&mut *buf, v);
+}
+
+/// Whether `write` would merge extras kept from a HAI source into the frame
+/// (wire names; `$` notes never, nor a content event's `delta` template).
+fn has_extras(ev: Option<&Event>, content: bool) -> bool {
+    ev.and_then(|e| e.extra_from(Dialect::Hai))
+        .is_some_and(|x| {
+            x.keys()
+                .any(|k| !(wire::is_private(k) || (content && k == wire::X_DELTA)))
+        })
+}
+
+/// `{"output":{"type":"text"}}`: the template that `text_delta` fills into
+/// what it writes without one.
+fn is_text_template(t: &Map<String, Value>) -> bool {
+    t.len() == 1
+        && matches!(t.get("output"), Some(Value::Object(o))
+            if o.len() == 1 && o.get("type").and_then(Value::as_str) == Some(wire::OUTPUT_TEXT))
+}
 
 fn is_hai(ev: Option<&Event>) -> bool {
     ev.is_some_and(|e| e.origin == Some(Dialect::Hai))
@@ -2173,5 +2444,126 @@ mod tests {
             text.contains("data: {\"type\":\"FUTURE_EVENT\",\"x\":1}\n\n"),
             "{text}"
         );
+    }
+
+    // ---- the fast paths against the general one ------------------------------
+
+    /// Strings that escape every way.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            Just("a\"b\\c\n\u{1}\u{2028}北🎉".to_string()),
+            Just(String::new()),
+        ]
+    }
+
+    /// What a HAI source's decoder may have kept, and what others carry.
+    fn extra() -> impl Strategy<Value = Map<String, Value>> {
+        prop::collection::vec(
+            prop_oneof![
+                Just((wire::X_DELTA, json!(""))),
+                Just((wire::X_DELTA, json!({"output": {"type": "text"}}))),
+                Just((wire::X_DELTA, json!({"output": {"type": "text", "x": 1}}))),
+                Just((
+                    wire::X_DELTA,
+                    json!({"output": {"type": "thinking", "data": {}}})
+                )),
+                Just((wire::X_DELTA, json!({"output": {}}))),
+                Just((wire::X_DELTA, json!({"a": 1, "output": {"type": "text"}}))),
+                Just((wire::X_DELTA, json!(5))),
+                Just((wire::X_SYNTH, json!(true))),
+                Just((wire::X_ARGS_JSON, json!(true))),
+                Just(("blockId", json!("b"))),
+                Just(("role", json!("tool"))),
+                Just(("timestamp", json!("x"))),
+                Just(("timestamp", json!(7))),
+                Just(("messageId", json!("kept"))),
+                Just(("toolCallId", json!(1))),
+                Just(("type", json!("T"))),
+                Just(("content", json!({"k": "北"}))),
+                Just(("a\"b\u{2028}", json!(null))),
+            ],
+            0..3,
+        )
+        .prop_map(|kv| kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    fn patch() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!([])),
+            Just(json!({})),
+            Just(json!({"op": "add", "path": "/a", "value": "北"})),
+            Just(
+                json!([{"op": "replace", "path": "/t", "value": 1}, {"op": "move", "path": "/b", "from": "/a"}])
+            ),
+            Just(json!([{}, 1, "s", null, [{"op": "add"}]])),
+            Just(json!("not a patch")),
+            Just(json!(null)),
+        ]
+    }
+
+    /// The kinds the fast paths write, with hostile strings, and all others.
+    fn hot_kind() -> impl Strategy<Value = EventKind> {
+        use EventKind as K;
+        prop_oneof![
+            4 => (id(), text()).prop_map(|(m, d)| K::TextDelta { message_id: m, delta: d }),
+            2 => (id(), text()).prop_map(|(t, d)| K::ToolCallArgs { tool_call_id: t, delta: d }),
+            1 => (id(), text(), prop::option::of(text())).prop_map(|(t, n, p)| K::ToolCallStart {
+                tool_call_id: t,
+                tool_name: n,
+                parent_message_id: p,
+            }),
+            1 => id().prop_map(|t| K::ToolCallEnd { tool_call_id: t }),
+            1 => id().prop_map(|m| K::TextStart { message_id: m, role: Role::Assistant, name: None }),
+            1 => id().prop_map(|m| K::TextEnd { message_id: m }),
+            1 => patch().prop_map(|patch| K::StateDelta { patch }),
+            1 => (id(), prop::option::of(text()), prop_oneof![text().prop_map(Value::String), small()])
+                .prop_map(|(t, m, content)| K::ToolCallResult {
+                    tool_call_id: t,
+                    message_id: m,
+                    content,
+                }),
+            2 => any_kind(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        /// The frames written in place are, byte for byte, the ones `write`
+        /// makes, whatever the events, their origin, timestamp and extras.
+        #[test]
+        fn fast_paths_write_what_the_general_path_writes(
+            events in prop::collection::vec(
+                (
+                    hot_kind(),
+                    prop::sample::select(vec![None, Some(Dialect::Hai), Some(Dialect::AgUi)]),
+                    prop::option::of(0i64..2_000_000_000_000),
+                    extra(),
+                ),
+                0..24,
+            ),
+            shaped in any::<bool>(),
+        ) {
+            let events: Vec<Event> = events
+                .into_iter()
+                .map(|(kind, origin, timestamp, extra)| Event { kind, timestamp, origin, extra })
+                .collect();
+            let events = if shaped {
+                babelgate_core::shape::Shaper::shape_all(&events)
+            } else {
+                events
+            };
+            let (mut fast, mut general) = (enc(), enc().without_fast_paths());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for ev in &events {
+                fast.encode(ev, &mut a);
+                general.encode(ev, &mut b);
+                prop_assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+            }
+            fast.finish(&mut a);
+            general.finish(&mut b);
+            prop_assert_eq!(a, b);
+        }
     }
 }

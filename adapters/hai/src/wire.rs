@@ -86,7 +86,9 @@ pub const X_ARGS_JSON: &str = "$argsJson";
 /// On content events: the `delta` as it came, with the streamed payload cut
 /// out (`output.content` for text, `output.data.content` for thinking,
 /// `output.data` for widgets). A JSON string (`""`) means the delta was a
-/// plain string. The encoder fills the payload back in.
+/// plain string. The encoder fills the payload back in. Absent on text in
+/// the standard form `{"output":{"type":"text","content"}}`, which the
+/// encoder writes without a template.
 pub const X_DELTA: &str = "delta";
 
 /// `Data.name` for a business-data delta that is not an `{output}` object.

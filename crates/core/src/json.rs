@@ -110,6 +110,98 @@ pub fn write_string_event(out: &mut Vec<u8>, ty_key: &str, ty: &str, fields: &[(
     out.extend_from_slice(b"}\n\n");
 }
 
+// ---- reading --------------------------------------------------------------
+//
+// The pieces of a borrowing scanner for decoders' hot paths: they read a
+// frame's JSON in place and leave anything they do not take to serde_json.
+
+/// The index of the first byte at or after `i` that is not JSON whitespace.
+#[inline]
+pub fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The JSON string starting at `i`: its content's byte range, whether it has
+/// escapes, and the index after its closing quote. `None` if there is no
+/// string there, or it holds a raw control character (invalid JSON). The
+/// escapes themselves are checked by [`unescape`].
+#[inline]
+pub fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    let mut escaped = false;
+    loop {
+        j = plain_run(b, j);
+        match *b.get(j)? {
+            b'"' => return Some(((i + 1, j), escaped, j + 1)),
+            b'\\' => {
+                escaped = true;
+                // An escape is two bytes at least; `unescape` checks the rest.
+                j += 2;
+            }
+            c if c < 0x20 => return None,
+            _ => j += 1,
+        }
+    }
+}
+
+/// The content of a JSON string (between its quotes) with its escapes
+/// resolved, as serde_json reads it; `None` where serde_json would fail (an
+/// invalid escape, a lone surrogate).
+pub fn unescape(inner: &str) -> Option<String> {
+    let mut out = String::with_capacity(inner.len());
+    let mut rest = inner;
+    while let Some((plain, tail)) = rest.split_once('\\') {
+        out.push_str(plain);
+        let mut chars = tail.chars();
+        let esc = chars.next()?;
+        rest = chars.as_str();
+        let c = match esc {
+            '"' => '"',
+            '\\' => '\\',
+            '/' => '/',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'u' => {
+                let (hi, after) = hex4(rest)?;
+                rest = after;
+                if (0xD800..0xDC00).contains(&hi) {
+                    let (lo, after) = hex4(rest.strip_prefix("\\u")?)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    rest = after;
+                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
+                } else {
+                    // A lone low surrogate is no `char`: `None`, as serde_json errs.
+                    char::from_u32(hi)?
+                }
+            }
+            _ => return None,
+        };
+        out.push(c);
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// Four hex digits opening `s`, and what follows them.
+fn hex4(s: &str) -> Option<(u32, &str)> {
+    let (h, rest) = s.split_at_checked(4)?;
+    if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((u32::from_str_radix(h, 16).ok()?, rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +294,38 @@ mod tests {
             map.insert(key, value.into());
             crate::sse::write_json(&mut want, &map);
             prop_assert_eq!(out, want);
+        }
+    }
+
+    proptest! {
+        /// A string the scanner finds and unescapes is what serde_json
+        /// reads there, and one serde_json reads is found (escapes of every
+        /// kind, surrogates, control characters, non-ASCII).
+        #[test]
+        fn scanned_strings_read_like_serde_json(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    any::<String>(),
+                    Just("\\\"".to_string()), Just("\\\\".to_string()), Just("\\n".to_string()),
+                    Just("\\u00e9".to_string()), Just("\\ud83c\\udf89".to_string()),
+                    Just("\\ud83c".to_string()), Just("\\udf89".to_string()), Just("\\x".to_string()),
+                    Just("\\/".to_string()), Just("\u{2028}".to_string()), Just("\n".to_string()),
+                    Just("\\".to_string()), Just("\"".to_string()),
+                ],
+                0..6,
+            ),
+        ) {
+            let text = format!("\"{}\"", parts.concat());
+            let b = text.as_bytes();
+            let want: Option<String> = serde_json::from_str(&text).ok();
+            let got = string_at(b, 0).and_then(|((s, e), escaped, next)| {
+                if next != b.len() {
+                    return None;
+                }
+                let inner = text.get(s..e)?;
+                if escaped { unescape(inner) } else { Some(inner.to_string()) }
+            });
+            prop_assert_eq!(got, want);
         }
     }
 }
