@@ -11,7 +11,8 @@
 //!   the target dialect's clients need.
 //! - [`fast::check_fast_ag_ui`], [`fast::check_fast_json`]: the hand-written
 //!   fast paths (the AG-UI decoder's, the JSON writers') agree with
-//!   serde_json.
+//!   serde_json; [`decoders::check_fast_decoders`]: the Vercel, AG-Kit and
+//!   HAI decoders' fast paths agree with their general paths.
 //! - [`check_request`]: a request body that parses builds into every
 //!   dialect's upstream body without panicking, and what a same-dialect build
 //!   gives back parses again.
@@ -28,6 +29,7 @@ pub use babelgate_registry::{decoder, encoder, requests};
 
 pub mod proto;
 
+pub mod decoders;
 pub mod fast;
 
 // ---- SSE framer ---------------------------------------------------------------

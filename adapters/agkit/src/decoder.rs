@@ -76,8 +76,8 @@ impl AgKitDecoder {
     }
 
     /// Every frame the general way (tests hold the map-free path to it).
-    #[cfg(test)]
-    pub(crate) fn general_only(mut self) -> Self {
+    #[doc(hidden)]
+    pub fn general_only(mut self) -> Self {
         self.plain = false;
         self
     }

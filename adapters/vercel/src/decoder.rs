@@ -73,8 +73,8 @@ impl VercelDecoder {
     }
 
     /// Every chunk the general way (tests hold the map-free path to it).
-    #[cfg(test)]
-    pub(crate) fn general_only(mut self) -> Self {
+    #[doc(hidden)]
+    pub fn general_only(mut self) -> Self {
         self.plain = false;
         self
     }
