@@ -10,6 +10,7 @@
 //! rides along privately so the AG-UI encoder can write it back unchanged.
 
 use babelgate_core::event::Interrupt;
+use babelgate_core::flat::{unquote, Flat};
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, Outcome, Role};
 use serde_json::{Map, Value};
 
@@ -533,198 +534,13 @@ const NAME: usize = 6;
 const DELTA: usize = 7;
 const CONTENT: usize = 8;
 
-/// A flat JSON object whose keys are all in [`KEYS`] (each at most once) and
-/// whose values are all strings, borrowed from the frame with their quotes:
-/// the shape of the events that make most of a stream. Anything else (an
-/// unknown or escaped key, a duplicate, a nested or non-string value, a
-/// control character, bad syntax) is `None`, and the general path reads it.
-struct Flat<'a> {
-    /// Each value with its quotes, and whether it holds an escape.
-    slots: [Option<(&'a str, bool)>; KEYS.len()],
-}
-
-impl<'a> Flat<'a> {
-    fn new() -> Flat<'a> {
-        Flat {
-            slots: [None; KEYS.len()],
-        }
-    }
-
-    /// Reads `data` into this empty `Flat`, in place (returning a `Flat`
-    /// by value cost a copy per event, 3% of decoding).
-    fn parse(&mut self, data: &'a str) -> Option<()> {
-        let b = data.as_bytes();
-        let mut i = skip_ws(b, 0);
-        if b.get(i) != Some(&b'{') {
-            return None;
-        }
-        i = skip_ws(b, i + 1);
-        if b.get(i) == Some(&b'}') {
-            return (skip_ws(b, i + 1) == b.len()).then_some(());
-        }
-        loop {
-            let (key, escaped, next) = string_at(b, i)?;
-            if escaped {
-                return None;
-            }
-            let key = b.get(key.0..key.1)?;
-            let at = KEYS.iter().position(|k| k.as_bytes() == key)?;
-            let slot = self.slots.get_mut(at)?;
-            if slot.is_some() {
-                return None;
-            }
-            i = skip_ws(b, next);
-            if b.get(i) != Some(&b':') {
-                return None;
-            }
-            i = skip_ws(b, i + 1);
-            let (_, escaped, end) = string_at(b, i)?;
-            // The value keeps its quotes (and escapes) until it is taken.
-            *slot = Some((data.get(i..end)?, escaped));
-            i = skip_ws(b, end);
-            match b.get(i) {
-                Some(b',') => i = skip_ws(b, i + 1),
-                Some(b'}') => break,
-                _ => return None,
-            }
-        }
-        (skip_ws(b, i + 1) == b.len()).then_some(())
-    }
-
-    fn has(&self, slot: usize) -> bool {
-        self.slots.get(slot).is_some_and(Option::is_some)
-    }
-
-    /// The value in `slot` as it is written, quotes and escapes included.
-    fn raw(&self, slot: usize) -> Option<(&'a str, bool)> {
-        *self.slots.get(slot)?
-    }
-
-    /// The value in `slot`, unescaped.
-    fn string(&self, slot: usize) -> Option<String> {
-        let (raw, escaped) = self.raw(slot)?;
-        let inner = unquote(raw)?;
-        // The scan already knows: most values have no escape to look for.
-        if escaped {
-            unescape(inner)
-        } else {
-            Some(inner.to_string())
-        }
-    }
-
-    /// An optional field: absent is `Some(None)`, a bad string `None`.
-    fn opt_string(&self, slot: usize) -> Option<Option<String>> {
-        match self.has(slot) {
-            false => Some(None),
-            true => self.string(slot).map(Some),
-        }
-    }
-
-    /// Whether only these slots are filled.
-    fn has_only(&self, allowed: &[usize]) -> bool {
-        self.slots
-            .iter()
-            .enumerate()
-            .all(|(i, v)| v.is_none() || allowed.contains(&i))
-    }
-}
-
-/// A string value without its quotes.
-fn unquote(raw: &str) -> Option<&str> {
-    raw.strip_prefix('"')?.strip_suffix('"')
-}
-
-/// The content of a JSON string (between its quotes); `None` on an invalid
-/// escape or a lone surrogate, which the general path reports. The escaped
-/// character is read as a `char`: a backslash may precede any character,
-/// multi-byte ones included (`\é`, invalid JSON).
-fn unescape(inner: &str) -> Option<String> {
-    let mut out = String::with_capacity(inner.len());
-    let mut rest = inner;
-    while let Some((plain, tail)) = rest.split_once('\\') {
-        out.push_str(plain);
-        let mut chars = tail.chars();
-        let esc = chars.next()?;
-        rest = chars.as_str();
-        let c = match esc {
-            '"' => '"',
-            '\\' => '\\',
-            '/' => '/',
-            'b' => '\u{8}',
-            'f' => '\u{c}',
-            'n' => '\n',
-            'r' => '\r',
-            't' => '\t',
-            'u' => {
-                let (hi, after) = hex4(rest)?;
-                rest = after;
-                if (0xD800..0xDC00).contains(&hi) {
-                    let (lo, after) = hex4(rest.strip_prefix("\\u")?)?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    rest = after;
-                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
-                } else {
-                    // A lone low surrogate is no `char`: `None`, as serde_json errs.
-                    char::from_u32(hi)?
-                }
-            }
-            _ => return None,
-        };
-        out.push(c);
-    }
-    out.push_str(rest);
-    Some(out)
-}
-
-/// Four hex digits opening `s`, and what follows them.
-fn hex4(s: &str) -> Option<(u32, &str)> {
-    let (h, rest) = s.split_at_checked(4)?;
-    if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some((u32::from_str_radix(h, 16).ok()?, rest))
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
-        i += 1;
-    }
-    i
-}
-
-/// The JSON string starting at `i`: its content's byte range, whether it has
-/// escapes, and the index after its closing quote. `None` if there is no
-/// string there, or it holds a raw control character (invalid JSON).
-fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
-    if b.get(i) != Some(&b'"') {
-        return None;
-    }
-    let mut j = i + 1;
-    let mut escaped = false;
-    loop {
-        j = babelgate_core::json::plain_run(b, j);
-        match *b.get(j)? {
-            b'"' => return Some(((i + 1, j), escaped, j + 1)),
-            b'\\' => {
-                escaped = true;
-                // An escape is two bytes at least; `unescape` checks the rest.
-                j += 2;
-            }
-            c if c < 0x20 => return None,
-            _ => j += 1,
-        }
-    }
-}
-
 /// The events that make most of a stream, read without building a JSON map:
 /// only these fields, each a string, nothing else (no `timestamp`, no
 /// `rawEvent`, no unknown field, no duplicate). Anything else takes the
 /// general path, which gives the same event for what this accepts.
 fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
     let mut f = Flat::new();
-    f.parse(data)?;
+    f.read(&KEYS, data)?;
     let (ty, escaped) = f.raw(TYPE)?;
     // An escaped type is rare: the general path unescapes it.
     if escaped {
@@ -1820,9 +1636,9 @@ mod tests {
                 let want = serde_json::from_str::<String>(&s).ok();
                 // Only one whole string compares (a raw `"` ends it early),
                 // and the scan refuses a raw control character first.
-                let whole = string_at(s.as_bytes(), 0).map(|(_, _, end)| end) == Some(s.len());
+                let whole = babelgate_core::json::string_at(s.as_bytes(), 0).map(|(_, _, end)| end) == Some(s.len());
                 if whole && !inner.bytes().any(|b| b < 0x20) {
-                    prop_assert_eq!(unescape(inner), want, "{}", s);
+                    prop_assert_eq!(babelgate_core::json::unescape(inner), want, "{}", s);
                 }
             }
         }

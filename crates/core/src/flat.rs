@@ -5,27 +5,43 @@
 //! control character, bad syntax, a bad escape) it refuses, and the decoder
 //! reads the frame the general way.
 
+use crate::json::{skip_ws, string_at, unescape};
+
 /// A flat JSON object whose keys are all in `keys` (each at most once) and
 /// whose values are all strings, borrowed from the frame with their quotes.
 pub struct Flat<'a, const N: usize> {
-    keys: &'static [&'static str; N],
     /// Each value with its quotes, and whether it holds an escape.
     slots: [Option<(&'a str, bool)>; N],
+}
+
+impl<const N: usize> Default for Flat<'_, N> {
+    fn default() -> Self {
+        Flat { slots: [None; N] }
+    }
 }
 
 impl<'a, const N: usize> Flat<'a, N> {
     /// Reads `data`, an object of these `keys`; `None` when it is anything
     /// else.
     pub fn parse(keys: &'static [&'static str; N], data: &'a str) -> Option<Self> {
-        let mut f = Flat {
-            keys,
-            slots: [None; N],
-        };
-        f.read(data)?;
+        let mut f = Flat::new();
+        f.read(keys, data)?;
         Some(f)
     }
 
-    fn read(&mut self, data: &'a str) -> Option<()> {
+    /// An empty `Flat`, for [`read`](Self::read).
+    #[inline(always)]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads `data`, an object of these `keys`, into this empty `Flat`, in
+    /// place (a decoder's hot loop:
+    /// returning a `Flat` by value costs a copy per event). Always inlined,
+    /// so that the caller's constant keys are compared as constants (8% of
+    /// AG-UI decoding otherwise, by callgrind).
+    #[inline(always)]
+    pub fn read(&mut self, keys: &'static [&'static str; N], data: &'a str) -> Option<()> {
         let b = data.as_bytes();
         let mut i = skip_ws(b, 0);
         if b.get(i) != Some(&b'{') {
@@ -41,7 +57,7 @@ impl<'a, const N: usize> Flat<'a, N> {
                 return None;
             }
             let key = b.get(key.0..key.1)?;
-            let at = self.keys.iter().position(|k| k.as_bytes() == key)?;
+            let at = keys.iter().position(|k| k.as_bytes() == key)?;
             let slot = self.slots.get_mut(at)?;
             if slot.is_some() {
                 return None;
@@ -88,6 +104,20 @@ impl<'a, const N: usize> Flat<'a, N> {
         }
     }
 
+    /// The value in `slot` as it is written, quotes and escapes included,
+    /// and whether it holds an escape.
+    pub fn raw(&self, slot: usize) -> Option<(&'a str, bool)> {
+        *self.slots.get(slot)?
+    }
+
+    /// An optional field: absent is `Some(None)`, a bad string `None`.
+    pub fn opt_string(&self, slot: usize) -> Option<Option<String>> {
+        match self.has(slot) {
+            false => Some(None),
+            true => self.string(slot).map(Some),
+        }
+    }
+
     /// Whether no field but these is there.
     pub fn has_only(&self, allowed: &[usize]) -> bool {
         self.slots
@@ -98,92 +128,9 @@ impl<'a, const N: usize> Flat<'a, N> {
 }
 
 /// A string value without its quotes.
-fn unquote(raw: &str) -> Option<&str> {
+#[inline]
+pub fn unquote(raw: &str) -> Option<&str> {
     raw.strip_prefix('"')?.strip_suffix('"')
-}
-
-/// The content of a JSON string (between its quotes); `None` on an invalid
-/// escape or a lone surrogate, where serde_json errs. The escaped character
-/// is read as a `char`: a backslash may precede any character, multi-byte
-/// ones included (`\é`, invalid JSON).
-pub fn unescape(inner: &str) -> Option<String> {
-    let mut out = String::with_capacity(inner.len());
-    let mut rest = inner;
-    while let Some((plain, tail)) = rest.split_once('\\') {
-        out.push_str(plain);
-        let mut chars = tail.chars();
-        let esc = chars.next()?;
-        rest = chars.as_str();
-        let c = match esc {
-            '"' => '"',
-            '\\' => '\\',
-            '/' => '/',
-            'b' => '\u{8}',
-            'f' => '\u{c}',
-            'n' => '\n',
-            'r' => '\r',
-            't' => '\t',
-            'u' => {
-                let (hi, after) = hex4(rest)?;
-                rest = after;
-                if (0xD800..0xDC00).contains(&hi) {
-                    let (lo, after) = hex4(rest.strip_prefix("\\u")?)?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    rest = after;
-                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
-                } else {
-                    // A lone low surrogate is no `char`: `None`, as serde_json errs.
-                    char::from_u32(hi)?
-                }
-            }
-            _ => return None,
-        };
-        out.push(c);
-    }
-    out.push_str(rest);
-    Some(out)
-}
-
-/// Four hex digits opening `s`, and what follows them.
-fn hex4(s: &str) -> Option<(u32, &str)> {
-    let (h, rest) = s.split_at_checked(4)?;
-    if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some((u32::from_str_radix(h, 16).ok()?, rest))
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
-        i += 1;
-    }
-    i
-}
-
-/// The JSON string starting at `i`: its content's byte range, whether it has
-/// escapes, and the index after its closing quote. `None` if there is no
-/// string there, or it holds a raw control character (invalid JSON).
-fn string_at(b: &[u8], i: usize) -> Option<((usize, usize), bool, usize)> {
-    if b.get(i) != Some(&b'"') {
-        return None;
-    }
-    let mut j = i + 1;
-    let mut escaped = false;
-    loop {
-        j = crate::json::plain_run(b, j);
-        match *b.get(j)? {
-            b'"' => return Some(((i + 1, j), escaped, j + 1)),
-            b'\\' => {
-                escaped = true;
-                // An escape is two bytes at least; `unescape` checks the rest.
-                j += 2;
-            }
-            c if c < 0x20 => return None,
-            _ => j += 1,
-        }
-    }
 }
 
 #[cfg(test)]
