@@ -740,14 +740,7 @@ mod tests {
             Some(babelgate_core::Dialect::Vercel),
         ]);
         (kind, ts, extra, origin).prop_map(|(k, ts, extra, origin)| {
-            let mut e = Event::new(k).with_timestamp(ts);
-            if let Some(d) = origin {
-                e = e.with_origin(d);
-            }
-            if let Some(Value::Object(x)) = extra {
-                e = e.with_extra(x.into_iter().collect());
-            }
-            e
+            babelgate_core::testing::dressed(k, ts, extra, origin)
         })
     }
 
@@ -755,12 +748,7 @@ mod tests {
         mut e: AgUiEncoder,
         events: &[Event],
     ) -> (Vec<u8>, Vec<babelgate_core::sink::Span>) {
-        let mut sink = babelgate_core::Sink::new();
-        for ev in events {
-            e.encode_to(ev, &mut sink);
-        }
-        e.finish_to(&mut sink);
-        (sink.bytes().to_vec(), sink.spans().to_vec())
+        babelgate_core::testing::encode_all(&mut e, events)
     }
 
     proptest! {

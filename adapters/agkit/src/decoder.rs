@@ -971,26 +971,15 @@ mod tests {
         /// A value for a field: mostly strings (hostile ones too), sometimes
         /// another type.
         fn value() -> impl Strategy<Value = String> {
+            use babelgate_core::testing::{other_types, HOSTILE_TEXT, ODD_JSON_STRINGS};
+            let texts: Vec<&str> = ["c1", "c2"].into_iter().chain(HOSTILE_TEXT).collect();
             let text = prop_oneof![
-                prop::sample::select(vec![
-                    "",
-                    "c1",
-                    "c2",
-                    "你好",
-                    "🎉\"\\\n",
-                    "\u{2028}\u{2029}",
-                    "\u{1}\u{7f}",
-                    "\\u0041",
-                ])
-                .prop_map(|s| serde_json::to_string(s).unwrap()),
-                Just(r#""\u00e9\ud83c\udf89\/""#.to_string()),
-                Just(r#""\ud800""#.to_string()),
-                Just(r#""\x""#.to_string()),
-                Just("\"a\u{1}b\"".to_string()),
+                prop::sample::select(texts).prop_map(|s| serde_json::to_string(s).unwrap()),
+                prop::sample::select(ODD_JSON_STRINGS.to_vec()).prop_map(str::to_string),
             ];
             prop_oneof![
                 8 => text,
-                1 => prop::sample::select(vec!["1", "null", "true", "[\"c1\"]", "{\"a\":\"b\"}"]).prop_map(str::to_string),
+                1 => prop::sample::select(other_types("c1")),
             ]
         }
 

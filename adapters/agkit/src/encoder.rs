@@ -1104,14 +1104,7 @@ mod tests {
             let origin =
                 prop::sample::select(vec![None, Some(Dialect::AgKit), Some(Dialect::Vercel)]);
             (kind, extra, origin).prop_map(|(k, extra, origin)| {
-                let mut e = Event::new(k);
-                if let Some(d) = origin {
-                    e = e.with_origin(d);
-                }
-                if let Some(Value::Object(x)) = extra {
-                    e = e.with_extra(x.into_iter().collect());
-                }
-                e
+                babelgate_core::testing::dressed(k, None, extra, origin)
             })
         }
 
@@ -1119,12 +1112,7 @@ mod tests {
             mut e: AgKitEncoder,
             events: &[Event],
         ) -> (Vec<u8>, Vec<babelgate_core::sink::Span>) {
-            let mut sink = Sink::new();
-            for ev in events {
-                e.encode_to(ev, &mut sink);
-            }
-            e.finish_to(&mut sink);
-            (sink.bytes().to_vec(), sink.spans().to_vec())
+            babelgate_core::testing::encode_all(&mut e, events)
         }
 
         proptest! {

@@ -29,6 +29,8 @@ pub mod request;
 pub mod shape;
 pub mod sink;
 pub mod sse;
+#[doc(hidden)]
+pub mod testing;
 pub mod track;
 pub mod translate;
 
