@@ -95,8 +95,13 @@ async function handle(req, res) {
     if (!res.write(value)) {
       uncork();
       await new Promise((resolve) => {
-        res.once('drain', resolve);
-        res.once('close', resolve);
+        const go = () => {
+          res.off('drain', go);
+          res.off('close', go);
+          resolve();
+        };
+        res.on('drain', go);
+        res.on('close', go);
       });
     }
   }
