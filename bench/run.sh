@@ -14,7 +14,9 @@
 # 5. load: one synthetic AG-UI upstream (loadgen upstream) and, side by side,
 #    (a) the upstream directly, (b) nginx as a pass-through proxy with
 #    buffering off, (c) babelgate serve translating AG-UI to Vercel, (d) the
-#    Node bridge (bench/node/server.mjs), (e) the Python bridge
+#    Node bridge with HttpAgent.runAgent (bench/node/server.mjs), (d2) the
+#    same Node bridge without runAgent, the cheapest pipeline of the same
+#    packages (bench/node/server-lean.mjs), (e) the Python bridge
 #    (bench/python/server.py); each gets the same workloads from loadgen run:
 #    saturation, 1,000 streams at 20 events/s, and (babelgate only) the most
 #    concurrent open streams the file limit allows
@@ -23,6 +25,15 @@
 #
 # QUICK=1 runs every step with small sizes (a smoke run of the harness; its
 # numbers mean nothing). Results stay in target/bench.
+#
+# To run a part only (the results section of docs/benchmarks.md is then left
+# alone; report.py prints the tables of what ran):
+#   ONLY=load        steps 1, 2 (babelgate and loadgen only) and 5
+#   WORKLOADS="saturation latency open"   which load workloads (default all)
+#   SYSTEMS="upstream nginx babelgate node node-lean python"   which systems
+#                    (default all; the open-streams workload is babelgate's)
+#   PORT_OFFSET=N    every port of the load step moved by N (default 0)
+# e.g. ONLY=load WORKLOADS=saturation SYSTEMS="upstream babelgate node node-lean" ./bench/run.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,6 +46,11 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.jsonl
 
 QUICK="${QUICK:-0}"
+ONLY="${ONLY:-}"
+WORKLOADS="${WORKLOADS:-saturation latency open}"
+SYSTEMS="${SYSTEMS:-upstream nginx babelgate node node-lean python}"
+case "$ONLY" in ""|load) ;; *) echo "ONLY=$ONLY: only ONLY=load is known" >&2; exit 2 ;; esac
+has() { case " $1 " in *" $2 "*) return 0 ;; *) return 1 ;; esac; }
 if [ "$QUICK" = "1" ]; then
   STREAM_EVENTS=20000; CORE_EVENTS=20000; CORE_SECS=0.2
   SAT_STREAMS=4; SAT_EVENTS=2000
@@ -73,20 +89,27 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$sha" ]; then
   quiet npm ci --prefix bench/node --no-audit --no-fund
   echo "$sha" >"$stamp"
 fi
-if [ ! -x "$PY" ]; then
+if [ ! -x "$PY" ] && ! { [ "$ONLY" = load ] && ! has "$SYSTEMS" python; }; then
   echo "python venv at target/bench-venv"
   quiet "${PYTHON:-python3}" -m venv "$VENV"
 fi
 pstamp="$VENV/.babelgate-requirements-sha"
 psha="$(sha256sum bench/python/requirements.txt | cut -d' ' -f1)"
-if [ "$(cat "$pstamp" 2>/dev/null)" != "$psha" ]; then
+if [ -x "$PY" ] && [ "$(cat "$pstamp" 2>/dev/null)" != "$psha" ]; then
   echo "pip install -r bench/python/requirements.txt"
   quiet "$PY" -m pip install --disable-pip-version-check -q -r bench/python/requirements.txt
   echo "$psha" >"$pstamp"
 fi
 
 step "build (release)"
-cargo build --release -p babelgate -p babelgate-bench -p babelgate-loadgen
+if [ "$ONLY" = load ]; then
+  cargo build --release -p babelgate -p babelgate-loadgen
+else
+  cargo build --release -p babelgate -p babelgate-bench -p babelgate-loadgen
+fi
+# report.py and the machine facts want a Python; with ONLY=load and no venv
+# the system one does (report.py then only prints, and needs no matplotlib).
+[ -x "$PY" ] || PY="${PYTHON:-python3}"
 
 step "machine"
 {
@@ -100,11 +123,13 @@ step "machine"
   echo "  \"python\": \"$("$PY" --version | cut -d' ' -f2)\","
   echo "  \"nginx\": \"$("$NGINX" -v 2>&1 | sed 's/.*nginx\///')\","
   echo "  \"load_before\": \"$(cut -d' ' -f1-3 /proc/loadavg)\","
-  echo "  \"quick\": $([ "$QUICK" = "1" ] && echo true || echo false)"
+  echo "  \"quick\": $([ "$QUICK" = "1" ] && echo true || echo false),"
+  echo "  \"only\": \"$ONLY\""
   echo "}"
 } >"$OUT/machine.json"
 cat "$OUT/machine.json"
 
+if [ "$ONLY" != load ]; then
 step "core: framer, decoders, encoders, 16 pairs ($CORE_EVENTS-event mixed stream)"
 "$BIN/core-bench" --events "$CORE_EVENTS" --min-secs "$CORE_SECS" --json >"$OUT/core.json"
 "$PY" - "$OUT/core.json" <<'EOF'
@@ -136,9 +161,13 @@ timed() {
 timed babelgate "$BIN/babelgate" translate --from ag-ui --to vercel "$STREAM"
 timed node node bench/node/translate.mjs "$STREAM"
 timed python "$PY" bench/python/translate.py "$STREAM"
+fi
 
-step "load: (a) upstream, (b) nginx, (c) babelgate, (d) node, (e) python"
-UP=19100; P_NGINX=18080; P_BG=18081; P_NODE=18082; P_PY=18083
+step "load: (a) upstream, (b) nginx, (c) babelgate, (d) node, (d2) node lean, (e) python"
+echo "systems: $SYSTEMS; workloads: $WORKLOADS"
+# PORT_OFFSET=N moves every port by N (another run.sh on the same machine)
+O="${PORT_OFFSET:-0}"
+UP=$((19100 + O)); P_NGINX=$((18080 + O)); P_BG=$((18081 + O)); P_NODE=$((18082 + O)); P_PY=$((18083 + O)); P_LEAN=$((18084 + O))
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -156,6 +185,8 @@ wait_port() {
 "$BIN/loadgen" upstream --listen "127.0.0.1:$UP" 2>"$OUT/upstream.log" &
 PIDS+=($!)
 
+PORTS="$UP $P_BG"
+if has "$SYSTEMS" nginx; then
 mkdir -p "$OUT/nginx"
 cat >"$OUT/nginx/nginx.conf" <<EOF
 user root;
@@ -187,6 +218,8 @@ EOF
 "$NGINX" -p "$OUT/nginx" -c "$OUT/nginx/nginx.conf" &
 PIDS+=($!)
 NGINX_MASTER=$!
+PORTS+=" $P_NGINX"
+fi
 
 cat >"$OUT/gateway.toml" <<EOF
 [server]
@@ -203,15 +236,24 @@ BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway.toml" 2>"$OUT/b
 PIDS+=($!)
 BG=$!
 
-node bench/node/server.mjs --port "$P_NODE" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node.log" 2>&1 &
-PIDS+=($!)
-NODE=$!
-(cd bench/python && exec "$PY" server.py --port "$P_PY" --upstream "http://127.0.0.1:$UP/agent") >"$OUT/python.log" 2>&1 &
-PIDS+=($!)
-PYS=$!
+NODE=-; LEAN=-; PYS=-; NGINX_PIDS=-
+if has "$SYSTEMS" node; then
+  node bench/node/server.mjs --port "$P_NODE" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node.log" 2>&1 &
+  PIDS+=($!); NODE=$!; PORTS+=" $P_NODE"
+fi
+if has "$SYSTEMS" node-lean; then
+  node bench/node/server-lean.mjs --port "$P_LEAN" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node-lean.log" 2>&1 &
+  PIDS+=($!); LEAN=$!; PORTS+=" $P_LEAN"
+fi
+if has "$SYSTEMS" python; then
+  (cd bench/python && exec "$PY" server.py --port "$P_PY" --upstream "http://127.0.0.1:$UP/agent") >"$OUT/python.log" 2>&1 &
+  PIDS+=($!); PYS=$!; PORTS+=" $P_PY"
+fi
 
-for p in $UP $P_NGINX $P_BG $P_NODE $P_PY; do wait_port "$p"; done
-NGINX_PIDS="$(echo "$NGINX_MASTER" $(pgrep -P "$NGINX_MASTER") | tr ' ' ',')"
+for p in $PORTS; do wait_port "$p"; done
+if has "$SYSTEMS" nginx; then
+  NGINX_PIDS="$(echo "$NGINX_MASTER" $(pgrep -P "$NGINX_MASTER") | tr ' ' ',')"
+fi
 
 # name url body pids
 TARGETS=(
@@ -219,6 +261,7 @@ TARGETS=(
   "nginx http://127.0.0.1:$P_NGINX/agent agui $NGINX_PIDS"
   "babelgate http://127.0.0.1:$P_BG/api/chat vercel $BG"
   "node http://127.0.0.1:$P_NODE/api/chat vercel $NODE"
+  "node-lean http://127.0.0.1:$P_LEAN/api/chat vercel $LEAN"
   "python http://127.0.0.1:$P_PY/api/chat vercel $PYS"
 )
 load() {
@@ -226,6 +269,7 @@ load() {
   local t name url body pids
   for t in "${TARGETS[@]}"; do
     read -r name url body pids <<<"$t"
+    has "$SYSTEMS" "$name" || continue
     local pid_arg=()
     [ "$pids" = "-" ] || pid_arg=(--pids "$pids")
     # warm-up, not recorded
@@ -234,10 +278,14 @@ load() {
     sleep 1
   done
 }
+if has "$WORKLOADS" saturation; then
 echo "-- saturation: $SAT_STREAMS streams x $SAT_EVENTS events, as fast as possible"
 load saturation --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
+fi
+if has "$WORKLOADS" latency; then
 echo "-- latency: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events"
 load latency --streams "$LAT_STREAMS" --events "$LAT_EVENTS" --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120
+fi
 # Each time a fresh process: the run logs earlier scenarios left (kept for
 # the route's retention_s, 300 s by default) are not this scenario's memory.
 fresh_babelgate() {
@@ -252,6 +300,7 @@ fresh_babelgate() {
 # every stream is open at once for a while, so the peak is 9,900 open streams
 # (with fewer events the first ones end before the last ones start).
 for n in 15 "$OPEN_EVENTS"; do
+  has "$WORKLOADS" open && has "$SYSTEMS" babelgate || break
   echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events (babelgate)"
   fresh_babelgate
   "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG/api/chat" --body vercel --streams "$OPEN_STREAMS" \
@@ -261,6 +310,10 @@ done
 cleanup
 trap - EXIT
 
-step "report: docs/benchmarks.md (results section) and docs/benchmarks.png"
+step "report: docs/benchmarks.md (results section) and docs/benchmarks.png (ONLY=load: printed only)"
 echo "{\"load_after\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >"$OUT/machine-after.json"
-"$PY" bench/report.py "$OUT"
+if [ "$ONLY" = load ]; then
+  "$PY" bench/report.py --print "$OUT"
+else
+  "$PY" bench/report.py "$OUT"
+fi
