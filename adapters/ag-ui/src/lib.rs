@@ -744,13 +744,6 @@ mod tests {
         })
     }
 
-    fn encode_sink(
-        mut e: AgUiEncoder,
-        events: &[Event],
-    ) -> (Vec<u8>, Vec<babelgate_core::sink::Span>) {
-        babelgate_core::testing::encode_all(&mut e, events)
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -760,8 +753,8 @@ mod tests {
         #[test]
         fn written_in_place_equals_the_general_path(events in prop::collection::vec(plain_event(), 0..30), shaped in any::<bool>()) {
             let events = if shaped { babelgate_core::shape::Shaper::shape_all(&events) } else { events };
-            let fast = encode_sink(AgUiEncoder::new(EncodeContext::deterministic()), &events);
-            let general = encode_sink(AgUiEncoder::new(EncodeContext::deterministic()).general_only(), &events);
+            let fast = babelgate_core::testing::encode_all(&mut AgUiEncoder::new(EncodeContext::deterministic()), &events);
+            let general = babelgate_core::testing::encode_all(&mut AgUiEncoder::new(EncodeContext::deterministic()).general_only(), &events);
             prop_assert_eq!(String::from_utf8_lossy(&fast.0), String::from_utf8_lossy(&general.0));
             prop_assert_eq!(fast.1, general.1);
         }

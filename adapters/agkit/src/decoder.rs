@@ -1014,17 +1014,7 @@ mod tests {
                 any::<bool>(),
             )
                 .prop_map(|(ty, fields, ws, type_last)| {
-                    let mut parts: Vec<String> = fields
-                        .iter()
-                        .map(|(k, v)| format!("{ws}\"{k}\"{ws}:{ws}{v}"))
-                        .collect();
-                    let t = format!("\"type\":\"{ty}\"");
-                    if type_last {
-                        parts.push(t);
-                    } else {
-                        parts.insert(0, t);
-                    }
-                    format!("{ws}{{{}}}{ws}", parts.join(","))
+                    babelgate_core::testing::object_text(ty, &fields, ws, type_last)
                 })
         }
 

@@ -1108,13 +1108,6 @@ mod tests {
             })
         }
 
-        fn encode_sink(
-            mut e: AgKitEncoder,
-            events: &[Event],
-        ) -> (Vec<u8>, Vec<babelgate_core::sink::Span>) {
-            babelgate_core::testing::encode_all(&mut e, events)
-        }
-
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -1126,8 +1119,8 @@ mod tests {
                 extensions in any::<bool>(),
             ) {
                 let make = || AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(extensions);
-                let fast = encode_sink(make(), &events);
-                let general = encode_sink(make().general_only(), &events);
+                let fast = babelgate_core::testing::encode_all(&mut make(), &events);
+                let general = babelgate_core::testing::encode_all(&mut make().general_only(), &events);
                 prop_assert_eq!(String::from_utf8_lossy(&fast.0), String::from_utf8_lossy(&general.0));
                 prop_assert_eq!(fast.1, general.1);
             }

@@ -68,3 +68,20 @@ pub fn encode_all(enc: &mut dyn Encoder, events: &[Event]) -> (Vec<u8>, Vec<Span
     enc.finish_to(&mut sink);
     (sink.bytes().to_vec(), sink.spans().to_vec())
 }
+
+/// A JSON object's text with `"type"` first or last and `fields` as given
+/// (keys written as they are, values as JSON text), with `ws` around every
+/// token: the frames a differential test throws at a decoder.
+pub fn object_text(ty: &str, fields: &[(&str, String)], ws: &str, type_last: bool) -> String {
+    let mut parts: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{ws}\"{k}\"{ws}:{ws}{v}"))
+        .collect();
+    let t = format!("\"type\":\"{ty}\"");
+    if type_last {
+        parts.push(t);
+    } else {
+        parts.insert(0, t);
+    }
+    format!("{ws}{{{}}}{ws}", parts.join(","))
+}
