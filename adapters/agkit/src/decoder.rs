@@ -1041,23 +1041,6 @@ mod tests {
             ]
         }
 
-        fn decode(mut d: AgKitDecoder, frames: &[String]) -> Vec<Result<Vec<Event>, DecodeError>> {
-            let mut all: Vec<_> = frames
-                .iter()
-                .map(|c| {
-                    let mut out = Vec::new();
-                    let f = Frame {
-                        data: c.clone(),
-                        ..Default::default()
-                    };
-                    d.decode(&f, &mut out).map(|()| out)
-                })
-                .collect();
-            let mut out = Vec::new();
-            all.push(d.finish(&mut out).map(|()| out));
-            all
-        }
-
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -1067,8 +1050,8 @@ mod tests {
             fn plain_reading_equals_the_general_path(
                 frames in prop::collection::vec(prop_oneof![frame_text(), likely()], 0..20)
             ) {
-                let fast = decode(AgKitDecoder::new(), &frames);
-                let general = decode(AgKitDecoder::new().general_only(), &frames);
+                let fast = babelgate_core::testing::decode_all(&mut AgKitDecoder::new(), &frames);
+                let general = babelgate_core::testing::decode_all(&mut AgKitDecoder::new().general_only(), &frames);
                 prop_assert_eq!(fast, general);
             }
         }

@@ -1516,23 +1516,6 @@ mod tests {
             ]
         }
 
-        fn decode(mut d: VercelDecoder, chunks: &[String]) -> Vec<Result<Vec<Event>, DecodeError>> {
-            let mut all: Vec<_> = chunks
-                .iter()
-                .map(|c| {
-                    let mut out = Vec::new();
-                    let f = Frame {
-                        data: c.clone(),
-                        ..Default::default()
-                    };
-                    d.decode(&f, &mut out).map(|()| out)
-                })
-                .collect();
-            let mut out = Vec::new();
-            all.push(d.finish(&mut out).map(|()| out));
-            all
-        }
-
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -1542,8 +1525,8 @@ mod tests {
             fn plain_reading_equals_the_general_path(
                 chunks in prop::collection::vec(prop_oneof![chunk(), likely()], 0..20)
             ) {
-                let fast = decode(VercelDecoder::new(), &chunks);
-                let general = decode(VercelDecoder::new().general_only(), &chunks);
+                let fast = babelgate_core::testing::decode_all(&mut VercelDecoder::new(), &chunks);
+                let general = babelgate_core::testing::decode_all(&mut VercelDecoder::new().general_only(), &chunks);
                 prop_assert_eq!(fast, general);
             }
         }

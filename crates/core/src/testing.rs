@@ -5,9 +5,10 @@
 
 use serde_json::Value;
 
-use crate::codec::Encoder;
+use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::{Event, EventKind};
 use crate::sink::{Sink, Span};
+use crate::sse::Frame;
 use crate::Dialect;
 
 /// Strings that break naive scanning, as text (to be written as JSON).
@@ -84,4 +85,22 @@ pub fn object_text(ty: &str, fields: &[(&str, String)], ws: &str, type_last: boo
         parts.insert(0, t);
     }
     format!("{ws}{{{}}}{ws}", parts.join(","))
+}
+
+/// What `d` makes of each frame's data in turn, then of the end.
+pub fn decode_all(d: &mut dyn Decoder, data: &[String]) -> Vec<Result<Vec<Event>, DecodeError>> {
+    let mut all: Vec<_> = data
+        .iter()
+        .map(|c| {
+            let mut out = Vec::new();
+            let f = Frame {
+                data: c.clone(),
+                ..Default::default()
+            };
+            d.decode(&f, &mut out).map(|()| out)
+        })
+        .collect();
+    let mut out = Vec::new();
+    all.push(d.finish(&mut out).map(|()| out));
+    all
 }
