@@ -72,6 +72,19 @@ impl VercelDecoder {
         Self::default()
     }
 
+    /// A tool call begins (`tool-input-start`, or the older `tool-call-start`).
+    fn tool_start(&mut self, id: String, name: String, out: &mut Vec<Event>) {
+        self.calls.insert(id.clone(), CallSeen::default());
+        out.push(ev(
+            EventKind::ToolCallStart {
+                tool_call_id: id,
+                tool_name: name,
+                parent_message_id: None,
+            },
+            Extra::new(),
+        ));
+    }
+
     /// Every chunk the general way (tests hold the map-free path to it).
     #[doc(hidden)]
     pub fn general_only(mut self) -> Self {
@@ -374,15 +387,7 @@ impl VercelDecoder {
             "tool-call-start" => {
                 let id = c.req_str_any(&["id", "toolCallId"])?;
                 let name = c.req_str_any(&["toolName", "toolCallName"])?;
-                self.calls.insert(id.clone(), CallSeen::default());
-                out.push(ev(
-                    EventKind::ToolCallStart {
-                        tool_call_id: id,
-                        tool_name: name,
-                        parent_message_id: None,
-                    },
-                    Extra::new(),
-                ));
+                self.tool_start(id, name, out);
             }
             "tool-input-delta" => {
                 let id = c.req_str("toolCallId")?;
@@ -709,15 +714,7 @@ impl VercelDecoder {
             }
             "tool-input-start" if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_NAME]) => {
                 let (id, name) = (f.string(TOOL_CALL_ID)?, f.string(TOOL_NAME)?);
-                self.calls.insert(id.clone(), CallSeen::default());
-                out.push(ev(
-                    EventKind::ToolCallStart {
-                        tool_call_id: id,
-                        tool_name: name,
-                        parent_message_id: None,
-                    },
-                    Extra::new(),
-                ));
+                self.tool_start(id, name, out);
             }
             // After an error a bare finish-step is dropped: the general path's.
             "start-step" | "finish-step" if f.has_only(&[TYPE]) && !self.errored => {
