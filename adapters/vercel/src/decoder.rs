@@ -72,8 +72,9 @@ impl VercelDecoder {
         Self::default()
     }
 
-    /// A tool call begins (`tool-input-start`, or the older `tool-call-start`).
-    fn tool_start(&mut self, id: String, name: String, out: &mut Vec<Event>) {
+    /// A tool call begins (`tool-input-start`, or the older `tool-call-start`),
+    /// with the chunk's extras.
+    fn tool_start(&mut self, id: String, name: String, extra: Extra, out: &mut Vec<Event>) {
         self.calls.insert(id.clone(), CallSeen::default());
         out.push(ev(
             EventKind::ToolCallStart {
@@ -81,7 +82,7 @@ impl VercelDecoder {
                 tool_name: name,
                 parent_message_id: None,
             },
-            Extra::new(),
+            extra,
         ));
     }
 
@@ -374,20 +375,12 @@ impl VercelDecoder {
             "tool-input-start" => {
                 let id = c.req_str("toolCallId")?;
                 let name = c.req_str("toolName")?;
-                self.calls.insert(id.clone(), CallSeen::default());
-                out.push(ev(
-                    EventKind::ToolCallStart {
-                        tool_call_id: id,
-                        tool_name: name,
-                        parent_message_id: None,
-                    },
-                    c.extra(&["toolCallId", "toolName"]),
-                ));
+                self.tool_start(id, name, c.extra(&["toolCallId", "toolName"]), out);
             }
             "tool-call-start" => {
                 let id = c.req_str_any(&["id", "toolCallId"])?;
                 let name = c.req_str_any(&["toolName", "toolCallName"])?;
-                self.tool_start(id, name, out);
+                self.tool_start(id, name, Extra::new(), out);
             }
             "tool-input-delta" => {
                 let id = c.req_str("toolCallId")?;
@@ -714,7 +707,7 @@ impl VercelDecoder {
             }
             "tool-input-start" if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_NAME]) => {
                 let (id, name) = (f.string(TOOL_CALL_ID)?, f.string(TOOL_NAME)?);
-                self.tool_start(id, name, out);
+                self.tool_start(id, name, Extra::new(), out);
             }
             // After an error a bare finish-step is dropped: the general path's.
             "start-step" | "finish-step" if f.has_only(&[TYPE]) && !self.errored => {

@@ -15,9 +15,8 @@ use common::{gateway, listener};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use babelgate::{demo, registry};
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::{Dialect, Role};
+use babelgate::demo;
+use babelgate_core::Dialect;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -38,18 +37,7 @@ async fn demo_agent() -> SocketAddr {
 }
 
 fn body() -> Vec<u8> {
-    let run = RunRequest {
-        thread_id: babelgate_store::new_id(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message("u1", Role::User, "hi")],
-        ..Default::default()
-    };
-    serde_json::to_vec(
-        &registry::requests(Dialect::AgUi)
-            .build_request(&run)
-            .unwrap(),
-    )
-    .unwrap()
+    common::agui_hi(&babelgate_store::new_id())
 }
 
 fn post(gw: SocketAddr, bearer: Option<&str>) -> reqwest::RequestBuilder {

@@ -8,15 +8,14 @@
 //! with generous bounds that only matter on failure; no duration is
 //! asserted, only counts.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate::config::Config;
-use babelgate::registry;
 use babelgate::server::{store_config, Gateway};
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::{Dialect, Role};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -42,18 +41,7 @@ fn route(upstream: SocketAddr, extra: &str) -> String {
 }
 
 fn body(thread: &str) -> Vec<u8> {
-    let run = RunRequest {
-        thread_id: thread.into(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message("u1", Role::User, "hi")],
-        ..Default::default()
-    };
-    serde_json::to_vec(
-        &registry::requests(Dialect::AgUi)
-            .build_request(&run)
-            .unwrap(),
-    )
-    .unwrap()
+    common::agui_hi(thread)
 }
 
 fn client() -> reqwest::Client {

@@ -113,3 +113,22 @@ pub async fn gateway(
     tokio::spawn(gw.clone().serve(l));
     (a, gw)
 }
+
+/// An AG-UI run request saying "hi" on `thread`.
+pub fn agui_hi(thread: &str) -> Vec<u8> {
+    use babelgate_core::request::{Message, RunRequest};
+    let run = RunRequest {
+        thread_id: thread.into(),
+        run_id: "run-1".into(),
+        messages: vec![Message::text_message(
+            "u1",
+            babelgate_core::Role::User,
+            "hi",
+        )],
+        ..Default::default()
+    };
+    let body = babelgate::registry::requests(babelgate_core::Dialect::AgUi)
+        .build_request(&run)
+        .unwrap();
+    serde_json::to_vec(&body).unwrap()
+}
