@@ -431,7 +431,7 @@ fn rfc3339(ms: i64) -> String {
     static FORMAT: std::sync::OnceLock<Vec<BorrowedFormatItem<'static>>> =
         std::sync::OnceLock::new();
     let format = FORMAT.get_or_init(|| {
-        time::format_description::parse(
+        time::format_description::parse_borrowed::<1>(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z",
         )
         .unwrap_or_default()
