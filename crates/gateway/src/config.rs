@@ -63,6 +63,7 @@ struct RawStore {
     lease_ms: Option<u64>,
     history_ttl_s: Option<u64>,
     max_run_bytes: Option<Spanned<u64>>,
+    max_runs: Option<Spanned<u64>>,
     max_total_bytes: Option<Spanned<u64>>,
     max_history_bytes: Option<Spanned<u64>>,
     max_total_history_bytes: Option<Spanned<u64>>,
@@ -218,6 +219,8 @@ pub struct Store {
     pub history_ttl: Duration,
     /// A run log keeps at most this many bytes of events (oldest dropped).
     pub max_run_bytes: usize,
+    /// Memory backend: run logs kept (ended ones evicted first).
+    pub max_runs: usize,
     /// Memory backend: all run logs (and kept run inputs) together.
     pub max_total_bytes: usize,
     /// A conversation history keeps at most this many bytes (oldest dropped).
@@ -258,6 +261,7 @@ impl Default for Store {
             lease: Duration::from_secs(10),
             history_ttl: Duration::from_secs(24 * 3600),
             max_run_bytes: memory.max_run_bytes,
+            max_runs: memory.max_runs,
             max_total_bytes: memory.max_total_bytes,
             max_history_bytes: memory.max_history_bytes,
             max_total_history_bytes: memory.max_total_history_bytes,
@@ -1019,6 +1023,7 @@ impl Config {
                         "store.max_run_bytes",
                         d.max_run_bytes,
                     ),
+                    max_runs: c.count(&st.max_runs, "store.max_runs", d.max_runs),
                     max_total_bytes: c.count(
                         &st.max_total_bytes,
                         "store.max_total_bytes",
@@ -1583,20 +1588,21 @@ upstream_protocol = "ag-ui"
     fn store_bounds_are_read_and_zero_is_refused_where_it_stands() {
         let route = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n";
         let c = Config::parse(&format!(
-            "{route}[store]\nbackend = \"memory\"\nmax_run_bytes = 1000\nmax_total_bytes = 5000\nmax_history_bytes = 300\nmax_total_history_bytes = 900\nmax_snapshot_bytes = 200\nmax_followers = 3\n"
+            "{route}[store]\nbackend = \"memory\"\nmax_run_bytes = 1000\nmax_runs = 7\nmax_total_bytes = 5000\nmax_history_bytes = 300\nmax_total_history_bytes = 900\nmax_snapshot_bytes = 200\nmax_followers = 3\n"
         ))
         .unwrap();
         let s = &c.store;
         assert_eq!(
             (
                 s.max_run_bytes,
+                s.max_runs,
                 s.max_total_bytes,
                 s.max_history_bytes,
                 s.max_total_history_bytes,
                 s.max_snapshot_bytes,
                 s.max_followers
             ),
-            (1000, 5000, 300, 900, 200, 3)
+            (1000, 7, 5000, 300, 900, 200, 3)
         );
         let errs = Config::parse(&format!(
             "{route}[store]\nbackend = \"memory\"\nmax_followers = 0\nmax_run_bytes = 0\n"

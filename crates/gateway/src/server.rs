@@ -239,6 +239,7 @@ pub fn store_config(config: &Config) -> StoreConfig {
         Backend::Memory => StoreConfig::Memory(MemoryConfig {
             history_ttl: config.store.history_ttl,
             max_run_bytes: config.store.max_run_bytes,
+            max_runs: config.store.max_runs,
             max_total_bytes: config.store.max_total_bytes,
             max_history_bytes: config.store.max_history_bytes,
             max_total_history_bytes: config.store.max_total_history_bytes,

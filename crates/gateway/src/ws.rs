@@ -216,7 +216,16 @@ fn codec_config(max_message: usize) -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
+        // tungstenite allocates its read buffer up front, 128 KiB unless
+        // told: a client sends one request, so 4 KiB is plenty (it grows
+        // for a larger message).
+        .read_buffer_size(4 << 10)
 }
+
+/// An upstream WebSocket streams many messages: a read buffer of 16 KiB
+/// takes a burst in few reads, at an eighth of the default's memory per
+/// stream.
+const UPSTREAM_READ_BUFFER: usize = 16 << 10;
 
 /// The headers of the inner `POST`: the upgrade's own (auth included),
 /// without what belongs to the upgrade.
@@ -561,9 +570,13 @@ pub(crate) async fn open_upstream(
     let connect = |req| {
         tokio_tungstenite::connect_async_tls_with_config(
             req,
-            Some(WebSocketConfig::default().max_message_size(Some(
-                babelgate_core::sse::SseFramer::default().max_event_bytes(),
-            ))),
+            Some(
+                WebSocketConfig::default()
+                    .max_message_size(Some(
+                        babelgate_core::sse::SseFramer::default().max_event_bytes(),
+                    ))
+                    .read_buffer_size(UPSTREAM_READ_BUFFER),
+            ),
             true,
             tls_connector(route),
         )

@@ -623,7 +623,8 @@ pub struct MemoryConfig {
     /// (oldest messages dropped); it counts towards `max_total_bytes`.
     pub max_input_bytes: usize,
     /// Past this many run logs, ended and lost ones are evicted first, then the
-    /// oldest running one.
+    /// oldest running one. More than the streams one instance holds open:
+    /// a running stream whose log is evicted can no longer be resumed.
     pub max_runs: usize,
     /// A run log keeps at most this many entries (oldest dropped).
     pub max_run_entries: usize,
@@ -645,7 +646,7 @@ impl Default for MemoryConfig {
             max_history_bytes: 4 << 20,
             max_total_history_bytes: 256 << 20,
             max_input_bytes: 1 << 20,
-            max_runs: 1_000,
+            max_runs: 20_000,
             max_run_entries: 100_000,
             max_run_bytes: 16 << 20,
             max_total_bytes: 256 << 20,

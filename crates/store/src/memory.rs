@@ -198,6 +198,8 @@ struct Runs {
     /// Conversation key -> id of the latest run begun for it.
     latest: HashMap<String, String>,
     last_id: EventId,
+    /// When `make_room` next sweeps out expired runs.
+    next_sweep: Option<Instant>,
     /// Event bytes held by all runs together.
     total_bytes: usize,
 }
@@ -288,40 +290,64 @@ impl Runs {
         }
     }
 
-    /// Forgets expired runs and dangling pointers, then evicts until there is
-    /// room for one more run.
+    /// Forgets expired runs and dangling pointers (at most once a second:
+    /// a read drops an expired run anyway, and a sweep looks at every run),
+    /// then evicts until there is room for one more run.
     fn make_room(&mut self, now: Instant, max_runs: usize) {
-        let expired: Vec<String> = self
-            .runs
-            .iter()
-            .filter(|(_, r)| r.expires <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in expired {
-            self.remove(&id);
-        }
-        let runs = &self.runs;
-        self.latest.retain(|_, id| runs.contains_key(id));
-        while self.runs.len() >= max_runs {
-            let finished = self
+        if self.next_sweep.is_none_or(|at| at <= now) {
+            self.next_sweep = Some(now + SWEEP_EVERY);
+            let expired: Vec<String> = self
                 .runs
                 .iter()
-                .filter(|(_, r)| r.state != State::Running)
-                .min_by_key(|(_, r)| r.expires)
-                .map(|(id, _)| id.clone());
-            let victim = finished.or_else(|| {
-                self.runs
-                    .iter()
-                    .min_by_key(|(_, r)| r.started)
-                    .map(|(id, _)| id.clone())
-            });
-            match victim {
-                Some(id) => self.remove(&id),
-                None => break,
+                .filter(|(_, r)| r.expires <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in expired {
+                self.remove(&id);
             }
+            let runs = &self.runs;
+            self.latest.retain(|_, id| runs.contains_key(id));
+        }
+        if self.runs.len() < max_runs {
+            return;
+        }
+        // One scan picks the victims. Ended runs go first, the soonest to
+        // expire first, and a sixteenth of the cap at once, so that a store
+        // that stays full does not look at every run on every begin.
+        let need = self.runs.len() + 1 - max_runs;
+        let mut ended: Vec<(Instant, &String)> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.state != State::Running)
+            .map(|(id, r)| (r.expires, id))
+            .collect();
+        let take = need.max(max_runs / 16).min(ended.len());
+        if take < ended.len() {
+            ended.select_nth_unstable(take);
+        }
+        let mut victims: Vec<String> = ended[..take].iter().map(|(_, id)| (*id).clone()).collect();
+        // Then, only as many as still needed, the oldest running ones.
+        if take < need {
+            let mut running: Vec<(Instant, &String)> = self
+                .runs
+                .iter()
+                .filter(|(_, r)| r.state == State::Running)
+                .map(|(id, r)| (r.started, id))
+                .collect();
+            let more = (need - take).min(running.len());
+            if more < running.len() {
+                running.select_nth_unstable(more);
+            }
+            victims.extend(running[..more].iter().map(|(_, id)| (*id).clone()));
+        }
+        for id in victims {
+            self.remove(&id);
         }
     }
 }
+
+/// How often [`Runs::make_room`] sweeps out expired runs.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl MemoryRunLog {
     pub fn new(cfg: &MemoryConfig) -> Self {
@@ -857,6 +883,34 @@ mod tests {
             log.append("r2", Bytes::from_static(b"x")).await,
             Err(StoreError::UnknownRun("r2".into()))
         );
+    }
+
+    #[tokio::test]
+    async fn a_full_store_evicts_ended_runs_a_sixteenth_of_the_cap_at_a_time() {
+        let cfg = MemoryConfig {
+            max_runs: 32,
+            ..MemoryConfig::default()
+        };
+        let log = MemoryRunLog::new(&cfg);
+        let lease = Duration::from_secs(60);
+        for i in 0..32u64 {
+            let (k, r) = (format!("k{i}"), format!("r{i}"));
+            log.begin(&k, &r, "me", lease).await.unwrap();
+            // Later runs expire later.
+            log.end(&r, RunOutcome::Completed, Duration::from_secs(60 + i))
+                .await
+                .unwrap();
+        }
+        log.begin("k", "new", "me", lease).await.unwrap();
+        let kept = |id: &'static str| {
+            let log = log.clone();
+            async move { log.info(id).await.unwrap().is_some() }
+        };
+        assert!(!kept("r0").await && !kept("r1").await, "two evicted");
+        assert!(kept("r2").await && kept("r31").await && kept("new").await);
+        // The next begins find room without evicting again.
+        log.begin("k2", "new2", "me", lease).await.unwrap();
+        assert!(kept("r2").await && kept("new").await && kept("new2").await);
     }
 
     #[tokio::test]

@@ -87,7 +87,7 @@ impl Gateway {
             let closing = closing.clone();
             let tls = tls.clone();
             let tasks = connections.clone();
-            connections.spawn(async move {
+            let f = async move {
                 // Held by a WebSocket too, after hyper has let go of the
                 // connection: it still counts against `max_connections`,
                 // and shutdown waits for it as for a connection.
@@ -97,34 +97,21 @@ impl Gateway {
                 };
                 let state = ConnState::new(timeouts);
                 let io = conn::Watched::new(stream, state.clone());
+                // Each kind boxed on its own: the task would otherwise be as
+                // large as the largest (a TLS connection and its handshake,
+                // about 9 KiB) for every plain connection too.
                 match tls {
                     None => {
-                        gw.serve_connection(io, state, peer, closing, true, slot)
-                            .await
+                        Box::pin(gw.serve_connection(io, state, peer, closing, true, slot)).await
                     }
                     Some(acceptor) => {
                         // The handshake counts against the first request's time.
-                        let deadline = tokio::time::Instant::now() + timeouts.read;
-                        let tls = tokio::select! {
-                            r = tokio::time::timeout_at(deadline, acceptor.accept(io)) => r,
-                            () = closing.cancelled() => return,
-                        };
-                        match tls {
-                            Ok(Ok(s)) => {
-                                gw.serve_connection(s, state, peer, closing, false, slot)
-                                    .await
-                            }
-                            Ok(Err(e)) => {
-                                tracing::debug!(error = %e, %peer, "TLS handshake failed");
-                            }
-                            Err(_) => {
-                                gw.metrics.rejected("request_timeout");
-                                tracing::debug!(%peer, "TLS handshake timed out");
-                            }
-                        }
+                        let handshake = (acceptor, tokio::time::Instant::now() + timeouts.read);
+                        Box::pin(gw.serve_tls(handshake, io, state, peer, closing, slot)).await
                     }
                 }
-            });
+            };
+            connections.spawn(f);
         }
         drop(listener);
         self.drain().await;
@@ -132,6 +119,35 @@ impl Gateway {
         closing.cancel();
         connections.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), connections.wait()).await;
+    }
+
+    /// A TLS connection: the handshake, due by `deadline`, then the
+    /// connection.
+    async fn serve_tls(
+        self: Arc<Self>,
+        (acceptor, deadline): (TlsAcceptor, tokio::time::Instant),
+        io: conn::Watched<tokio::net::TcpStream>,
+        state: Arc<ConnState>,
+        peer: SocketAddr,
+        closing: CancellationToken,
+        slot: crate::ws::ConnHold,
+    ) {
+        let tls = tokio::select! {
+            r = tokio::time::timeout_at(deadline, acceptor.accept(io)) => r,
+            () = closing.cancelled() => return,
+        };
+        match tls {
+            Ok(Ok(s)) => {
+                Box::pin(self.serve_connection(s, state, peer, closing, false, slot)).await;
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, %peer, "TLS handshake failed");
+            }
+            Err(_) => {
+                self.metrics.rejected("request_timeout");
+                tracing::debug!(%peer, "TLS handshake timed out");
+            }
+        }
     }
 
     /// Serves one connection under its deadlines (see [`crate::conn`]).

@@ -670,10 +670,14 @@ impl Gateway {
         let span = tracing::Span::current();
         let Edges { input, output } = edges;
         match input {
-            Some(to_sse) => self
+            Some(to_sse) => self.pumps.spawn(
+                Box::new(pump)
+                    .run(from_binary(upstream, to_sse))
+                    .instrument(span),
+            ),
+            None => self
                 .pumps
-                .spawn(pump.run(from_binary(upstream, to_sse)).instrument(span)),
-            None => self.pumps.spawn(pump.run(upstream).instrument(span)),
+                .spawn(Box::new(pump).run(upstream).instrument(span)),
         };
 
         let binary = output.map(|to_proto| Binary {
