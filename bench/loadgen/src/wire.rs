@@ -420,10 +420,14 @@ pub async fn serve_ws(mut s: TcpStream, head: &str, w: Workload) -> io::Result<(
     };
     up.run(w).await?;
     if let Up::Ws { mut ws, .. } = up {
-        ws.close(Some(CloseFrame {
-            code: CloseCode::Normal,
-            reason: "".into(),
-        }))
+        // The stream's own close (with a code), not the Sink's.
+        WebSocketStream::close(
+            &mut ws,
+            Some(CloseFrame {
+                code: CloseCode::Normal,
+                reason: "".into(),
+            }),
+        )
         .await
         .map_err(io::Error::other)?;
         // The peer's close, briefly, so the socket is not reset under it.
