@@ -326,7 +326,9 @@ def wire_summary(md, load):
     md.append("\n### Transports against SSE (ratios from this run)\n")
     md.append(
         "| transport | against | events/s at saturation | CPU per event at saturation (its row / SSE row) | "
-        f"added latency p99 at {streams or 0:,} streams (its row / SSE row) |"
+        "added latency p99"
+        + (f" at {streams:,} streams" if streams else "")
+        + " (its row / SSE row) |"
     )
     md.append("|---|---|---:|---:|---:|")
     md.extend(lines)
