@@ -310,27 +310,31 @@ def wire_summary(md, load):
         l, lb = load.get(f"latency/{row}"), load.get(f"latency/{base}")
         if not ((s and sb) or (l and lb)):
             continue
-        eps = cpu = p99 = "–"
+        eps = cpu = lcpu = p99 = "–"
         if s and sb:
             eps = f"{s['events_per_s'] / max(sb['events_per_s'], 1e-9):.2f}x"
             c, cb = cpu_us_per_event(s), cpu_us_per_event(sb)
             if c is not None and cb:
                 cpu = f"{c:.2f} / {cb:.2f} µs ({c / cb:.2f}x)"
+        if l and lb:
+            c, cb = cpu_us_per_event(l), cpu_us_per_event(lb)
+            if c is not None and cb:
+                lcpu = f"{c:.1f} / {cb:.1f} µs ({c / cb:.2f}x)"
         if l and lb and l["latency_us"]["p99"] is not None and lb["latency_us"]["p99"]:
             streams = l["streams"]
             p99 = f"{l['latency_us']['p99'] / 1000:.2f} / {lb['latency_us']['p99'] / 1000:.2f} ms"
         base_name = TARGET_NAMES[base].split(" ", 1)[0]
-        lines.append(f"| {what} | {base_name} | {eps} | {cpu} | {p99} |")
+        lines.append(f"| {what} | {base_name} | {eps} | {cpu} | {lcpu} | {p99} |")
     if not lines:
         return
     md.append("\n### Transports against SSE (ratios from this run)\n")
     md.append(
         "| transport | against | events/s at saturation | CPU per event at saturation (its row / SSE row) | "
-        "added latency p99"
+        "CPU per event under the latency workload | added latency p99"
         + (f" at {streams:,} streams" if streams else "")
         + " (its row / SSE row) |"
     )
-    md.append("|---|---|---:|---:|---:|")
+    md.append("|---|---|---:|---:|---:|---:|")
     md.extend(lines)
 
 
