@@ -344,17 +344,17 @@ def wire_plot(left, right, load):
     rows = ["babelgate"] + WIRE_TARGETS
     short = lambda t: "c" if t == "babelgate" else "c-" + t.split("-", 1)[1]
     ts = [t for t in rows if f"saturation/{t}" in load]
-    vals = [load[f"saturation/{t}"]["events_per_s"] for t in ts]
+    vals = [load[f"saturation/{t}"]["events_per_s"] / 1e6 for t in ts]
     left.bar([short(t) for t in ts], vals, color="#dd8452")
     for i, v in enumerate(vals):
-        left.text(i, v, f"{v / 1e3:,.0f}k", ha="center", va="bottom", fontsize=7)
+        left.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
     cpu = [cpu_us_per_event(load[f"saturation/{t}"]) for t in ts]
     if any(c is not None for c in cpu):
         twin = left.twinx()
         twin.plot(range(len(ts)), [c if c is not None else float("nan") for c in cpu], "ko", label="CPU µs/event")
         twin.set_ylabel("CPU µs per event (dots)")
         twin.set_ylim(bottom=0)
-    left.set_title("transports at saturation: events/s (bars)", fontsize=10)
+    left.set_title("transports at saturation: million events/s (bars)", fontsize=10)
     left.tick_params(axis="x", labelrotation=45, labelsize=8)
 
     ts = [t for t in rows if f"latency/{t}" in load]
@@ -367,7 +367,9 @@ def wire_plot(left, right, load):
     right.set_yscale("log")
     right.set_title("transports: added latency per event, ms (latency workload)", fontsize=10)
     if ts:
-        right.legend()
+        bottom, top = right.get_ylim()
+        right.set_ylim(bottom, top * 10)
+        right.legend(fontsize=8, ncol=3, loc="upper center")
 
 
 if __name__ == "__main__":
