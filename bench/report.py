@@ -29,6 +29,47 @@ TARGET_NAMES = {
     "node-lean": "(d2) Node lean: transformHttpEventStream + ai",
     "python": "(e) Python FastAPI + ag-ui-protocol",
 }
+# The binary transport and WebSocket rows: babelgate with the same upstream
+# and workloads, each on a fresh process. In the tables they follow (c).
+WIRE_TARGETS = [
+    "babelgate-agui",
+    "babelgate-bin",
+    "babelgate-ws",
+    "babelgate-wsbin",
+    "babelgate-hai",
+    "babelgate-haibin",
+    "babelgate-binup",
+    "babelgate-wsup",
+    "babelgate-wsbinup",
+]
+TARGET_NAMES.update(
+    {
+        "babelgate-agui": "(c-agui) babelgate AG-UI→AG-UI, SSE both sides (frames passed through)",
+        "babelgate-bin": "(c-bin) babelgate AG-UI→AG-UI, protobuf client",
+        "babelgate-ws": "(c-ws) babelgate AG-UI→AG-UI, WebSocket client (JSON)",
+        "babelgate-wsbin": "(c-wsbin) babelgate AG-UI→AG-UI, WebSocket client (ag-ui.proto)",
+        "babelgate-hai": "(c-hai) babelgate AG-UI→HAI, SSE client",
+        "babelgate-haibin": "(c-haibin) babelgate AG-UI→HAI, protobuf client",
+        "babelgate-binup": "(c-binup) babelgate AG-UI→Vercel, protobuf upstream",
+        "babelgate-wsup": "(c-wsup) babelgate AG-UI→Vercel, WebSocket upstream (JSON)",
+        "babelgate-wsbinup": "(c-wsbinup) babelgate AG-UI→Vercel, WebSocket upstream (ag-ui.proto)",
+    }
+)
+# Each transport row against the row it differs from only in that transport.
+WIRE_BASELINES = [
+    ("protobuf client (passthrough route: converted at the edge)", "babelgate-bin", "babelgate-agui"),
+    ("WebSocket client, JSON", "babelgate-ws", "babelgate-agui"),
+    ("WebSocket client, ag-ui.proto", "babelgate-wsbin", "babelgate-agui"),
+    ("protobuf client (translating route: the encoder writes binary)", "babelgate-haibin", "babelgate-hai"),
+    ("protobuf upstream", "babelgate-binup", "babelgate"),
+    ("WebSocket upstream, JSON", "babelgate-wsup", "babelgate"),
+    ("WebSocket upstream, ag-ui.proto", "babelgate-wsbinup", "babelgate"),
+]
+
+
+def table_rows():
+    i = TARGETS.index("babelgate") + 1
+    return TARGETS[:i] + WIRE_TARGETS + TARGETS[i:]
 
 
 def lines(path: Path):
@@ -97,7 +138,7 @@ def main() -> int:
             )
 
     def load_table(scenario: str, title: str):
-        rows = [(t, load.get(f"{scenario}/{t}")) for t in TARGETS]
+        rows = [(t, load.get(f"{scenario}/{t}")) for t in table_rows()]
         rows = [(t, r) for t, r in rows if r]
         if not rows:
             return
@@ -186,6 +227,8 @@ def main() -> int:
             ok,
         )
 
+    wire_summary(md, load)
+
     section = "\n".join(md)
     if print_only:
         print(section)
@@ -204,7 +247,7 @@ def main() -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    fig, ax = plt.subplots(3, 2, figsize=(13, 13))
     colors = {"upstream": "#999999", "nginx": "#4c72b0", "babelgate": "#dd8452", "node": "#55a868", "node-lean": "#8fd19e", "python": "#c44e52"}
 
     a = ax[0][0]
@@ -243,11 +286,90 @@ def main() -> int:
     a.set_title("translation core, million events/s (one thread)")
     a.invert_yaxis()
 
+    wire_plot(ax[2][0], ax[2][1], load)
+
     fig.suptitle("babelgate benchmarks (one run of bench/run.sh)")
     fig.tight_layout()
     fig.savefig(PNG, dpi=90)
     print(f"wrote {DOC.relative_to(ROOT)} and {PNG.relative_to(ROOT)}")
     return 0
+
+
+def cpu_us_per_event(r):
+    if r.get("sut_cpu_s") is None or not r["delivered_events"]:
+        return None
+    return 1e6 * r["sut_cpu_s"] / r["delivered_events"]
+
+
+def wire_summary(md, load):
+    """One line per transport: its row against the same route over SSE."""
+    lines = []
+    streams = None
+    for what, row, base in WIRE_BASELINES:
+        s, sb = load.get(f"saturation/{row}"), load.get(f"saturation/{base}")
+        l, lb = load.get(f"latency/{row}"), load.get(f"latency/{base}")
+        if not ((s and sb) or (l and lb)):
+            continue
+        eps = cpu = lcpu = p99 = "–"
+        if s and sb:
+            eps = f"{s['events_per_s'] / max(sb['events_per_s'], 1e-9):.2f}x"
+            c, cb = cpu_us_per_event(s), cpu_us_per_event(sb)
+            if c is not None and cb:
+                cpu = f"{c:.2f} / {cb:.2f} µs ({c / cb:.2f}x)"
+        if l and lb:
+            c, cb = cpu_us_per_event(l), cpu_us_per_event(lb)
+            if c is not None and cb:
+                lcpu = f"{c:.1f} / {cb:.1f} µs ({c / cb:.2f}x)"
+        if l and lb and l["latency_us"]["p99"] is not None and lb["latency_us"]["p99"]:
+            streams = l["streams"]
+            p99 = f"{l['latency_us']['p99'] / 1000:.2f} / {lb['latency_us']['p99'] / 1000:.2f} ms"
+        base_name = TARGET_NAMES[base].split(" ", 1)[0]
+        lines.append(f"| {what} | {base_name} | {eps} | {cpu} | {lcpu} | {p99} |")
+    if not lines:
+        return
+    md.append("\n### Transports against SSE (ratios from this run)\n")
+    md.append(
+        "| transport | against | events/s at saturation | CPU per event at saturation (its row / SSE row) | "
+        "CPU per event under the latency workload | added latency p99"
+        + (f" at {streams:,} streams" if streams else "")
+        + " (its row / SSE row) |"
+    )
+    md.append("|---|---|---:|---:|---:|---:|")
+    md.extend(lines)
+
+
+def wire_plot(left, right, load):
+    """The transport rows beside (c): saturation events/s and CPU per event,
+    and added latency under load."""
+    rows = ["babelgate"] + WIRE_TARGETS
+    short = lambda t: "c" if t == "babelgate" else "c-" + t.split("-", 1)[1]
+    ts = [t for t in rows if f"saturation/{t}" in load]
+    vals = [load[f"saturation/{t}"]["events_per_s"] / 1e6 for t in ts]
+    left.bar([short(t) for t in ts], vals, color="#dd8452")
+    for i, v in enumerate(vals):
+        left.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
+    cpu = [cpu_us_per_event(load[f"saturation/{t}"]) for t in ts]
+    if any(c is not None for c in cpu):
+        twin = left.twinx()
+        twin.plot(range(len(ts)), [c if c is not None else float("nan") for c in cpu], "ko", label="CPU µs/event")
+        twin.set_ylabel("CPU µs per event (dots)")
+        twin.set_ylim(bottom=0)
+    left.set_title("transports at saturation: million events/s (bars)", fontsize=10)
+    left.tick_params(axis="x", labelrotation=45, labelsize=8)
+
+    ts = [t for t in rows if f"latency/{t}" in load]
+    width = 0.27
+    for j, p in enumerate(["p50", "p99", "p999"]):
+        v = [load[f"latency/{t}"]["latency_us"][p] / 1000 for t in ts]
+        right.bar([i + (j - 1) * width for i in range(len(ts))], v, width, label=p)
+    right.set_xticks(range(len(ts)), [short(t) for t in ts])
+    right.tick_params(axis="x", labelrotation=45, labelsize=8)
+    right.set_yscale("log")
+    right.set_title("transports: added latency per event, ms (latency workload)", fontsize=10)
+    if ts:
+        bottom, top = right.get_ylim()
+        right.set_ylim(bottom, top * 10)
+        right.legend(fontsize=8, ncol=3, loc="upper center")
 
 
 if __name__ == "__main__":

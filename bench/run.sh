@@ -20,6 +20,15 @@
 #    (bench/python/server.py); each gets the same workloads from loadgen run:
 #    saturation, 1,000 streams at 20 events/s, and (babelgate only) the most
 #    concurrent open streams the file limit allows
+#    The binary transport and WebSocket rows run the saturation and latency
+#    workloads too, each on a fresh babelgate (wire_load below): client side,
+#    an AG-UI SSE upstream to an AG-UI client over SSE (c-agui: same dialect,
+#    frames passed through; the baseline of the next three), AG-UI protobuf
+#    (c-bin), WebSocket JSON (c-ws) and WebSocket ag-ui.proto (c-wsbin); to
+#    a HAI client over SSE (c-hai: translated) and protobuf (c-haibin: the
+#    encoder writes binary); upstream side, to the Vercel client of (c) from
+#    an AG-UI protobuf upstream (c-binup), a WebSocket JSON one (c-wsup) and
+#    a WebSocket ag-ui.proto one (c-wsbinup)
 # 6. bench/report.py writes the table into docs/benchmarks.md and the plot
 #    docs/benchmarks.png from this run's target/bench/*.json
 #
@@ -31,7 +40,10 @@
 #   ONLY=load        steps 1, 2 (babelgate and loadgen only) and 5
 #   WORKLOADS="saturation latency open"   which load workloads (default all)
 #   SYSTEMS="upstream nginx babelgate node node-lean python"   which systems
-#                    (default all; the open-streams workload is babelgate's)
+#                    (default all; the open-streams workload is babelgate's);
+#                    the transport rows: babelgate-agui babelgate-bin
+#                    babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin
+#                    babelgate-binup babelgate-wsup babelgate-wsbinup
 #   PORT_OFFSET=N    every port of the load step moved by N (default 0)
 # e.g. ONLY=load WORKLOADS=saturation SYSTEMS="upstream babelgate node node-lean" ./bench/run.sh
 set -euo pipefail
@@ -48,7 +60,8 @@ rm -f "$OUT"/*.json "$OUT"/*.jsonl
 QUICK="${QUICK:-0}"
 ONLY="${ONLY:-}"
 WORKLOADS="${WORKLOADS:-saturation latency open}"
-SYSTEMS="${SYSTEMS:-upstream nginx babelgate node node-lean python}"
+WIRE_SYSTEMS="babelgate-agui babelgate-bin babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin babelgate-binup babelgate-wsup babelgate-wsbinup"
+SYSTEMS="${SYSTEMS:-upstream nginx babelgate node node-lean python $WIRE_SYSTEMS}"
 case "$ONLY" in ""|load) ;; *) echo "ONLY=$ONLY: only ONLY=load is known" >&2; exit 2 ;; esac
 has() { case " $1 " in *" $2 "*) return 0 ;; *) return 1 ;; esac; }
 if [ "$QUICK" = "1" ]; then
@@ -286,6 +299,94 @@ if has "$WORKLOADS" latency; then
 echo "-- latency: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events"
 load latency --streams "$LAT_STREAMS" --events "$LAT_EVENTS" --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120
 fi
+# ---- binary transport and WebSocket rows -----------------------------------
+# Each row on a fresh babelgate (its RSS is that row's alone; (c)'s process
+# also served the workloads before), same upstream, same workloads. The
+# loadgen upstream answers a binary Accept in protobuf and a WebSocket upgrade
+# in kind; `loadgen run --transport` reads each transport.
+P_WIRE=$((18085 + O))
+cat >"$OUT/gateway-wire.toml" <<EOF
+[server]
+listen = "127.0.0.1:$P_WIRE"
+
+[[routes]]
+path = "/ag-ui"
+client = "ag-ui"
+upstream = "http://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+forward_headers = ["x-bench"]
+
+[[routes]]
+path = "/hai"
+client = "hai"
+upstream = "http://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+forward_headers = ["x-bench"]
+
+[[routes]]
+path = "/proto-up"
+client = "vercel"
+upstream = "http://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+upstream_transport = "proto"
+forward_headers = ["x-bench"]
+
+[[routes]]
+path = "/ws-up"
+client = "vercel"
+upstream = "ws://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+forward_headers = ["x-bench"]
+
+[[routes]]
+path = "/ws-proto-up"
+client = "vercel"
+upstream = "ws://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+upstream_transport = "proto"
+forward_headers = ["x-bench"]
+EOF
+# name path body client-transport
+WIRE=(
+  "babelgate-agui /ag-ui agui sse"
+  "babelgate-bin /ag-ui agui proto"
+  "babelgate-ws /ag-ui agui ws"
+  "babelgate-wsbin /ag-ui agui ws-proto"
+  "babelgate-hai /hai agui sse"
+  "babelgate-haibin /hai agui proto"
+  "babelgate-binup /proto-up vercel sse"
+  "babelgate-wsup /ws-up vercel sse"
+  "babelgate-wsbinup /ws-proto-up vercel sse"
+)
+: >"$OUT/babelgate-wire.log"
+wire_load() {
+  local scenario="$1"; shift
+  local w name path body tr pid
+  for w in "${WIRE[@]}"; do
+    read -r name path body tr <<<"$w"
+    has "$SYSTEMS" "$name" || continue
+    BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway-wire.toml" 2>>"$OUT/babelgate-wire.log" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_port "$P_WIRE"
+    local args=(--url "http://127.0.0.1:$P_WIRE$path" --body "$body" --transport "$tr" --pids "$pid")
+    # warm-up, not recorded
+    "$BIN/loadgen" run "${args[@]}" --streams 4 --events 200 --rate 0 >/dev/null
+    "$BIN/loadgen" run "${args[@]}" --label "$scenario/$name" "$@" | tee -a "$OUT/load.jsonl"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    sleep 1
+  done
+}
+if has "$WORKLOADS" saturation; then
+  echo "-- saturation, transports: $SAT_STREAMS streams x $SAT_EVENTS events"
+  wire_load saturation --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
+fi
+if has "$WORKLOADS" latency; then
+  echo "-- latency, transports: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events"
+  wire_load latency --streams "$LAT_STREAMS" --events "$LAT_EVENTS" --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120
+fi
+
 # Each time a fresh process: the run logs earlier scenarios left (kept for
 # the route's retention_s, 300 s by default) are not this scenario's memory.
 fresh_babelgate() {

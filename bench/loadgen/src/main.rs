@@ -3,7 +3,8 @@
 //!     loadgen upstream --listen 127.0.0.1:9100
 //!     loadgen run --url http://127.0.0.1:8080/api/chat --body vercel \
 //!         --streams 1000 --events 200 --rate 20 [--pad 8] [--ramp-ms 2000] \
-//!         [--pids 123,456] [--label NAME] [--timeout-s 120]
+//!         [--pids 123,456] [--label NAME] [--timeout-s 120] \
+//!         [--transport sse|proto|ws|ws-proto]
 //!
 //! `upstream` is a synthetic AG-UI agent: every POST gets `RUN_STARTED`,
 //! `TEXT_MESSAGE_START`, then `events` `TEXT_MESSAGE_CONTENT` events at `rate`
@@ -24,6 +25,10 @@
 //!
 //! HTTP/1.1 by hand on purpose: one small task per stream, no pooling, no
 //! buffering between the socket and the clock.
+//!
+//! Both sides also speak the binary transport and WebSocket (`wire.rs`):
+//! `--transport` on the client, and the upstream answers a binary `Accept`
+//! or a WebSocket upgrade in kind.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -33,6 +38,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+mod wire;
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -89,7 +96,7 @@ fn main() -> ExitCode {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: loadgen upstream --listen ADDR\n       loadgen run --url http://HOST:PORT/PATH --body agui|vercel --streams N --events N --rate R [--pad N] [--ramp-ms MS] [--pids P,P] [--label L] [--timeout-s S]"
+        "usage: loadgen upstream --listen ADDR\n       loadgen run --url http://HOST:PORT/PATH --body agui|vercel --streams N --events N --rate R [--pad N] [--ramp-ms MS] [--pids P,P] [--label L] [--timeout-s S] [--transport sse|proto|ws|ws-proto]"
     );
     ExitCode::from(2)
 }
@@ -195,6 +202,12 @@ fn push_delta(out: &mut Vec<u8>, pad: &str) {
 async fn serve(mut s: TcpStream) -> std::io::Result<()> {
     let head = read_request(&mut s).await?;
     let w = Workload::from_header(header(&head, "x-bench").unwrap_or(""));
+    if wire::is_upgrade(&head) {
+        return wire::serve_ws(s, &head, w).await;
+    }
+    if wire::wants_proto(&head) {
+        return wire::serve_proto(s, w).await;
+    }
     let pad = "x".repeat(w.pad);
     let mut out = Vec::with_capacity(16 * 1024);
     out.extend_from_slice(
@@ -241,6 +254,7 @@ struct RunOpts {
     pids: Vec<u32>,
     label: String,
     timeout: Duration,
+    transport: wire::ClientTransport,
 }
 
 const BODY_AGUI: &str = r#"{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}"#;
@@ -281,6 +295,7 @@ impl RunOpts {
                 .unwrap_or_default(),
             label: o.get("label").cloned().unwrap_or_default(),
             timeout: Duration::from_secs_f64(num("timeout-s", 300.0)?),
+            transport: wire::ClientTransport::parse(o.get("transport").map(String::as_str))?,
         })
     }
 }
@@ -407,13 +422,17 @@ async fn one_stream(o: Arc<RunOpts>, deadline: Instant) -> StreamResult {
 }
 
 async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::io::Result<()> {
+    if o.transport.is_ws() {
+        return wire::ws_stream(o, start, r).await;
+    }
     let mut s = TcpStream::connect(&o.host).await?;
     let _ = s.set_nodelay(true);
     let w = o.workload;
     let req = format!(
-        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\nx-bench: events={};rate={};pad={}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: {}\r\nx-bench: events={};rate={};pad={}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
         o.path,
         o.host,
+        o.transport.accept(),
         w.events,
         w.rate,
         w.pad,
@@ -425,7 +444,7 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
     let mut head = Vec::new();
     let mut chunked = None;
     let mut de = Dechunk::default();
-    let mut marks = Marks::default();
+    let mut marks = wire::BodyMarks::new(o.transport);
     loop {
         let n = s.read(&mut buf).await?;
         let t = now_us();
@@ -446,6 +465,7 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
                 let line = h.lines().next().unwrap_or("").to_string();
                 return Err(std::io::Error::other(format!("status: {line}")));
             }
+            o.transport.check_head(&h)?;
             chunked = Some(h.contains("transfer-encoding: chunked"));
             let skip = end + 4 - (head.len() - n);
             body = &buf[skip..n];
@@ -464,8 +484,9 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
         } else {
             marks.feed(body, &mut found);
         }
+        marks.check(false)?;
     }
-    Ok(())
+    marks.check(true)
 }
 
 /// CPU seconds (user + system, all threads) and resident bytes of a process.
