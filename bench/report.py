@@ -251,7 +251,7 @@ def main() -> int:
     plot_round_two(ax, load, lines(out / "store.jsonl"), colors)
 
     fig.suptitle("babelgate benchmarks (one run of bench/run.sh)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     fig.savefig(PNG, dpi=90)
     print(f"wrote {DOC.relative_to(ROOT)} and {PNG.relative_to(ROOT)}")
     return 0
