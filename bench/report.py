@@ -96,6 +96,7 @@ def main() -> int:
     core = json.loads((out / "core.json").read_text()) if (out / "core.json").exists() else []
     trans = {r["name"]: r for r in lines(out / "translate.jsonl")}
     load = {r["label"]: r for r in lines(out / "load.jsonl")}
+    alias_latency_runs(load)
 
     md = []
     md.append(
@@ -186,6 +187,8 @@ def main() -> int:
             if o.get("first_error"):
                 md.append(f"\nFirst error ({o['events_per_stream']} events): `{o['first_error']}`.")
 
+    md.extend(round_two_tables(load, lines(out / "store.jsonl")))
+
     # ---- targets, as ratios from this run
     md.append("\n### Targets (ratios from this run)\n")
     md.append("| target | measured | met |")
@@ -228,6 +231,7 @@ def main() -> int:
         )
 
     wire_summary(md, load)
+    round_two_targets(target, load)
 
     section = "\n".join(md)
     if print_only:
@@ -247,7 +251,7 @@ def main() -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(3, 2, figsize=(13, 13))
+    fig, ax = plt.subplots(6, 2, figsize=(13, 29))
     colors = {"upstream": "#999999", "nginx": "#4c72b0", "babelgate": "#dd8452", "node": "#55a868", "node-lean": "#8fd19e", "python": "#c44e52"}
 
     a = ax[0][0]
@@ -286,10 +290,11 @@ def main() -> int:
     a.set_title("translation core, million events/s (one thread)")
     a.invert_yaxis()
 
-    wire_plot(ax[2][0], ax[2][1], load)
+    plot_round_two(ax, load, lines(out / "store.jsonl"), colors)
+    wire_plot(ax[5][0], ax[5][1], load)
 
     fig.suptitle("babelgate benchmarks (one run of bench/run.sh)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     fig.savefig(PNG, dpi=90)
     print(f"wrote {DOC.relative_to(ROOT)} and {PNG.relative_to(ROOT)}")
     return 0
@@ -370,6 +375,284 @@ def wire_plot(left, right, load):
         bottom, top = right.get_ylim()
         right.set_ylim(bottom, top * 10)
         right.legend(fontsize=8, ncol=3, loc="upper center")
+
+
+# ---- issue 14 (round two): latency runs at two sizes, memory of open
+# streams, the run-log store. Kept apart from the tables above.
+
+LAT3 = ["upstream", "nginx", "babelgate"]
+
+
+def latency_sizes(load):
+    """{streams: {run: {system: row}}} of the `latency-<streams>-r<run>/<system>` rows."""
+    sizes = {}
+    for label, r in load.items():
+        head, _, system = label.partition("/")
+        parts = head.split("-")
+        if len(parts) == 3 and parts[0] == "latency" and parts[2][:1] == "r" and parts[1].isdigit():
+            sizes.setdefault(int(parts[1]), {}).setdefault(int(parts[2][1:]), {})[system] = r
+    return {k: dict(sorted(v.items())) for k, v in sorted(sizes.items())}
+
+
+def alias_latency_runs(load):
+    """Run 1 at the smallest size stands for (a), (b), (c) in the one-run latency table."""
+    sizes = latency_sizes(load)
+    if sizes:
+        runs = next(iter(sizes.values()))
+        for system, r in runs[min(runs)].items():
+            load.setdefault(f"latency/{system}", r)
+
+
+def p3(d, base=None):
+    """p50 / p99 / p99.9 in ms, or their differences to `base` (same percentile)."""
+    keys = ["p50", "p99", "p999"]
+    if base is None:
+        return " / ".join(fmt(ms(d.get(k)), 2) for k in keys)
+    return " / ".join(fmt(ms(d[k] - base[k]) if d.get(k) is not None and base.get(k) is not None else None, 2) for k in keys)
+
+
+def p99_ratios(runs):
+    """babelgate p99 / nginx p99 of each run (None where a row is missing)."""
+    out = []
+    for _, rows in sorted(runs.items()):
+        b, n = rows.get("babelgate"), rows.get("nginx")
+        ok = b and n and b["latency_us"]["p99"] is not None and n["latency_us"]["p99"]
+        out.append(b["latency_us"]["p99"] / n["latency_us"]["p99"] if ok else None)
+    return out
+
+
+def in_a_row(ratios, n=3):
+    """Whether n runs in a row have babelgate's p99 no worse than nginx's."""
+    streak = best = 0
+    for r in ratios:
+        streak = streak + 1 if r is not None and r <= 1.0 else 0
+        best = max(best, streak)
+    return best >= n
+
+
+def round_two_tables(load, store):
+    md = []
+    for streams, runs in latency_sizes(load).items():
+        r0 = next(iter(next(iter(runs.values())).values()))
+        md.append(
+            f"\n### Latency, {streams:,} streams × {r0['events_per_stream']:,} events at {r0['rate_per_stream']:g}/s each: "
+            f"{len(runs)} runs in a row\n"
+        )
+        md.append(
+            "Added = the system's percentile minus the same percentile of (a) (or of (b) nginx) in the same run. "
+            "Time to first event: request written to the first event's mark read.\n"
+        )
+        md.append(
+            "| run | system | delivered | failed | latency p50 / p99 / p99.9 ms | added vs direct | added vs nginx | "
+            "first event p50 / p99 / p99.9 ms | added vs direct | added vs nginx | CPU s (% of a core) |"
+        )
+        md.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for run, rows in runs.items():
+            up, ng = rows.get("upstream"), rows.get("nginx")
+            for t in LAT3:
+                r = rows.get(t)
+                if not r:
+                    continue
+                lat, tfe = r["latency_us"], r.get("ttfe_us") or {}
+                cpu = "–" if r["sut_cpu_s"] is None else f"{r['sut_cpu_s']:.1f} ({r['sut_cpu_pct']:.0f}%)"
+                vs = lambda base, key: p3(r.get(key) or {}, base.get(key) or {}) if base and t != "upstream" and base is not r else "–"
+                md.append(
+                    f"| {run} | {TARGET_NAMES[t]} | {r['delivered_events']:,} / {r['expected_events']:,} | {r['failed_streams']} | "
+                    f"{p3(lat)} | {vs(up, 'latency_us')} | {vs(ng, 'latency_us') if t == 'babelgate' else '–'} | "
+                    f"{p3(tfe)} | {vs(up, 'ttfe_us')} | {vs(ng, 'ttfe_us') if t == 'babelgate' else '–'} | {cpu} |"
+                )
+        ratios = p99_ratios(runs)
+        cells = []
+        for (run, rows), ratio in zip(runs.items(), ratios):
+            b, n = rows.get("babelgate"), rows.get("nginx")
+            cells.append(
+                f"run {run}: {fmt(ms(b['latency_us']['p99']), 2)} / {fmt(ms(n['latency_us']['p99']), 2)} ms = {ratio:.2f}x"
+                if ratio is not None else f"run {run}: –"
+            )
+        md.append(
+            f"\nbabelgate p99 / nginx p99: {'; '.join(cells)}. "
+            f"babelgate p99 no worse than nginx's in three runs in a row: **{'yes' if in_a_row(ratios) else 'no'}**."
+        )
+    opens = sorted(
+        (r for k, r in load.items() if k.startswith("open") and k.endswith("/babelgate") and r.get("memory")),
+        key=lambda r: r["events_per_stream"],
+    )
+    if opens:
+        md.append("\n### Memory of open streams: idle, steady, recovered (babelgate, a fresh process each)\n")
+        md.append(
+            "Idle: before the first stream. Steady: the median of the samples (every 100 ms) taken while the most streams were "
+            "open at once. KiB per open stream = (steady − idle) / streams open at once. Recovered: RSS sampled after the last "
+            "stream closed, the value at the end and when it first came within 10% of idle.\n"
+        )
+        md.append(
+            "| streams | events per stream (1/s) | open at once | idle RSS MiB | steady RSS MiB | peak RSS MiB | "
+            "KiB per open stream | recovered RSS MiB (after s) | within 10% of idle after s |"
+        )
+        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for o in opens:
+            m = o["memory"]
+            md.append(
+                f"| {o['streams']:,} | {o['events_per_stream']} | {m['max_open_at_once']:,} | {fmt(m['idle_mib'], 1)} | "
+                f"{fmt(m['steady_mib'], 1)} | {fmt(o['sut_rss_peak_mib'], 1)} | {fmt(m['kib_per_open_stream'], 1)} | "
+                f"{fmt(m['recovered_mib'], 1)} ({m['recover_s']:g}) | "
+                f"{'not within ' + format(m['recover_s'], 'g') if m['within_10pct_of_idle_after_s'] is None else fmt(m['within_10pct_of_idle_after_s'], 1)} |"
+            )
+    if store:
+        md.append("\n### Run logs in one Redis (store-bench, pipelined batches) and in memory\n")
+        md.append(
+            "N runs at once, each appending batches of entries (a text delta's SSE event and its core part) as fast as the "
+            "store answers, every batch awaited before the next; Redis answers a batch in one pipelined round trip.\n"
+        )
+        md.append(
+            "| backend | runs at once | batch | events | bytes per entry | events/s | client CPU µs/event | "
+            "Redis CPU µs/event | one append call p50 / p99 ms |"
+        )
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in store:
+            md.append(
+                f"| {r['backend']} | {r['runs']} | {r['batch']} | {r['events']:,} | {r['entry_bytes']} | {fmt(r['events_per_s'])} | "
+                f"{fmt(r['client_cpu_us_per_event'], 2)} | {fmt(r['redis_cpu_us_per_event'], 2)} | "
+                f"{fmt(ms(r['append_call_us']['p50']), 3)} / {fmt(ms(r['append_call_us']['p99']), 3)} |"
+            )
+    srows = [(k, r) for k, r in load.items() if k.startswith("store-")]
+    if srows:
+        md.append("\n### What the Redis store adds to a stream (babelgate AG-UI→Vercel, memory store against Redis store)\n")
+        md.append(
+            "The same workload through two babelgate processes, one with each store, alternating. CPU per million events: "
+            "babelgate's, and redis-server's for the Redis store.\n"
+        )
+        md.append(
+            "| workload | store | delivered | events/s | latency p99 ms | babelgate CPU s / M events | Redis CPU s / M events | "
+            "total CPU s / M events | Redis against memory |"
+        )
+        md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for k, r in srows:
+            head, _, who = k.partition("/")
+            cpu = [c["cpu_s"] for c in r.get("sut_cpu_by_pid") or []]
+            per_m = lambda c: c * 1e6 / max(r["delivered_events"], 1)
+            bg = per_m(cpu[0]) if cpu else None
+            red = per_m(cpu[1]) if len(cpu) > 1 else None
+            total = (bg or 0) + (red or 0)
+            vs = "–"
+            if who.endswith("redis"):
+                mem = load.get(f"{head}/babelgate-memory")
+                mcpu = [c["cpu_s"] for c in (mem or {}).get("sut_cpu_by_pid") or []]
+                if mem and mcpu:
+                    mtotal = mcpu[0] * 1e6 / max(mem["delivered_events"], 1)
+                    vs = (
+                        f"{r['events_per_s'] / max(mem['events_per_s'], 1e-9):.2f}x events/s, "
+                        f"+{(total - mtotal):.2f} µs CPU/event"
+                    )
+            md.append(
+                f"| {head.removeprefix('store-')} | {who.removeprefix('babelgate-')} | {r['delivered_events']:,} / {r['expected_events']:,} | "
+                f"{fmt(r['events_per_s'])} | {fmt(ms(r['latency_us']['p99']), 2)} | {fmt(bg, 2)} | {fmt(red, 2)} | {fmt(total, 2)} | {vs} |"
+            )
+    return md
+
+
+def round_two_targets(target, load):
+    for streams, runs in latency_sizes(load).items():
+        ratios = p99_ratios(runs)
+        target(
+            f"{streams:,} streams: babelgate p99 ≤ nginx p99 in three runs in a row",
+            ", ".join("–" if r is None else f"{r:.2f}x" for r in ratios),
+            in_a_row(ratios),
+        )
+    for k, o in sorted(load.items()):
+        m = o.get("memory") if k.startswith("open") else None
+        if not m:
+            continue
+        kib = m["kib_per_open_stream"]
+        target(
+            f"≤ 16 KiB per open stream ({m['max_open_at_once']:,} open, {o['events_per_stream']} events each)",
+            f"{fmt(kib, 1)} KiB",
+            kib is not None and kib <= 16 and o["failed_streams"] == 0,
+        )
+        rec, idle = m["recovered_mib"], m["idle_mib"]
+        target(
+            f"RSS within 10% of idle after the streams close ({o['events_per_stream']} events each, {m['recover_s']:g} s)",
+            f"{fmt(rec, 1)} MiB against {fmt(idle, 1)} idle"
+            + ("" if m["within_10pct_of_idle_after_s"] is None else f", after {m['within_10pct_of_idle_after_s']:.1f} s"),
+            m["within_10pct_of_idle_after_s"] is not None,
+        )
+
+
+def plot_round_two(ax, load, store, colors):
+    """Rows 3 to 5 of the plot: every row of the round-two tables."""
+    sizes = latency_sizes(load)
+    for a, key, title in [
+        (ax[2][0], "latency_us", "inter-event latency, ms: bar p99, ▼ p99.9, – p50"),
+        (ax[2][1], "ttfe_us", "time to first event, ms: bar p99, ▼ p99.9, – p50"),
+    ]:
+        groups = [(n, run, rows) for n, runs in sizes.items() for run, rows in runs.items()]
+        width = 0.27
+        for j, t in enumerate(LAT3):
+            xs, p50, p99, p999 = [], [], [], []
+            for i, (_, _, rows) in enumerate(groups):
+                r = rows.get(t)
+                if r and r.get(key):
+                    xs.append(i + (j - 1) * width)
+                    p50.append(r[key]["p50"] / 1000)
+                    p99.append(r[key]["p99"] / 1000)
+                    p999.append(r[key]["p999"] / 1000)
+            a.bar(xs, p99, width, color=colors[t], label=t)
+            a.scatter(xs, p999, marker="v", color="black", s=12)
+            a.scatter(xs, p50, marker="_", color="black", s=40)
+        a.set_xticks(range(len(groups)), [f"{n:,}\nrun {run}" for n, run, _ in groups])
+        a.set_yscale("log")
+        a.set_title(title)
+        a.legend(fontsize=8)
+
+    opens = sorted(
+        (r for k, r in load.items() if k.startswith("open") and r.get("memory")), key=lambda r: r["events_per_stream"]
+    )
+    a = ax[3][0]
+    width = 0.2
+    for j, (what, key) in enumerate([("idle", "idle_mib"), ("steady", "steady_mib"), ("peak", None), ("recovered", "recovered_mib")]):
+        vals = [(o["sut_rss_peak_mib"] if key is None else o["memory"][key]) or 0 for o in opens]
+        a.bar([i + (j - 1.5) * width for i in range(len(opens))], vals, width, label=what)
+    for i, o in enumerate(opens):
+        a.text(i, (o["memory"]["steady_mib"] or 0), f"{fmt(o['memory']['kib_per_open_stream'], 1)} KiB/stream", ha="center", va="bottom", fontsize=8)
+    a.set_xticks(range(len(opens)), [f"{o['memory']['max_open_at_once']:,} open\n{o['events_per_stream']} events" for o in opens])
+    a.set_title("babelgate RSS with open streams, MiB")
+    a.legend(fontsize=8)
+
+    a = ax[3][1]
+    for o in opens:
+        series = o["memory"]["recovery_series_mib"]
+        a.plot([p[0] for p in series], [p[1] for p in series], marker=".", label=f"{o['events_per_stream']} events each")
+        a.axhline(o["memory"]["idle_mib"] * 1.1, color="gray", linestyle="--", linewidth=1)
+    a.set_title("RSS after the last stream closed, MiB (dashed: idle + 10%)")
+    a.set_xlabel("s")
+    if opens:
+        a.legend(fontsize=8)
+
+    a = ax[4][0]
+    srows = [(k, r) for k, r in load.items() if k.startswith("store-")]
+    names = [f"{r['backend']} batch {r['batch']}" for r in store] + [k.removeprefix("store-").replace("/babelgate-", "\n") for k, _ in srows]
+    vals = [r["events_per_s"] for r in store] + [r["events_per_s"] for _, r in srows]
+    cols = ["#c44e52" if r["backend"] == "redis" else "#999999" for r in store] + [
+        "#c44e52" if k.endswith("redis") else "#dd8452" for k, _ in srows
+    ]
+    a.bar(range(len(vals)), vals, color=cols)
+    for i, v in enumerate(vals):
+        a.text(i, v, f"{v:,.0f}", ha="center", va="bottom", fontsize=7, rotation=90)
+    a.set_xticks(range(len(vals)), names, fontsize=7, rotation=60)
+    a.set_yscale("log")
+    a.set_title("run log: store-bench, and babelgate with each store, events/s")
+
+    a = ax[4][1]
+    client = [r["client_cpu_us_per_event"] for r in store]
+    redis = [r["redis_cpu_us_per_event"] or 0 for r in store]
+    for _, r in srows:
+        cpu = [c["cpu_s"] * 1e6 / max(r["delivered_events"], 1) for c in r.get("sut_cpu_by_pid") or []]
+        client.append(cpu[0] if cpu else 0)
+        redis.append(cpu[1] if len(cpu) > 1 else 0)
+    a.bar(range(len(client)), client, color="#dd8452", label="store-bench / babelgate")
+    a.bar(range(len(redis)), redis, bottom=client, color="#c44e52", label="redis-server")
+    a.set_xticks(range(len(names)), names, fontsize=7, rotation=60)
+    a.set_title("CPU µs per event")
+    a.legend(fontsize=8)
 
 
 if __name__ == "__main__":

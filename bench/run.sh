@@ -29,6 +29,19 @@
 #    encoder writes binary); upstream side, to the Vercel client of (c) from
 #    an AG-UI protobuf upstream (c-binup), a WebSocket JSON one (c-wsup) and
 #    a WebSocket ag-ui.proto one (c-wsbinup)
+#    - latency (issue 14): (a), (b) and (c) at 1,000 streams x 20 events/s
+#      and at 5,000 streams x 4 events/s (the same 20,000 events/s in all),
+#      three runs in a row at each size, the three systems side by side in
+#      each run; inter-event latency and time to first event (request
+#      written to the first mark read); the bridges once, at 1,000 streams
+#    - open streams: idle, steady and recovered RSS of babelgate (loadgen
+#      --recover-s: RSS sampled for OPEN_RECOVER_S s after the last close)
+#    - store (issue 14): a redis-server started here (Debian's; installed
+#      if missing) on a free port; store-bench (crates/bench) appends run-log
+#      entries to it with N runs at once, pipelined batches of 1, 16 and 64,
+#      and to the memory store; then babelgate with `[store] backend =
+#      "redis"` against babelgate with the memory store, saturation and
+#      1,000 x 20 events/s, alternating, CPU of babelgate and of Redis
 # 6. bench/report.py writes the table into docs/benchmarks.md and the plot
 #    docs/benchmarks.png from this run's target/bench/*.json
 #
@@ -45,6 +58,17 @@
 #                    babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin
 #                    babelgate-binup babelgate-wsup babelgate-wsbinup
 #   PORT_OFFSET=N    every port of the load step moved by N (default 0)
+#   WORKLOADS also knows "store" (default all four)
+#   LAT_SIZES="1000:20:200:2000 5000:4:60:5000"   latency sizes, each
+#                    streams:events/s per stream:events per stream:ramp ms
+#   LAT_RUNS=3       runs in a row at each latency size
+#   OPEN_STREAMS=N   streams of the open-streams workload (also with QUICK=1)
+#   OPEN_EVENTS="15 30"   its scenarios: events per stream (1 a second)
+#   OPEN_RECOVER_S=25     RSS sampled this long after the last stream closed
+#   STORE_RUNS=20 STORE_EVENTS=10000   store-bench: runs at once, events each
+# e.g. ONLY=load WORKLOADS=open OPEN_STREAMS=2000 OPEN_EVENTS=15 ./bench/run.sh
+#      ONLY=load WORKLOADS=latency SYSTEMS="upstream nginx babelgate" ./bench/run.sh
+#      ONLY=load WORKLOADS=store ./bench/run.sh
 # e.g. ONLY=load WORKLOADS=saturation SYSTEMS="upstream babelgate node node-lean" ./bench/run.sh
 set -euo pipefail
 
@@ -59,16 +83,20 @@ rm -f "$OUT"/*.json "$OUT"/*.jsonl
 
 QUICK="${QUICK:-0}"
 ONLY="${ONLY:-}"
-WORKLOADS="${WORKLOADS:-saturation latency open}"
+WORKLOADS="${WORKLOADS:-saturation latency open store}"
 WIRE_SYSTEMS="babelgate-agui babelgate-bin babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin babelgate-binup babelgate-wsup babelgate-wsbinup"
 SYSTEMS="${SYSTEMS:-upstream nginx babelgate node node-lean python $WIRE_SYSTEMS}"
 case "$ONLY" in ""|load) ;; *) echo "ONLY=$ONLY: only ONLY=load is known" >&2; exit 2 ;; esac
 has() { case " $1 " in *" $2 "*) return 0 ;; *) return 1 ;; esac; }
+# OPEN_EVENTS from the environment: the open-streams scenarios to run
+OPEN_SCENARIOS="${OPEN_EVENTS:-}"
 if [ "$QUICK" = "1" ]; then
   STREAM_EVENTS=20000; CORE_EVENTS=20000; CORE_SECS=0.2
   SAT_STREAMS=4; SAT_EVENTS=2000
   LAT_STREAMS=50; LAT_RATE=20; LAT_EVENTS=40
-  OPEN_STREAMS=500; OPEN_EVENTS=5
+  OPEN_STREAMS="${OPEN_STREAMS:-500}"; OPEN_EVENTS=5
+  LAT_SIZES="${LAT_SIZES:-50:20:40:1000 200:4:12:1000}"; OPEN_RECOVER_S="${OPEN_RECOVER_S:-5}"
+  STORE_RUNS="${STORE_RUNS:-4}"; STORE_EVENTS="${STORE_EVENTS:-2000}"
 else
   STREAM_EVENTS=200000; CORE_EVENTS=200000; CORE_SECS=2
   SAT_STREAMS=20; SAT_EVENTS=10000
@@ -76,7 +104,14 @@ else
   # The sandbox's hard limit is 20,000 open files per process; babelgate
   # holds two per stream (client and upstream), so 9,900 is as far as it goes.
   OPEN_STREAMS="${OPEN_STREAMS:-9900}"; OPEN_EVENTS=30
+  # 5,000 streams at 4 events/s: the same 20,000 events/s as 1,000 x 20, which
+  # the two cores carry beside the load generator and the upstream (at 20/s
+  # each, 100,000 events/s, babelgate alone would need about 3 cores).
+  LAT_SIZES="${LAT_SIZES:-1000:20:200:2000 5000:4:60:5000}"; OPEN_RECOVER_S="${OPEN_RECOVER_S:-25}"
+  STORE_RUNS="${STORE_RUNS:-20}"; STORE_EVENTS="${STORE_EVENTS:-10000}"
 fi
+LAT_RUNS="${LAT_RUNS:-3}"
+[ -n "$OPEN_SCENARIOS" ] || OPEN_SCENARIOS="15 $OPEN_EVENTS"
 
 step() { printf '\n==> %s\n' "$*"; }
 quiet() {
@@ -95,6 +130,12 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx-light
 fi
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+if has "$WORKLOADS" store && ! command -v redis-server >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "apt-get install redis-server"
+  quiet $sudo apt-get update
+  quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server
+fi
 stamp="bench/node/node_modules/.babelgate-lock-sha"
 sha="$(sha256sum bench/node/package-lock.json bench/node/package.json | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sha" ]; then
@@ -117,6 +158,7 @@ fi
 step "build (release)"
 if [ "$ONLY" = load ]; then
   cargo build --release -p babelgate -p babelgate-loadgen
+  if has "$WORKLOADS" store; then cargo build --release -p babelgate-bench --bin store-bench; fi
 else
   cargo build --release -p babelgate -p babelgate-bench -p babelgate-loadgen
 fi
@@ -208,7 +250,7 @@ worker_rlimit_nofile 20000;
 daemon off;
 pid $OUT/nginx/nginx.pid;
 error_log $OUT/nginx/error.log warn;
-events { worker_connections 10000; }
+events { worker_connections 19000; }  # 5,000 streams: two connections each, maybe all on one worker
 http {
   access_log off;
   client_body_temp_path $OUT/nginx/body;
@@ -295,8 +337,32 @@ if has "$WORKLOADS" saturation; then
 echo "-- saturation: $SAT_STREAMS streams x $SAT_EVENTS events, as fast as possible"
 load saturation --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
 fi
+# Issue 14's latency: (a), (b) and (c) side by side in each run, LAT_RUNS runs
+# in a row at each size of LAT_SIZES (streams:rate:events:ramp ms).
+latency_runs() {
+  local size streams rate events ramp run t name url body pids
+  for size in $LAT_SIZES; do
+    IFS=: read -r streams rate events ramp <<<"$size"
+    for run in $(seq 1 "$LAT_RUNS"); do
+      echo "-- latency run $run of $LAT_RUNS: $streams streams x $rate events/s x $events events"
+      for t in "${TARGETS[@]}"; do
+        read -r name url body pids <<<"$t"
+        case "$name" in upstream|nginx|babelgate) ;; *) continue ;; esac
+        has "$SYSTEMS" "$name" || continue
+        local pid_arg=()
+        [ "$pids" = "-" ] || pid_arg=(--pids "$pids")
+        "$BIN/loadgen" run --url "$url" --body "$body" --streams 4 --events 200 --rate 0 "${pid_arg[@]}" >/dev/null
+        "$BIN/loadgen" run --url "$url" --body "$body" --label "latency-$streams-r$run/$name" "${pid_arg[@]}" \
+          --streams "$streams" --events "$events" --rate "$rate" --ramp-ms "$ramp" --timeout-s 120 | tee -a "$OUT/load.jsonl"
+        sleep 1
+      done
+    done
+  done
+}
 if has "$WORKLOADS" latency; then
-echo "-- latency: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events"
+latency_runs
+echo "-- latency: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events (the other systems, once)"
+SYSTEMS="$(for s in $SYSTEMS; do case "$s" in upstream|nginx|babelgate) ;; *) printf '%s ' "$s" ;; esac; done)" \
 load latency --streams "$LAT_STREAMS" --events "$LAT_EVENTS" --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120
 fi
 # ---- binary transport and WebSocket rows -----------------------------------
@@ -400,13 +466,65 @@ fresh_babelgate() {
 # Streams open over 10 s and last one event per second: with 15 events or more
 # every stream is open at once for a while, so the peak is 9,900 open streams
 # (with fewer events the first ones end before the last ones start).
-for n in 15 "$OPEN_EVENTS"; do
+for n in $OPEN_SCENARIOS; do
   has "$WORKLOADS" open && has "$SYSTEMS" babelgate || break
   echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events (babelgate)"
   fresh_babelgate
   "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG/api/chat" --body vercel --streams "$OPEN_STREAMS" \
-    --events "$n" --rate 1 --ramp-ms 10000 --timeout-s 120 --pids "$BG" --label "open$n/babelgate" | tee -a "$OUT/load.jsonl"
+    --events "$n" --rate 1 --ramp-ms 10000 --timeout-s 120 --pids "$BG" --label "open$n/babelgate" \
+    --recover-s "$OPEN_RECOVER_S" | tee -a "$OUT/load.jsonl"
 done
+
+# Issue 14's store: one Redis for run logs (store-bench), and what the Redis
+# store adds to a stream through babelgate against the memory store.
+store_workload() {
+  local dir="$OUT/redis" rport=$((16379 + O)) p_mem=$((18091 + O)) p_red=$((18092 + O))
+  local redis bgm bgr round b
+  mkdir -p "$dir"
+  redis-server --bind 127.0.0.1 --port "$rport" --save "" --appendonly no --dir "$dir" \
+    --logfile "$dir/redis.log" --daemonize no &
+  PIDS+=($!); redis=$!
+  wait_port "$rport"
+  echo "-- store: run logs in one Redis (redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), port $rport): $STORE_RUNS runs x $STORE_EVENTS events"
+  for b in 1 16 64; do
+    "$BIN/store-bench" --backend redis --url "redis://127.0.0.1:$rport" --runs "$STORE_RUNS" --events "$STORE_EVENTS" \
+      --batch "$b" --redis-pid "$redis" --label "redis/$b" | tee -a "$OUT/store.jsonl"
+    redis-cli -p "$rport" flushall >/dev/null
+  done
+  for b in 1 16; do
+    "$BIN/store-bench" --backend memory --runs "$STORE_RUNS" --events "$STORE_EVENTS" --batch "$b" \
+      --label "memory/$b" | tee -a "$OUT/store.jsonl"
+  done
+  sed -e "s/127.0.0.1:$P_BG/127.0.0.1:$p_mem/" "$OUT/gateway.toml" >"$OUT/gateway-memory.toml"
+  { sed -e "s/127.0.0.1:$P_BG/127.0.0.1:$p_red/" "$OUT/gateway.toml"
+    printf '\n[store]\nbackend = "redis"\nurl = "redis://127.0.0.1:%s"\n' "$rport"; } >"$OUT/gateway-redis.toml"
+  BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway-memory.toml" 2>"$OUT/babelgate-memory.log" &
+  PIDS+=($!); bgm=$!
+  BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway-redis.toml" 2>"$OUT/babelgate-redis.log" &
+  PIDS+=($!); bgr=$!
+  wait_port "$p_mem"; wait_port "$p_red"
+  echo "-- store: babelgate with the memory store against the Redis store, $SAT_STREAMS x $SAT_EVENTS events as fast as possible, 3 rounds"
+  for round in 1 2 3; do
+    for b in memory redis; do
+      local port=$p_mem pids=$bgm
+      [ "$b" = memory ] || { port=$p_red; pids="$bgr,$redis"; }
+      "$BIN/loadgen" run --url "http://127.0.0.1:$port/api/chat" --body vercel --streams 4 --events 200 --rate 0 --pids "$pids" >/dev/null
+      "$BIN/loadgen" run --url "http://127.0.0.1:$port/api/chat" --body vercel --streams "$SAT_STREAMS" --events "$SAT_EVENTS" \
+        --rate 0 --pids "$pids" --label "store-saturation-r$round/babelgate-$b" | tee -a "$OUT/load.jsonl"
+      sleep 1
+    done
+  done
+  echo "-- store: the same at $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events"
+  for b in memory redis; do
+    local port=$p_mem pids=$bgm
+    [ "$b" = memory ] || { port=$p_red; pids="$bgr,$redis"; }
+    "$BIN/loadgen" run --url "http://127.0.0.1:$port/api/chat" --body vercel --streams "$LAT_STREAMS" --events "$LAT_EVENTS" \
+      --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120 --pids "$pids" --label "store-latency/babelgate-$b" | tee -a "$OUT/load.jsonl"
+    sleep 1
+  done
+  redis-cli -p "$rport" info memory | sed -n 's/^used_memory_human:/redis used memory after: /p'
+}
+if has "$WORKLOADS" store; then store_workload; fi
 
 cleanup
 trap - EXIT

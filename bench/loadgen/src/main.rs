@@ -22,6 +22,12 @@
 //! latency p50/p99/p99.9, time to the first response byte, and the CPU
 //! seconds and peak resident memory of the processes given by `--pids`
 //! (sampled from /proc every 100 ms; threads included, children not).
+//! `run` also takes `--recover-s S` (see below). Time to first event is request written to the first mark read. The
+//! memory of an open-streams run: idle RSS (before the first stream),
+//! steady RSS (median of the samples taken while the most streams were open
+//! at once, all of them when they overlap) and, with `--recover-s S`, RSS
+//! sampled for S seconds after the last stream closed (the last value, and
+//! when it first came within 10% of idle).
 //!
 //! HTTP/1.1 by hand on purpose: one small task per stream, no pooling, no
 //! buffering between the socket and the clock.
@@ -32,7 +38,7 @@
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -251,6 +257,10 @@ struct RunOpts {
     streams: u64,
     workload: Workload,
     ramp: Duration,
+    /// How long to sample the processes' memory after the last stream closed.
+    recover: Duration,
+    /// Streams whose response head has arrived and whose body has not ended.
+    open: AtomicU64,
     pids: Vec<u32>,
     label: String,
     timeout: Duration,
@@ -289,6 +299,8 @@ impl RunOpts {
                 pad: num("pad", 8.0)? as usize,
             },
             ramp: Duration::from_millis(num("ramp-ms", 0.0)? as u64),
+            recover: Duration::from_secs_f64(num("recover-s", 0.0)?),
+            open: AtomicU64::new(0),
             pids: o
                 .get("pids")
                 .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
@@ -304,6 +316,8 @@ impl RunOpts {
 struct StreamResult {
     events: u64,
     ttfb_us: Option<u64>,
+    /// Request written to the first mark read.
+    ttfe_us: Option<u64>,
     error: Option<String>,
     latencies_us: Vec<u32>,
     start: Option<Instant>,
@@ -440,6 +454,9 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
         o.body
     );
     s.write_all(req.as_bytes()).await?;
+    let written = now_us();
+    // Held from the response head to the end of the body.
+    let mut _open: Option<OpenGuard<'_>> = None;
     let mut buf = vec![0u8; 64 * 1024];
     let mut head = Vec::new();
     let mut chunked = None;
@@ -469,10 +486,15 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
             chunked = Some(h.contains("transfer-encoding: chunked"));
             let skip = end + 4 - (head.len() - n);
             body = &buf[skip..n];
+            _open = Some(OpenGuard::new(&o.open));
         }
         let events = &mut r.events;
         let lat = &mut r.latencies_us;
+        let ttfe = &mut r.ttfe_us;
         let mut found = |sent: u64| {
+            if ttfe.is_none() {
+                *ttfe = Some(t.saturating_sub(written));
+            }
             *events += 1;
             lat.push(t.saturating_sub(sent).min(u64::from(u32::MAX)) as u32);
         };
@@ -487,6 +509,22 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
         marks.check(false)?;
     }
     marks.check(true)
+}
+
+/// Counts a stream as open while it lives.
+struct OpenGuard<'a>(&'a AtomicU64);
+
+impl<'a> OpenGuard<'a> {
+    fn new(n: &'a AtomicU64) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        OpenGuard(n)
+    }
+}
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// CPU seconds (user + system, all threads) and resident bytes of a process.
@@ -522,17 +560,22 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 async fn run(o: RunOpts) -> serde_json::Value {
     let o = Arc::new(o);
     let (cpu0, rss0) = usage_of(&o.pids);
+    let cpu0_by_pid: Vec<f64> = o.pids.iter().map(|&p| usage_of(&[p]).0).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let pids = o.pids.clone();
+        let o = o.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
             let mut peak = 0u64;
+            // (streams open, RSS) every 100 ms, for the steady RSS
+            let mut samples = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                peak = peak.max(usage_of(&pids).1);
+                let rss = usage_of(&o.pids).1;
+                peak = peak.max(rss);
+                samples.push((o.open.load(Ordering::Relaxed), rss));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            peak.max(usage_of(&pids).1)
+            (peak.max(usage_of(&o.pids).1), samples)
         })
     };
     let t0 = Instant::now();
@@ -553,8 +596,15 @@ async fn run(o: RunOpts) -> serde_json::Value {
         }
     }
     let (cpu1, _) = usage_of(&o.pids);
+    let cpu_by_pid: Vec<f64> = o
+        .pids
+        .iter()
+        .zip(&cpu0_by_pid)
+        .map(|(&p, c0)| usage_of(&[p]).0 - c0)
+        .collect();
     stop.store(true, Ordering::Relaxed);
-    let peak_rss = sampler.await.unwrap_or(0);
+    let (peak_rss, samples) = sampler.await.unwrap_or_default();
+    let memory = memory_report(&o, rss0, &samples).await;
 
     let first = results.iter().filter_map(|r| r.start).min().unwrap_or(t0);
     let last = results.iter().filter_map(|r| r.end).max().unwrap_or(t0);
@@ -571,6 +621,11 @@ async fn run(o: RunOpts) -> serde_json::Value {
         .filter_map(|r| r.ttfb_us.map(|t| t.min(u64::from(u32::MAX)) as u32))
         .collect();
     ttfb.sort_unstable();
+    let mut ttfe: Vec<u32> = results
+        .iter()
+        .filter_map(|r| r.ttfe_us.map(|t| t.min(u64::from(u32::MAX)) as u32))
+        .collect();
+    ttfe.sort_unstable();
     let cpu = cpu1 - cpu0;
     serde_json::json!({
         "label": o.label,
@@ -590,10 +645,69 @@ async fn run(o: RunOpts) -> serde_json::Value {
             "max": lat.last().copied(),
         },
         "ttfb_us": {"p50": percentile(&ttfb, 50.0), "p99": percentile(&ttfb, 99.0)},
+        "ttfe_us": {
+            "p50": percentile(&ttfe, 50.0),
+            "p99": percentile(&ttfe, 99.0),
+            "p999": percentile(&ttfe, 99.9),
+        },
+        "sut_cpu_by_pid": o.pids.iter().zip(&cpu_by_pid).map(|(p, c)| serde_json::json!({"pid": p, "cpu_s": c})).collect::<Vec<_>>(),
+        "memory": memory,
         "sut_cpu_s": if o.pids.is_empty() { serde_json::Value::Null } else { cpu.into() },
         "sut_cpu_pct": if o.pids.is_empty() { serde_json::Value::Null } else { (100.0 * cpu / wall).into() },
         "sut_rss_start_mib": if o.pids.is_empty() { serde_json::Value::Null } else { (rss0 as f64 / 1048576.0).into() },
         "sut_rss_peak_mib": if o.pids.is_empty() { serde_json::Value::Null } else { (peak_rss as f64 / 1048576.0).into() },
+    })
+}
+
+/// Idle, steady and recovered RSS of the processes under test (MiB), as
+/// JSON; null without `--pids`. Samples RSS for `--recover-s` after the
+/// last stream closed (every 250 ms).
+async fn memory_report(o: &RunOpts, idle: u64, samples: &[(u64, u64)]) -> serde_json::Value {
+    if o.pids.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let max_open = samples.iter().map(|s| s.0).max().unwrap_or(0);
+    let mut steady: Vec<u64> = samples
+        .iter()
+        .filter(|s| s.0 == max_open && max_open > 0)
+        .map(|s| s.1)
+        .collect();
+    steady.sort_unstable();
+    let steady_rss = steady.get(steady.len() / 2).copied();
+    let t0 = Instant::now();
+    let mut within_10pct_s = None;
+    let mut recovered = None;
+    let mut series = Vec::new();
+    let mut next_point = Duration::ZERO;
+    while !o.recover.is_zero() {
+        let now = t0.elapsed();
+        let rss = usage_of(&o.pids).1;
+        recovered = Some(rss);
+        if within_10pct_s.is_none() && rss as f64 <= idle as f64 * 1.1 {
+            within_10pct_s = Some(now.as_secs_f64());
+        }
+        if now >= next_point {
+            series.push(serde_json::json!([now.as_secs_f64(), mib(rss)]));
+            next_point += Duration::from_secs(1);
+        }
+        if now >= o.recover {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    serde_json::json!({
+        "idle_mib": mib(idle),
+        "max_open_at_once": max_open,
+        "steady_samples": steady.len(),
+        "steady_mib": steady_rss.map(mib),
+        "kib_per_open_stream": steady_rss
+            .filter(|_| max_open > 0)
+            .map(|s| s.saturating_sub(idle) as f64 / 1024.0 / max_open as f64),
+        "recover_s": o.recover.as_secs_f64(),
+        "recovered_mib": recovered.map(mib),
+        "within_10pct_of_idle_after_s": within_10pct_s,
+        "recovery_series_mib": series,
     })
 }
 
