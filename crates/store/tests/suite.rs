@@ -972,6 +972,21 @@ async fn caps_drop_the_oldest_entries_and_readers_are_told(kind: Kind) {
     let items = collect(log.read("r2", None)).await;
     assert_eq!(items.first(), Some(&LogItem::Truncated));
     assert_eq!(datas(&items), ["5678", "9abc"], "byte cap");
+
+    // A batch that crosses the caps keeps what appending one by one keeps.
+    log.begin("k", "r3", "me", LONG_LEASE).await.unwrap();
+    let batch = ["a", "b", "c", "d", "e"].map(|d| entry(d, None)).to_vec();
+    let mut ids = Vec::new();
+    log.append_entries("r3", batch, &mut ids).await.unwrap();
+    assert_eq!(ids.len(), 5);
+    log.end("r3", RunOutcome::Completed, RETENTION)
+        .await
+        .unwrap();
+    let items = collect(log.read("r3", None)).await;
+    assert_eq!(items.first(), Some(&LogItem::Truncated));
+    assert_eq!(datas(&items), ["c", "d", "e"], "entry cap, one batch");
+    let whole = collect(log.read("r3", Some(ids[1]))).await;
+    assert_eq!(datas(&whole), ["c", "d", "e"]);
 }
 
 fn entry(data: &str, core: Option<&str>) -> Entry {
