@@ -325,7 +325,11 @@ impl Runs {
         if take < ended.len() {
             ended.select_nth_unstable(take);
         }
-        let mut victims: Vec<String> = ended[..take].iter().map(|(_, id)| (*id).clone()).collect();
+        let mut victims: Vec<String> = ended
+            .iter()
+            .take(take)
+            .map(|(_, id)| (*id).clone())
+            .collect();
         // Then, only as many as still needed, the oldest running ones.
         if take < need {
             let mut running: Vec<(Instant, &String)> = self
@@ -338,7 +342,7 @@ impl Runs {
             if more < running.len() {
                 running.select_nth_unstable(more);
             }
-            victims.extend(running[..more].iter().map(|(_, id)| (*id).clone()));
+            victims.extend(running.iter().take(more).map(|(_, id)| (*id).clone()));
         }
         for id in victims {
             self.remove(&id);
