@@ -290,23 +290,28 @@ impl Runs {
         }
     }
 
-    /// Forgets expired runs and dangling pointers (at most once a second:
+    /// Forgets expired runs and dangling pointers.
+    fn sweep(&mut self, now: Instant) {
+        self.next_sweep = Some(now + SWEEP_EVERY);
+        let expired: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.remove(&id);
+        }
+        let runs = &self.runs;
+        self.latest.retain(|_, id| runs.contains_key(id));
+    }
+
+    /// Sweeps (at most once a second:
     /// a read drops an expired run anyway, and a sweep looks at every run),
     /// then evicts until there is room for one more run.
     fn make_room(&mut self, now: Instant, max_runs: usize) {
         if self.next_sweep.is_none_or(|at| at <= now) {
-            self.next_sweep = Some(now + SWEEP_EVERY);
-            let expired: Vec<String> = self
-                .runs
-                .iter()
-                .filter(|(_, r)| r.expires <= now)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in expired {
-                self.remove(&id);
-            }
-            let runs = &self.runs;
-            self.latest.retain(|_, id| runs.contains_key(id));
+            self.sweep(now);
         }
         if self.runs.len() < max_runs {
             return;
@@ -354,18 +359,35 @@ impl Runs {
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl MemoryRunLog {
+    /// Within a Tokio runtime, also starts the sweeper that forgets expired
+    /// runs every second while the log is in use (see [`sweeper`]).
     pub fn new(cfg: &MemoryConfig) -> Self {
-        MemoryRunLog {
-            shared: Arc::new(Shared {
-                max_runs: cfg.max_runs.max(1),
-                max_entries: cfg.max_run_entries.max(1),
-                max_bytes: cfg.max_run_bytes.max(1),
-                max_total_bytes: cfg.max_total_bytes.max(1),
-                max_input_bytes: cfg.max_input_bytes,
-                lost_retention: cfg.lost_retention,
-                state: Mutex::new(Runs::default()),
-            }),
+        let shared = Arc::new(Shared {
+            max_runs: cfg.max_runs.max(1),
+            max_entries: cfg.max_run_entries.max(1),
+            max_bytes: cfg.max_run_bytes.max(1),
+            max_total_bytes: cfg.max_total_bytes.max(1),
+            max_input_bytes: cfg.max_input_bytes,
+            lost_retention: cfg.lost_retention,
+            state: Mutex::new(Runs::default()),
+        });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(sweeper(Arc::downgrade(&shared)));
         }
+        MemoryRunLog { shared }
+    }
+}
+
+/// Forgets expired runs every second, until the log is dropped. Without
+/// it an ended run's log would stay until the next run begins: a gateway
+/// that goes quiet after a burst would keep the burst's logs.
+async fn sweeper(shared: std::sync::Weak<Shared>) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(sh) = shared.upgrade() else { return };
+        sh.lock().sweep(Instant::now());
     }
 }
 
@@ -887,6 +909,26 @@ mod tests {
             log.append("r2", Bytes::from_static(b"x")).await,
             Err(StoreError::UnknownRun("r2".into()))
         );
+    }
+
+    #[tokio::test]
+    async fn an_expired_run_is_forgotten_without_another_begin() {
+        let log = MemoryRunLog::default();
+        log.begin("k", "r1", "me", Duration::from_secs(60))
+            .await
+            .unwrap();
+        log.append("r1", Bytes::from_static(b"x")).await.unwrap();
+        log.end("r1", RunOutcome::Completed, Duration::from_millis(10))
+            .await
+            .unwrap();
+        // Polled (not read: a read drops an expired run itself), well past
+        // the sweeper's second.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !log.shared.lock().runs.is_empty() {
+            assert!(Instant::now() < deadline, "the expired run is still held");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(log.shared.lock().total_bytes, 0);
     }
 
     #[tokio::test]
