@@ -647,6 +647,7 @@ pub(crate) async fn open_upstream(
         ws: Some(ws),
         done: false,
         binary,
+        after: None,
     })
 }
 
@@ -677,7 +678,25 @@ pub(crate) struct UpstreamWs {
     done: bool,
     /// `ag-ui.proto` was accepted: binary messages only.
     binary: bool,
+    /// How the stream ended, held back while the messages read before it
+    /// are handed over.
+    after: Option<Option<Result<Bytes, String>>>,
 }
+
+/// What one message of an upstream WebSocket was.
+enum Read {
+    /// An event, added to the chunk.
+    Event,
+    /// A ping, pong or frame of no meaning here.
+    Skip,
+    /// The end: an error, or `None` for a clean close.
+    End(Option<Result<Bytes, String>>),
+}
+
+/// Messages already read are handed to the pump together, up to this many
+/// bytes: each message is one event, and a chunk per event would pay the
+/// pump's per-chunk work (the run log's append, wake-ups, timers) for each.
+const UPSTREAM_CHUNK: usize = 64 << 10;
 
 impl UpstreamWs {
     /// Whether the items are length-prefixed protobuf events (the binary
@@ -690,73 +709,85 @@ impl UpstreamWs {
 impl Stream for UpstreamWs {
     type Item = Result<Bytes, String>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+    /// The messages that are ready, as one chunk: never waits for more.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(end) = this.after.take() {
+            return Poll::Ready(end);
+        }
+        let mut chunk = Vec::new();
         loop {
-            if self.done {
+            if this.done {
                 return Poll::Ready(None);
             }
-            let Some(ws) = self.ws.as_mut() else {
+            let Some(ws) = this.ws.as_mut() else {
                 return Poll::Ready(None);
             };
             let item = match ws.poll_next_unpin(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending if chunk.is_empty() => return Poll::Pending,
+                Poll::Pending => return Poll::Ready(Some(Ok(Bytes::from(chunk)))),
                 Poll::Ready(m) => m,
             };
-            let out = match item {
-                // The accepted subprotocol decides what the messages are; a
-                // message of the other kind is malformed.
-                Some(Ok(Message::Text(_))) if self.binary => {
-                    self.done = true;
-                    Err(format!(
-                        "{MALFORMED}the upstream sent a text WebSocket message after accepting {SUBPROTOCOL_PROTO} (binary events only)"
-                    ))
+            match this.read(item, &mut chunk) {
+                Read::Event if chunk.len() >= UPSTREAM_CHUNK => {
+                    return Poll::Ready(Some(Ok(Bytes::from(chunk))));
                 }
-                Some(Ok(Message::Text(t))) => {
-                    let mut buf = Vec::with_capacity(t.len() + 8);
-                    sse::write_data(&mut buf, t.as_str());
-                    Ok(Bytes::from(buf))
-                }
-                Some(Ok(Message::Binary(b))) if self.binary => {
-                    // One event a message: framed as the binary transport's
-                    // body, for the route's binary upstream path.
-                    let mut buf = Vec::with_capacity(b.len() + 4);
-                    match babelgate_proto::write_frame(&mut buf, &b) {
-                        Ok(()) => Ok(Bytes::from(buf)),
-                        Err(e) => {
-                            self.done = true;
-                            Err(format!("{MALFORMED}{e}"))
-                        }
+                Read::Event | Read::Skip => {}
+                Read::End(end) => {
+                    this.done = true;
+                    if chunk.is_empty() {
+                        return Poll::Ready(end);
                     }
+                    this.after = Some(end);
+                    return Poll::Ready(Some(Ok(Bytes::from(chunk))));
                 }
-                Some(Ok(Message::Binary(_))) => {
-                    self.done = true;
-                    Err(format!(
-                        "{MALFORMED}the upstream sent a binary WebSocket message without {SUBPROTOCOL_PROTO}; only text (one event each) is read"
-                    ))
+            }
+        }
+    }
+}
+
+impl UpstreamWs {
+    /// Adds one message's event to `chunk`, or says why the stream ends.
+    fn read(
+        &self,
+        item: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+        chunk: &mut Vec<u8>,
+    ) -> Read {
+        match item {
+            // The accepted subprotocol decides what the messages are; a
+            // message of the other kind is malformed.
+            Some(Ok(Message::Text(_))) if self.binary => Read::End(Some(Err(format!(
+                "{MALFORMED}the upstream sent a text WebSocket message after accepting {SUBPROTOCOL_PROTO} (binary events only)"
+            )))),
+            Some(Ok(Message::Text(t))) => {
+                sse::write_data(chunk, t.as_str());
+                Read::Event
+            }
+            Some(Ok(Message::Binary(b))) if self.binary => {
+                // One event a message: framed as the binary transport's
+                // body, for the route's binary upstream path.
+                match babelgate_proto::write_frame(chunk, &b) {
+                    Ok(()) => Read::Event,
+                    Err(e) => Read::End(Some(Err(format!("{MALFORMED}{e}")))),
                 }
-                Some(Ok(Message::Close(frame))) => {
-                    self.done = true;
-                    match frame {
-                        None => return Poll::Ready(None),
-                        Some(f) if f.code == CloseCode::Normal => return Poll::Ready(None),
-                        Some(f) => Err(format!(
-                            "the upstream closed the WebSocket with {} {}",
-                            u16::from(f.code),
-                            f.reason
-                        )),
-                    }
-                }
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => {
-                    self.done = true;
-                    Err(format!("the upstream WebSocket failed: {e}"))
-                }
-                None => {
-                    self.done = true;
-                    Err("the upstream WebSocket ended without a close".to_string())
-                }
-            };
-            return Poll::Ready(Some(out));
+            }
+            Some(Ok(Message::Binary(_))) => Read::End(Some(Err(format!(
+                "{MALFORMED}the upstream sent a binary WebSocket message without {SUBPROTOCOL_PROTO}; only text (one event each) is read"
+            )))),
+            Some(Ok(Message::Close(frame))) => match frame {
+                None => Read::End(None),
+                Some(f) if f.code == CloseCode::Normal => Read::End(None),
+                Some(f) => Read::End(Some(Err(format!(
+                    "the upstream closed the WebSocket with {} {}",
+                    u16::from(f.code),
+                    f.reason
+                )))),
+            },
+            Some(Ok(_)) => Read::Skip,
+            Some(Err(e)) => Read::End(Some(Err(format!("the upstream WebSocket failed: {e}")))),
+            None => Read::End(Some(Err(
+                "the upstream WebSocket ended without a close".to_string(),
+            ))),
         }
     }
 }
@@ -936,10 +967,17 @@ mod tests {
             .remove(0)
     }
 
+    /// The stream's bytes and how it ended. Messages that were ready
+    /// together come as one chunk, so chunks in a row are joined: where
+    /// one ends is timing, not meaning.
     async fn drain(mut s: UpstreamWs) -> Vec<Result<String, String>> {
-        let mut got = Vec::new();
+        let mut got: Vec<Result<String, String>> = Vec::new();
         while let Some(i) = s.next().await {
-            got.push(i.map(|b| String::from_utf8(b.to_vec()).unwrap()));
+            let i = i.map(|b| String::from_utf8(b.to_vec()).unwrap());
+            match (got.last_mut(), i) {
+                (Some(Ok(all)), Ok(more)) => all.push_str(&more),
+                (_, i) => got.push(i),
+            }
         }
         got
     }
@@ -959,12 +997,35 @@ mod tests {
             .unwrap();
         assert_eq!(
             drain(s).await,
-            vec![
-                Ok("data: {\"a\":1}\n\n".into()),
-                Ok("data: two\ndata: lines\n\n".into())
-            ]
+            vec![Ok("data: {\"a\":1}\n\ndata: two\ndata: lines\n\n".into())]
         );
         assert_eq!(seen.await.unwrap(), vec![Message::text("{\"req\":1}")]);
+    }
+
+    #[tokio::test]
+    async fn messages_ready_together_reach_the_pump_as_one_chunk() {
+        let (url, sent) = upstream(|mut ws| async move {
+            let first = ws.next().await.unwrap().unwrap();
+            for n in 0..3 {
+                ws.send(Message::text(format!("{{\"n\":{n}}}")))
+                    .await
+                    .unwrap();
+            }
+            ws.close(None).await.unwrap();
+            vec![first]
+        })
+        .await;
+        let mut s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
+            .await
+            .unwrap();
+        // All sent (loopback: all received) before the first read.
+        sent.await.unwrap();
+        let chunk = s.next().await.unwrap().unwrap();
+        assert_eq!(
+            chunk,
+            "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: {\"n\":2}\n\n"
+        );
+        assert!(s.next().await.is_none(), "then the normal close");
     }
 
     #[tokio::test]
@@ -1088,10 +1149,11 @@ mod tests {
             let mut got = Vec::new();
             let mut s = s;
             while let Some(i) = s.next().await {
-                got.push(i.unwrap().to_vec());
+                got.extend_from_slice(&i.unwrap());
             }
-            // Each message behind its 4-byte big-endian length, untouched.
-            assert_eq!(got, vec![vec![0, 0, 0, 3, 1, 2, 3], vec![0, 0, 0, 0]]);
+            // Each message behind its 4-byte big-endian length, untouched
+            // (in one chunk or two: messages ready together are joined).
+            assert_eq!(got, vec![0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 0]);
             let (offered, first) = seen.await.unwrap();
             assert_eq!(offered, vec![Some("ag-ui.proto, ag-ui.json".to_string())]);
             // The request still goes up as text.
