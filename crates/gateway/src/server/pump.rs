@@ -478,7 +478,10 @@ impl Pump {
         }
         Some(match &mut self.recorder {
             Some(rec) => {
-                let mut with_ids = Vec::with_capacity(out.bytes().len() + 64);
+                // Room for an `id:` line per event (about 22 bytes): a
+                // chunk of many events would otherwise grow it twice or more.
+                let mut with_ids =
+                    Vec::with_capacity(out.bytes().len() + 24 * out.spans().len() + 16);
                 let steps = self.translator.take_journal();
                 rec.record(out, steps, &mut with_ids).await;
                 out.clear();
