@@ -199,7 +199,16 @@ def main() -> int:
 
     av = next((r for r in core if r["name"] == "translate/ag-ui-vercel"), None)
     if av:
-        target("core ≥ 2,000,000 events/s per core (mixed stream, ag-ui→vercel)", fmt(av["events_per_sec"]), av["events_per_sec"] >= 2e6, " events/s")
+        target("core ≥ 3,000,000 events/s on one core (mixed stream, ag-ui→vercel)", fmt(av["events_per_sec"]), av["events_per_sec"] >= 3e6, " events/s")
+    pairs = [r for r in core if r["name"].startswith("translate/")]
+    if pairs:
+        slow = min(pairs, key=lambda r: r["events_per_sec"])
+        target(
+            f"core: every one of the {len(pairs)} pairs ≥ 1,500,000 events/s (slowest: {slow['name'].split('/', 1)[1]})",
+            fmt(slow["events_per_sec"]),
+            slow["events_per_sec"] >= 1.5e6,
+            " events/s",
+        )
     if "babelgate" in trans:
         bg = trans["babelgate"]["wall_s"]
         if "node" in trans:
@@ -209,6 +218,10 @@ def main() -> int:
             r = trans["python"]["wall_s"] / bg
             target("`translate` ≥ 20x faster than Python SDK", f"{r:.1f}x", r >= 20)
     sb, sn, sl, sp = (load.get(f"saturation/{t}") for t in ("babelgate", "node", "node-lean", "python"))
+    sx = load.get("saturation/nginx")
+    if sb and sx:
+        r = sb["events_per_s"] / max(sx["events_per_s"], 1e-9)
+        target("network saturation ≥ 0.8x events/s of (b) nginx, translating", f"{r:.2f}x", r >= 0.8)
     if sb and sn:
         r = sb["events_per_s"] / max(sn["events_per_s"], 1e-9)
         target("network saturation ≥ 10x events/s of (d) Node runAgent", f"{r:.1f}x", r >= 10)
@@ -218,20 +231,8 @@ def main() -> int:
     if sb and sp:
         r = sb["events_per_s"] / max(sp["events_per_s"], 1e-9)
         target("network saturation ≥ 15x events/s of (e) Python", f"{r:.1f}x", r >= 15)
-    lb, ln = load.get("latency/babelgate"), load.get("latency/nginx")
-    if lb and ln and lb["latency_us"]["p99"] is not None and ln["latency_us"]["p99"] is not None:
-        r = lb["latency_us"]["p99"] / max(ln["latency_us"]["p99"], 1e-9)
-        target("1,000 × 20 events/s: babelgate p99 ≤ 1.2x nginx p99", f"{r:.2f}x", r <= 1.2)
-    for o in opens:
-        ok = o["sut_rss_peak_mib"] <= 300 and o["failed_streams"] == 0 and o["streams"] >= 10000
-        target(
-            f"10,000 open streams, RSS ≤ 300 MiB (ran {o['streams']:,}, {o['events_per_stream']} events each)",
-            f"{o['sut_rss_peak_mib']:.0f} MiB",
-            ok,
-        )
-
-    wire_summary(md, load)
     round_two_targets(target, load)
+    wire_summary(md, load)
 
     section = "\n".join(md)
     if print_only:
