@@ -9,7 +9,9 @@
 //! - starts come before deltas: an orphan text, reasoning or tool-argument
 //!   delta gets its start (a tool's name from an earlier start, else
 //!   `unknown`); text after its message ended opens it again (nothing said is
-//!   lost), arguments after their call ended are dropped (they are complete);
+//!   lost), arguments after their call ended are dropped (they are complete;
+//!   the last [`MAX_ENDED`] ended calls are remembered, so that a long stream
+//!   of calls keeps bounded state);
 //! - a tool call's result (or error, or denial) ends its arguments: an open
 //!   call gets its `ToolCallEnd` first;
 //! - ends of things never opened are dropped, and so are starts of what is
@@ -34,7 +36,7 @@
 //! Encoders then map kinds to their wire and keep only their own dialect's
 //! rules. How a cut stream ends (`Encoder::finish`/`fail`) stays the encoder's.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::event::{Event, EventKind, Outcome, Role};
 use crate::track::{OpenTracker, RunState};
@@ -43,15 +45,24 @@ use crate::track::{OpenTracker, RunState};
 pub struct Shaper {
     open: OpenTracker,
     errored: bool,
-    /// Tool names by call id, for a start synthesized before orphan arguments.
+    /// Tool names by call id, for a start synthesized before orphan
+    /// arguments; forgotten with the call's result (later arguments are
+    /// dropped as ended).
     tool_names: HashMap<String, String>,
     /// Text starts held until their first content.
     held: Vec<Event>,
     /// Calls of the current run with no result yet, in start order.
     pending: Vec<String>,
-    /// Calls whose arguments ended (until started again).
+    /// Calls whose arguments ended (until started again), the last
+    /// [`MAX_ENDED`] remembered: a stream of many calls must not grow it
+    /// without bound.
     ended: HashSet<String>,
+    /// `ended`'s insertion order, for forgetting the oldest.
+    ended_order: VecDeque<String>,
 }
+
+/// How many ended calls the shaper remembers to drop their late arguments.
+pub const MAX_ENDED: usize = 4096;
 
 /// The tool name of a start synthesized for a call never announced.
 pub const UNKNOWN_TOOL: &str = "unknown";
@@ -298,6 +309,7 @@ impl Shaper {
                     }));
                 }
                 self.pending.retain(|id| id != tool_call_id);
+                self.tool_names.remove(tool_call_id);
                 Keep::Event
             }
             EventKind::CollabEnd { message_id } => {
@@ -328,8 +340,15 @@ impl Shaper {
             EventKind::ToolCallStart { tool_call_id, .. } => {
                 self.ended.remove(tool_call_id);
             }
-            EventKind::ToolCallEnd { tool_call_id } => {
-                self.ended.insert(tool_call_id.clone());
+            EventKind::ToolCallEnd { tool_call_id } if self.ended.insert(tool_call_id.clone()) => {
+                self.ended_order.push_back(tool_call_id.clone());
+                // Entries of calls started again stay in the order until
+                // their turn: the order bounds both.
+                if self.ended_order.len() > MAX_ENDED {
+                    if let Some(old) = self.ended_order.pop_front() {
+                        self.ended.remove(&old);
+                    }
+                }
             }
             _ => {}
         }
@@ -648,5 +667,37 @@ mod tests {
             out.last(),
             Some(&finished(Outcome::Cancelled { reason: None }))
         );
+    }
+
+    #[test]
+    fn a_stream_of_many_calls_keeps_bounded_state_and_still_drops_late_args() {
+        let mut s = Shaper::new();
+        let mut out = Vec::new();
+        s.push(&Event::new(start()), &mut out);
+        let calls = MAX_ENDED + 100;
+        for i in 0..calls {
+            let id = format!("t{i}");
+            for k in [
+                tool_start(&id),
+                args(&id),
+                EventKind::ToolCallEnd {
+                    tool_call_id: id.clone(),
+                },
+                EventKind::ToolCallResult {
+                    tool_call_id: id.clone(),
+                    message_id: None,
+                    content: "ok".into(),
+                },
+            ] {
+                s.push(&Event::new(k), &mut out);
+            }
+        }
+        assert!(s.tool_names.is_empty(), "names go with the results");
+        assert_eq!(s.ended.len(), MAX_ENDED);
+        assert_eq!(s.ended_order.len(), MAX_ENDED);
+        // A recent call's late arguments are still dropped.
+        let before = out.len();
+        s.push(&Event::new(args(&format!("t{}", calls - 1))), &mut out);
+        assert_eq!(out.len(), before);
     }
 }
