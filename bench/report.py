@@ -167,10 +167,7 @@ def main() -> int:
 
     load_table("saturation", "Through the network at saturation")
     load_table("latency", "Added latency under load")
-    opens = sorted(
-        (r for k, r in load.items() if k.startswith("open") and k.endswith("/babelgate")),
-        key=lambda r: r["events_per_stream"],
-    )
+    opens = open_rows(load)
     if opens:
         md.append("\n### Concurrent open streams (babelgate, a fresh process each)\n")
         md.append(
@@ -476,10 +473,7 @@ def round_two_tables(load, store):
             f"\nbabelgate p99 / nginx p99: {'; '.join(cells)}. "
             f"babelgate p99 no worse than nginx's in three runs in a row: **{'yes' if in_a_row(ratios) else 'no'}**."
         )
-    opens = sorted(
-        (r for k, r in load.items() if k.startswith("open") and k.endswith("/babelgate") and r.get("memory")),
-        key=lambda r: r["events_per_stream"],
-    )
+    opens = [r for r in open_rows(load) if r.get("memory")]
     if opens:
         md.append("\n### Memory of open streams: idle, steady, recovered (babelgate, a fresh process each)\n")
         md.append(
@@ -553,6 +547,12 @@ def round_two_tables(load, store):
     return md
 
 
+def open_rows(load):
+    """The open-streams runs (babelgate's), fewest events first."""
+    rows = (r for k, r in load.items() if k.startswith("open") and k.endswith("/babelgate"))
+    return sorted(rows, key=lambda r: r["events_per_stream"])
+
+
 def round_two_targets(target, load):
     for streams, runs in latency_sizes(load).items():
         ratios = p99_ratios(runs)
@@ -606,9 +606,7 @@ def plot_round_two(ax, load, store, colors):
         a.set_title(title)
         a.legend(fontsize=8)
 
-    opens = sorted(
-        (r for k, r in load.items() if k.startswith("open") and r.get("memory")), key=lambda r: r["events_per_stream"]
-    )
+    opens = [r for r in open_rows(load) if r.get("memory")]
     a = ax[3][0]
     width = 0.2
     for j, (what, key) in enumerate([("idle", "idle_mib"), ("steady", "steady_mib"), ("peak", None), ("recovered", "recovered_mib")]):
