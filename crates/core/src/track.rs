@@ -2,6 +2,8 @@
 //! collaboration messages. Every encoder keeps one so that `finish` and error
 //! paths can close exactly what is open, in one shared way.
 
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
 use crate::event::{Event, EventKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -16,22 +18,177 @@ pub enum RunState {
 #[derive(Debug, Clone, Default)]
 pub struct OpenTracker {
     pub run: RunState,
-    texts: Vec<String>,
-    reasoning: Vec<String>,
-    reasoning_phases: Vec<String>,
-    /// (id, tool name)
-    tool_calls: Vec<(String, String)>,
-    collabs: Vec<String>,
+    texts: OpenList<()>,
+    reasoning: OpenList<()>,
+    reasoning_phases: OpenList<()>,
+    /// By call id: the tool name.
+    tool_calls: OpenList<String>,
+    collabs: OpenList<()>,
     steps: Vec<Option<String>>,
 }
 
-fn remove(list: &mut Vec<String>, id: &str) -> bool {
-    match list.iter().position(|x| x == id) {
-        Some(i) => {
-            list.remove(i);
-            true
+/// Past this many open items of one kind, a list is indexed.
+const INDEXED: usize = 32;
+
+/// Ids open at once, in the order they opened, an id opened twice counted
+/// twice. A well-formed stream has one or two open at a time, and a short
+/// list searched in place is the fastest there is. An upstream that opens
+/// thousands and never closes them would make every event search them all,
+/// so past [`INDEXED`] entries the list is kept by id and by order instead:
+/// each step O(log n), whatever the upstream does.
+#[derive(Debug, Clone)]
+enum OpenList<V> {
+    Small(Vec<(String, V)>),
+    Indexed {
+        /// Opening order (a counter) to the item.
+        order: BTreeMap<u64, (String, V)>,
+        /// Each id's places in `order`, oldest first.
+        by_id: HashMap<String, VecDeque<u64>>,
+        next: u64,
+    },
+}
+
+impl<V> Default for OpenList<V> {
+    fn default() -> Self {
+        OpenList::Small(Vec::new())
+    }
+}
+
+impl<V> OpenList<V> {
+    fn push(&mut self, id: String, value: V) {
+        match self {
+            OpenList::Small(items) => {
+                items.push((id, value));
+                if items.len() > INDEXED {
+                    let mut indexed = OpenList::Indexed {
+                        order: BTreeMap::new(),
+                        by_id: HashMap::new(),
+                        next: 0,
+                    };
+                    for (id, value) in std::mem::take(items) {
+                        indexed.push(id, value);
+                    }
+                    *self = indexed;
+                }
+            }
+            OpenList::Indexed { order, by_id, next } => {
+                by_id.entry(id.clone()).or_default().push_back(*next);
+                order.insert(*next, (id, value));
+                *next += 1;
+            }
         }
-        None => false,
+    }
+
+    /// Closes the oldest `id`; false when none is open.
+    fn remove(&mut self, id: &str) -> bool {
+        let removed = match self {
+            OpenList::Small(items) => match items.iter().position(|(x, _)| x == id) {
+                Some(i) => {
+                    items.remove(i);
+                    true
+                }
+                None => false,
+            },
+            OpenList::Indexed { order, by_id, .. } => {
+                let Some(places) = by_id.get_mut(id) else {
+                    return false;
+                };
+                if let Some(at) = places.pop_front() {
+                    order.remove(&at);
+                }
+                if places.is_empty() {
+                    by_id.remove(id);
+                }
+                true
+            }
+        };
+        self.shrink();
+        removed
+    }
+
+    /// Closes every `id`.
+    fn remove_all(&mut self, id: &str) {
+        match self {
+            OpenList::Small(items) => items.retain(|(x, _)| x != id),
+            OpenList::Indexed { order, by_id, .. } => {
+                for at in by_id.remove(id).unwrap_or_default() {
+                    order.remove(&at);
+                }
+            }
+        }
+        self.shrink();
+    }
+
+    /// Back to a plain list once few are open (a quarter of the threshold,
+    /// so a count hovering around it does not switch at every step).
+    fn shrink(&mut self) {
+        if let OpenList::Indexed { order, .. } = self {
+            if order.len() <= INDEXED / 4 {
+                let items = std::mem::take(order).into_values().collect();
+                *self = OpenList::Small(items);
+            }
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        match self {
+            OpenList::Small(items) => items.iter().any(|(x, _)| x == id),
+            OpenList::Indexed { by_id, .. } => by_id.contains_key(id),
+        }
+    }
+
+    /// The value of the oldest open `id`.
+    fn get(&self, id: &str) -> Option<&V> {
+        match self {
+            OpenList::Small(items) => items.iter().find(|(x, _)| x == id).map(|(_, v)| v),
+            OpenList::Indexed { order, by_id, .. } => {
+                let at = by_id.get(id)?.front()?;
+                order.get(at).map(|(_, v)| v)
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            OpenList::Small(items) => items.is_empty(),
+            OpenList::Indexed { order, .. } => order.is_empty(),
+        }
+    }
+
+    /// The open ids, oldest first.
+    fn ids(&self) -> Ids<'_, V> {
+        match self {
+            OpenList::Small(items) => Ids::Small(items.iter()),
+            OpenList::Indexed { order, .. } => Ids::Indexed(order.values()),
+        }
+    }
+}
+
+/// [`OpenList::ids`].
+enum Ids<'a, V> {
+    Small(std::slice::Iter<'a, (String, V)>),
+    Indexed(std::collections::btree_map::Values<'a, u64, (String, V)>),
+}
+
+impl<'a, V> Iterator for Ids<'a, V> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        match self {
+            Ids::Small(i) => i.next(),
+            Ids::Indexed(i) => i.next(),
+        }
+        .map(|(id, _)| id.as_str())
+    }
+}
+
+impl<V> DoubleEndedIterator for Ids<'_, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            Ids::Small(i) => i.next_back(),
+            Ids::Indexed(i) => i.next_back(),
+        }
+        .map(|(id, _)| id.as_str())
     }
 }
 
@@ -51,19 +208,19 @@ impl OpenTracker {
             EventKind::StepFinished { .. } => {
                 self.steps.pop();
             }
-            EventKind::TextStart { message_id, .. } => self.texts.push(message_id.clone()),
+            EventKind::TextStart { message_id, .. } => self.texts.push(message_id.clone(), ()),
             EventKind::TextEnd { message_id } => {
-                remove(&mut self.texts, message_id);
+                self.texts.remove(message_id);
             }
             EventKind::ReasoningPhaseStart { message_id } => {
-                self.reasoning_phases.push(message_id.clone())
+                self.reasoning_phases.push(message_id.clone(), ())
             }
             EventKind::ReasoningPhaseEnd { message_id } => {
-                remove(&mut self.reasoning_phases, message_id);
+                self.reasoning_phases.remove(message_id);
             }
-            EventKind::ReasoningStart { message_id } => self.reasoning.push(message_id.clone()),
+            EventKind::ReasoningStart { message_id } => self.reasoning.push(message_id.clone(), ()),
             EventKind::ReasoningEnd { message_id } => {
-                remove(&mut self.reasoning, message_id);
+                self.reasoning.remove(message_id);
             }
             EventKind::ToolCallStart {
                 tool_call_id,
@@ -71,13 +228,13 @@ impl OpenTracker {
                 ..
             } => self
                 .tool_calls
-                .push((tool_call_id.clone(), tool_name.clone())),
+                .push(tool_call_id.clone(), tool_name.clone()),
             EventKind::ToolCallEnd { tool_call_id } => {
-                self.tool_calls.retain(|(id, _)| id != tool_call_id);
+                self.tool_calls.remove_all(tool_call_id);
             }
-            EventKind::CollabStart { message_id, .. } => self.collabs.push(message_id.clone()),
+            EventKind::CollabStart { message_id, .. } => self.collabs.push(message_id.clone(), ()),
             EventKind::CollabEnd { message_id } => {
-                remove(&mut self.collabs, message_id);
+                self.collabs.remove(message_id);
             }
             _ => {}
         }
@@ -92,38 +249,35 @@ impl OpenTracker {
     }
 
     pub fn text_open(&self, id: &str) -> bool {
-        self.texts.iter().any(|x| x == id)
+        self.texts.contains(id)
     }
 
-    pub fn open_texts(&self) -> &[String] {
-        &self.texts
+    pub fn open_texts(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.texts.ids()
     }
 
     pub fn reasoning_open(&self, id: &str) -> bool {
-        self.reasoning.iter().any(|x| x == id)
+        self.reasoning.contains(id)
     }
 
     pub fn reasoning_phase_open(&self, id: &str) -> bool {
-        self.reasoning_phases.iter().any(|x| x == id)
+        self.reasoning_phases.contains(id)
     }
 
     pub fn collab_open(&self, id: &str) -> bool {
-        self.collabs.iter().any(|x| x == id)
+        self.collabs.contains(id)
     }
 
     pub fn tool_call_open(&self, id: &str) -> bool {
-        self.tool_calls.iter().any(|(x, _)| x == id)
+        self.tool_calls.contains(id)
     }
 
     pub fn tool_name(&self, id: &str) -> Option<&str> {
-        self.tool_calls
-            .iter()
-            .find(|(x, _)| x == id)
-            .map(|(_, n)| n.as_str())
+        self.tool_calls.get(id).map(String::as_str)
     }
 
-    pub fn open_tool_calls(&self) -> impl Iterator<Item = &str> {
-        self.tool_calls.iter().map(|(id, _)| id.as_str())
+    pub fn open_tool_calls(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.tool_calls.ids()
     }
 
     /// Whether anything inside the run is still open.
@@ -141,29 +295,29 @@ impl OpenTracker {
     /// itself is left to the caller, which knows how its dialect ends one.
     pub fn closing_events(&self) -> Vec<Event> {
         let mut out = Vec::new();
-        for id in self.texts.iter().rev() {
+        for id in self.texts.ids().rev() {
             out.push(Event::new(EventKind::TextEnd {
-                message_id: id.clone(),
+                message_id: id.to_string(),
             }));
         }
-        for id in self.reasoning.iter().rev() {
+        for id in self.reasoning.ids().rev() {
             out.push(Event::new(EventKind::ReasoningEnd {
-                message_id: id.clone(),
+                message_id: id.to_string(),
             }));
         }
-        for id in self.reasoning_phases.iter().rev() {
+        for id in self.reasoning_phases.ids().rev() {
             out.push(Event::new(EventKind::ReasoningPhaseEnd {
-                message_id: id.clone(),
+                message_id: id.to_string(),
             }));
         }
-        for (id, _) in self.tool_calls.iter().rev() {
+        for id in self.tool_calls.ids().rev() {
             out.push(Event::new(EventKind::ToolCallEnd {
-                tool_call_id: id.clone(),
+                tool_call_id: id.to_string(),
             }));
         }
-        for id in self.collabs.iter().rev() {
+        for id in self.collabs.ids().rev() {
             out.push(Event::new(EventKind::CollabEnd {
-                message_id: id.clone(),
+                message_id: id.to_string(),
             }));
         }
         for name in self.steps.iter().rev() {
@@ -233,5 +387,75 @@ mod tests {
         }));
         assert!(!t.anything_open());
         assert!(t.run_started() && !t.run_open());
+    }
+
+    /// The list against a plain vector, the old representation, through
+    /// both of its forms: the same ids in the same order, the same answers.
+    #[test]
+    fn an_open_list_is_a_list_whether_indexed_or_not() {
+        use proptest::prelude::*;
+        #[derive(Debug, Clone)]
+        enum Op {
+            Push(u8, u8),
+            Remove(u8),
+            RemoveAll(u8),
+        }
+        let op = prop_oneof![
+            3 => (0u8..60, any::<u8>()).prop_map(|(i, v)| Op::Push(i, v)),
+            1 => (0u8..60).prop_map(Op::Remove),
+            1 => (0u8..60).prop_map(Op::RemoveAll),
+        ];
+        proptest!(ProptestConfig::with_cases(300), |(ops in proptest::collection::vec(op, 0..400))| {
+            let mut list = OpenList::default();
+            let mut model: Vec<(String, u8)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Push(i, v) => {
+                        list.push(format!("id{i}"), v);
+                        model.push((format!("id{i}"), v));
+                    }
+                    Op::Remove(i) => {
+                        let id = format!("id{i}");
+                        let at = model.iter().position(|(x, _)| *x == id);
+                        if let Some(at) = at {
+                            model.remove(at);
+                        }
+                        prop_assert_eq!(list.remove(&id), at.is_some());
+                    }
+                    Op::RemoveAll(i) => {
+                        let id = format!("id{i}");
+                        model.retain(|(x, _)| *x != id);
+                        list.remove_all(&id);
+                    }
+                }
+                let ids: Vec<&str> = list.ids().collect();
+                let want: Vec<&str> = model.iter().map(|(x, _)| x.as_str()).collect();
+                prop_assert_eq!(&ids, &want);
+                let back: Vec<&str> = list.ids().rev().collect();
+                prop_assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
+                prop_assert_eq!(list.is_empty(), model.is_empty());
+                for i in [0u8, 7, 31, 59] {
+                    let id = format!("id{i}");
+                    let first = model.iter().find(|(x, _)| *x == id).map(|(_, v)| v);
+                    prop_assert_eq!(list.get(&id), first);
+                    prop_assert_eq!(list.contains(&id), first.is_some());
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn thousands_of_open_items_are_indexed_and_shrink_back() {
+        let mut list = OpenList::default();
+        for i in 0..10_000 {
+            list.push(format!("m{i}"), ());
+        }
+        assert!(matches!(list, OpenList::Indexed { .. }));
+        assert!(list.contains("m9999") && !list.contains("m10000"));
+        for i in 0..9_998 {
+            assert!(list.remove(&format!("m{i}")));
+        }
+        assert!(matches!(list, OpenList::Small(_)));
+        assert_eq!(list.ids().collect::<Vec<_>>(), ["m9998", "m9999"]);
     }
 }
