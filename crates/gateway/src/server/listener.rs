@@ -87,7 +87,7 @@ impl Gateway {
             let closing = closing.clone();
             let tls = tls.clone();
             let tasks = connections.clone();
-            let f = async move {
+            connections.spawn(async move {
                 // Held by a WebSocket too, after hyper has let go of the
                 // connection: it still counts against `max_connections`,
                 // and shutdown waits for it as for a connection.
@@ -110,8 +110,7 @@ impl Gateway {
                         Box::pin(gw.serve_tls(handshake, io, state, peer, closing, slot)).await
                     }
                 }
-            };
-            connections.spawn(f);
+            });
         }
         drop(listener);
         self.drain().await;
