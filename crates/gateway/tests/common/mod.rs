@@ -47,12 +47,22 @@ pub fn run_cli(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
 /// Answers every connection on `l` with `body` as an SSE stream, then
 /// closes it (an upstream whose stream is fixed by the test).
 pub async fn serve_sse(l: tokio::net::TcpListener, body: String) {
+    serve_sse_recording(l, body, Default::default()).await
+}
+
+/// [`serve_sse`], keeping each request (head and body) as it arrived.
+pub async fn serve_sse_recording(
+    l: tokio::net::TcpListener,
+    body: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     loop {
         let Ok((mut s, _)) = l.accept().await else {
             return;
         };
         let body = body.clone();
+        let seen = seen.clone();
         tokio::spawn(async move {
             // The request head and body: enough to read it all for a test.
             let mut buf = vec![0u8; 65536];
@@ -80,6 +90,9 @@ pub async fn serve_sse(l: tokio::net::TcpListener, body: String) {
                     }
                 }
             }
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&got).into_owned());
             let head =
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
             let _ = s.write_all(head.as_bytes()).await;
