@@ -17,8 +17,10 @@
 //! `subagentRunId` tag must agree with the owner of what it continues, and is
 //! never null.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
+use babelgate_core::OpenList;
+use imbl::HashSet;
 use serde_json::{Map, Value};
 
 use crate::chunks::{lane_effect, Chunk, ChunkKind, Lanes, Pending};
@@ -35,12 +37,69 @@ pub enum RunPhase {
 
 type Owner = Option<String>;
 
+/// Who opened each id the run has seen (the parent agent or a subagent),
+/// by kind. It only grows, so rather than be copied before a change that
+/// may be undone (see [`ClientView::accept`]) it keeps a journal of what
+/// that change did to it while one is under way.
 #[derive(Debug, Clone, Default)]
 struct Owners {
     message: HashMap<String, Owner>,
     tool_call: HashMap<String, Owner>,
     activity: HashMap<String, Owner>,
     reasoning: HashMap<String, Owner>,
+    /// While a change may be undone: each id set, with what it had before.
+    journal: Option<Vec<(Bucket, String, Option<Owner>)>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Bucket {
+    Message,
+    ToolCall,
+    Activity,
+    Reasoning,
+}
+
+impl Owners {
+    fn map(&mut self, b: Bucket) -> &mut HashMap<String, Owner> {
+        match b {
+            Bucket::Message => &mut self.message,
+            Bucket::ToolCall => &mut self.tool_call,
+            Bucket::Activity => &mut self.activity,
+            Bucket::Reasoning => &mut self.reasoning,
+        }
+    }
+
+    fn set(&mut self, b: Bucket, id: &str, owner: Owner) {
+        let before = self.map(b).insert(id.to_string(), owner);
+        if let Some(j) = &mut self.journal {
+            j.push((b, id.to_string(), before));
+        }
+    }
+
+    /// Sets `id`'s owner unless it has one.
+    fn set_first(&mut self, b: Bucket, id: &str, owner: Owner) {
+        if !self.map(b).contains_key(id) {
+            self.set(b, id, owner);
+        }
+    }
+
+    fn begin(&mut self) {
+        self.journal = Some(Vec::new());
+    }
+
+    fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undoes what was set since [`begin`](Self::begin), newest first.
+    fn roll_back(&mut self) {
+        for (b, id, before) in self.journal.take().unwrap_or_default().into_iter().rev() {
+            match before {
+                Some(o) => self.map(b).insert(id, o),
+                None => self.map(b).remove(&id),
+            };
+        }
+    }
 }
 
 /// An event [`ClientView::accept_plain`] takes, by its type and ids.
@@ -71,12 +130,13 @@ pub struct ClientView {
     pub lanes: Lanes,
     pub phase: RunPhase,
     first_seen: bool,
-    texts: Vec<String>,
-    tools: Vec<String>,
-    reasoning: Vec<String>,
-    spans: Vec<String>,
-    steps: Vec<(Owner, String)>,
-    subagents: Vec<String>,
+    texts: OpenList<()>,
+    tools: OpenList<()>,
+    reasoning: OpenList<()>,
+    spans: OpenList<()>,
+    /// By [`step_key`]: the owner and the name.
+    steps: OpenList<(Owner, String)>,
+    subagents: OpenList<()>,
     closed_subagents: HashSet<String>,
     owners: Owners,
 }
@@ -107,36 +167,45 @@ fn tag_error(
     }
 }
 
-fn remove(list: &mut Vec<String>, id: &str) {
-    list.retain(|x| x != id);
+fn remove(list: &mut OpenList<()>, id: &str) {
+    list.remove_all(id);
+}
+
+/// A step's id in [`ClientView::steps`]: its name, per owner (one that
+/// cannot be mistaken for another owner's).
+fn step_key(owner: &Owner, name: &str) -> String {
+    match owner {
+        None => format!("-{name}"),
+        Some(o) => format!("{}:{o}{name}", o.len()),
+    }
 }
 
 impl ClientView {
     pub fn text_open(&self, id: &str) -> bool {
-        self.texts.iter().any(|x| x == id)
+        self.texts.contains(id)
     }
     pub fn tool_open(&self, id: &str) -> bool {
-        self.tools.iter().any(|x| x == id)
+        self.tools.contains(id)
     }
     pub fn reasoning_open(&self, id: &str) -> bool {
-        self.reasoning.iter().any(|x| x == id)
+        self.reasoning.contains(id)
     }
     pub fn span_open(&self, id: &str) -> bool {
-        self.spans.iter().any(|x| x == id)
+        self.spans.contains(id)
     }
     pub fn step_open(&self, owner: &Owner, name: &str) -> bool {
-        self.steps.iter().any(|(o, n)| o == owner && n == name)
+        self.steps.contains(&step_key(owner, name))
     }
     /// The most recent open step of `owner`.
     pub fn last_step(&self, owner: &Owner) -> Option<&str> {
         self.steps
             .iter()
             .rev()
-            .find(|(o, _)| o == owner)
-            .map(|(_, n)| n.as_str())
+            .find(|(_, (o, _))| o == owner)
+            .map(|(_, (_, n))| n.as_str())
     }
     pub fn subagent_active(&self, id: &str) -> bool {
-        self.subagents.iter().any(|x| x == id)
+        self.subagents.contains(id)
     }
     pub fn subagent_known(&self, id: &str) -> bool {
         self.subagent_active(id) || self.closed_subagents.contains(id)
@@ -145,22 +214,22 @@ impl ClientView {
     /// Open items, in opening order, for closing: (texts, reasoning messages,
     /// spans, tool calls, steps, subagents).
     pub fn open_texts(&self) -> Vec<String> {
-        self.texts.clone()
+        self.texts.ids().map(str::to_string).collect()
     }
     pub fn open_reasoning(&self) -> Vec<String> {
-        self.reasoning.clone()
+        self.reasoning.ids().map(str::to_string).collect()
     }
     pub fn open_spans(&self) -> Vec<String> {
-        self.spans.clone()
+        self.spans.ids().map(str::to_string).collect()
     }
     pub fn open_tools(&self) -> Vec<String> {
-        self.tools.clone()
+        self.tools.ids().map(str::to_string).collect()
     }
     pub fn open_steps(&self) -> Vec<(Owner, String)> {
-        self.steps.clone()
+        self.steps.iter().map(|(_, v)| v.clone()).collect()
     }
     pub fn open_subagents(&self) -> Vec<String> {
-        self.subagents.clone()
+        self.subagents.ids().map(str::to_string).collect()
     }
 
     /// Feeds one written event through chunk expansion and verification. On
@@ -177,10 +246,25 @@ impl ClientView {
         {
             return self.accept_in_place(ev);
         }
-        let mut next = self.clone();
-        next.accept_in_place(ev)?;
-        *self = next;
-        Ok(())
+        // The view but its owners is small (a persistent list past a few
+        // open items), so it is copied; the owners keep a journal instead.
+        let owners = std::mem::take(&mut self.owners);
+        let saved = self.clone();
+        self.owners = owners;
+        self.owners.begin();
+        match self.accept_in_place(ev) {
+            Ok(()) => {
+                self.owners.commit();
+                Ok(())
+            }
+            Err(e) => {
+                let mut owners = std::mem::take(&mut self.owners);
+                owners.roll_back();
+                *self = saved;
+                self.owners = owners;
+                Err(e)
+            }
+        }
     }
 
     fn accept_in_place(&mut self, ev: &Map<String, Value>) -> Result<(), String> {
@@ -239,8 +323,8 @@ impl ClientView {
                 if self.text_open(id) {
                     return false;
                 }
-                self.texts.push(id.to_string());
-                self.owners.message.entry(id.to_string()).or_insert(None);
+                self.texts.push(id.to_string(), ());
+                self.owners.set_first(Bucket::Message, id, None);
             }
             Plain::TextContent(id) => return self.text_open(id),
             Plain::TextEnd(id) => {
@@ -259,9 +343,9 @@ impl ClientView {
                         return false;
                     }
                 }
-                self.tools.push(id.to_string());
+                self.tools.push(id.to_string(), ());
                 let owner = inherited.unwrap_or(None);
-                self.owners.tool_call.entry(id.to_string()).or_insert(owner);
+                self.owners.set_first(Bucket::ToolCall, id, owner);
             }
             Plain::ToolArgs(id) => return self.tool_open(id),
             Plain::ToolEnd(id) => {
@@ -271,14 +355,14 @@ impl ClientView {
                 remove(&mut self.tools, id);
             }
             Plain::ToolResult { message_id } => {
-                self.owners.message.insert(message_id.to_string(), None);
+                self.owners.set(Bucket::Message, message_id, None);
             }
             Plain::ReasoningStart(id) => {
                 if self.reasoning_open(id) {
                     return false;
                 }
-                self.reasoning.push(id.to_string());
-                self.owners.reasoning.entry(id.to_string()).or_insert(None);
+                self.reasoning.push(id.to_string(), ());
+                self.owners.set_first(Bucket::Reasoning, id, None);
             }
             Plain::ReasoningContent(id) => return self.reasoning_open(id),
             Plain::ReasoningEnd(id) => {
@@ -331,12 +415,14 @@ impl ClientView {
             }
             let owner = tag(o);
             let bucket = match s(o, "role") {
-                "reasoning" => &mut self.owners.reasoning,
-                "activity" => &mut self.owners.activity,
-                _ => &mut self.owners.message,
+                "reasoning" => Bucket::Reasoning,
+                "activity" => Bucket::Activity,
+                _ => Bucket::Message,
             };
-            if authoritative || !bucket.contains_key(id) {
-                bucket.insert(id.to_string(), owner.clone());
+            if authoritative {
+                self.owners.set(bucket, id, owner.clone());
+            } else {
+                self.owners.set_first(bucket, id, owner.clone());
             }
             for tc in o
                 .get("toolCalls")
@@ -345,8 +431,10 @@ impl ClientView {
                 .flatten()
             {
                 if let Some(tid) = tc.get("id").and_then(Value::as_str) {
-                    if authoritative || !self.owners.tool_call.contains_key(tid) {
-                        self.owners.tool_call.insert(tid.to_string(), owner.clone());
+                    if authoritative {
+                        self.owners.set(Bucket::ToolCall, tid, owner.clone());
+                    } else {
+                        self.owners.set_first(Bucket::ToolCall, tid, owner.clone());
                     }
                 }
             }
@@ -403,8 +491,8 @@ impl ClientView {
                 }
                 let existing = self.owners.message.get(id).cloned();
                 tag_error(ty, &t, existing.as_ref(), "message", id)?;
-                self.texts.push(id.to_string());
-                self.owners.message.entry(id.to_string()).or_insert(t);
+                self.texts.push(id.to_string(), ());
+                self.owners.set_first(Bucket::Message, id, t);
             }
             TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_END => {
                 let id = s(ev, "messageId");
@@ -444,13 +532,13 @@ impl ClientView {
                         ));
                     }
                 }
-                self.tools.push(id.to_string());
+                self.tools.push(id.to_string(), ());
                 let owner = if t.is_some() {
                     t
                 } else {
                     inherited.unwrap_or(None)
                 };
-                self.owners.tool_call.entry(id.to_string()).or_insert(owner);
+                self.owners.set_first(Bucket::ToolCall, id, owner);
             }
             TOOL_CALL_ARGS | TOOL_CALL_END => {
                 let id = s(ev, "toolCallId");
@@ -469,7 +557,7 @@ impl ClientView {
                         "Step \"{name}\" is already active for 'STEP_STARTED'"
                     ));
                 }
-                self.steps.push((t, name.to_string()));
+                self.steps.push(step_key(&t, name), (t, name.to_string()));
             }
             STEP_FINISHED => {
                 let name = s(ev, "stepName");
@@ -478,13 +566,13 @@ impl ClientView {
                         "Cannot send 'STEP_FINISHED' for step \"{name}\" that was not started"
                     ));
                 }
-                self.steps.retain(|(o, n)| !(o == &t && n == name));
+                self.steps.remove_all(&step_key(&t, name));
             }
             ACTIVITY_SNAPSHOT => {
                 let id = s(ev, "messageId");
                 let is_new = !self.owners.activity.contains_key(id);
                 if is_new || ev.get("replace") != Some(&Value::Bool(false)) {
-                    self.owners.activity.insert(id.to_string(), t);
+                    self.owners.set(Bucket::Activity, id, t);
                 }
             }
             ACTIVITY_DELTA => {
@@ -493,30 +581,30 @@ impl ClientView {
             }
             TOOL_CALL_RESULT => {
                 if let Some(id) = ev.get("messageId").and_then(Value::as_str) {
-                    self.owners.message.insert(id.to_string(), t);
+                    self.owners.set(Bucket::Message, id, t);
                 }
             }
             REASONING_START | REASONING_MESSAGE_START => {
                 let id = s(ev, "messageId");
                 let span = ty == REASONING_START;
                 let open = if span { &self.spans } else { &self.reasoning };
-                if open.iter().any(|x| x == id) {
+                if open.contains(id) {
                     return Err(format!("'{ty}': '{id}' is already in progress."));
                 }
                 let existing = self.owners.reasoning.get(id).cloned();
                 tag_error(ty, &t, existing.as_ref(), "reasoning message", id)?;
                 if span {
-                    self.spans.push(id.to_string());
+                    self.spans.push(id.to_string(), ());
                 } else {
-                    self.reasoning.push(id.to_string());
+                    self.reasoning.push(id.to_string(), ());
                 }
-                self.owners.reasoning.entry(id.to_string()).or_insert(t);
+                self.owners.set_first(Bucket::Reasoning, id, t);
             }
             REASONING_MESSAGE_CONTENT | REASONING_MESSAGE_END | REASONING_END => {
                 let id = s(ev, "messageId");
                 let span = ty == REASONING_END;
                 let open = if span { &self.spans } else { &self.reasoning };
-                if !open.iter().any(|x| x == id) {
+                if !open.contains(id) {
                     return Err(format!(
                         "'{ty}': no active reasoning entity with ID '{id}'."
                     ));
@@ -566,7 +654,7 @@ impl ClientView {
                         ));
                     }
                 }
-                self.subagents.push(id.to_string());
+                self.subagents.push(id.to_string(), ());
             }
             SUBAGENT_FINISHED | SUBAGENT_ERROR => {
                 let Some(id) = ev.get("subagentRunId").and_then(Value::as_str) else {
@@ -785,5 +873,46 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.contains("does not match"), "{err}");
+    }
+
+    /// A refused event changes nothing, owners included: they are not
+    /// copied before the change but journaled, and the journal undone.
+    #[test]
+    fn a_refused_event_leaves_the_owners_as_they_were() {
+        let mut v = run(json!([
+            {"type":"RUN_STARTED","threadId":"t","runId":"r"},
+            {"type":"TEXT_MESSAGE_START","messageId":"a","role":"assistant"},
+            {"type":"TEXT_MESSAGE_END","messageId":"a"},
+        ]))
+        .unwrap();
+        let accept = |v: &mut ClientView, e: Value| v.accept(e.as_object().unwrap());
+        // Sets a's owner to s1, then meets a null tag: refused.
+        let err = accept(
+            &mut v,
+            json!({"type":"MESSAGES_SNAPSHOT","messages":[
+                {"id":"a","role":"assistant","content":"","subagentRunId":"s1"},
+                {"id":"b","role":"assistant","content":"","subagentRunId":null},
+            ]}),
+        )
+        .unwrap_err();
+        assert!(err.contains("subagentRunId: null"), "{err}");
+        // a is still the parent's: a call under it is too, and s1 cannot
+        // continue it.
+        accept(
+            &mut v,
+            json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"a"}),
+        )
+        .unwrap();
+        let err = accept(
+            &mut v,
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","subagentRunId":"s1"}),
+        )
+        .unwrap_err();
+        assert!(err.contains("does not match"), "{err}");
+        accept(
+            &mut v,
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}),
+        )
+        .unwrap();
     }
 }

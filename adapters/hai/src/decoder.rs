@@ -24,14 +24,16 @@
 //! whose result arrives before its end.
 
 use babelgate_core::event::{Extra, Interrupt, Outcome};
-use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, OpenTracker, Role};
+use babelgate_core::{
+    DecodeError, Decoder, Dialect, Event, EventKind, Frame, OpenList, OpenTracker, Role,
+};
 use serde_json::{Map, Value};
 
 use crate::request::message_from_json;
 use crate::wire::{self, agui};
 
 /// One HAI business-data message being decoded.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Biz {
     id: String,
     /// The `BUSINESS_DATA_START` frame (without `type`), until an event
@@ -67,11 +69,17 @@ enum Piece {
 
 #[derive(Debug, Default)]
 pub struct HaiDecoder {
-    bizs: Vec<Biz>,
+    /// Open business messages by id, in the order they opened (indexed, so
+    /// that many left open cost no more per event than a few).
+    bizs: OpenList<Biz>,
+    /// Ids of the messages in `bizs` whose START is still held, oldest
+    /// first: every other event releases them, so it is rarely longer than
+    /// one.
+    held_starts: Vec<String>,
     /// What the emitted events left open (tool calls, AG-UI-spelled
     /// messages), so that shorthand and orphan frames are read right.
     tracker: OpenTracker,
-    collabs: Vec<String>,
+    collabs: OpenList<()>,
     /// AG-UI `TEXT_MESSAGE_CHUNK` / `TOOL_CALL_CHUNK` shorthand in progress.
     chunk_text: Option<String>,
     chunk_tool: Option<String>,
@@ -94,8 +102,10 @@ impl HaiDecoder {
     fn emit(&mut self, out: &mut Vec<Event>, ev: Event) {
         self.tracker.observe(&ev);
         match &ev.kind {
-            EventKind::CollabStart { message_id, .. } => self.collabs.push(message_id.clone()),
-            EventKind::CollabEnd { message_id } => self.collabs.retain(|c| c != message_id),
+            EventKind::CollabStart { message_id, .. } => {
+                self.collabs.push(message_id.clone(), ());
+            }
+            EventKind::CollabEnd { message_id } => self.collabs.remove_all(message_id),
             EventKind::RunFinished { .. } | EventKind::RunError { .. } => self.collabs.clear(),
             _ => {}
         }
@@ -105,20 +115,28 @@ impl HaiDecoder {
     /// Releases held-back `BUSINESS_DATA_START`s (all but `keep`) as
     /// `TextStart`s, so frames keep their order.
     fn flush_starts(&mut self, keep: Option<&str>, out: &mut Vec<Event>) {
-        for i in 0..self.bizs.len() {
-            let Some(b) = self.bizs.get_mut(i) else {
-                break;
+        if self.held_starts.is_empty() {
+            return;
+        }
+        let mut kept = Vec::new();
+        for id in std::mem::take(&mut self.held_starts) {
+            let Some(b) = self.bizs.get_mut(&id) else {
+                continue; // ended or restarted since
             };
-            if keep == Some(b.id.as_str()) {
+            if keep == Some(id.as_str()) {
+                if b.start.is_some() && !kept.contains(&id) {
+                    kept.push(id);
+                }
                 continue;
             }
             if let Some(start) = b.start.take() {
                 b.opened = true;
                 b.text_open = true;
-                let ev = text_start_from(&b.id, start);
+                let ev = text_start_from(&id, start);
                 self.emit(out, ev);
             }
         }
+        self.held_starts = kept;
     }
 
     /// Ends the AG-UI chunk shorthand: a chunked message or call lasts until
@@ -144,7 +162,7 @@ impl HaiDecoder {
     /// a `BUSINESS_DATA_START` that restarts one, where the HAI encoder would
     /// otherwise write the `BUSINESS_DATA_END` the source never sent.
     fn close_bizs(&mut self, out: &mut Vec<Event>) {
-        for b in std::mem::take(&mut self.bizs) {
+        for (_, b) in self.bizs.take_all() {
             if let Some(start) = b.start {
                 // Never opened: its START frame still has to go out.
                 self.emit(out, text_start_from(&b.id, start));
@@ -169,22 +187,23 @@ impl HaiDecoder {
         }
     }
 
-    fn biz_index(&mut self, id: &str) -> usize {
-        match self.bizs.iter().position(|b| b.id == id) {
-            Some(i) => i,
-            None => {
-                // A CONTENT without START (shorthand): the message opens here.
-                self.bizs.push(Biz {
+    /// The open business message `id`; a CONTENT without START
+    /// (shorthand) opens it here.
+    fn biz(&mut self, id: &str) -> Option<&mut Biz> {
+        if !self.bizs.contains(id) {
+            self.bizs.push(
+                id.to_string(),
+                Biz {
                     id: id.to_string(),
                     start: None,
                     opened: false,
                     text_open: false,
                     reasoning: None,
                     thinking_count: 0,
-                });
-                self.bizs.len() - 1
-            }
+                },
+            );
         }
+        self.bizs.get_mut(id)
     }
 
     /// A `BUSINESS_DATA_CONTENT` whose delta [`classify`] has split.
@@ -196,9 +215,8 @@ impl HaiDecoder {
         mut rest: Extra,
         out: &mut Vec<Event>,
     ) {
-        let i = self.biz_index(&id);
-        // `biz_index` gives an index in bounds: this never returns.
-        let Some(b) = self.bizs.get_mut(i) else {
+        // `biz` opens what is not open: this never returns.
+        let Some(b) = self.biz(&id) else {
             return;
         };
         match piece {
@@ -319,26 +337,30 @@ impl HaiDecoder {
     /// A `BUSINESS_DATA_START` (`start`: the frame without `type`, id
     /// first), held back until the message's first content.
     fn business_start(&mut self, id: String, start: Map<String, Value>, out: &mut Vec<Event>) {
-        if self.bizs.iter().any(|b| b.id == id) {
+        if let Some(old) = self.bizs.take(&id) {
             // Restarted: the old one ends here.
-            let old: Vec<Biz> = std::mem::take(&mut self.bizs);
-            let (same, others): (Vec<Biz>, Vec<Biz>) = old.into_iter().partition(|b| b.id == id);
-            self.bizs = same;
+            self.held_starts.retain(|x| *x != id);
+            let others = std::mem::take(&mut self.bizs);
+            self.bizs.push(id.clone(), old);
             self.close_bizs(out);
             self.bizs = others;
         }
-        self.bizs.push(Biz {
-            id,
-            start: Some(start),
-            opened: false,
-            text_open: false,
-            reasoning: None,
-            thinking_count: 0,
-        });
+        self.held_starts.push(id.clone());
+        self.bizs.push(
+            id.clone(),
+            Biz {
+                id,
+                start: Some(start),
+                opened: false,
+                text_open: false,
+                reasoning: None,
+                thinking_count: 0,
+            },
+        );
     }
 
     fn business_end(&mut self, id: String, mut end: Map<String, Value>, out: &mut Vec<Event>) {
-        let Some(i) = self.bizs.iter().position(|b| b.id == id) else {
+        let Some(b) = self.bizs.take(&id) else {
             // An END for no open message: keep it (a silent start makes the
             // core sequence valid).
             let start = synth(EventKind::TextStart {
@@ -351,7 +373,6 @@ impl HaiDecoder {
             self.emit(out, ev);
             return;
         };
-        let b = self.bizs.remove(i);
         if let Some(start) = b.start {
             // An empty message.
             self.emit(out, text_start_from(&id, start));
@@ -421,12 +442,14 @@ impl HaiDecoder {
                     input: o.shift_remove("input"),
                 };
                 self.bizs.clear();
+                self.held_starts.clear();
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
             wire::RUN_FINISHED => {
                 // What the run left open is closed by the shape stage
                 // (`core::shape`), once for every dialect.
                 self.bizs.clear();
+                self.held_starts.clear();
                 let ts = take_ts(&mut o);
                 let outcome = match o.get("outcome").and_then(parse_outcome) {
                     Some(oc) => {
@@ -451,6 +474,7 @@ impl HaiDecoder {
             wire::RUN_ERROR => {
                 let message = need_str(&mut o, ty, "message")?;
                 self.bizs.clear();
+                self.held_starts.clear();
                 let ts = take_ts(&mut o);
                 let kind = K::RunError {
                     message,

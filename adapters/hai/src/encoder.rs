@@ -19,7 +19,9 @@
 
 use babelgate_core::event::{Interrupt, Outcome};
 use babelgate_core::track::RunState;
-use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, OpenTracker, Sink};
+use babelgate_core::{
+    Dialect, EncodeContext, Encoder, Event, EventKind, OpenList, OpenTracker, Sink,
+};
 use serde_json::{json, Map, Value};
 
 use crate::request::messages_to_json;
@@ -46,7 +48,8 @@ pub struct HaiEncoder {
     run_message_id: Option<String>,
     biz: Option<Biz>,
     collabs: Vec<String>,
-    steps: Vec<String>,
+    /// Active steps by name (a set, as AG-UI's verifier keeps them).
+    steps: OpenList<()>,
     finished: bool,
     /// Events the binary form could not carry (dropped, for metrics); a
     /// cell because frames are written through `&self`.
@@ -64,7 +67,7 @@ impl HaiEncoder {
             run_message_id: None,
             biz: None,
             collabs: Vec::new(),
-            steps: Vec::new(),
+            steps: OpenList::default(),
             finished: false,
             unframed: std::cell::Cell::new(0),
             fast: true,
@@ -349,7 +352,7 @@ impl HaiEncoder {
                 false,
             );
         }
-        while let Some(name) = self.steps.pop() {
+        for (name, ()) in self.steps.take_all().into_iter().rev() {
             self.write(
                 out,
                 wire::STEP_FINISHED,
@@ -573,7 +576,7 @@ impl HaiEncoder {
                 if self.steps.contains(&n) {
                     return;
                 }
-                self.steps.push(n.clone());
+                self.steps.push(n.clone(), ());
                 if !silent {
                     // A HAI step without a name stays without one.
                     let f = if hai && name.is_none() {
@@ -586,10 +589,10 @@ impl HaiEncoder {
             }
             K::StepFinished { name } => {
                 let open = match name {
-                    Some(n) => self.steps.iter().rposition(|s| s == n),
-                    None => self.steps.len().checked_sub(1),
+                    Some(n) => Some(n.clone()),
+                    None => self.steps.ids().next_back().map(str::to_string),
                 };
-                let n = open.map(|i| self.steps.remove(i));
+                let n = open.filter(|n| self.steps.remove(n));
                 if silent {
                     return;
                 }

@@ -29,7 +29,7 @@ use foldhash::{HashMap, HashMapExt};
 
 use babelgate_core::event::SourceKind;
 use babelgate_core::{
-    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenTracker, Outcome, Sink,
+    Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenList, OpenTracker, Outcome, Sink,
 };
 use serde_json::{json, Map, Value};
 
@@ -96,7 +96,7 @@ pub struct VercelEncoder {
     committed: bool,
     calls: HashMap<String, Call>,
     /// Calls whose input is still streaming, in the order they started.
-    open_inputs: Vec<String>,
+    open_inputs: OpenList<()>,
     /// The state as StateSnapshot/StateDelta left it.
     state: Value,
     /// Activity contents by message id, for applying deltas.
@@ -116,7 +116,7 @@ impl VercelEncoder {
             core_step_depth: 0,
             committed: false,
             calls: HashMap::new(),
-            open_inputs: Vec::new(),
+            open_inputs: OpenList::default(),
             state: json!({}),
             activities: HashMap::new(),
         }
@@ -388,7 +388,12 @@ impl VercelEncoder {
             self.emit(out, c, Some(event));
         } else {
             self.close_texts(out);
-            for id in self.open_inputs.clone() {
+            for id in self
+                .open_inputs
+                .ids()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+            {
                 self.end_call(out, &id, None);
             }
             if let Outcome::Interrupt { interrupts } = outcome {
@@ -474,7 +479,7 @@ impl VercelEncoder {
                 run: self.run_seq,
             },
         );
-        self.open_inputs.push(id.to_string());
+        self.open_inputs.push(id.to_string(), ());
     }
 
     /// The call's input is complete: `tool-input-available` with the parsed
@@ -488,7 +493,7 @@ impl VercelEncoder {
             return;
         }
         call.input_done = true;
-        self.open_inputs.retain(|x| x != id);
+        self.open_inputs.remove_all(id);
         let text = call.args.trim();
         let parsed = if text.is_empty() {
             Ok(json!({}))
@@ -530,7 +535,7 @@ impl VercelEncoder {
         }
         call.input_done = true;
         call.resolved = true;
-        self.open_inputs.retain(|x| x != id);
+        self.open_inputs.remove_all(id);
         let mut c = chunk("tool-input-error");
         c.insert("toolCallId".into(), s(id));
         c.insert("toolName".into(), s(&call.name));
@@ -663,7 +668,12 @@ impl Encoder for VercelEncoder {
             EventKind::RunError { message, code } => {
                 self.ensure_start(out);
                 self.close_texts(out);
-                for id in self.open_inputs.clone() {
+                for id in self
+                    .open_inputs
+                    .ids()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+                {
                     self.abandon_call(
                         out,
                         &id,
@@ -853,7 +863,7 @@ impl Encoder for VercelEncoder {
                     if let Some(call) = self.calls.get_mut(tool_call_id) {
                         call.input_done = true;
                     }
-                    self.open_inputs.retain(|x| x != tool_call_id);
+                    self.open_inputs.remove_all(tool_call_id);
                 } else if self.calls.contains_key(tool_call_id) {
                     self.begin(out);
                     self.end_call(out, tool_call_id, Some(event));
@@ -896,7 +906,7 @@ impl Encoder for VercelEncoder {
                         c.insert("errorText".into(), s(error));
                         self.emit(out, c, Some(event));
                     }
-                    self.open_inputs.retain(|x| x != tool_call_id);
+                    self.open_inputs.remove_all(tool_call_id);
                     self.step_output();
                 } else {
                     self.ensure_known(out, tool_call_id, false);
@@ -1145,7 +1155,12 @@ impl Encoder for VercelEncoder {
             // say the answer may be incomplete.
             self.ensure_start(out);
             self.close_texts(out);
-            for id in self.open_inputs.clone() {
+            for id in self
+                .open_inputs
+                .ids()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+            {
                 self.abandon_call(
                     out,
                     &id,

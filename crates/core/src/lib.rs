@@ -44,5 +44,5 @@ pub use request::RunRequest;
 pub use shape::Shaper;
 pub use sink::{Sink, Span, SpanKind};
 pub use sse::{Frame, FrameError, SseFramer};
-pub use track::OpenTracker;
+pub use track::{OpenList, OpenTracker};
 pub use translate::{TranslateError, Translator};

@@ -39,7 +39,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::event::{Event, EventKind, Outcome, Role};
-use crate::track::{OpenTracker, RunState};
+use crate::track::{OpenList, OpenTracker, RunState};
 
 #[derive(Debug, Default)]
 pub struct Shaper {
@@ -49,10 +49,10 @@ pub struct Shaper {
     /// arguments; forgotten with the call's result (later arguments are
     /// dropped as ended).
     tool_names: HashMap<String, String>,
-    /// Text starts held until their first content.
-    held: Vec<Event>,
+    /// Text starts held until their first content, by message id.
+    held: HashMap<String, Event>,
     /// Calls of the current run with no result yet, in start order.
-    pending: Vec<String>,
+    pending: OpenList<()>,
     /// Calls whose arguments ended (until started again), the last
     /// [`MAX_ENDED`] remembered: a stream of many calls must not grow it
     /// without bound.
@@ -132,12 +132,6 @@ impl Shaper {
         }
     }
 
-    fn held_index(&self, id: &str) -> Option<usize> {
-        self.held.iter().position(
-            |e| matches!(&e.kind, EventKind::TextStart { message_id, .. } if message_id == id),
-        )
-    }
-
     /// Closes what is open: text and reasoning, and collaboration messages
     /// too when `all` (before `RunFinished`). Never tool calls (see above).
     fn close(&mut self, all: bool, out: &mut Vec<Event>) {
@@ -179,7 +173,10 @@ impl Shaper {
                     let mut e = ev.clone();
                     if let EventKind::RunFinished { outcome, .. } = &mut e.kind {
                         *outcome = Outcome::Success {
-                            pending_tool_call_ids: std::mem::take(&mut self.pending),
+                            pending_tool_call_ids: std::mem::take(&mut self.pending)
+                                .ids()
+                                .map(str::to_string)
+                                .collect(),
                         };
                     }
                     return Keep::Replaced(Box::new(e));
@@ -197,19 +194,19 @@ impl Shaper {
             }
             EventKind::TextStart { message_id, .. } => {
                 self.ensure_run(out);
-                if self.open.text_open(message_id) || self.held_index(message_id).is_some() {
+                if self.open.text_open(message_id) || self.held.contains_key(message_id) {
                     return Keep::Drop; // already open
                 }
-                self.held.push(ev.clone());
+                self.held.insert(message_id.clone(), ev.clone());
                 Keep::Drop
             }
             EventKind::TextDelta { message_id, delta } => {
                 self.ensure_run(out);
-                if let Some(i) = self.held_index(message_id) {
+                if self.held.contains_key(message_id) {
                     if delta.is_empty() {
                         return Keep::Drop;
                     }
-                    out.push(self.held.remove(i));
+                    out.extend(self.held.remove(message_id));
                 } else if !self.open.text_open(message_id) {
                     out.push(
                         Event::new(EventKind::TextStart {
@@ -223,8 +220,7 @@ impl Shaper {
                 Keep::Event
             }
             EventKind::TextEnd { message_id } => {
-                if let Some(i) = self.held_index(message_id) {
-                    self.held.remove(i);
+                if self.held.remove(message_id).is_some() {
                     return Keep::Drop; // it never said anything
                 }
                 self.if_open(self.open.text_open(message_id))
@@ -266,7 +262,7 @@ impl Shaper {
                 self.tool_names
                     .insert(tool_call_id.clone(), tool_name.clone());
                 if !self.pending.contains(tool_call_id) {
-                    self.pending.push(tool_call_id.clone());
+                    self.pending.push(tool_call_id.clone(), ());
                 }
                 Keep::Event
             }
@@ -283,7 +279,7 @@ impl Shaper {
                         .unwrap_or_else(|| UNKNOWN_TOOL.to_string());
                     self.tool_names.insert(tool_call_id.clone(), name.clone());
                     if !self.pending.contains(tool_call_id) {
-                        self.pending.push(tool_call_id.clone());
+                        self.pending.push(tool_call_id.clone(), ());
                     }
                     out.push(
                         Event::new(EventKind::ToolCallStart {
@@ -308,7 +304,7 @@ impl Shaper {
                         tool_call_id: tool_call_id.clone(),
                     }));
                 }
-                self.pending.retain(|id| id != tool_call_id);
+                self.pending.remove_all(tool_call_id);
                 self.tool_names.remove(tool_call_id);
                 Keep::Event
             }

@@ -2,7 +2,7 @@
 //! collaboration messages. Every encoder keeps one so that `finish` and error
 //! paths can close exactly what is open, in one shared way.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::event::{Event, EventKind};
 
@@ -35,34 +35,36 @@ const INDEXED: usize = 32;
 /// list searched in place is the fastest there is. An upstream that opens
 /// thousands and never closes them would make every event search them all,
 /// so past [`INDEXED`] entries the list is kept by id and by order instead:
-/// each step O(log n), whatever the upstream does.
+/// each step O(log n), whatever the upstream does. That form is made of
+/// persistent maps, so a copy is O(1) too (the AG-UI encoder copies its view
+/// of the client before a change it may have to undo).
 #[derive(Debug, Clone)]
-enum OpenList<V> {
+pub enum OpenList<V: Clone> {
     Small(Vec<(String, V)>),
     Indexed {
         /// Opening order (a counter) to the item.
-        order: BTreeMap<u64, (String, V)>,
+        order: imbl::OrdMap<u64, (String, V)>,
         /// Each id's places in `order`, oldest first.
-        by_id: HashMap<String, VecDeque<u64>>,
+        by_id: imbl::HashMap<String, VecDeque<u64>>,
         next: u64,
     },
 }
 
-impl<V> Default for OpenList<V> {
+impl<V: Clone> Default for OpenList<V> {
     fn default() -> Self {
         OpenList::Small(Vec::new())
     }
 }
 
-impl<V> OpenList<V> {
-    fn push(&mut self, id: String, value: V) {
+impl<V: Clone> OpenList<V> {
+    pub fn push(&mut self, id: String, value: V) {
         match self {
             OpenList::Small(items) => {
                 items.push((id, value));
                 if items.len() > INDEXED {
                     let mut indexed = OpenList::Indexed {
-                        order: BTreeMap::new(),
-                        by_id: HashMap::new(),
+                        order: imbl::OrdMap::new(),
+                        by_id: imbl::HashMap::new(),
                         next: 0,
                     };
                     for (id, value) in std::mem::take(items) {
@@ -80,34 +82,32 @@ impl<V> OpenList<V> {
     }
 
     /// Closes the oldest `id`; false when none is open.
-    fn remove(&mut self, id: &str) -> bool {
-        let removed = match self {
-            OpenList::Small(items) => match items.iter().position(|(x, _)| x == id) {
-                Some(i) => {
-                    items.remove(i);
-                    true
-                }
-                None => false,
-            },
+    pub fn remove(&mut self, id: &str) -> bool {
+        self.take(id).is_some()
+    }
+
+    /// Closes the oldest `id` and gives its value.
+    pub fn take(&mut self, id: &str) -> Option<V> {
+        let taken = match self {
+            OpenList::Small(items) => {
+                let i = items.iter().position(|(x, _)| x == id)?;
+                Some(items.remove(i).1)
+            }
             OpenList::Indexed { order, by_id, .. } => {
-                let Some(places) = by_id.get_mut(id) else {
-                    return false;
-                };
-                if let Some(at) = places.pop_front() {
-                    order.remove(&at);
-                }
+                let places = by_id.get_mut(id)?;
+                let at = places.pop_front();
                 if places.is_empty() {
                     by_id.remove(id);
                 }
-                true
+                at.and_then(|at| order.remove(&at)).map(|(_, v)| v)
             }
         };
         self.shrink();
-        removed
+        taken
     }
 
     /// Closes every `id`.
-    fn remove_all(&mut self, id: &str) {
+    pub fn remove_all(&mut self, id: &str) {
         match self {
             OpenList::Small(items) => items.retain(|(x, _)| x != id),
             OpenList::Indexed { order, by_id, .. } => {
@@ -119,18 +119,31 @@ impl<V> OpenList<V> {
         self.shrink();
     }
 
+    /// Closes everything.
+    pub fn clear(&mut self) {
+        *self = OpenList::default();
+    }
+
+    /// Closes everything and gives what was open, oldest first.
+    pub fn take_all(&mut self) -> Vec<(String, V)> {
+        match std::mem::take(self) {
+            OpenList::Small(items) => items,
+            OpenList::Indexed { order, .. } => order.into_iter().map(|(_, x)| x).collect(),
+        }
+    }
+
     /// Back to a plain list once few are open (a quarter of the threshold,
     /// so a count hovering around it does not switch at every step).
     fn shrink(&mut self) {
         if let OpenList::Indexed { order, .. } = self {
             if order.len() <= INDEXED / 4 {
-                let items = std::mem::take(order).into_values().collect();
+                let items = std::mem::take(order).into_iter().map(|(_, x)| x).collect();
                 *self = OpenList::Small(items);
             }
         }
     }
 
-    fn contains(&self, id: &str) -> bool {
+    pub fn contains(&self, id: &str) -> bool {
         match self {
             OpenList::Small(items) => items.iter().any(|(x, _)| x == id),
             OpenList::Indexed { by_id, .. } => by_id.contains_key(id),
@@ -138,7 +151,7 @@ impl<V> OpenList<V> {
     }
 
     /// The value of the oldest open `id`.
-    fn get(&self, id: &str) -> Option<&V> {
+    pub fn get(&self, id: &str) -> Option<&V> {
         match self {
             OpenList::Small(items) => items.iter().find(|(x, _)| x == id).map(|(_, v)| v),
             OpenList::Indexed { order, by_id, .. } => {
@@ -148,47 +161,67 @@ impl<V> OpenList<V> {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    /// The value of the oldest open `id`, to change.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
         match self {
-            OpenList::Small(items) => items.is_empty(),
-            OpenList::Indexed { order, .. } => order.is_empty(),
+            OpenList::Small(items) => items.iter_mut().find(|(x, _)| x == id).map(|(_, v)| v),
+            OpenList::Indexed { order, by_id, .. } => {
+                let at = by_id.get(id)?.front()?;
+                order.get_mut(at).map(|(_, v)| v)
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            OpenList::Small(items) => items.len(),
+            OpenList::Indexed { order, .. } => order.len(),
         }
     }
 
     /// The open ids, oldest first.
-    fn ids(&self) -> Ids<'_, V> {
+    pub fn ids(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.iter().map(|(id, _)| id)
+    }
+
+    /// The open items, oldest first.
+    pub fn iter(&self) -> Iter<'_, V> {
         match self {
-            OpenList::Small(items) => Ids::Small(items.iter()),
-            OpenList::Indexed { order, .. } => Ids::Indexed(order.values()),
+            OpenList::Small(items) => Iter::Small(items.iter()),
+            OpenList::Indexed { order, .. } => Iter::Indexed(order.values()),
         }
     }
 }
 
-/// [`OpenList::ids`].
-enum Ids<'a, V> {
+/// [`OpenList::iter`].
+pub enum Iter<'a, V: Clone> {
     Small(std::slice::Iter<'a, (String, V)>),
-    Indexed(std::collections::btree_map::Values<'a, u64, (String, V)>),
+    Indexed(imbl::ordmap::Values<'a, u64, (String, V), imbl::shared_ptr::DefaultSharedPtr>),
 }
 
-impl<'a, V> Iterator for Ids<'a, V> {
-    type Item = &'a str;
+impl<'a, V: Clone> Iterator for Iter<'a, V> {
+    type Item = (&'a str, &'a V);
 
-    fn next(&mut self) -> Option<&'a str> {
+    fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Ids::Small(i) => i.next(),
-            Ids::Indexed(i) => i.next(),
+            Iter::Small(i) => i.next(),
+            Iter::Indexed(i) => i.next(),
         }
-        .map(|(id, _)| id.as_str())
+        .map(|(id, v)| (id.as_str(), v))
     }
 }
 
-impl<V> DoubleEndedIterator for Ids<'_, V> {
+impl<V: Clone> DoubleEndedIterator for Iter<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
         match self {
-            Ids::Small(i) => i.next_back(),
-            Ids::Indexed(i) => i.next_back(),
+            Iter::Small(i) => i.next_back(),
+            Iter::Indexed(i) => i.next_back(),
         }
-        .map(|(id, _)| id.as_str())
+        .map(|(id, v)| (id.as_str(), v))
     }
 }
 
@@ -399,11 +432,17 @@ mod tests {
             Push(u8, u8),
             Remove(u8),
             RemoveAll(u8),
+            Take(u8),
+            Bump(u8),
+            TakeAll,
         }
         let op = prop_oneof![
             3 => (0u8..60, any::<u8>()).prop_map(|(i, v)| Op::Push(i, v)),
             1 => (0u8..60).prop_map(Op::Remove),
             1 => (0u8..60).prop_map(Op::RemoveAll),
+            1 => (0u8..60).prop_map(Op::Take),
+            1 => (0u8..60).prop_map(Op::Bump),
+            1 => Just(Op::TakeAll),
         ];
         proptest!(ProptestConfig::with_cases(300), |(ops in proptest::collection::vec(op, 0..400))| {
             let mut list = OpenList::default();
@@ -427,7 +466,37 @@ mod tests {
                         model.retain(|(x, _)| *x != id);
                         list.remove_all(&id);
                     }
+                    Op::Take(i) => {
+                        let id = format!("id{i}");
+                        let at = model.iter().position(|(x, _)| *x == id);
+                        let want = at.map(|at| model.remove(at).1);
+                        prop_assert_eq!(list.take(&id), want);
+                    }
+                    Op::Bump(i) => {
+                        // A change through `get_mut` lands on the oldest
+                        // item of the id, and a copy taken before keeps the
+                        // old value (the persistent form shares nodes).
+                        let id = format!("id{i}");
+                        let before = list.clone();
+                        let was: Vec<(String, u8)> = before.iter().map(|(x, v)| (x.to_string(), *v)).collect();
+                        let found = model.iter_mut().find(|(x, _)| *x == id);
+                        let got = list.get_mut(&id);
+                        prop_assert_eq!(got.is_some(), found.is_some());
+                        if let (Some(g), Some((_, m))) = (got, found) {
+                            *g = g.wrapping_add(1);
+                            *m = m.wrapping_add(1);
+                        }
+                        let still: Vec<(String, u8)> = before.iter().map(|(x, v)| (x.to_string(), *v)).collect();
+                        prop_assert_eq!(still, was);
+                    }
+                    Op::TakeAll => {
+                        prop_assert_eq!(list.take_all(), std::mem::take(&mut model));
+                    }
                 }
+                let items: Vec<(&str, u8)> = list.iter().map(|(x, v)| (x, *v)).collect();
+                let want_items: Vec<(&str, u8)> = model.iter().map(|(x, v)| (x.as_str(), *v)).collect();
+                prop_assert_eq!(items, want_items);
+                prop_assert_eq!(list.len(), model.len());
                 let ids: Vec<&str> = list.ids().collect();
                 let want: Vec<&str> = model.iter().map(|(x, _)| x.as_str()).collect();
                 prop_assert_eq!(&ids, &want);
