@@ -56,7 +56,8 @@ pub(super) struct Pump {
     pub(super) tx: Option<mpsc::Sender<Bytes>>,
     pub(super) idle: Duration,
     pub(super) heartbeat: Option<Duration>,
-    /// The run's log, when the store works.
+    /// The run's log, when the route keeps one (`resume`, the default) and
+    /// the store works.
     pub(super) recorder: Option<Recorder>,
     pub(super) on_disconnect: OnDisconnect,
     /// Set when the client dialect needs the gateway to keep history.
@@ -487,6 +488,11 @@ impl Pump {
                 out.clear();
                 Bytes::from(with_ids)
             }
+            // No log (a route with `resume = false`, or the store failed):
+            // the same bytes without `id:` lines. An id is only something to
+            // come back with (`Last-Event-ID`), and nothing here could
+            // answer it; the clients read the events the same either way
+            // (`@ag-ui/client` and `ai` parse SSE ids and ignore them).
             None => Bytes::from(out.take().0),
         })
     }
