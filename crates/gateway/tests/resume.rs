@@ -488,7 +488,8 @@ async fn a_route_without_resume_streams_the_same_bytes_without_ids_and_logs_noth
     ))
     .unwrap();
     let (l, up) = listener().await;
-    tokio::spawn(common::serve_sse(l, answer));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    tokio::spawn(common::serve_sse_recording(l, answer, seen.clone()));
     let mut toml = String::new();
     for d in Dialect::ALL {
         for (name, extra) in [("on", ""), ("off", "resume = false\n")] {
@@ -533,6 +534,22 @@ async fn a_route_without_resume_streams_the_same_bytes_without_ids_and_logs_noth
             "{d}: a run was logged for a route without resume"
         );
     }
+    // An AG-Kit client's history is not the run log: still kept, so the
+    // next turn on the route without resume takes the answer upstream.
+    let next = reqwest::Client::new()
+        .post(format!("http://{gw}/off-agkit"))
+        .header("content-type", "application/json")
+        .body(body(Dialect::AgKit, "t-agkit", "and tomorrow?"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(next.status(), 200);
+    next.bytes().await.unwrap();
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        last.contains("and tomorrow?") && last.contains("北京今天晴"),
+        "{last}"
+    );
 }
 
 /// `{path}/{id}/stream` and `/stop` on a route with `resume = false` say
