@@ -137,7 +137,8 @@ struct RawRoute {
     cors: Option<RawCors>,
     max_body_bytes: Option<usize>,
     on_disconnect: Option<Spanned<String>>,
-    retention_s: Option<u64>,
+    retention_s: Option<Spanned<u64>>,
+    resume: Option<Spanned<bool>>,
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
@@ -390,6 +391,11 @@ pub struct Route {
     pub cors: Option<Cors>,
     pub max_body_bytes: usize,
     pub on_disconnect: OnDisconnect,
+    /// Whether the route's streams are written to a run log, so that a
+    /// client can resume them and `stop` can end them (`resume`, on by
+    /// default). Off: no log, no lease, no `id:` lines, and
+    /// `{path}/{id}/stream` and `/stop` answer 404 `resume_disabled`.
+    pub resume: bool,
     /// A run's event log is kept this long after the run ends.
     pub retention: Duration,
     pub connect_timeout: Duration,
@@ -1205,6 +1211,23 @@ impl Config {
                     OnDisconnect::Cancel
                 }
             };
+            let resume = r.resume.as_ref().is_none_or(|v| *v.get_ref());
+            if let Some(off) = r.resume.as_ref().filter(|_| !resume) {
+                // What only a run log gives cannot be promised without one.
+                let (line, _) = position(c.src, off.span().start);
+                if let (Some(v), OnDisconnect::Keep) = (&r.on_disconnect, on_disconnect) {
+                    c.at(
+                        v,
+                        format!("routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line {line}) and keeps no run log"),
+                    );
+                }
+                if let Some(v) = &r.retention_s {
+                    c.at(
+                        v,
+                        format!("routes.retention_s: this route has `resume = false` (line {line}) and keeps no run log to retain"),
+                    );
+                }
+            }
             let client_tools = r
                 .client_tools
                 .iter()
@@ -1312,7 +1335,10 @@ impl Config {
                     cors,
                     max_body_bytes: r.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
                     on_disconnect,
-                    retention: Duration::from_secs(r.retention_s.unwrap_or(300)),
+                    resume,
+                    retention: Duration::from_secs(
+                        r.retention_s.as_ref().map_or(300, |v| *v.get_ref()),
+                    ),
                     connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
                     idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
                     heartbeat: match r.heartbeat_ms.unwrap_or(15_000) {
@@ -1617,6 +1643,51 @@ upstream_protocol = "ag-ui"
             ],
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn resume_is_on_by_default_and_can_be_turned_off_per_route() {
+        let route = |path: &str, extra: &str| {
+            format!("[[routes]]\npath = \"{path}\"\nclient = \"vercel\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n{extra}")
+        };
+        let c = Config::parse(&format!(
+            "{}{}{}",
+            route("/default", ""),
+            route(
+                "/on",
+                "resume = true\non_disconnect = \"keep\"\nretention_s = 9\n"
+            ),
+            route("/off", "resume = false\non_disconnect = \"cancel\"\n")
+        ))
+        .unwrap();
+        let r = |p| c.route(p).unwrap();
+        assert!(r("/default").resume && r("/on").resume && !r("/off").resume);
+        assert_eq!(r("/on").retention, Duration::from_secs(9));
+        assert_eq!(r("/off").on_disconnect, OnDisconnect::Cancel);
+    }
+
+    #[test]
+    fn a_route_without_resume_refuses_what_needs_its_run_log_where_it_stands() {
+        let base = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n";
+        let errs = Config::parse(&format!(
+            "{base}resume = false\non_disconnect = \"keep\"\nretention_s = 60\n"
+        ))
+        .unwrap_err();
+        let got: Vec<_> = errs
+            .iter()
+            .map(|e| (e.line, e.column, e.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (7, 17, "routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line 6) and keeps no run log"),
+                (8, 15, "routes.retention_s: this route has `resume = false` (line 6) and keeps no run log to retain"),
+            ],
+            "{errs:?}"
+        );
+        let errs = Config::parse(&format!("{base}resume = \"no\"\n")).unwrap_err();
+        assert_eq!((errs.len(), errs[0].line), (1, 6), "{errs:?}");
+        assert!(errs[0].message.contains("bool"), "{errs:?}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Resumable streams: every event a client is sent is first written to the
 //! run's log (babelgate-store), with the log's id as the SSE `id:`; a client
 //! that reconnects reads the log back from where it was, then follows the
-//! live tail, on any instance that shares the store.
+//! live tail, on any instance that shares the store. A route with
+//! `resume = false` has no log: none of this runs for its streams.
 //!
 //! Each entry holds the client's event as sent and, beside it, the core
 //! steps its encoder was given (`core`, JSON of [`Step`]s: the shaped events

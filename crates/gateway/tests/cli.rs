@@ -93,3 +93,32 @@ fn check_accepts_the_shipped_config_and_reports_every_error_with_its_line() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_reports_a_route_without_resume_that_keeps_its_runs_at_its_line() {
+    let dir = std::env::temp_dir().join(format!("babelgate-check-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.toml");
+    std::fs::write(
+        &file,
+        "[[routes]]\npath = \"/a\"\nclient = \"vercel\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\nresume = false\non_disconnect = \"keep\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = babelgate(&["check", "--config", file.to_str().unwrap()], b"");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("gateway.toml:7:17: routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line 6)"),
+        "{err}"
+    );
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("keep", "cancel"),
+    )
+    .unwrap();
+    let (code, out, err) = babelgate(&["check", "--config", file.to_str().unwrap()], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ok"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

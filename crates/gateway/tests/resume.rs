@@ -411,3 +411,369 @@ async fn without_last_event_id_agkit_gets_the_run_from_its_start() {
     assert_eq!(text, full_long_text());
     assert_eq!(back.last().unwrap().1, Value::String("[DONE]".into()));
 }
+
+// ---- routes with `resume = false` --------------------------------------------
+
+/// A gateway on a memory store the test keeps a handle on, to look inside.
+async fn gateway_with_runs(toml: &str) -> (SocketAddr, Arc<dyn babelgate_store::RunLog>) {
+    let config = Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
+    let stores = babelgate::server::store_config(&config)
+        .build()
+        .await
+        .unwrap();
+    let runs = stores.runs.clone();
+    let (l, gw) = listener().await;
+    tokio::spawn(Arc::new(Gateway::with_stores(config, stores).unwrap()).serve(l));
+    (gw, runs)
+}
+
+/// The body without the run log's `id:` lines.
+fn without_ids(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .split_inclusive('\n')
+        .filter(|l| !l.starts_with("id:"))
+        .collect()
+}
+
+/// Ids an encoder mints at random (`<prefix>_<32 hex digits>`, see
+/// `core::ids`; the HAI run's message id) made equal, so that two streams
+/// of the same upstream bytes compare.
+fn minted_ids_masked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('_') {
+        let (before, after) = rest.split_at(i + 1);
+        out.push_str(before);
+        let hex = after
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            .count();
+        rest = if hex >= 16 {
+            out.push('*');
+            &after[hex..]
+        } else {
+            after
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Writes what a real client of `dialect` got into the directory tests/run.sh
+/// feeds to that client's validator (`--dump`), when it is set.
+fn dump_for_real_clients(dialect: Dialect, name: &str, body: &[u8]) {
+    let var = match dialect {
+        Dialect::AgUi => "AGUI_DUMP_DIR",
+        Dialect::Vercel => "BABELGATE_VERCEL_CORPUS",
+        Dialect::AgKit => "AGKIT_CLIENT_CHECK_DIR",
+        // HAI has no client package (its spec rules run on the golden files).
+        Dialect::Hai => return,
+    };
+    if let Some(dir) = std::env::var_os(var).map(std::path::PathBuf::from) {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.sse")), body).unwrap();
+    }
+}
+
+/// Each client dialect on two routes to one upstream whose answer is fixed,
+/// one logged (the default) and one with `resume = false`: the second gets
+/// the same events in the same bytes, without `id:` lines, and the store
+/// holds no run for it. The first proves the check can fail: its run is
+/// there, and its events carry ids.
+#[tokio::test]
+async fn a_route_without_resume_streams_the_same_bytes_without_ids_and_logs_nothing() {
+    let answer = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/ag-ui/server_tool.sse"
+    ))
+    .unwrap();
+    let (l, up) = listener().await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    tokio::spawn(common::serve_sse_recording(l, answer, seen.clone()));
+    let mut toml = String::new();
+    for d in Dialect::ALL {
+        for (name, extra) in [("on", ""), ("off", "resume = false\n")] {
+            toml.push_str(&format!(
+                "[[routes]]\npath = \"/{name}-{d}\"\nclient = \"{d}\"\nupstream = \"http://{up}/agent\"\nupstream_protocol = \"ag-ui\"\n{extra}"
+            ));
+        }
+    }
+    let (gw, runs) = gateway_with_runs(&toml).await;
+    for d in Dialect::ALL {
+        let thread = format!("t-{d}");
+        let mut got = BTreeMap::new();
+        for name in ["on", "off"] {
+            let r = reqwest::Client::new()
+                .post(format!("http://{gw}/{name}-{d}"))
+                .header("content-type", "application/json")
+                .body(body(d, &thread, "hi"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{name}-{d}");
+            let bytes = r.bytes().await.unwrap();
+            dump_for_real_clients(d, &format!("gateway-resume-{name}-{d}"), &bytes);
+            got.insert(name, bytes);
+        }
+        let (on, off) = (&got["on"], &got["off"]);
+        let on_events = events(on);
+        assert!(on_events.len() > 5, "{d}: {on_events:?}");
+        assert!(on_events.iter().all(|(id, _)| id.is_some()), "{d}");
+        let off_events = events(off);
+        assert!(off_events.iter().all(|(id, _)| id.is_none()), "{d}");
+        assert_eq!(
+            minted_ids_masked(&without_ids(on)),
+            minted_ids_masked(&String::from_utf8_lossy(off)),
+            "{d}: the logged stream less its ids"
+        );
+        let key = |name: &str| babelgate_store::run_key(&format!("/{name}-{d}"), &thread);
+        assert!(runs.latest(&key("on")).await.unwrap().is_some(), "{d}");
+        assert_eq!(
+            runs.latest(&key("off")).await.unwrap(),
+            None,
+            "{d}: a run was logged for a route without resume"
+        );
+    }
+    // An AG-Kit client's history is not the run log: still kept, so the
+    // next turn on the route without resume takes the answer upstream.
+    let next = reqwest::Client::new()
+        .post(format!("http://{gw}/off-agkit"))
+        .header("content-type", "application/json")
+        .body(body(Dialect::AgKit, "t-agkit", "and tomorrow?"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(next.status(), 200);
+    next.bytes().await.unwrap();
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        last.contains("and tomorrow?") && last.contains("北京今天晴"),
+        "{last}"
+    );
+}
+
+/// `{path}/{id}/stream` and `/stop` on a route with `resume = false` say
+/// that the route keeps no run log, also while a run streams there, rather
+/// than answer as for an id with nothing running (204, 404 no_active_run).
+#[tokio::test]
+async fn resume_and_stop_on_a_route_without_resume_are_404_resume_disabled() {
+    let gw = gateway(Dialect::AgUi, "resume = false\n").await;
+    let mut r = start(gw, Dialect::AgUi, "t-off").await;
+    let first = events(&read_some(&mut r, 3).await);
+    assert!(first.iter().all(|(id, _)| id.is_none()), "{first:?}");
+    let http = reqwest::Client::new();
+    let answers = [
+        get(gw, "/chat/t-off/stream", None).await,
+        get(gw, "/chat/t-off/stream", Some("1732445127000-3")).await,
+        get(gw, "/chat/never-ran/stream", None).await,
+        http.post(format!("http://{gw}/chat/t-off/stop"))
+            .send()
+            .await
+            .unwrap(),
+    ];
+    for a in answers {
+        assert_eq!(a.status(), 404);
+        assert!(a.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"));
+        let v: Value = a.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "resume_disabled", "{v}");
+        assert_eq!(v["error"]["type"], "client", "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("resume = false"),
+            "{v}"
+        );
+    }
+    // The stream itself went on, whole.
+    let rest = events(&r.bytes().await.unwrap());
+    assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED");
+    let mut all = first;
+    all.extend(rest);
+    assert_eq!(agui_text(&all), full_long_text());
+}
+
+/// An AG-UI upstream for one stream: it writes the frames the test sends and
+/// reports when the gateway closes the connection.
+async fn held_upstream() -> (
+    SocketAddr,
+    tokio::sync::mpsc::UnboundedSender<String>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (l, a) = listener().await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (closed_tx, closed) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let _ = s.read(&mut buf).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        s.write_all(head.as_bytes()).await.unwrap();
+        loop {
+            tokio::select! {
+                frame = rx.recv() => {
+                    let Some(frame) = frame else { break };
+                    let chunk = format!("{:x}\r\n{frame}\r\n", frame.len());
+                    if s.write_all(chunk.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                n = s.read(&mut buf) => {
+                    if matches!(n, Ok(0) | Err(_)) {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = closed_tx.send(());
+    });
+    (a, tx, closed)
+}
+
+/// Reads until `want` is in what arrived.
+async fn read_until(r: &mut reqwest::Response, got: &mut Vec<u8>, want: &str) {
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        while !String::from_utf8_lossy(got).contains(want) {
+            match r.chunk().await.unwrap() {
+                Some(c) => got.extend_from_slice(&c),
+                None => return false,
+            }
+        }
+        true
+    })
+    .await;
+    assert_eq!(
+        found,
+        Ok(true),
+        "{want:?} never came: {}",
+        String::from_utf8_lossy(got)
+    );
+}
+
+/// What a route without resume still does: heartbeats, the inspector's
+/// capture, the metrics, and a client that leaves cancelling the upstream.
+/// (The pump's own tests, in server/pump.rs, run without a run log too.)
+#[tokio::test]
+async fn a_route_without_resume_keeps_heartbeats_captures_metrics_and_cancellation() {
+    let (up, frames, closed) = held_upstream().await;
+    let toml = format!(
+        "[inspector]\n[[routes]]\npath = \"/off\"\nclient = \"ag-ui\"\nupstream = \"http://{up}/agent\"\nupstream_protocol = \"ag-ui\"\nresume = false\nheartbeat_ms = 100\n"
+    );
+    let (gw, runs) = gateway_with_runs(&toml).await;
+    let mut r = reqwest::Client::new()
+        .post(format!("http://{gw}/off"))
+        .header("content-type", "application/json")
+        .body(body(Dialect::AgUi, "t-beat", "hi"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut got = Vec::new();
+    frames
+        .send("data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n".into())
+        .unwrap();
+    read_until(&mut r, &mut got, "RUN_STARTED").await;
+    read_until(&mut r, &mut got, ": ping\n\n").await;
+    frames
+        .send(
+            "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+             data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hello\"}\n\n"
+                .into(),
+        )
+        .unwrap();
+    read_until(&mut r, &mut got, "hello").await;
+    assert!(!String::from_utf8_lossy(&got).contains("\nid:"));
+    drop(r);
+    tokio::time::timeout(Duration::from_secs(20), closed)
+        .await
+        .expect("the upstream request was cancelled when the client left")
+        .unwrap();
+    let key = babelgate_store::run_key("/off", "t-beat");
+    assert_eq!(runs.latest(&key).await.unwrap(), None);
+
+    // The inspector saw the stream: upstream events in, client events out.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let run = loop {
+        let list: Value = reqwest::get(format!("http://{gw}/inspector/api/runs"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let ended = list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["status"] != "streaming")
+            .cloned();
+        if let Some(run) = ended {
+            break run;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(run["status"], "client_gone", "{run}");
+    assert!(run["events_out"].as_u64().unwrap() >= 3, "{run}");
+    let id = run["id"].as_str().unwrap();
+    let client = reqwest::get(format!("http://{gw}/inspector/api/runs/{id}/client"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        client.contains("\"delta\":\"hello\"") && !client.contains("id:"),
+        "{client}"
+    );
+
+    let metrics = reqwest::get(format!("http://{gw}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "babelgate_requests_total{route=\"/off\",status=\"499\"} 1",
+        "babelgate_events_translated_total{from=\"ag-ui\",to=\"ag-ui\"} 3",
+        "babelgate_active_streams 0",
+        "babelgate_event_overhead_seconds_count{route=\"/off\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} not in {metrics}");
+    }
+}
+
+/// An upstream that goes quiet still ends the stream with the dialect's
+/// error on a route without resume.
+#[tokio::test]
+async fn an_idle_upstream_on_a_route_without_resume_ends_with_the_dialects_error() {
+    let (up, frames, _closed) = held_upstream().await;
+    let toml = format!(
+        "[[routes]]\npath = \"/off\"\nclient = \"vercel\"\nupstream = \"http://{up}/agent\"\nupstream_protocol = \"ag-ui\"\nresume = false\nidle_timeout_ms = 300\n"
+    );
+    let (gw, _) = gateway_with_runs(&toml).await;
+    frames
+        .send("data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n".into())
+        .unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("http://{gw}/off"))
+        .header("content-type", "application/json")
+        .body(body(Dialect::Vercel, "t-idle", "hi"))
+        .send()
+        .await
+        .unwrap();
+    let ev = events(&r.bytes().await.unwrap());
+    let error = error_event(Dialect::Vercel, &ev).expect("an error chunk");
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("sent nothing"),
+        "{error}"
+    );
+    assert_eq!(ev.last().unwrap().1, Value::String("[DONE]".into()));
+    assert!(ev.iter().all(|(id, _)| id.is_none()), "{ev:?}");
+}

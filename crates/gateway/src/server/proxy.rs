@@ -275,6 +275,11 @@ impl Gateway {
                 Ok(c) => c,
                 Err(e) => return Err((rp, e)),
             };
+            if !route.resume {
+                // Nothing of this route's runs is kept: say so rather than
+                // answer as if no run were there (204, 404 no_active_run).
+                return Err((rp, resume_disabled(&route.path, action)));
+            }
             // Another caller's id is looked up under this caller's name,
             // so it answers exactly as an unknown id does.
             let r = match action {
@@ -568,7 +573,13 @@ impl Gateway {
         S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
     {
         let (route, run, transport) = (stream.route, stream.run, stream.transport);
-        let mut recorder = self.begin_log(route, run, &stream.conversation).await?;
+        // A route without resume has no run log: no writer, no lease kept
+        // for the run, no journal, no `id:` lines (see `Pump::prepare`).
+        let mut recorder = if route.resume {
+            self.begin_log(route, run, &stream.conversation).await?
+        } else {
+            None
+        };
 
         let ctx = EncodeContext {
             ids: IdGen::default(),
@@ -924,6 +935,20 @@ fn store_error(e: StoreError) -> GatewayError {
         g.code = "store_unavailable";
     }
     g
+}
+
+/// 404 `resume_disabled`: `{path}/{id}/stream` or `/stop` on a route with
+/// `resume = false`, which keeps no run log to resume from or stop by.
+fn resume_disabled(route: &str, action: SubAction) -> GatewayError {
+    let what = match action {
+        SubAction::Stream => "resumed",
+        SubAction::Stop => "stopped",
+    };
+    GatewayError::client(
+        StatusCode::NOT_FOUND,
+        "resume_disabled",
+        format!("the route {route} keeps no run log (resume = false): its runs cannot be {what}"),
+    )
 }
 
 /// 503 `too_many_followers`: this instance follows as many resumed streams

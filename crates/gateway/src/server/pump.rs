@@ -56,7 +56,8 @@ pub(super) struct Pump {
     pub(super) tx: Option<mpsc::Sender<Bytes>>,
     pub(super) idle: Duration,
     pub(super) heartbeat: Option<Duration>,
-    /// The run's log, when the store works.
+    /// The run's log, when the route keeps one (`resume`, the default) and
+    /// the store works.
     pub(super) recorder: Option<Recorder>,
     pub(super) on_disconnect: OnDisconnect,
     /// Set when the client dialect needs the gateway to keep history.
@@ -487,6 +488,11 @@ impl Pump {
                 out.clear();
                 Bytes::from(with_ids)
             }
+            // No log (a route with `resume = false`, or the store failed):
+            // the same bytes without `id:` lines. An id is only something to
+            // come back with (`Last-Event-ID`), and nothing here could
+            // answer it; the clients read the events the same either way
+            // (`@ag-ui/client` and `ai` parse SSE ids and ignore them).
             None => Bytes::from(out.take().0),
         })
     }
@@ -665,6 +671,58 @@ mod tests {
             .expect("upstream released");
         task.await.unwrap();
     }
+
+    /// Without a run log (a route with `resume = false`: this pump has no
+    /// recorder) a client that reads nothing still holds the upstream back:
+    /// the pump reads ahead at most the stream's buffer of chunks.
+    #[tokio::test]
+    async fn a_client_that_reads_nothing_holds_the_upstream_back_without_a_run_log() {
+        use std::sync::atomic::AtomicUsize;
+        let (p, mut rx) = pump(Duration::from_secs(100), None);
+        assert!(p.recorder.is_none());
+        let (up, s) = upstream();
+        tokio::spawn(Box::new(p).run(s));
+        let sent = Arc::new(AtomicUsize::new(0));
+        const EVENTS: usize = 200;
+        let feeder = {
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+                for i in 0..EVENTS {
+                    let e =
+                        format!("data: {{\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":{i}}}\n\n");
+                    up.send(Ok(Bytes::from(e))).await.unwrap();
+                    sent.fetch_add(1, Ordering::SeqCst);
+                }
+                let end =
+                    "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+                up.send(Ok(Bytes::from(end))).await.unwrap();
+            })
+        };
+        // Until the feeder stalls (unchanged over three polls).
+        let (mut last, mut still) = (usize::MAX, 0);
+        while still < 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = sent.load(Ordering::SeqCst);
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+        }
+        // The client's buffer, one chunk in the pump's hands, the upstream
+        // channel (4) and one send under way.
+        assert!(
+            last <= STREAM_BUFFER_CHUNKS + 6,
+            "{last} events read ahead for a client that reads nothing"
+        );
+        let mut body = Vec::new();
+        while let Some(c) = rx.recv().await {
+            body.extend_from_slice(&c);
+        }
+        feeder.await.unwrap();
+        let body = String::from_utf8(body).unwrap();
+        assert_eq!(body.matches("\"CUSTOM\"").count(), EVENTS);
+        assert!(body.ends_with("\"runId\":\"r\"}\n\n") && !body.contains("id:"));
+    }
+
     /// A decoder with a bug: AG-UI's, but it panics on a frame `boom`.
     struct Buggy(Box<dyn babelgate_core::Decoder>);
 
