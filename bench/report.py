@@ -20,11 +20,12 @@ DOC = ROOT / "docs" / "benchmarks.md"
 PNG = ROOT / "docs" / "benchmarks.png"
 BEGIN = "<!-- results:begin (written by bench/report.py) -->"
 END = "<!-- results:end -->"
-TARGETS = ["upstream", "nginx", "babelgate", "node", "node-lean", "python"]
+TARGETS = ["upstream", "nginx", "babelgate", "babelgate-nolog", "node", "node-lean", "python"]
 TARGET_NAMES = {
     "upstream": "(a) upstream direct",
     "nginx": "(b) nginx pass-through",
     "babelgate": "(c) babelgate AG-UI→Vercel",
+    "babelgate-nolog": "(c-nolog) babelgate AG-UI→Vercel, resume = false (no run log)",
     "node": "(d) Node @ag-ui/client HttpAgent.runAgent + ai",
     "node-lean": "(d2) Node lean: transformHttpEventStream + ai",
     "python": "(e) Python FastAPI + ag-ui-protocol",
@@ -68,7 +69,7 @@ WIRE_BASELINES = [
 
 
 def table_rows():
-    i = TARGETS.index("babelgate") + 1
+    i = TARGETS.index("babelgate-nolog") + 1
     return TARGETS[:i] + WIRE_TARGETS + TARGETS[i:]
 
 
@@ -169,7 +170,7 @@ def main() -> int:
     load_table("latency", "Added latency under load")
     opens = open_rows(load)
     if opens:
-        md.append("\n### Concurrent open streams (babelgate, a fresh process each)\n")
+        md.append("\n### Concurrent open streams (a fresh babelgate each)\n")
         md.append(
             "| streams | events per stream (1/s) | delivered | failed | peak RSS MiB | RSS before MiB | "
             "added latency p99 ms | TTFB p99 ms |"
@@ -228,6 +229,13 @@ def main() -> int:
     if sb and sp:
         r = sb["events_per_s"] / max(sp["events_per_s"], 1e-9)
         target("network saturation ≥ 15x events/s of (e) Python", f"{r:.1f}x", r >= 15)
+    snl = load.get("saturation/babelgate-nolog")
+    if snl and sx:
+        r = snl["events_per_s"] / max(sx["events_per_s"], 1e-9)
+        target("network saturation ≥ 0.8x events/s of (b) nginx, translating, resume = false", f"{r:.2f}x", r >= 0.8)
+    if snl and sp:
+        r = snl["events_per_s"] / max(sp["events_per_s"], 1e-9)
+        target("network saturation ≥ 15x events/s of (e) Python, resume = false", f"{r:.1f}x", r >= 15)
     round_two_targets(target, load)
     wire_summary(md, load)
 
@@ -250,7 +258,15 @@ def main() -> int:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(6, 2, figsize=(13, 29))
-    colors = {"upstream": "#999999", "nginx": "#4c72b0", "babelgate": "#dd8452", "node": "#55a868", "node-lean": "#8fd19e", "python": "#c44e52"}
+    colors = {
+        "upstream": "#999999",
+        "nginx": "#4c72b0",
+        "babelgate": "#dd8452",
+        "babelgate-nolog": "#f2b880",
+        "node": "#55a868",
+        "node-lean": "#8fd19e",
+        "python": "#c44e52",
+    }
 
     a = ax[0][0]
     names = [n for n in ["babelgate", "node", "python"] if n in trans]
@@ -380,7 +396,9 @@ def wire_plot(left, right, load):
 # ---- issue 14 (round two): latency runs at two sizes, memory of open
 # streams, the run-log store. Kept apart from the tables above.
 
-LAT3 = ["upstream", "nginx", "babelgate"]
+LAT3 = ["upstream", "nginx", "babelgate", "babelgate-nolog"]
+# The rows held to nginx's p99.
+BABELGATES = ["babelgate", "babelgate-nolog"]
 
 
 def latency_sizes(load):
@@ -411,11 +429,11 @@ def p3(d, base=None):
     return " / ".join(fmt(ms(d[k] - base[k]) if d.get(k) is not None and base.get(k) is not None else None, 2) for k in keys)
 
 
-def p99_ratios(runs):
-    """babelgate p99 / nginx p99 of each run (None where a row is missing)."""
+def p99_ratios(runs, system="babelgate"):
+    """`system`'s p99 / nginx p99 of each run (None where a row is missing)."""
     out = []
     for _, rows in sorted(runs.items()):
-        b, n = rows.get("babelgate"), rows.get("nginx")
+        b, n = rows.get(system), rows.get("nginx")
         ok = b and n and b["latency_us"]["p99"] is not None and n["latency_us"]["p99"]
         out.append(b["latency_us"]["p99"] / n["latency_us"]["p99"] if ok else None)
     return out
@@ -458,38 +476,41 @@ def round_two_tables(load, store):
                 vs = lambda base, key: p3(r.get(key) or {}, base.get(key) or {}) if base and t != "upstream" and base is not r else "–"
                 md.append(
                     f"| {run} | {TARGET_NAMES[t]} | {r['delivered_events']:,} / {r['expected_events']:,} | {r['failed_streams']} | "
-                    f"{p3(lat)} | {vs(up, 'latency_us')} | {vs(ng, 'latency_us') if t == 'babelgate' else '–'} | "
-                    f"{p3(tfe)} | {vs(up, 'ttfe_us')} | {vs(ng, 'ttfe_us') if t == 'babelgate' else '–'} | {cpu} |"
+                    f"{p3(lat)} | {vs(up, 'latency_us')} | {vs(ng, 'latency_us') if t in BABELGATES else '–'} | "
+                    f"{p3(tfe)} | {vs(up, 'ttfe_us')} | {vs(ng, 'ttfe_us') if t in BABELGATES else '–'} | {cpu} |"
                 )
-        ratios = p99_ratios(runs)
-        cells = []
-        for (run, rows), ratio in zip(runs.items(), ratios):
-            b, n = rows.get("babelgate"), rows.get("nginx")
-            cells.append(
-                f"run {run}: {fmt(ms(b['latency_us']['p99']), 2)} / {fmt(ms(n['latency_us']['p99']), 2)} ms = {ratio:.2f}x"
-                if ratio is not None else f"run {run}: –"
+        for system in BABELGATES:
+            ratios = p99_ratios(runs, system)
+            if all(r is None for r in ratios):
+                continue
+            cells = []
+            for (run, rows), ratio in zip(runs.items(), ratios):
+                b, n = rows.get(system), rows.get("nginx")
+                cells.append(
+                    f"run {run}: {fmt(ms(b['latency_us']['p99']), 2)} / {fmt(ms(n['latency_us']['p99']), 2)} ms = {ratio:.2f}x"
+                    if ratio is not None else f"run {run}: –"
+                )
+            md.append(
+                f"\n{system} p99 / nginx p99: {'; '.join(cells)}. "
+                f"{system} p99 no worse than nginx's in three runs in a row: **{'yes' if in_a_row(ratios) else 'no'}**."
             )
-        md.append(
-            f"\nbabelgate p99 / nginx p99: {'; '.join(cells)}. "
-            f"babelgate p99 no worse than nginx's in three runs in a row: **{'yes' if in_a_row(ratios) else 'no'}**."
-        )
     opens = [r for r in open_rows(load) if r.get("memory")]
     if opens:
-        md.append("\n### Memory of open streams: idle, steady, recovered (babelgate, a fresh process each)\n")
+        md.append("\n### Memory of open streams: idle, steady, recovered (a fresh babelgate each)\n")
         md.append(
             "Idle: before the first stream. Steady: the median of the samples (every 100 ms) taken while the most streams were "
             "open at once. KiB per open stream = (steady − idle) / streams open at once. Recovered: RSS sampled after the last "
             "stream closed, the value at the end and when it first came within 10% of idle.\n"
         )
         md.append(
-            "| streams | events per stream (1/s) | open at once | idle RSS MiB | steady RSS MiB | peak RSS MiB | "
+            "| system | streams | events per stream (1/s) | open at once | idle RSS MiB | steady RSS MiB | peak RSS MiB | "
             "KiB per open stream | recovered RSS MiB (after s) | within 10% of idle after s |"
         )
-        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for o in opens:
             m = o["memory"]
             md.append(
-                f"| {o['streams']:,} | {o['events_per_stream']} | {m['max_open_at_once']:,} | {fmt(m['idle_mib'], 1)} | "
+                f"| {o['system']} | {o['streams']:,} | {o['events_per_stream']} | {m['max_open_at_once']:,} | {fmt(m['idle_mib'], 1)} | "
                 f"{fmt(m['steady_mib'], 1)} | {fmt(o['sut_rss_peak_mib'], 1)} | {fmt(m['kib_per_open_stream'], 1)} | "
                 f"{fmt(m['recovered_mib'], 1)} ({m['recover_s']:g}) | "
                 f"{'not within ' + format(m['recover_s'], 'g') if m['within_10pct_of_idle_after_s'] is None else fmt(m['within_10pct_of_idle_after_s'], 1)} |"
@@ -548,32 +569,39 @@ def round_two_tables(load, store):
 
 
 def open_rows(load):
-    """The open-streams runs (babelgate's), fewest events first."""
-    rows = (r for k, r in load.items() if k.startswith("open") and k.endswith("/babelgate"))
-    return sorted(rows, key=lambda r: r["events_per_stream"])
+    """The open-streams runs (each with its `system`), fewest events first, the logged route first."""
+    rows = [
+        dict(r, system=k.partition("/")[2])
+        for k, r in load.items()
+        if k.startswith("open") and k.partition("/")[2] in BABELGATES
+    ]
+    return sorted(rows, key=lambda r: (r["events_per_stream"], BABELGATES.index(r["system"])))
 
 
 def round_two_targets(target, load):
     for streams, runs in latency_sizes(load).items():
-        ratios = p99_ratios(runs)
-        target(
-            f"{streams:,} streams: babelgate p99 ≤ nginx p99 in three runs in a row",
-            ", ".join("–" if r is None else f"{r:.2f}x" for r in ratios),
-            in_a_row(ratios),
-        )
-    for k, o in sorted(load.items()):
-        m = o.get("memory") if k.startswith("open") else None
+        for system in BABELGATES:
+            ratios = p99_ratios(runs, system)
+            if all(r is None for r in ratios):
+                continue
+            target(
+                f"{streams:,} streams: {system} p99 ≤ nginx p99 in three runs in a row",
+                ", ".join("–" if r is None else f"{r:.2f}x" for r in ratios),
+                in_a_row(ratios),
+            )
+    for o in open_rows(load):
+        m = o.get("memory")
         if not m:
             continue
         kib = m["kib_per_open_stream"]
         target(
-            f"≤ 16 KiB per open stream ({m['max_open_at_once']:,} open, {o['events_per_stream']} events each)",
+            f"≤ 16 KiB per open stream ({o['system']}, {m['max_open_at_once']:,} open, {o['events_per_stream']} events each)",
             f"{fmt(kib, 1)} KiB",
             kib is not None and kib <= 16 and o["failed_streams"] == 0,
         )
         rec, idle = m["recovered_mib"], m["idle_mib"]
         target(
-            f"RSS within 10% of idle after the streams close ({o['events_per_stream']} events each, {m['recover_s']:g} s)",
+            f"RSS within 10% of idle after the streams close ({o['system']}, {o['events_per_stream']} events each, {m['recover_s']:g} s)",
             f"{fmt(rec, 1)} MiB against {fmt(idle, 1)} idle"
             + ("" if m["within_10pct_of_idle_after_s"] is None else f", after {m['within_10pct_of_idle_after_s']:.1f} s"),
             m["within_10pct_of_idle_after_s"] is not None,
@@ -614,14 +642,17 @@ def plot_round_two(ax, load, store, colors):
         a.bar([i + (j - 1.5) * width for i in range(len(opens))], vals, width, label=what)
     for i, o in enumerate(opens):
         a.text(i, (o["memory"]["steady_mib"] or 0), f"{fmt(o['memory']['kib_per_open_stream'], 1)} KiB/stream", ha="center", va="bottom", fontsize=8)
-    a.set_xticks(range(len(opens)), [f"{o['memory']['max_open_at_once']:,} open\n{o['events_per_stream']} events" for o in opens])
+    a.set_xticks(
+        range(len(opens)),
+        [f"{o['system'].removeprefix('babelgate')[1:] or 'logged'}\n{o['memory']['max_open_at_once']:,} open\n{o['events_per_stream']} events" for o in opens],
+    )
     a.set_title("babelgate RSS with open streams, MiB")
     a.legend(fontsize=8)
 
     a = ax[3][1]
     for o in opens:
         series = o["memory"]["recovery_series_mib"]
-        a.plot([p[0] for p in series], [p[1] for p in series], marker=".", label=f"{o['events_per_stream']} events each")
+        a.plot([p[0] for p in series], [p[1] for p in series], marker=".", label=f"{o['system']}, {o['events_per_stream']} events each")
         a.axhline(o["memory"]["idle_mib"] * 1.1, color="gray", linestyle="--", linewidth=1)
     a.set_title("RSS after the last stream closed, MiB (dashed: idle + 10%)")
     a.set_xlabel("s")

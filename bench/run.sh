@@ -13,7 +13,8 @@
 #    SDK (bench/python/translate.py); best of 3 wall times
 # 5. load: one synthetic AG-UI upstream (loadgen upstream) and, side by side,
 #    (a) the upstream directly, (b) nginx as a pass-through proxy with
-#    buffering off, (c) babelgate serve translating AG-UI to Vercel, (d) the
+#    buffering off, (c) babelgate serve translating AG-UI to Vercel (and
+#    c-nolog: the same route with resume = false, no run log), (d) the
 #    Node bridge with HttpAgent.runAgent (bench/node/server.mjs), (d2) the
 #    same Node bridge without runAgent, the cheapest pipeline of the same
 #    packages (bench/node/server-lean.mjs), (e) the Python bridge
@@ -52,8 +53,9 @@
 # alone; report.py prints the tables of what ran):
 #   ONLY=load        steps 1, 2 (babelgate and loadgen only) and 5
 #   WORKLOADS="saturation latency open"   which load workloads (default all)
-#   SYSTEMS="upstream nginx babelgate node node-lean python"   which systems
-#                    (default all; the open-streams workload is babelgate's);
+#   SYSTEMS="upstream nginx babelgate babelgate-nolog node node-lean python"
+#                    which systems (default all; the open-streams workload
+#                    is babelgate's and babelgate-nolog's);
 #                    the transport rows: babelgate-agui babelgate-bin
 #                    babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin
 #                    babelgate-binup babelgate-wsup babelgate-wsbinup
@@ -86,7 +88,7 @@ QUICK="${QUICK:-0}"
 ONLY="${ONLY:-}"
 WORKLOADS="${WORKLOADS:-saturation latency open store}"
 WIRE_SYSTEMS="babelgate-agui babelgate-bin babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin babelgate-binup babelgate-wsup babelgate-wsbinup"
-SYSTEMS="${SYSTEMS:-upstream nginx babelgate node node-lean python $WIRE_SYSTEMS}"
+SYSTEMS="${SYSTEMS:-upstream nginx babelgate babelgate-nolog node node-lean python $WIRE_SYSTEMS}"
 case "$ONLY" in ""|load) ;; *) echo "ONLY=$ONLY: only ONLY=load is known" >&2; exit 2 ;; esac
 has() { case " $1 " in *" $2 "*) return 0 ;; *) return 1 ;; esac; }
 # OPEN_EVENTS from the environment: the open-streams scenarios to run
@@ -287,6 +289,15 @@ client = "vercel"
 upstream = "http://127.0.0.1:$UP/agent"
 upstream_protocol = "ag-ui"
 forward_headers = ["x-bench"]
+
+# (c-nolog): the same route without a run log (no resume).
+[[routes]]
+path = "/api/chat-nolog"
+client = "vercel"
+upstream = "http://127.0.0.1:$UP/agent"
+upstream_protocol = "ag-ui"
+forward_headers = ["x-bench"]
+resume = false
 EOF
 BABELGATE_LOG=warn "$BIN/babelgate" serve --config "$OUT/gateway.toml" 2>"$OUT/babelgate.log" &
 PIDS+=($!)
@@ -316,6 +327,7 @@ TARGETS=(
   "upstream http://127.0.0.1:$UP/agent agui -"
   "nginx http://127.0.0.1:$P_NGINX/agent agui $NGINX_PIDS"
   "babelgate http://127.0.0.1:$P_BG/api/chat vercel $BG"
+  "babelgate-nolog http://127.0.0.1:$P_BG/api/chat-nolog vercel $BG"
   "node http://127.0.0.1:$P_NODE/api/chat vercel $NODE"
   "node-lean http://127.0.0.1:$P_LEAN/api/chat vercel $LEAN"
   "python http://127.0.0.1:$P_PY/api/chat vercel $PYS"
@@ -348,7 +360,7 @@ latency_runs() {
       echo "-- latency run $run of $LAT_RUNS: $streams streams x $rate events/s x $events events"
       for t in "${TARGETS[@]}"; do
         read -r name url body pids <<<"$t"
-        case "$name" in upstream|nginx|babelgate) ;; *) continue ;; esac
+        case "$name" in upstream|nginx|babelgate|babelgate-nolog) ;; *) continue ;; esac
         has "$SYSTEMS" "$name" || continue
         local pid_arg=()
         [ "$pids" = "-" ] || pid_arg=(--pids "$pids")
@@ -363,7 +375,7 @@ latency_runs() {
 if has "$WORKLOADS" latency; then
 latency_runs
 echo "-- latency: $LAT_STREAMS streams x $LAT_RATE events/s x $LAT_EVENTS events (the other systems, once)"
-SYSTEMS="$(for s in $SYSTEMS; do case "$s" in upstream|nginx|babelgate) ;; *) printf '%s ' "$s" ;; esac; done)" \
+SYSTEMS="$(for s in $SYSTEMS; do case "$s" in upstream|nginx|babelgate|babelgate-nolog) ;; *) printf '%s ' "$s" ;; esac; done)" \
 load latency --streams "$LAT_STREAMS" --events "$LAT_EVENTS" --rate "$LAT_RATE" --ramp-ms 2000 --timeout-s 120
 fi
 # ---- binary transport and WebSocket rows -----------------------------------
@@ -459,7 +471,8 @@ fi
 # The route keeps an ended run's log 10 s here (300 s by default) so that
 # the recovered RSS is measured after the logs are gone: what stays then is
 # what the streams left behind, not the logs kept on purpose for resume.
-sed 's/^forward_headers = .*/&\nretention_s = 10/' "$OUT/gateway.toml" >"$OUT/gateway-open.toml"
+# (The route without resume keeps no log: only the first route gets it.)
+sed '0,/^forward_headers = .*/s//&\nretention_s = 10/' "$OUT/gateway.toml" >"$OUT/gateway-open.toml"
 fresh_babelgate() {
   kill "$BG"
   wait "$BG" 2>/dev/null || true
@@ -472,12 +485,16 @@ fresh_babelgate() {
 # every stream is open at once for a while, so the peak is 9,900 open streams
 # (with fewer events the first ones end before the last ones start).
 for n in $OPEN_SCENARIOS; do
-  has "$WORKLOADS" open && has "$SYSTEMS" babelgate || break
-  echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events (babelgate)"
-  fresh_babelgate
-  "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG/api/chat" --body vercel --streams "$OPEN_STREAMS" \
-    --events "$n" --rate 1 --ramp-ms 10000 --timeout-s 120 --pids "$BG" --label "open$n/babelgate" \
-    --recover-s "$OPEN_RECOVER_S" | tee -a "$OUT/load.jsonl"
+  has "$WORKLOADS" open || break
+  for row in "babelgate /api/chat" "babelgate-nolog /api/chat-nolog"; do
+    read -r name path <<<"$row"
+    has "$SYSTEMS" "$name" || continue
+    echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events ($name)"
+    fresh_babelgate
+    "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG$path" --body vercel --streams "$OPEN_STREAMS" \
+      --events "$n" --rate 1 --ramp-ms 10000 --timeout-s 120 --pids "$BG" --label "open$n/$name" \
+      --recover-s "$OPEN_RECOVER_S" | tee -a "$OUT/load.jsonl"
+  done
 done
 
 # Issue 14's store: one Redis for run logs (store-bench), and what the Redis
