@@ -719,23 +719,13 @@ async fn a_route_without_resume_keeps_heartbeats_captures_metrics_and_cancellati
     assert_eq!(run["status"], "client_gone", "{run}");
     assert!(run["events_out"].as_u64().unwrap() >= 3, "{run}");
     let id = run["id"].as_str().unwrap();
-    let client = reqwest::get(format!("http://{gw}/inspector/api/runs/{id}/client"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let client = common::get_text(format!("http://{gw}/inspector/api/runs/{id}/client")).await;
     assert!(
         client.contains("\"delta\":\"hello\"") && !client.contains("id:"),
         "{client}"
     );
 
-    let metrics = reqwest::get(format!("http://{gw}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::get_text(format!("http://{gw}/metrics")).await;
     for line in [
         "babelgate_requests_total{route=\"/off\",status=\"499\"} 1",
         "babelgate_events_translated_total{from=\"ag-ui\",to=\"ag-ui\"} 3",

@@ -102,6 +102,11 @@ pub async fn serve_sse_recording(
     }
 }
 
+/// The body of a GET to `url`, as text.
+pub async fn get_text(url: String) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
+
 /// A listener on a free loopback port, and its address.
 pub async fn listener() -> (tokio::net::TcpListener, std::net::SocketAddr) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
