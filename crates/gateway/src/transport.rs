@@ -197,6 +197,11 @@ impl SseToProto {
             if frame.data.is_empty() || frame.is_done() {
                 continue;
             }
+            // Most of a stream (deltas, starts, ends) goes without a JSON
+            // value in between; the same bytes as below.
+            if babelgate_proto::write_flat_event_json(out, &frame.data) {
+                continue;
+            }
             let event = match serde_json::from_str(&frame.data) {
                 Ok(v) => v,
                 Err(e) => {

@@ -349,6 +349,15 @@ pub fn encode_event_json(text: &str) -> Result<Vec<u8>, Error> {
     encode_event(&v)
 }
 
+/// Appends a flat event (a text or argument delta, a start, an end) from its
+/// JSON text as one length-prefixed message, with no JSON value built: the
+/// bytes `write_frame` gives for [`encode_event`] of the parsed text, and
+/// for `encode_event_as` with any prefix (a dialect's own events are never
+/// flat). `false`, with nothing written, for any other text.
+pub fn write_flat_event_json(out: &mut Vec<u8>, text: &str) -> bool {
+    crate::flat::encode_json(text, true, out).is_some()
+}
+
 fn from_wire_part(part: &Value) -> Result<Option<Value>, Error> {
     let Some(p) = part.as_object() else {
         return Ok(None);

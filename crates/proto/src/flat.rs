@@ -164,17 +164,177 @@ pub(crate) fn encode(obj: &Map<String, Value>, prefixed: bool, out: &mut Vec<u8>
     // By iteration, not `get`: a map lookup hashes the key with SipHash,
     // which costs more than the few comparisons (`type` comes first).
     let ty = obj.iter().find(|(k, _)| k.as_str() == "type")?.1.as_str()?;
+    let fields = obj.iter().map(|(k, v)| {
+        let v = match v {
+            Value::String(s) => Scalar::Str(s),
+            v => v.as_i64().map_or(Scalar::Other, Scalar::Int),
+        };
+        (k.as_str(), v)
+    });
+    encode_fields(ty, fields, prefixed, out)
+}
+
+/// A field's value as the flat form takes it.
+enum Scalar<'a> {
+    Str(&'a str),
+    Int(i64),
+    Other,
+}
+
+/// [`encode`] from the event's JSON text, with no JSON value built (the
+/// gateway's own encoders write the text; a binary client gets it as
+/// protobuf). `None`, with nothing written, where `encode` would be `None`
+/// for the parsed object, and also where the text is anything but one object
+/// of strings and integers with no key twice: the general codec decides then.
+pub(crate) fn encode_json(text: &str, prefixed: bool, out: &mut Vec<u8>) -> Option<()> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let json::Entries(entries) = serde::Deserialize::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    // A repeated key is the last one's in a parsed object: left to it.
+    for (i, (k, _)) in entries.iter().enumerate() {
+        if entries.iter().take(i).any(|(x, _)| x == k) {
+            return None;
+        }
+    }
+    let ty = entries.iter().find_map(|(k, v)| match v {
+        json::Scalar::Str(s) if k == "type" => Some(s.as_ref()),
+        _ => None,
+    })?;
+    let fields = entries.iter().map(|(k, v)| {
+        let v = match v {
+            json::Scalar::Str(s) => Scalar::Str(s),
+            // A dialect's prefix reads the message back, which refuses an
+            // integer JavaScript cannot hold: left to the general codec.
+            json::Scalar::Int(i) if (-MAX_SAFE..=MAX_SAFE).contains(i) => Scalar::Int(*i),
+            json::Scalar::Int(_) => Scalar::Other,
+        };
+        (k.as_ref(), v)
+    });
+    encode_fields(ty, fields, prefixed, out)
+}
+
+/// A flat event's JSON read without a JSON value: its keys and its string
+/// and integer values, borrowed from the text where nothing was escaped.
+mod json {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+
+    use super::MAX_FIELDS;
+
+    pub(super) enum Scalar<'a> {
+        Str(Cow<'a, str>),
+        Int(i64),
+    }
+
+    pub(super) struct Entries<'a>(pub(super) Vec<(Cow<'a, str>, Scalar<'a>)>);
+
+    struct Key<'a>(Cow<'a, str>);
+
+    struct Text;
+
+    impl<'de> Visitor<'de> for Text {
+        type Value = Cow<'de, str>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Cow::Borrowed(v))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(v.to_owned()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(v))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Key<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_str(Text).map(Key)
+        }
+    }
+
+    struct ScalarVisitor;
+
+    impl<'de> Visitor<'de> for ScalarVisitor {
+        type Value = Scalar<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string or an integer")
+        }
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Scalar::Str(Cow::Borrowed(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Scalar::Str(Cow::Owned(v)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Scalar::Int(v))
+        }
+        // Past i64 a parsed number is no `as_i64` either: not flat.
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            i64::try_from(v)
+                .map(Scalar::Int)
+                .map_err(|_| E::custom("past i64"))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Scalar<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(ScalarVisitor)
+        }
+    }
+
+    struct EntriesVisitor;
+
+    impl<'de> Visitor<'de> for EntriesVisitor {
+        type Value = Entries<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            // `type`, `timestamp` and the fields: more is not flat.
+            let mut entries = Vec::with_capacity(4);
+            while let Some(Key(k)) = map.next_key()? {
+                if entries.len() == MAX_FIELDS + 2 {
+                    return Err(de::Error::custom("too many keys"));
+                }
+                entries.push((k, map.next_value()?));
+            }
+            Ok(Entries(entries))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Entries<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(EntriesVisitor)
+        }
+    }
+}
+
+fn encode_fields<'a>(
+    ty: &str,
+    fields: impl Iterator<Item = (&'a str, Scalar<'a>)>,
+    prefixed: bool,
+    out: &mut Vec<u8>,
+) -> Option<()> {
     let shape = by_type(ty)?;
     let mut values: [Option<&str>; MAX_FIELDS] = [None; MAX_FIELDS];
     let mut timestamp = None;
-    for (k, v) in obj {
-        match k.as_str() {
-            "type" => {}
-            "timestamp" => timestamp = Some(v.as_i64()?),
-            k => {
+    for (k, v) in fields {
+        match (k, v) {
+            ("type", _) => {}
+            ("timestamp", Scalar::Int(t)) => timestamp = Some(t),
+            ("timestamp", _) => return None,
+            (k, Scalar::Str(s)) => {
                 let i = shape.fields.iter().position(|(name, ..)| *name == k)?;
-                *values.get_mut(i)? = Some(v.as_str()?);
+                *values.get_mut(i)? = Some(s);
             }
+            _ => return None,
         }
     }
     // ts-proto's rules: a plain field holding "" and an enum holding its

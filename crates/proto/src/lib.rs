@@ -17,6 +17,7 @@ mod wire;
 pub use custom::{decode_event_as, encode_event_as, encode_event_as_general, restore};
 pub use event::{
     decode_event, decode_event_general, encode_event, encode_event_general, encode_event_json,
+    write_flat_event_json,
 };
 pub use frame::{
     write_event, write_frame, write_object, write_own_event, FramingError, ProtoFramer,

@@ -287,6 +287,51 @@ proptest! {
         }
     }
 
+    /// From the JSON text, as a binary client's stream is written: the
+    /// framed bytes of the general codec, with and without a dialect's
+    /// prefix, whenever it takes the text; nothing written when it does not;
+    /// and taken for every flat event (a repeated key and text that is not
+    /// one object aside).
+    #[test]
+    fn flat_json_text_as_the_general_codec_does(ev in event(), shape in 0..6u8) {
+        let compact = serde_json::to_string(&ev).unwrap();
+        let obj = ev.as_object().unwrap();
+        let first = obj.iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
+        let text = match shape {
+            // Spaces and escapes the encoders never write, but JSON allows.
+            0 => serde_json::to_string_pretty(&ev).unwrap(),
+            1 => compact.replace("e", "\\u0065"),
+            // The first key again, with another value, and with the same.
+            2 => format!("{},\"{}\":\"x\"}}", compact.trim_end_matches('}'), first.0),
+            3 => format!("{},\"{}\":{}}}", compact.trim_end_matches('}'), first.0, first.1),
+            4 => format!("{compact} x"),
+            _ => compact,
+        };
+        let parsed: Option<Value> = serde_json::from_str(&text).ok();
+        let mut out = vec![9u8];
+        let took = babelgate_proto::write_flat_event_json(&mut out, &text);
+        for prefix in [None, Some("hai")] {
+            let general = parsed.as_ref().map(|v| babelgate_proto::encode_event_as(v, prefix));
+            if took {
+                let bytes = general.clone().unwrap().unwrap();
+                let mut framed = vec![9u8];
+                babelgate_proto::write_frame(&mut framed, &bytes).unwrap();
+                prop_assert_eq!(&out, &framed, "{}", text);
+            } else {
+                prop_assert_eq!(&out, &vec![9u8], "{}", text);
+            }
+        }
+        let names = FLAT.iter().find(|(t, _)| obj["type"] == *t).unwrap().1;
+        let flat_object = obj.iter().all(|(k, v)| match k.as_str() {
+            "type" => true,
+            "timestamp" => v.as_i64().is_some_and(|t| t.unsigned_abs() < 1 << 53),
+            k => names.contains(&k) && v.is_string(),
+        });
+        if flat_object && matches!(shape, 0 | 1 | 5) {
+            prop_assert!(took, "a flat event went the general way: {}", text);
+        }
+    }
+
     #[test]
     fn encodes_as_the_general_codec_does(ev in event()) {
         prop_assert_eq!(encode_event(&ev), encode_event_general(&ev));
