@@ -196,6 +196,15 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// A tick every 1/`rate` s, its first (immediate) one taken: each later
+/// tick is one event's turn; a late tick delays the rest rather than bursting.
+async fn pacer(rate: f64) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    tick
+}
+
 fn push_delta(out: &mut Vec<u8>, pad: &str) {
     use std::io::Write;
     let _ = write!(
@@ -223,9 +232,7 @@ async fn serve(mut s: TcpStream) -> std::io::Result<()> {
     s.write_all(&out).await?;
     out.clear();
     if w.rate > 0.0 {
-        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / w.rate));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
+        let mut tick = pacer(w.rate).await;
         for _ in 0..w.events {
             tick.tick().await;
             out.clear();

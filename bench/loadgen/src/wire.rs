@@ -335,9 +335,7 @@ impl Up {
         self.event(MESSAGE_START).await?;
         self.flush().await?;
         if w.rate > 0.0 {
-            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / w.rate));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
+            let mut tick = crate::pacer(w.rate).await;
             for _ in 0..w.events {
                 tick.tick().await;
                 self.delta(&pad).await?;

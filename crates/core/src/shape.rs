@@ -49,8 +49,9 @@ pub struct Shaper {
     /// arguments; forgotten with the call's result (later arguments are
     /// dropped as ended).
     tool_names: HashMap<String, String>,
-    /// Text starts held until their first content, by message id.
-    held: HashMap<String, Event>,
+    /// Text starts held until their first content, by message id (a list:
+    /// every delta asks it, and it is nearly always empty).
+    held: OpenList<Event>,
     /// Calls of the current run with no result yet, in start order.
     pending: OpenList<()>,
     /// Calls whose arguments ended (until started again), the last
@@ -194,19 +195,19 @@ impl Shaper {
             }
             EventKind::TextStart { message_id, .. } => {
                 self.ensure_run(out);
-                if self.open.text_open(message_id) || self.held.contains_key(message_id) {
+                if self.open.text_open(message_id) || self.held.contains(message_id) {
                     return Keep::Drop; // already open
                 }
-                self.held.insert(message_id.clone(), ev.clone());
+                self.held.push(message_id.clone(), ev.clone());
                 Keep::Drop
             }
             EventKind::TextDelta { message_id, delta } => {
                 self.ensure_run(out);
-                if self.held.contains_key(message_id) {
+                if self.held.contains(message_id) {
                     if delta.is_empty() {
                         return Keep::Drop;
                     }
-                    out.extend(self.held.remove(message_id));
+                    out.extend(self.held.take(message_id));
                 } else if !self.open.text_open(message_id) {
                     out.push(
                         Event::new(EventKind::TextStart {
@@ -220,7 +221,7 @@ impl Shaper {
                 Keep::Event
             }
             EventKind::TextEnd { message_id } => {
-                if self.held.remove(message_id).is_some() {
+                if self.held.remove(message_id) {
                     return Keep::Drop; // it never said anything
                 }
                 self.if_open(self.open.text_open(message_id))

@@ -221,7 +221,7 @@ mod json {
 
     use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
-    use super::MAX_FIELDS;
+    use super::{by_type, Shape, MAX_FIELDS};
 
     pub(super) enum Scalar<'a> {
         Str(Cow<'a, str>),
@@ -299,11 +299,27 @@ mod json {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             // `type`, `timestamp` and the fields: more is not flat.
             let mut entries = Vec::with_capacity(4);
+            // Known once `type` is read (it comes first from the encoders):
+            // an event that is not flat stops being read there, and the
+            // general codec parses it without this one's parse before it.
+            let mut shape: Option<&'static Shape> = None;
+            let not_flat = || de::Error::custom("not flat");
             while let Some(Key(k)) = map.next_key()? {
                 if entries.len() == MAX_FIELDS + 2 {
-                    return Err(de::Error::custom("too many keys"));
+                    return Err(not_flat());
                 }
-                entries.push((k, map.next_value()?));
+                let v: Scalar = map.next_value()?;
+                match (k.as_ref(), &v) {
+                    ("type", Scalar::Str(t)) => shape = Some(by_type(t).ok_or_else(not_flat)?),
+                    ("type", _) => return Err(not_flat()),
+                    ("timestamp", _) => {}
+                    (k, _) => {
+                        if shape.is_some_and(|s| !s.fields.iter().any(|(n, ..)| *n == k)) {
+                            return Err(not_flat());
+                        }
+                    }
+                }
+                entries.push((k, v));
             }
             Ok(Entries(entries))
         }
