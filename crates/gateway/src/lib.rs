@@ -28,4 +28,5 @@ pub mod service;
 pub mod telemetry;
 pub mod tls;
 pub mod transport;
+pub mod upstream;
 pub mod ws;

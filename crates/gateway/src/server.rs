@@ -25,6 +25,7 @@ use crate::error::GatewayError;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::resume;
+use crate::upstream;
 use babelgate_store::{MemoryConfig, MemoryConversationStore, MemoryRunLog, StoreConfig, Stores};
 
 mod listener;
@@ -48,36 +49,37 @@ const STREAM_BUFFER_CHUNKS: usize = 16;
 struct Routes {
     config: Config,
     /// One client per route: timeouts are per route.
-    clients: HashMap<String, reqwest::Client>,
+    clients: HashMap<String, upstream::Client>,
 }
 
 impl Routes {
     fn build(config: Config) -> Result<Routes, GatewayError> {
         let mut clients = HashMap::new();
         for r in &config.routes {
-            let mut builder = reqwest::Client::builder()
-                .connect_timeout(r.connect_timeout)
-                .tcp_nodelay(true)
-                // Never ask for compression: SSE must arrive event by event.
-                .no_gzip()
-                // Only the configured upstream is ever contacted: a redirect
-                // must not send the request (and its headers) elsewhere.
-                .redirect(reqwest::redirect::Policy::none());
-            // `upstream_ca`: trusted besides the webpki roots.
-            for der in r.upstream_ca.iter().flat_map(|ca| &ca.certs) {
-                let cert = reqwest::Certificate::from_der(der)
-                    .map_err(|e| GatewayError::internal(format!("upstream_ca: {e}")))?;
-                builder = builder.add_root_certificate(cert);
-            }
-            let client = builder
-                .build()
+            let reqwest = || {
+                let mut builder = reqwest::Client::builder()
+                    .connect_timeout(r.connect_timeout)
+                    .tcp_nodelay(true)
+                    // Never ask for compression: SSE must arrive event by event.
+                    .no_gzip()
+                    // Only the configured upstream is ever contacted: a redirect
+                    // must not send the request (and its headers) elsewhere.
+                    .redirect(reqwest::redirect::Policy::none());
+                // `upstream_ca`: trusted besides the webpki roots (the
+                // config compiler has read them as certificates).
+                for der in r.upstream_ca.iter().flat_map(|ca| &ca.certs) {
+                    builder = builder.add_root_certificate(reqwest::Certificate::from_der(der)?);
+                }
+                builder.build()
+            };
+            let client = upstream::Client::for_route(&r.upstream, r.connect_timeout, reqwest)
                 .map_err(|e| GatewayError::internal(format!("HTTP client: {e}")))?;
             clients.insert(r.path.clone(), client);
         }
         Ok(Routes { config, clients })
     }
 
-    fn route_and_client(&self, path: &str) -> Option<(&Route, &reqwest::Client)> {
+    fn route_and_client(&self, path: &str) -> Option<(&Route, &upstream::Client)> {
         Some((self.config.route(path)?, self.clients.get(path)?))
     }
 }

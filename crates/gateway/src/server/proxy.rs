@@ -35,6 +35,7 @@ use crate::registry;
 use crate::resume::{self, Mode, Recorder};
 use crate::telemetry::{Trace, ViaWebSocket};
 use crate::transport::{self, Edges, ProtoToSse, SseToProto, Transport};
+use crate::upstream;
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
 impl Gateway {
@@ -322,7 +323,7 @@ impl Gateway {
     async fn proxy(
         &self,
         route: &Route,
-        client: &reqwest::Client,
+        client: &upstream::Client,
         req: Request<Bytes>,
         request_id: &str,
         started: tokio::time::Instant,
@@ -468,19 +469,19 @@ impl Gateway {
                     )
                     .await;
             }
-            let send = client
-                .post(route.upstream.clone())
-                .headers(forwarded)
-                .headers(upstream_headers(route))
-                .headers(request_id_header)
-                .headers(trace_headers)
-                .header(
-                    header::ACCEPT,
-                    transport::upstream_accept(route.upstream_transport),
-                )
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(upstream_body.to_string())
-                .send();
+            let mut headers = forwarded;
+            headers.extend(upstream_headers(route));
+            headers.extend(request_id_header);
+            headers.extend(trace_headers);
+            headers.insert(
+                header::ACCEPT,
+                HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
+            );
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            let send = client.post(&route.upstream, headers, upstream_body.to_string());
             let asked = tokio::time::Instant::now();
             let resp = match tokio::time::timeout(route.response_timeout, send).await {
                 Ok(r) => r.map_err(|e| {
@@ -500,7 +501,7 @@ impl Gateway {
                     ));
                 }
             };
-            let status = resp.status();
+            let status = resp.status;
             stream.trace.upstream_status(status.as_u16());
             if !status.is_success() {
                 self.metrics.upstream_error("upstream_status");
@@ -511,7 +512,7 @@ impl Gateway {
                     .response_timeout
                     .saturating_sub(asked.elapsed())
                     .min(ERROR_BODY_TIME);
-                let excerpt = error_excerpt(resp, left).await;
+                let excerpt = error_excerpt(resp.body, left).await;
                 tracing::warn!(upstream = %loggable_url(&route.upstream), %status, body = %excerpt, "upstream refused the request");
                 return Err(GatewayError::upstream(
                     StatusCode::BAD_GATEWAY,
@@ -520,7 +521,7 @@ impl Gateway {
                 ));
             }
             let ctype = resp
-                .headers()
+                .headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
@@ -545,9 +546,7 @@ impl Gateway {
                 ));
             }
 
-            let upstream = resp
-                .bytes_stream()
-                .map(|r| r.map_err(|e| UpstreamFault::Connection(error_chain(&e.without_url()))));
+            let upstream = resp.body.map(|r| r.map_err(UpstreamFault::Connection));
             self.start_pump(stream, upstream, upstream_binary).await
         }
         .await;
@@ -1156,9 +1155,9 @@ fn upstream_headers(route: &Route) -> http::HeaderMap {
 
 /// The client learns only what went wrong; the upstream's address and the
 /// error's detail go to the log.
-fn upstream_send_error(route: &Route, e: reqwest::Error) -> GatewayError {
+fn upstream_send_error(route: &Route, e: upstream::SendError) -> GatewayError {
     let timeout = e.is_timeout();
-    tracing::warn!(upstream = %loggable_url(&route.upstream), error = %error_chain(&e.without_url()), "upstream request failed");
+    tracing::warn!(upstream = %loggable_url(&route.upstream), error = %upstream::error_chain(&e), "upstream request failed");
     if timeout {
         GatewayError::upstream(
             StatusCode::GATEWAY_TIMEOUT,
@@ -1184,17 +1183,6 @@ pub fn loggable_url(url: &reqwest::Url) -> String {
     u.to_string()
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
-}
-
 /// How much of a non-2xx upstream body is read (for the log), and for how
 /// long at most.
 const ERROR_BODY_BYTES: usize = 512;
@@ -1203,12 +1191,12 @@ const ERROR_BODY_TIME: Duration = Duration::from_secs(5);
 /// The start of an upstream's error body for the log: at most
 /// [`ERROR_BODY_BYTES`], whatever arrived within `within`, control
 /// characters replaced; the rest is never read.
-async fn error_excerpt(mut resp: reqwest::Response, within: Duration) -> String {
+async fn error_excerpt(mut body: upstream::ResponseBody, within: Duration) -> String {
     let mut got = Vec::new();
     let read = async {
         while got.len() < ERROR_BODY_BYTES {
-            match resp.chunk().await {
-                Ok(Some(c)) => {
+            match body.next().await {
+                Some(Ok(c)) => {
                     let room = ERROR_BODY_BYTES - got.len();
                     got.extend_from_slice(c.get(..room.min(c.len())).unwrap_or(&c));
                 }

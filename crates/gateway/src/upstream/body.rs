@@ -1,0 +1,181 @@
+//! A response body read by the gateway's own HTTP/1.1 client: a stream of
+//! the body's bytes, read from the socket by whoever polls it (the stream's
+//! pump), with no task or channel of its own.
+//!
+//! Memory: the read buffer is let go whenever all it held has been handed
+//! on, so an open stream waiting for its next event holds no buffer; a read
+//! takes [`READ_SIZE`], more (up to [`MAX_READ_SIZE`]) after reads that
+//! filled it.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
+use tokio::net::TcpStream;
+
+use super::chunked::{Chunked, ChunkedError, Decoded};
+
+/// What a read asks room for at first.
+pub const READ_SIZE: usize = 4096;
+/// What a read asks room for at most (after reads that filled their room).
+pub const MAX_READ_SIZE: usize = 64 * 1024;
+
+/// How the body's end is known (RFC 9112 §6.3).
+#[derive(Debug)]
+pub enum Framing {
+    /// `content-length`: this many bytes still to come.
+    Length(u64),
+    Chunked(Chunked),
+    /// Neither: the body ends when the upstream closes the connection.
+    Close,
+}
+
+/// Why a body could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("reading the upstream's body: {0}")]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Chunked(#[from] ChunkedError),
+    #[error("the upstream closed the connection {0} bytes before the end its content-length gave")]
+    ShortLength(u64),
+    #[error("the upstream closed the connection before the body's last chunk")]
+    ShortChunked,
+}
+
+/// A response body being read.
+pub struct Body {
+    io: Option<TcpStream>,
+    /// Read but not yet handed on.
+    buf: BytesMut,
+    framing: Framing,
+    read_size: usize,
+}
+
+impl Body {
+    /// The body of a response whose head was read from `io`; `buf` holds
+    /// what was read after the head.
+    pub fn new(io: TcpStream, buf: BytesMut, framing: Framing) -> Body {
+        let done = matches!(framing, Framing::Length(0));
+        Body {
+            io: (!done).then_some(io),
+            buf,
+            framing,
+            read_size: READ_SIZE,
+        }
+    }
+
+    /// The room the read buffer holds (none while a stream waits).
+    pub fn buffered_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// The next bytes of the body from what has been read, if any.
+    fn decoded(&mut self) -> Result<Option<Bytes>, BodyError> {
+        match &mut self.framing {
+            Framing::Length(left) => {
+                if *left == 0 || self.buf.is_empty() {
+                    return Ok(None);
+                }
+                let n = usize::try_from(*left)
+                    .unwrap_or(usize::MAX)
+                    .min(self.buf.len());
+                *left -= n as u64;
+                Ok(Some(self.buf.split_to(n).freeze()))
+            }
+            Framing::Close => Ok((!self.buf.is_empty()).then(|| self.buf.split().freeze())),
+            Framing::Chunked(dec) => match dec.decode(&mut self.buf)? {
+                Decoded::Data(d) => Ok(Some(d)),
+                Decoded::NeedMore | Decoded::Done => Ok(None),
+            },
+        }
+    }
+
+    /// Ends the body after `e`: nothing more is read or handed on.
+    fn fail(&mut self, e: BodyError) -> BodyError {
+        self.io = None;
+        self.buf = BytesMut::new();
+        self.framing = Framing::Length(0);
+        e
+    }
+
+    fn complete(&self) -> bool {
+        match &self.framing {
+            Framing::Length(left) => *left == 0,
+            Framing::Chunked(dec) => dec.is_done(),
+            Framing::Close => false,
+        }
+    }
+
+    /// Reads more from the socket into the buffer: the bytes read (0 at the
+    /// end of the connection).
+    fn poll_fill(
+        io: &TcpStream,
+        buf: &mut BytesMut,
+        size: &mut usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            if io.poll_read_ready(cx)?.is_pending() {
+                if buf.is_empty() {
+                    // Waiting: let the buffer go (what was handed on keeps
+                    // its part); room is taken again when there is
+                    // something to read.
+                    *buf = BytesMut::new();
+                }
+                return Poll::Pending;
+            }
+            if buf.capacity() - buf.len() < *size / 2 {
+                buf.reserve(*size);
+            }
+            let room = buf.capacity() - buf.len();
+            match io.try_read_buf(buf) {
+                Ok(n) => {
+                    if n == room && *size < MAX_READ_SIZE {
+                        *size *= 2;
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, BodyError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            match this.decoded() {
+                Ok(Some(data)) => return Poll::Ready(Some(Ok(data))),
+                Ok(None) => {}
+                Err(e) => return Poll::Ready(Some(Err(this.fail(e)))),
+            }
+            if this.complete() {
+                // Nothing more is read; the connection closes with the body.
+                this.io = None;
+                return Poll::Ready(None);
+            }
+            let Some(io) = &this.io else {
+                return Poll::Ready(None);
+            };
+            match ready!(Self::poll_fill(io, &mut this.buf, &mut this.read_size, cx)) {
+                Ok(0) => {
+                    this.io = None;
+                    return Poll::Ready(match &this.framing {
+                        Framing::Close => None,
+                        Framing::Length(left) => Some(Err(BodyError::ShortLength(*left))),
+                        Framing::Chunked(_) => Some(Err(BodyError::ShortChunked)),
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => return Poll::Ready(Some(Err(this.fail(e.into())))),
+            }
+        }
+    }
+}

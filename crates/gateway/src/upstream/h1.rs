@@ -1,0 +1,546 @@
+//! The gateway's own HTTP/1.1 client, for plain-HTTP upstreams: one POST
+//! per connection, its response body read by the stream's pump straight
+//! from the socket (see [`super::body`]).
+//!
+//! Why not reqwest here: its connection runs as a task of its own, with a
+//! request channel, read and write buffers and a body channel per stream,
+//! about 30 KiB and one more wake-up per upstream read. An SSE response
+//! needs none of that. Upstreams reached over TLS or a proxy keep reqwest.
+//!
+//! Limits: a response head of at most [`MAX_HEAD`] bytes and
+//! [`MAX_HEADERS`] headers; the connect time is the route's; the time to
+//! the head is bounded by the caller (the route's `response_timeout`).
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::body::{Body, Framing, READ_SIZE};
+use super::chunked::Chunked;
+
+/// The longest response head read.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// The most headers a response head may have (hyper's default).
+pub const MAX_HEADERS: usize = 100;
+
+/// Why a request got no response head.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the upstream URL has no host")]
+    NoHost,
+    #[error("resolving {host}: {source}")]
+    Resolve { host: String, source: io::Error },
+    #[error("{host} resolved to no address")]
+    NoAddress { host: String },
+    #[error("connecting to {addr}: {source}")]
+    Connect { addr: SocketAddr, source: io::Error },
+    #[error("connecting took over {} ms", .0.as_millis())]
+    ConnectTimeout(Duration),
+    #[error("writing the request: {0}")]
+    Write(io::Error),
+    #[error("reading the response head: {0}")]
+    Read(io::Error),
+    #[error("the upstream closed the connection before its response head")]
+    Closed,
+    #[error("invalid response head: {0}")]
+    Head(String),
+}
+
+impl Error {
+    /// Whether the upstream was too slow (rather than unreachable or wrong).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::ConnectTimeout(_))
+    }
+}
+
+/// A response whose head has been read.
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Body,
+}
+
+/// Headers the client writes itself (the body's framing) or that concern
+/// one connection only: never taken from what it is given.
+const OWN_HEADERS: [&str; 7] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "upgrade",
+];
+
+/// The client of one route.
+#[derive(Debug, Clone)]
+pub struct Client {
+    connect_timeout: Duration,
+}
+
+impl Client {
+    pub fn new(connect_timeout: Duration) -> Client {
+        Client { connect_timeout }
+    }
+
+    /// POSTs `body` to `url` (an `http` URL) with `headers` and reads the
+    /// response head.
+    pub async fn post(
+        &self,
+        url: &url::Url,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<Response, Error> {
+        let mut io = tokio::time::timeout(self.connect_timeout, connect(url))
+            .await
+            .map_err(|_| Error::ConnectTimeout(self.connect_timeout))??;
+        io.write_all(&request(url, headers, body))
+            .await
+            .map_err(Error::Write)?;
+        read_head(io).await
+    }
+}
+
+async fn connect(url: &url::Url) -> Result<TcpStream, Error> {
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addrs: Vec<SocketAddr> = match url.host().ok_or(Error::NoHost)? {
+        url::Host::Ipv4(ip) => vec![(ip, port).into()],
+        url::Host::Ipv6(ip) => vec![(ip, port).into()],
+        url::Host::Domain(host) => tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|source| Error::Resolve {
+                host: host.to_string(),
+                source,
+            })?
+            .collect(),
+    };
+    // Each address in turn, as the resolver ordered them.
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(io) => {
+                // Events go as they come: no Nagle delay on the request.
+                let _ = io.set_nodelay(true);
+                return Ok(io);
+            }
+            Err(source) => last = Some(Error::Connect { addr, source }),
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::NoAddress {
+        host: url.host_str().unwrap_or_default().to_string(),
+    }))
+}
+
+/// The request's bytes: head and body in one write.
+fn request(url: &url::Url, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + body.len());
+    out.extend_from_slice(b"POST ");
+    out.extend_from_slice(url.path().as_bytes());
+    if let Some(q) = url.query() {
+        out.push(b'?');
+        out.extend_from_slice(q.as_bytes());
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if !headers.contains_key(header::HOST) {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(url.host_str().unwrap_or_default().as_bytes());
+        if let Some(port) = url.port() {
+            out.extend_from_slice(format!(":{port}").as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in headers {
+        if OWN_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads the response head, skipping interim (1xx) responses.
+async fn read_head(mut io: TcpStream) -> Result<Response, Error> {
+    let mut buf = BytesMut::with_capacity(READ_SIZE);
+    loop {
+        if let Some((status, headers)) = parse_head(&mut buf)? {
+            if status.is_informational() {
+                if status == StatusCode::SWITCHING_PROTOCOLS {
+                    return Err(Error::Head("101 to a request that asked no upgrade".into()));
+                }
+                continue;
+            }
+            let framing = framing(status, &headers)?;
+            return Ok(Response {
+                status,
+                headers,
+                body: Body::new(io, buf, framing),
+            });
+        }
+        if buf.len() >= MAX_HEAD {
+            return Err(Error::Head(format!("over {} KiB", MAX_HEAD / 1024)));
+        }
+        if buf.capacity() - buf.len() < READ_SIZE / 2 {
+            buf.reserve(buf.len().max(READ_SIZE));
+        }
+        if io.read_buf(&mut buf).await.map_err(Error::Read)? == 0 {
+            return Err(Error::Closed);
+        }
+    }
+}
+
+/// A complete head off the front of `buf`, if it has all arrived.
+fn parse_head(buf: &mut BytesMut) -> Result<Option<(StatusCode, HeaderMap)>, Error> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Response::new(&mut slots);
+    let len = match head.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Error::Head(e.to_string())),
+    };
+    let status = head
+        .code
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .ok_or_else(|| Error::Head("no status code".into()))?;
+    let mut headers = HeaderMap::with_capacity(head.headers.len());
+    for h in head.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| Error::Head(format!("header name `{}`", h.name)))?;
+        let value = HeaderValue::from_bytes(h.value)
+            .map_err(|_| Error::Head(format!("the value of `{}`", h.name)))?;
+        headers.append(name, value);
+    }
+    buf.advance(len);
+    Ok(Some((status, headers)))
+}
+
+/// How the body's end is known (RFC 9112 §6.3, for a response to a POST).
+fn framing(status: StatusCode, headers: &HeaderMap) -> Result<Framing, Error> {
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Ok(Framing::Length(0));
+    }
+    let mut codings = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(|c| c.trim_ascii())
+        .filter(|c| !c.is_empty())
+        .peekable();
+    if codings.peek().is_some() {
+        // Chunked last: its end is the last chunk. Anything else: the
+        // connection's end (content-length does not count beside it).
+        return Ok(match codings.last() {
+            Some(c) if c.eq_ignore_ascii_case(b"chunked") => Framing::Chunked(Chunked::default()),
+            _ => Framing::Close,
+        });
+    }
+    let mut length = None;
+    for item in headers
+        .get_all(header::CONTENT_LENGTH)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+    {
+        let item = item.trim_ascii();
+        let n = (!item.is_empty() && item.len() <= 19 && item.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(item).ok()?.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(|| Error::Head("an invalid content-length".into()))?;
+        if length.is_some_and(|l| l != n) {
+            return Err(Error::Head("content-lengths that differ".into()));
+        }
+        length = Some(n);
+    }
+    Ok(length.map_or(Framing::Close, Framing::Length))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+    use tokio::net::TcpListener;
+
+    /// An upstream that reads one request and answers `pieces`, written
+    /// one by one (each its own write), then closes; the request read.
+    async fn upstream(pieces: Vec<Vec<u8>>) -> (url::Url, tokio::task::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/agent?x=1", l.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut req = Vec::new();
+            let mut b = [0u8; 4096];
+            // The head, then the body its content-length gives.
+            loop {
+                let n = s.read(&mut b).await.unwrap();
+                req.extend_from_slice(&b[..n]);
+                if let Some(end) = req.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&req[..end]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    if req.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            for p in pieces {
+                if s.write_all(&p).await.is_err() {
+                    break;
+                }
+                s.flush().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            req
+        });
+        (url, task)
+    }
+
+    async fn post(pieces: &[&[u8]]) -> (Result<Response, Error>, Vec<u8>) {
+        let (url, task) = upstream(pieces.iter().map(|p| p.to_vec()).collect()).await;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-one", HeaderValue::from_static("1"));
+        let r = Client::new(Duration::from_secs(5))
+            .post(&url, &headers, b"{\"a\":1}")
+            .await;
+        let req = task.await.unwrap();
+        (r, req)
+    }
+
+    /// The body's bytes, and its error if it ended in one.
+    async fn read_all(body: Body) -> (Vec<u8>, Option<String>) {
+        let mut body = std::pin::pin!(body);
+        let mut got = Vec::new();
+        while let Some(r) = body.next().await {
+            match r {
+                Ok(b) => got.extend_from_slice(&b),
+                Err(e) => return (got, Some(e.to_string())),
+            }
+        }
+        (got, None)
+    }
+
+    const SSE: &[u8] = b"data: {\"type\":\"RUN_STARTED\"}\n\ndata: {\"type\":\"RUN_FINISHED\"}\n\n";
+
+    #[tokio::test]
+    async fn the_request_is_one_post_with_its_own_framing() {
+        let (url, task) = upstream(vec![b"HTTP/1.1 204 No Content\r\n\r\n".to_vec()]).await;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-one", HeaderValue::from_static("1"));
+        headers.append("x-one", HeaderValue::from_static("2"));
+        // Framing and connection headers are the client's own.
+        headers.insert("content-length", HeaderValue::from_static("999"));
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        headers.insert("connection", HeaderValue::from_static("upgrade"));
+        let r = Client::new(Duration::from_secs(5))
+            .post(&url, &headers, b"{}")
+            .await
+            .unwrap();
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        let req = String::from_utf8(task.await.unwrap()).unwrap();
+        let port = url.port().unwrap();
+        assert_eq!(
+            req,
+            format!(
+                "POST /agent?x=1 HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nx-one: 1\r\nx-one: 2\r\ncontent-length: 2\r\n\r\n{{}}"
+            )
+        );
+    }
+
+    #[test]
+    fn a_host_given_is_kept_and_a_default_port_is_not_written() {
+        let url: url::Url = "http://example.com:80/a%20b".parse().unwrap();
+        let req = request(&url, &HeaderMap::new(), b"");
+        assert!(req.starts_with(b"POST /a%20b HTTP/1.1\r\nhost: example.com\r\n"));
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("other"));
+        let req = String::from_utf8(request(&url, &h, b"")).unwrap();
+        assert_eq!(
+            req,
+            "POST /a%20b HTTP/1.1\r\nhost: other\r\ncontent-length: 0\r\n\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn bodies_end_as_their_framing_says() {
+        let chunked = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        let cases: Vec<(Vec<Vec<u8>>, Option<&str>)> = vec![
+            // Chunked, its chunks cut across writes.
+            (
+                vec![
+                    chunked.to_vec(),
+                    [
+                        &format!("{:x}\r\n", SSE.len() - 10).into_bytes()[..],
+                        &SSE[..SSE.len() - 10],
+                        b"\r\n0",
+                    ]
+                    .concat(),
+                    [&b"a\r\n"[..], &SSE[SSE.len() - 10..], b"\r\n0\r\n\r\n"].concat(),
+                ],
+                None,
+            ),
+            // The head and the body in one write, after an interim 100.
+            (
+                vec![[
+                    &b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 61\r\n\r\n"
+                        [..],
+                    SSE,
+                ]
+                .concat()],
+                None,
+            ),
+            // Neither: up to the connection's end (an HTTP/1.0 answer).
+            (
+                vec![b"HTTP/1.0 200 OK\r\n\r\n".to_vec(), SSE.to_vec()],
+                None,
+            ),
+            // A coding other than chunked last: the connection's end too.
+            (
+                vec![
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: identity\r\ncontent-length: 3\r\n\r\n"
+                        .to_vec(),
+                    SSE.to_vec(),
+                ],
+                None,
+            ),
+        ];
+        for (pieces, _) in cases {
+            let refs: Vec<&[u8]> = pieces.iter().map(|p| p.as_slice()).collect();
+            let (r, req) = post(&refs).await;
+            assert!(req.ends_with(b"\r\n\r\n{\"a\":1}"));
+            let r = r.unwrap();
+            assert_eq!(r.status, StatusCode::OK);
+            assert_eq!(read_all(r.body).await, (SSE.to_vec(), None), "{pieces:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_is_an_error_not_an_end() {
+        let cases: [(&[u8], &str); 3] = [
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\ndata: x\n\n",
+                "the upstream closed the connection 91 bytes before the end its content-length gave",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: x\n\n\r\n",
+                "the upstream closed the connection before the body's last chunk",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: x\n\nXX",
+                "invalid chunked body: chunk data not followed by CRLF",
+            ),
+        ];
+        for (wire, why) in cases {
+            let (r, _) = post(&[wire]).await;
+            let (got, err) = read_all(r.unwrap().body).await;
+            assert_eq!(got, b"data: x\n\n");
+            assert_eq!(err.as_deref(), Some(why));
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_heads_are_refused() {
+        let big = format!("HTTP/1.1 200 OK\r\nx-big: {}\r\n\r\n", "v".repeat(MAX_HEAD));
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: 1\r\n")).collect();
+        let many = format!("HTTP/1.1 200 OK\r\n{many}\r\n");
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 5x\r\n\r\n".to_vec(),
+                "invalid response head: an invalid content-length",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\n".to_vec(),
+                "invalid response head: content-lengths that differ",
+            ),
+            (
+                b"HTTP/1.1 101 Switching Protocols\r\n\r\n".to_vec(),
+                "invalid response head: 101 to a request that asked no upgrade",
+            ),
+            (
+                b"SSH-2.0-OpenSSH\r\n\r\n".to_vec(),
+                "invalid response head: invalid HTTP version",
+            ),
+            (big.into_bytes(), "invalid response head: over 64 KiB"),
+            (many.into_bytes(), "invalid response head: too many headers"),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-".to_vec(),
+                "the upstream closed the connection before its response head",
+            ),
+        ];
+        for (wire, why) in cases {
+            let (r, _) = post(&[&wire]).await;
+            assert_eq!(r.err().map(|e| e.to_string()).as_deref(), Some(why));
+        }
+    }
+
+    #[tokio::test]
+    async fn equal_content_lengths_are_one() {
+        let (r, _) = post(&[b"HTTP/1.1 200 OK\r\ncontent-length: 2, 2\r\n\r\nok"]).await;
+        assert_eq!(read_all(r.unwrap().body).await, (b"ok".to_vec(), None));
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_not_a_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: url::Url = format!("http://{}/", l.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        drop(l);
+        let e = Client::new(Duration::from_secs(5))
+            .post(&url, &HeaderMap::new(), b"")
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(e, Error::Connect { .. }), "{e}");
+        assert!(!e.is_timeout());
+    }
+
+    #[tokio::test]
+    async fn a_stream_waiting_for_its_next_event_holds_no_read_buffer() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: url::Url = format!("http://{}/", l.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut b = [0u8; 1024];
+            let _ = s.read(&mut b).await.unwrap();
+            s.write_all(
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: x\n\n\r\n",
+            )
+            .await
+            .unwrap();
+            let _ = rx.await;
+            s.write_all(b"9\r\ndata: y\n\n\r\n0\r\n\r\n").await.unwrap();
+        });
+        let r = Client::new(Duration::from_secs(5))
+            .post(&url, &HeaderMap::new(), b"")
+            .await
+            .unwrap();
+        let mut body = r.body;
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(&first[..], b"data: x\n\n");
+        // Nothing more has come: the next read waits with no buffer.
+        let waiting = futures_util::poll!(body.next());
+        assert!(waiting.is_pending());
+        assert_eq!(body.buffered_capacity(), 0);
+        tx.send(()).unwrap();
+        assert_eq!(read_all(body).await, (b"data: y\n\n".to_vec(), None));
+    }
+}
