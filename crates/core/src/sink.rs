@@ -213,6 +213,13 @@ impl Sink {
         self.buf.is_empty()
     }
 
+    /// Empties the sink and lets its room go (a live stream between reads).
+    pub fn release(&mut self) {
+        self.buf = Vec::new();
+        self.spans = Vec::new();
+        self.open = None;
+    }
+
     /// Empties the sink (keeping its allocations) for the next push.
     pub fn clear(&mut self) {
         self.buf.clear();

@@ -110,6 +110,21 @@ impl SseFramer {
         }
     }
 
+    /// Lets go of the room kept for the next events (the spare buffers, and
+    /// those of a line or event not yet begun), for a stream that waits
+    /// between reads, perhaps long. Nothing read is lost: a partial line or
+    /// event keeps its buffer.
+    pub fn release_idle(&mut self) {
+        self.spare = Vec::new();
+        self.spare_bytes = 0;
+        if self.line.is_empty() {
+            self.line = Vec::new();
+        }
+        if self.pending_bytes == 0 && self.pending.data.is_empty() {
+            self.pending.data = String::new();
+        }
+    }
+
     /// Hands a frame's buffer back once the frame is read, for the next one.
     /// At most [`SPARE_BYTES`] are kept.
     pub fn recycle(&mut self, frame: Frame) {
@@ -371,6 +386,17 @@ mod tests {
         }
         let r = r.and_then(|_| f.finish(&mut out)).map(|_| out);
         assert_eq!(r, whole, "byte by byte");
+        // Byte by byte, letting the buffers go after each (a live stream
+        // between reads): nothing read is lost.
+        let mut f = SseFramer::new(1024);
+        let mut out = Vec::new();
+        let mut r = Ok(());
+        for b in input {
+            r = r.and_then(|_| f.push(std::slice::from_ref(b), &mut out));
+            f.release_idle();
+        }
+        let r = r.and_then(|_| f.finish(&mut out)).map(|_| out);
+        assert_eq!(r, whole, "byte by byte, released after each");
         whole.unwrap()
     }
 
@@ -518,5 +544,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_framer_between_events_lets_its_buffers_go() {
+        let mut f = SseFramer::new(1024);
+        let mut out = Vec::new();
+        // One's buffer goes to the spares, then to the event after two;
+        // two's to the spares.
+        for event in [&b"data: one\n\n"[..], b"data: two\n\n"] {
+            f.push(event, &mut out).unwrap();
+            for frame in out.drain(..) {
+                f.recycle(frame);
+            }
+        }
+        assert!(f.spare_bytes > 0 && f.pending.data.capacity() > 0);
+        f.release_idle();
+        assert_eq!(f.spare_bytes, 0);
+        assert!(f.spare.is_empty());
+        assert_eq!(f.pending.data.capacity(), 0);
+        assert_eq!(f.line.capacity(), 0);
+        // Mid-event, what was read stays.
+        f.push(b"data: thr", &mut out).unwrap();
+        f.release_idle();
+        f.push(b"ee\n\n", &mut out).unwrap();
+        assert_eq!(data(&out), ["three"]);
     }
 }

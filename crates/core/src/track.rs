@@ -134,11 +134,20 @@ impl<V: Clone> OpenList<V> {
 
     /// Back to a plain list once few are open (a quarter of the threshold,
     /// so a count hovering around it does not switch at every step).
+    /// An empty plain list lets its room go: a stream keeps its lists for
+    /// its whole life, mostly empty between messages.
     fn shrink(&mut self) {
-        if let OpenList::Indexed { order, .. } = self {
-            if order.len() <= INDEXED / 4 {
-                let items = std::mem::take(order).into_iter().map(|(_, x)| x).collect();
-                *self = OpenList::Small(items);
+        match self {
+            OpenList::Indexed { order, .. } => {
+                if order.len() <= INDEXED / 4 {
+                    let items = std::mem::take(order).into_iter().map(|(_, x)| x).collect();
+                    *self = OpenList::Small(items);
+                }
+            }
+            OpenList::Small(items) => {
+                if items.is_empty() {
+                    *items = Vec::new();
+                }
             }
         }
     }
@@ -526,5 +535,19 @@ mod tests {
         }
         assert!(matches!(list, OpenList::Small(_)));
         assert_eq!(list.ids().collect::<Vec<_>>(), ["m9998", "m9999"]);
+    }
+
+    #[test]
+    fn an_emptied_list_lets_its_room_go() {
+        let mut l: OpenList<()> = OpenList::default();
+        l.push("a".into(), ());
+        l.push("b".into(), ());
+        assert!(l.take("a").is_some());
+        assert!(matches!(&l, OpenList::Small(v) if v.capacity() > 0));
+        assert!(l.take("b").is_some());
+        assert!(matches!(&l, OpenList::Small(v) if v.capacity() == 0));
+        l.push("c".into(), ());
+        l.remove_all("c");
+        assert!(matches!(&l, OpenList::Small(v) if v.capacity() == 0));
     }
 }

@@ -273,6 +273,25 @@ impl Translator {
         Ok(())
     }
 
+    /// Lets go of the room kept between reads (frames, events, the framer's
+    /// spare buffers), which a read takes again. A live stream calls it once
+    /// a read's output is handed on, so that a stream waiting for its
+    /// upstream holds its state and no more.
+    pub fn release_idle(&mut self) {
+        fn release<T>(v: &mut Vec<T>) {
+            if v.is_empty() {
+                *v = Vec::new();
+            }
+        }
+        release(&mut self.frames);
+        release(&mut self.events);
+        release(&mut self.shaped);
+        self.framer.release_idle();
+        if let Some(b) = &mut self.binary {
+            release(&mut b.messages);
+        }
+    }
+
     /// The upstream ended: flush the last event, close what is open, write the
     /// dialect's end marker. Input that ends before the run did is a failure
     /// (live or offline, whatever the dialect): the output ends with the
@@ -666,6 +685,26 @@ mod tests {
             "[run_started][text_start][text_delta][text_delta][text_end][run_finished]."
         );
         assert_eq!(t.events_translated, 3);
+    }
+
+    #[test]
+    fn letting_the_buffers_go_between_reads_changes_nothing() {
+        let input: &[u8] = b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\ndata: {\"end\":1}\n\n";
+        let mut whole = Vec::new();
+        let mut t = tr();
+        t.push(input, &mut whole).unwrap();
+        t.finish(&mut whole).unwrap();
+        for cut in 0..=input.len() {
+            let mut t = tr();
+            let mut out = Vec::new();
+            t.push(&input[..cut], &mut out).unwrap();
+            t.release_idle();
+            assert!(t.frames.capacity() == 0 && t.events.capacity() == 0);
+            t.push(&input[cut..], &mut out).unwrap();
+            t.release_idle();
+            t.finish(&mut out).unwrap();
+            assert_eq!(text(&out), text(&whole), "cut at {cut}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::task::AtomicWaker;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -304,6 +304,97 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
     }
 }
 
+/// What [`sniff`] reads at most: hyper's own first read.
+const SNIFF_READ: usize = 8 * 1024;
+
+/// Reads a connection's first bytes, enough to tell an HTTP/2 preface
+/// (prior knowledge, or after ALPN) from an HTTP/1 request: the bytes, and
+/// whether they are the preface.
+///
+/// Why not hyper-util's `auto` builder, which does the same: it reads the
+/// first 24 bytes alone and hands them to hyper as one read, after which
+/// hyper's read buffer, wanting 8 KiB of room, doubles to 16 KiB for the
+/// connection's life. One read of up to 8 KiB here gives hyper the whole
+/// request head at once, as a direct read would.
+pub(crate) async fn sniff<T: AsyncRead + Unpin>(io: &mut T) -> std::io::Result<(Bytes, bool)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = BytesMut::with_capacity(SNIFF_READ);
+    loop {
+        if io.read_buf(&mut buf).await? == 0 {
+            return Ok((buf.freeze(), false));
+        }
+        let n = buf.len().min(H2_PREFACE.len());
+        if buf.get(..n) != H2_PREFACE.get(..n) {
+            return Ok((buf.freeze(), false));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok((buf.freeze(), true));
+        }
+    }
+}
+
+/// A connection whose first bytes were read by [`sniff`]: they are read
+/// again first, then the socket.
+pub(crate) struct Prepend<T> {
+    first: Bytes,
+    io: T,
+}
+
+impl<T> Prepend<T> {
+    pub fn new(first: Bytes, io: T) -> Self {
+        Prepend { first, io }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Prepend<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.first.is_empty() {
+            return Pin::new(&mut self.io).poll_read(cx, buf);
+        }
+        let n = self.first.len().min(buf.remaining());
+        buf.put_slice(&self.first.split_to(n));
+        if self.first.is_empty() {
+            // Its memory goes now, not with the connection.
+            self.first = Bytes::new();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prepend<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
 /// The answer to a connection over `max_connections`: a minimal HTTP/1.1
 /// 503 written on the socket, then close (after reading what the client
 /// sent, so that the close does not reset the answer away).
@@ -456,5 +547,110 @@ mod tests {
         assert_eq!(by, Instant::now() + Duration::from_secs(10));
         drop(g2);
         assert_eq!(s.deadline(), None, "one stream still open");
+    }
+
+    /// Gives one of `reads` per read, then the end.
+    struct Reads(std::collections::VecDeque<&'static [u8]>);
+
+    impl AsyncRead for Reads {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if let Some(r) = self.0.pop_front() {
+                buf.put_slice(r);
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Reads {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Ok(b.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    async fn read_all<T: AsyncRead + Unpin>(io: &mut T, room: usize) -> Vec<Vec<u8>> {
+        use tokio::io::AsyncReadExt;
+        let mut reads = Vec::new();
+        loop {
+            let mut buf = vec![0u8; room];
+            let n = io.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return reads;
+            }
+            buf.truncate(n);
+            reads.push(buf);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_http1_request_is_told_from_one_read_and_given_back_whole_first() {
+        let head: &[u8] = b"POST /api/chat HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}";
+        let mut io = Reads([head, b"next"].into());
+        let (first, h2) = sniff(&mut io).await.unwrap();
+        assert!(!h2);
+        assert_eq!(
+            &first[..],
+            head,
+            "what the one read brought, not 24 bytes of it"
+        );
+        let mut io = Prepend::new(first, io);
+        assert_eq!(
+            read_all(&mut io, 8192).await,
+            [head.to_vec(), b"next".to_vec()]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_http2_preface_is_told_however_it_is_split() {
+        for split in 0..=H2_PREFACE.len() {
+            let (a, b) = H2_PREFACE.split_at(split);
+            let mut reads: std::collections::VecDeque<&'static [u8]> = [a, b, b"\0\0\0\x04"].into();
+            reads.retain(|r| !r.is_empty());
+            let mut io = Reads(reads);
+            let (first, h2) = sniff(&mut io).await.unwrap();
+            assert!(h2, "split at {split}");
+            assert_eq!(&first[..], H2_PREFACE, "split at {split}");
+        }
+        // Byte by byte.
+        let mut io = Reads(H2_PREFACE.chunks(1).collect());
+        assert!(sniff(&mut io).await.unwrap().1);
+    }
+
+    #[tokio::test]
+    async fn a_start_like_the_preface_that_leaves_it_is_http1() {
+        let mut io = Reads([&b"PRI * HTTP/2"[..], b".1\r\n"].into());
+        let (first, h2) = sniff(&mut io).await.unwrap();
+        assert!(!h2);
+        assert_eq!(&first[..], b"PRI * HTTP/2.1\r\n");
+        // A connection closed at once: nothing, HTTP/1 (hyper sees the end).
+        let (first, h2) = sniff(&mut Reads([].into())).await.unwrap();
+        assert!(first.is_empty() && !h2);
+        // The end inside the preface: what came, not HTTP/2.
+        let (first, h2) = sniff(&mut Reads([&b"PRI *"[..]].into())).await.unwrap();
+        assert_eq!((&first[..], h2), (&b"PRI *"[..], false));
+    }
+
+    #[tokio::test]
+    async fn what_was_read_first_is_given_back_in_reads_of_any_size() {
+        let mut io = Prepend::new(
+            Bytes::from_static(b"0123456789"),
+            Reads([&b"ab"[..]].into()),
+        );
+        let got = read_all(&mut io, 4).await;
+        assert_eq!(got, [&b"0123"[..], b"4567", b"89", b"ab"]);
+        assert!(io.first.is_empty());
     }
 }

@@ -3,16 +3,19 @@
 //! shutdown.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -152,7 +155,7 @@ impl Gateway {
     /// Serves one connection under its deadlines (see [`crate::conn`]).
     async fn serve_connection<I>(
         self: Arc<Self>,
-        io: I,
+        mut io: I,
         state: Arc<ConnState>,
         peer: SocketAddr,
         closing: CancellationToken,
@@ -163,6 +166,32 @@ impl Gateway {
     ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
+        // HTTP/1 or HTTP/2 (prior knowledge or ALPN), from the first bytes,
+        // read here rather than by hyper-util's `auto` builder: see
+        // [`conn::sniff`].
+        let first_request = state.deadline().map(|(at, _)| at);
+        let sniffed = tokio::select! {
+            r = conn::sniff(&mut io) => r,
+            () = sleep_until(first_request) => {
+                self.late_request(peer);
+                if plain && state.mid_http1_head() {
+                    // Told why, then closed (the read writes the 408).
+                    state.answer_timeout();
+                    let mut end = [0u8; 1];
+                    let _ = tokio::time::timeout(Duration::from_secs(1), io.read(&mut end)).await;
+                }
+                return;
+            }
+            () = closing.cancelled() => return,
+        };
+        let (first, h2) = match sniffed {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::debug!(error = %e, %peer, "connection ended before a request");
+                return;
+            }
+        };
+        let io = TokioIo::new(conn::Prepend::new(first, io));
         let gw = self.clone();
         let st = state.clone();
         let svc = service_fn(move |mut req: Request<Incoming>| {
@@ -181,33 +210,65 @@ impl Gateway {
             });
             fut
         });
-        let keepalive = self.routes.load().config.keepalive_timeout;
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        // The connection's own watchdog below times heads, idle included.
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(None);
-        // Pings find dead HTTP/2 peers whose streams would otherwise stay open.
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .keep_alive_interval(Some(
-                (keepalive / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+        // Each kind boxed on its own (as TLS is above): the connection
+        // future would otherwise keep room for an HTTP/2 connection on
+        // every HTTP/1 one.
+        if h2 {
+            let keepalive = self.routes.load().config.keepalive_timeout;
+            let mut builder = http2::Builder::new(TokioExecutor::new());
+            // Pings find dead HTTP/2 peers whose streams would otherwise stay open.
+            builder
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(
+                    (keepalive / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+                ))
+                .keep_alive_timeout(Duration::from_secs(20));
+            let conn = builder.serve_connection(io, svc);
+            Box::pin(self.drive(
+                conn,
+                |c| c.graceful_shutdown(),
+                &state,
+                peer,
+                closing,
+                plain,
             ))
-            .keep_alive_timeout(Duration::from_secs(20));
-        // Upgrades: a route also answers a WebSocket (see crate::ws).
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+            .await
+        } else {
+            let mut builder = http1::Builder::new();
+            // The connection's own watchdog below times heads, idle included.
+            builder.timer(TokioTimer::new()).header_read_timeout(None);
+            // Upgrades: a route also answers a WebSocket (see crate::ws).
+            let conn = builder.serve_connection(io, svc).with_upgrades();
+            Box::pin(self.drive(
+                conn,
+                |c| c.graceful_shutdown(),
+                &state,
+                peer,
+                closing,
+                plain,
+            ))
+            .await
+        }
+    }
+
+    /// Drives a served connection under its watchdog: closed when a
+    /// request is late or the connection idle too long, drained on
+    /// shutdown.
+    async fn drive<C>(
+        &self,
+        conn: C,
+        graceful_shutdown: fn(Pin<&mut C>),
+        state: &ConnState,
+        peer: SocketAddr,
+        closing: CancellationToken,
+        plain: bool,
+    ) where
+        C: Future<Output = hyper::Result<()>>,
+    {
         tokio::pin!(conn);
         let mut draining = false;
         loop {
-            let deadline = state.deadline();
-            let expired = async {
-                match deadline {
-                    Some((at, _)) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let expired = sleep_until(state.deadline().map(|(at, _)| at));
             tokio::select! {
                 r = conn.as_mut() => {
                     if let Err(e) = r {
@@ -219,8 +280,7 @@ impl Gateway {
                     match state.deadline() {
                         Some((at, why)) if at <= tokio::time::Instant::now() => {
                             if why == Expired::Read {
-                                self.metrics.rejected("request_timeout");
-                                tracing::debug!(%peer, "no whole request in time: connection closed");
+                                self.late_request(peer);
                                 if plain && state.mid_http1_head() {
                                     // Told why, then closed: hyper ends
                                     // once the 408 is out (1 s at most).
@@ -235,11 +295,16 @@ impl Gateway {
                 }
                 () = state.changed() => {}
                 () = closing.cancelled(), if !draining => {
-                    conn.as_mut().graceful_shutdown();
+                    graceful_shutdown(conn.as_mut());
                     draining = true;
                 }
             }
         }
+    }
+
+    fn late_request(&self, peer: SocketAddr) {
+        self.metrics.rejected("request_timeout");
+        tracing::debug!(%peer, "no whole request in time: connection closed");
     }
 
     /// Waits for open streams for the grace period, then ends the rest.
@@ -265,6 +330,14 @@ impl Gateway {
         if let Some(t) = self.telemetry.clone() {
             let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
         }
+    }
+}
+
+/// Sleeps until `at`; forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -270,6 +270,7 @@ impl Pump {
                     }
                     if r.is_ok() {
                         let chunk = self.prepare(&mut out).await;
+                        self.translator.release_idle();
                         // ... and ends as its translation (logged, when the
                         // run is) is handed over: waiting for a slow client's
                         // channel is the client's time, not the gateway's.
@@ -485,7 +486,8 @@ impl Pump {
                     Vec::with_capacity(out.bytes().len() + 24 * out.spans().len() + 16);
                 let steps = self.translator.take_journal();
                 rec.record(out, steps, &mut with_ids).await;
-                out.clear();
+                // Taken again by the next read: a waiting stream holds none.
+                out.release();
                 Bytes::from(with_ids)
             }
             // No log (a route with `resume = false`, or the store failed):
