@@ -213,11 +213,12 @@ impl Sink {
         self.buf.is_empty()
     }
 
-    /// Empties the sink and lets its room go (a live stream between reads).
+    /// Lets its room go if it holds nothing (a live stream between reads).
     pub fn release(&mut self) {
-        self.buf = Vec::new();
-        self.spans = Vec::new();
-        self.open = None;
+        if self.buf.is_empty() && self.open.is_none() {
+            self.buf = Vec::new();
+            self.spans = Vec::new();
+        }
     }
 
     /// Empties the sink (keeping its allocations) for the next push.

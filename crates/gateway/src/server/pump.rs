@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
@@ -11,7 +12,7 @@ use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -172,6 +173,8 @@ impl Pump {
         let beat = tokio::time::sleep(beat_every);
         tokio::pin!(beat);
         let shutdown = self.shutdown.clone();
+        // An upstream item read ahead, not yet handled.
+        let mut ready = None;
         let end = loop {
             let client_gone = {
                 let tx = self.tx.clone();
@@ -188,8 +191,29 @@ impl Pump {
                     None => std::future::pending().await,
                 }
             };
+            // Nothing to read yet: the stream waits, perhaps long, so the
+            // room kept for translating goes (the next read takes it
+            // again; a stream read as fast as it comes keeps it). Polled
+            // with the task's own waker, so the wait below misses nothing;
+            // what is ready is kept until the read branch takes it.
+            if ready.is_none() {
+                let mut read = upstream.next();
+                match std::future::poll_fn(|cx| Poll::Ready(read.poll_unpin(cx))).await {
+                    Poll::Ready(next) => ready = Some(next),
+                    Poll::Pending => {
+                        self.translator.release_idle();
+                        out.release();
+                    }
+                }
+            }
+            let read = async {
+                match ready.take() {
+                    Some(next) => next,
+                    None => upstream.next().await,
+                }
+            };
             let next = tokio::select! {
-                next = upstream.next() => next,
+                next = read => next,
                 () = &mut idle => {
                     let msg = format!("the upstream sent nothing for {:?}", self.idle);
                     self.fail(&msg, "upstream_idle", &mut out);
@@ -270,7 +294,6 @@ impl Pump {
                     }
                     if r.is_ok() {
                         let chunk = self.prepare(&mut out).await;
-                        self.translator.release_idle();
                         // ... and ends as its translation (logged, when the
                         // run is) is handed over: waiting for a slow client's
                         // channel is the client's time, not the gateway's.
@@ -486,8 +509,7 @@ impl Pump {
                     Vec::with_capacity(out.bytes().len() + 24 * out.spans().len() + 16);
                 let steps = self.translator.take_journal();
                 rec.record(out, steps, &mut with_ids).await;
-                // Taken again by the next read: a waiting stream holds none.
-                out.release();
+                out.clear();
                 Bytes::from(with_ids)
             }
             // No log (a route with `resume = false`, or the store failed):
