@@ -213,6 +213,12 @@ impl Gateway {
         // Each kind boxed on its own (as TLS is above): the connection
         // future would otherwise keep room for an HTTP/2 connection on
         // every HTTP/1 one.
+        let watch = Watch {
+            state: &state,
+            peer,
+            closing,
+            plain,
+        };
         if h2 {
             let keepalive = self.routes.load().config.keepalive_timeout;
             let mut builder = http2::Builder::new(TokioExecutor::new());
@@ -224,47 +230,30 @@ impl Gateway {
                 ))
                 .keep_alive_timeout(Duration::from_secs(20));
             let conn = builder.serve_connection(io, svc);
-            Box::pin(self.drive(
-                conn,
-                |c| c.graceful_shutdown(),
-                &state,
-                peer,
-                closing,
-                plain,
-            ))
-            .await
+            Box::pin(self.drive(conn, |c| c.graceful_shutdown(), watch)).await
         } else {
             let mut builder = http1::Builder::new();
             // The connection's own watchdog below times heads, idle included.
             builder.timer(TokioTimer::new()).header_read_timeout(None);
             // Upgrades: a route also answers a WebSocket (see crate::ws).
             let conn = builder.serve_connection(io, svc).with_upgrades();
-            Box::pin(self.drive(
-                conn,
-                |c| c.graceful_shutdown(),
-                &state,
-                peer,
-                closing,
-                plain,
-            ))
-            .await
+            Box::pin(self.drive(conn, |c| c.graceful_shutdown(), watch)).await
         }
     }
 
     /// Drives a served connection under its watchdog: closed when a
     /// request is late or the connection idle too long, drained on
     /// shutdown.
-    async fn drive<C>(
-        &self,
-        conn: C,
-        graceful_shutdown: fn(Pin<&mut C>),
-        state: &ConnState,
-        peer: SocketAddr,
-        closing: CancellationToken,
-        plain: bool,
-    ) where
+    async fn drive<C>(&self, conn: C, graceful_shutdown: fn(Pin<&mut C>), watch: Watch<'_>)
+    where
         C: Future<Output = hyper::Result<()>>,
     {
+        let Watch {
+            state,
+            peer,
+            closing,
+            plain,
+        } = watch;
         tokio::pin!(conn);
         let mut draining = false;
         loop {
@@ -331,6 +320,16 @@ impl Gateway {
             let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
         }
     }
+}
+
+/// What a served connection is watched with (see [`Gateway::drive`]).
+struct Watch<'a> {
+    state: &'a ConnState,
+    peer: SocketAddr,
+    closing: CancellationToken,
+    /// The socket is the connection (no TLS above it): a 408 can be
+    /// written on it.
+    plain: bool,
 }
 
 /// Sleeps until `at`; forever without one.

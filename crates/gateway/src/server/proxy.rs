@@ -403,29 +403,29 @@ impl Gateway {
                 .build_request(&upstream_view)
                 .map_err(|e| GatewayError::internal(format!("building the upstream request: {e}")))?;
 
-            // `headers` replaces what the earlier maps set for its names: the
-            // request id goes upstream once, whatever was forwarded or configured.
-            let mut request_id_header = http::HeaderMap::new();
+            // Later entries replace what earlier ones set for their names:
+            // the request id goes upstream once, whatever was forwarded or
+            // configured.
+            let ws_upstream = crate::ws::is_ws_url(&route.upstream);
+            let mut headers = forwarded;
+            headers.extend(upstream_headers(route));
             if let Ok(v) = HeaderValue::from_str(request_id) {
-                request_id_header.insert("x-request-id", v);
+                headers.insert("x-request-id", v);
+            }
+            if !ws_upstream {
+                headers.insert(
+                    header::ACCEPT,
+                    HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
+                );
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
             }
             if let Some(c) = &capture {
-                let mut h = forwarded.clone();
-                h.extend(upstream_headers(route));
-                h.extend(request_id_header.clone());
-                if !crate::ws::is_ws_url(&route.upstream) {
-                    h.insert(
-                        header::ACCEPT,
-                        HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
-                    );
-                    h.insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
-                }
                 let mut sent = Exchange::new(
                     "POST",
-                    &h,
+                    &headers,
                     &secret_headers(route),
                     upstream_body.to_string().as_bytes(),
                 );
@@ -433,7 +433,7 @@ impl Gateway {
                 c.upstream_request(sent);
             }
             // After what was forwarded or configured: the trace is ours to carry.
-            let trace_headers = trace.upstream(route);
+            headers.extend(trace.upstream(route));
             let stream = Stream {
                 route,
                 run: &run,
@@ -445,12 +445,8 @@ impl Gateway {
                 capture,
                 trace,
             };
-            if crate::ws::is_ws_url(&route.upstream) {
-                let mut h = forwarded;
-                h.extend(upstream_headers(route));
-                h.extend(request_id_header);
-                h.extend(trace_headers);
-                let ws = crate::ws::open_upstream(route, h, upstream_body.to_string())
+            if ws_upstream {
+                let ws = crate::ws::open_upstream(route, headers, upstream_body.to_string())
                     .await
                     .inspect_err(|g| self.metrics.upstream_error(g.code))?;
                 // `ag-ui.proto` accepted: each message is a protobuf event, read
@@ -469,18 +465,6 @@ impl Gateway {
                     )
                     .await;
             }
-            let mut headers = forwarded;
-            headers.extend(upstream_headers(route));
-            headers.extend(request_id_header);
-            headers.extend(trace_headers);
-            headers.insert(
-                header::ACCEPT,
-                HeaderValue::from_static(transport::upstream_accept(route.upstream_transport)),
-            );
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
             let send = client.post(&route.upstream, headers, upstream_body.to_string());
             let asked = tokio::time::Instant::now();
             let resp = match tokio::time::timeout(route.response_timeout, send).await {
