@@ -134,6 +134,7 @@ impl<V: Clone> OpenList<V> {
 
     /// Back to a plain list once few are open (a quarter of the threshold,
     /// so a count hovering around it does not switch at every step).
+    ///
     /// An empty plain list lets its room go: a stream keeps its lists for
     /// its whole life, mostly empty between messages.
     fn shrink(&mut self) {

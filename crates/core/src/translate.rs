@@ -274,8 +274,8 @@ impl Translator {
     }
 
     /// Lets go of the room kept between reads (frames, events, the framer's
-    /// spare buffers), which a read takes again. A live stream calls it once
-    /// a read's output is handed on, so that a stream waiting for its
+    /// spare buffers), which a read takes again. A live stream calls it when
+    /// its upstream has nothing ready, so that a stream waiting for its
     /// upstream holds its state and no more.
     pub fn release_idle(&mut self) {
         fn release<T>(v: &mut Vec<T>) {
