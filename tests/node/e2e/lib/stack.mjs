@@ -27,17 +27,43 @@ for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
   process.once(sig, () => process.exit(code)); // runs the 'exit' handler above
 }
 
-/** A port nothing listens on right now (the OS picks it). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
+// Ports are drawn from below the kernel's ephemeral range: a port the OS
+// picks for `listen(0)` is one it also hands to outgoing connections, so
+// between our close and the child's bind another connection on this busy
+// machine could take it (CI lost a run to EADDRINUSE that way).
+function ephemeralLow() {
+  try {
+    const lo = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (Number.isInteger(lo) && lo > 12_000) return lo;
+  } catch {
+    // not Linux: the IANA dynamic range starts at 49152
+  }
+  return 32_768;
+}
+const PORT_LOW = 10_000;
+const PORT_HIGH = ephemeralLow(); // exclusive
+const handedOut = new Set();
+
+function canListen(port) {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+/** A port nothing listens on right now, outside the range the OS gives outgoing connections. */
+export async function freePort() {
+  for (let i = 0; i < 200; i++) {
+    const port = PORT_LOW + Math.floor(Math.random() * (PORT_HIGH - PORT_LOW));
+    if (handedOut.has(port)) continue;
+    if (await canListen(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port in ${PORT_LOW}..${PORT_HIGH} after 200 tries`);
 }
 
 function tail(file, lines = 30) {
