@@ -108,8 +108,16 @@ pub struct Noted {
 /// stream (text, reasoning, tool arguments) are written directly; anything
 /// else goes through serde.
 pub fn write_steps(steps: &[Step], out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    write_steps_of(steps, out)
+}
+
+/// [`write_steps`] of the steps an iterator gives, in its order.
+pub fn write_steps_of<'a>(
+    steps: impl IntoIterator<Item = &'a Step>,
+    out: &mut Vec<u8>,
+) -> Result<(), serde_json::Error> {
     out.push(b'[');
-    for (i, step) in steps.iter().enumerate() {
+    for (i, step) in steps.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }

@@ -145,6 +145,19 @@ impl Translator {
         }
     }
 
+    /// Hands back a taken journal's list, emptied, so that its room serves
+    /// the next chunk: a chunk of a thousand events would otherwise grow a
+    /// new list by doubling, each time (a large reallocation, a copy and
+    /// fresh pages, every upstream read at saturation).
+    pub fn give_back_journal(&mut self, mut steps: Vec<Noted>) {
+        if let Some(j) = &mut self.journal {
+            if j.is_empty() && j.capacity() < steps.capacity() {
+                steps.clear();
+                *j = steps;
+            }
+        }
+    }
+
     /// Notes a step whose call began when `out` had `before` spans.
     fn note(&mut self, step: impl FnOnce() -> Step, before: usize, out: &Sink) {
         let Some(journal) = &mut self.journal else {
@@ -286,6 +299,9 @@ impl Translator {
         release(&mut self.frames);
         release(&mut self.events);
         release(&mut self.shaped);
+        if let Some(j) = &mut self.journal {
+            release(j);
+        }
         self.framer.release_idle();
         if let Some(b) = &mut self.binary {
             release(&mut b.messages);
@@ -894,5 +910,41 @@ mod tests {
             kinds(&t.take_journal()),
             [("text_delta".to_string(), 0), ("text_delta".to_string(), 1)]
         );
+    }
+
+    /// A journal handed back keeps its room for the next chunk, holds none
+    /// of the old steps, and lets the room go while the stream waits.
+    #[test]
+    fn a_journal_handed_back_is_reused_empty_and_released_when_idle() {
+        let mut t = tr();
+        t.keep_journal();
+        let mut sink = Sink::new();
+        t.push_to(b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\n", &mut sink)
+            .unwrap();
+        let taken = t.take_journal();
+        assert!(!taken.is_empty());
+        let room = taken.capacity();
+        t.give_back_journal(taken);
+        assert!(t.take_journal().is_empty(), "no old step comes back");
+        let mut steps = Vec::with_capacity(room);
+        steps.extend(
+            std::iter::repeat_with(|| Noted {
+                step: Step::Finish,
+                span: 0,
+            })
+            .take(room),
+        );
+        t.give_back_journal(steps);
+        t.push_to(b"data: {\"t\":\"c\"}\n\n", &mut sink).unwrap();
+        let again = t.take_journal();
+        assert!(!again.is_empty());
+        assert!(
+            !again.iter().any(|n| n.step == Step::Finish),
+            "cleared before reuse"
+        );
+        assert!(again.capacity() >= room, "its room kept");
+        t.give_back_journal(again);
+        t.release_idle();
+        assert_eq!(t.take_journal().capacity(), 0, "let go while idle");
     }
 }

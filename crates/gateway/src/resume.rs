@@ -14,6 +14,7 @@
 //! output. Cost: each event is stored about twice (its bytes, and its core
 //! event as JSON, about as large), and both count towards the log's caps.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,9 @@ pub struct Recorder {
     retention: Duration,
     /// The client gets the binary transport, which has no place for ids.
     binary: bool,
+    /// Room the core events of a chunk are written in, kept between chunks
+    /// (let go while the stream waits: [`Recorder::release_idle`]).
+    json: Vec<u8>,
 }
 
 impl Recorder {
@@ -60,7 +64,14 @@ impl Recorder {
             writer: Some(writer),
             retention,
             binary: false,
+            json: Vec::new(),
         }
+    }
+
+    /// The stream waits for its upstream: the room kept for the next chunk
+    /// goes (memory of a stream that is open but quiet).
+    pub fn release_idle(&mut self) {
+        self.json = Vec::new();
     }
 
     /// The events recorded are binary messages: logged and sent without ids.
@@ -74,47 +85,71 @@ impl Recorder {
     /// is scanned). Comments (heartbeats) are not logged; bytes outside any
     /// span go out as they are; steps that belong to no event of the sink
     /// are logged in an entry of their own, never sent.
-    pub async fn record(&mut self, out: &Sink, steps: Vec<Noted>, client: &mut Vec<u8>) {
+    ///
+    /// `steps` is left empty, its room kept for the caller to reuse.
+    pub async fn record(&mut self, out: &Sink, steps: &mut Vec<Noted>, client: &mut Vec<u8>) {
         let bytes = out.bytes();
         let Some(writer) = self.writer.as_ref() else {
+            steps.clear();
             client.extend_from_slice(bytes);
             return;
         };
         let spans = out.spans();
-        let events: Vec<usize> = spans
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.kind == SpanKind::Event)
-            .map(|(i, _)| i)
-            .collect();
-        // A step goes with the first event at or after its span (the last
-        // slot: after every event of the sink).
-        let mut cores: Vec<Vec<Step>> = vec![Vec::new(); events.len() + 1];
-        for noted in steps {
-            let k = events.partition_point(|&i| i < noted.span);
-            if let Some(core) = cores.get_mut(k) {
-                core.push(noted.step);
-            }
-        }
-        let trailing = cores.pop().unwrap_or_default();
-        // One copy of the chunk, each logged event a slice of it, and one
-        // store call for them all: an upstream read often holds many events.
-        let mut ids = Vec::new();
-        if !events.is_empty() || !trailing.is_empty() {
-            let chunk = Bytes::copy_from_slice(bytes);
-            let mut entries: Vec<Entry> = events
+        let mut events: Vec<usize> = Vec::with_capacity(spans.len());
+        events.extend(
+            spans
                 .iter()
-                .zip(&cores)
-                .filter_map(|(&i, core)| spans.get(i).map(|s| (s, core)))
-                .map(|(s, core)| Entry {
-                    data: chunk.slice(s.range.clone()),
-                    core: write_steps(core),
-                })
-                .collect();
-            if !trailing.is_empty() {
+                .enumerate()
+                .filter(|(_, s)| s.kind == SpanKind::Event)
+                .map(|(i, _)| i),
+        );
+        // A step goes with the first event at or after its span (group
+        // `events.len()`: after every event of the sink, an entry of its
+        // own). The journal notes steps in the order of the output, so the
+        // groups come in order; a list that did not would be put in order
+        // (stably: a group's steps keep theirs).
+        let group = |n: &Noted| events.partition_point(|&i| i < n.span);
+        if !steps.is_sorted_by_key(group) {
+            steps.sort_by_key(group);
+        }
+        // One copy of the chunk, each logged event a slice of it, the core
+        // events of all of them written into one buffer, sliced alike, and
+        // one store call for them all: an upstream read often holds many
+        // events, and an allocation or two per event was a cost of its own.
+        let mut ids = Vec::new();
+        if !events.is_empty() || !steps.is_empty() {
+            let chunk = Bytes::copy_from_slice(bytes);
+            // Written into the recorder's own room, then copied once at its
+            // size: a buffer grown in place, or sized by a guess, would be
+            // reallocated or keep its spare room as long as the log.
+            let mut json = std::mem::take(&mut self.json);
+            json.clear();
+            let mut cores = Vec::with_capacity(events.len() + 1);
+            let mut rest = &steps[..];
+            for g in 0..=events.len() {
+                let n = rest.iter().take_while(|s| group(s) == g).count();
+                let (mine, later) = rest.split_at(n);
+                rest = later;
+                cores.push(write_steps(mine, &mut json));
+            }
+            let written = Bytes::copy_from_slice(&json);
+            self.json = json;
+            let json = written;
+            let core_of =
+                |r: Option<&Option<Range<usize>>>| r.cloned().flatten().map(|r| json.slice(r));
+            let mut entries: Vec<Entry> = Vec::with_capacity(events.len() + 1);
+            for (k, &i) in events.iter().enumerate() {
+                if let Some(s) = spans.get(i) {
+                    entries.push(Entry {
+                        data: chunk.slice(s.range.clone()),
+                        core: core_of(cores.get(k)),
+                    });
+                }
+            }
+            if let Some(core) = core_of(cores.get(events.len())) {
                 entries.push(Entry {
                     data: Bytes::new(),
-                    core: write_steps(&trailing),
+                    core: Some(core),
                 });
             }
             ids.reserve(entries.len());
@@ -123,6 +158,9 @@ impl Recorder {
                 self.writer = None;
             }
         }
+        steps.clear();
+        // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
+        client.reserve(bytes.len() + 26 * ids.len());
         // Events the log took carry their id; the rest (comments, and what
         // came after a store failure) go out without one.
         let mut ids = ids.into_iter();
@@ -199,14 +237,17 @@ impl Drop for FollowerSlot {
 }
 
 /// A log entry's core part, as stored.
-fn write_steps(steps: &[Step]) -> Option<Bytes> {
+/// Appends the steps' JSON to `json`: where it is, none for no steps (or
+/// steps that could not be written, left out whole).
+fn write_steps(steps: &[Noted], json: &mut Vec<u8>) -> Option<Range<usize>> {
     if steps.is_empty() {
         return None;
     }
-    let mut json = Vec::with_capacity(96 * steps.len());
-    match babelgate_core::journal::write_steps(steps, &mut json) {
-        Ok(()) => Some(Bytes::from(json)),
+    let start = json.len();
+    match babelgate_core::journal::write_steps_of(steps.iter().map(|n| &n.step), json) {
+        Ok(()) => Some(start..json.len()),
         Err(e) => {
+            json.truncate(start);
             tracing::warn!(error = %e, "could not log the core events of a client event");
             None
         }
@@ -685,7 +726,7 @@ mod tests {
         sink.data("2");
         // a step of the first event, one noted at the comment (it goes with
         // the next event), one after every event (an entry of its own)
-        let noted = vec![
+        let mut noted = vec![
             Noted {
                 step: step("a"),
                 span: 0,
@@ -699,13 +740,14 @@ mod tests {
                 span: 3,
             },
         ];
-        rec.record(&sink, noted, &mut client).await;
+        rec.record(&sink, &mut noted, &mut client).await;
+        assert!(noted.is_empty());
         sink.clear();
         sink.comment("ping");
-        rec.record(&sink, Vec::new(), &mut client).await;
+        rec.record(&sink, &mut Vec::new(), &mut client).await;
         sink.clear();
         sink.data("3");
-        rec.record(&sink, Vec::new(), &mut client).await;
+        rec.record(&sink, &mut Vec::new(), &mut client).await;
         let mut logged = Vec::new();
         let mut read = log.read("r1", None);
         while logged.len() < 4 {
@@ -747,8 +789,51 @@ mod tests {
         sink.clear();
         sink.data("4");
         sink.data("5");
-        rec.record(&sink, Vec::new(), &mut client).await;
+        rec.record(&sink, &mut Vec::new(), &mut client).await;
         assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
+    }
+
+    /// Steps handed over out of the output's order still go with their
+    /// events, in the order they were noted within each.
+    #[tokio::test]
+    async fn steps_out_of_order_go_with_their_events() {
+        use babelgate_store::{MemoryConfig, MemoryRunLog};
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
+        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let mut rec = Recorder::new(writer, Duration::from_secs(1));
+        let mut sink = Sink::new();
+        sink.data("1");
+        sink.data("2");
+        let noted = |d: &str, span| Noted {
+            step: step(d),
+            span,
+        };
+        let mut steps = vec![
+            noted("after", 2),
+            noted("b1", 1),
+            noted("a1", 0),
+            noted("b2", 1),
+            noted("a2", 0),
+        ];
+        rec.record(&sink, &mut steps, &mut Vec::new()).await;
+        let mut read = log.read("r1", None);
+        let mut cores = Vec::new();
+        while cores.len() < 3 {
+            match read.next().await {
+                Some(Ok(LogItem::Event { core, .. })) => cores.push(read_steps(core.as_ref())),
+                other => panic!("read: {other:?}"),
+            }
+        }
+        assert_eq!(
+            cores,
+            [
+                vec![step("a1"), step("a2")],
+                vec![step("b1"), step("b2")],
+                vec![step("after")]
+            ]
+        );
     }
 
     #[test]
@@ -756,7 +841,14 @@ mod tests {
         let open = [Logged {
             id: EventId::new(5, 1),
             data: Bytes::from_static(b"data: x\n\n"),
-            core: write_steps(&[step("hi")]),
+            core: {
+                let mut json = Vec::new();
+                let noted = [Noted {
+                    step: step("hi"),
+                    span: 0,
+                }];
+                write_steps(&noted, &mut json).map(|r| Bytes::from(json).slice(r))
+            },
         }];
         for dialect in [Dialect::AgUi, Dialect::Hai] {
             let mut out = Vec::new();

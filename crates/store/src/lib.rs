@@ -127,6 +127,7 @@
 )]
 #![forbid(unsafe_code)]
 
+mod blocks;
 pub mod board;
 pub mod limits;
 mod memory;

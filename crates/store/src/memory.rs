@@ -9,6 +9,8 @@ use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
+use crate::blocks::Blocks;
+
 use crate::{
     ConversationStore, Entry, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
     RunStatus, StoreError, MIN_RETENTION,
@@ -208,7 +210,7 @@ struct Run {
     key: String,
     owner: String,
     started: Instant,
-    entries: VecDeque<(EventId, Entry)>,
+    entries: Blocks<(EventId, Entry)>,
     bytes: usize,
     /// The run's input for snapshots (JSON array), counted in the total.
     input: Bytes,
@@ -431,7 +433,7 @@ impl RunLog for MemoryRunLog {
                 key: key.to_string(),
                 owner: owner.to_string(),
                 started: now,
-                entries: VecDeque::new(),
+                entries: Blocks::default(),
                 bytes: 0,
                 input: Bytes::new(),
                 trimmed: None,
@@ -741,7 +743,7 @@ impl Reader {
                 Some(c) => run.entries.partition_point(|(id, _)| *id <= c),
                 None => 0,
             };
-            for (id, entry) in run.entries.range(from..).take(READ_BATCH) {
+            for (id, entry) in run.entries.iter_from(from).take(READ_BATCH) {
                 self.pending.push_back(Ok(LogItem::Event {
                     id: *id,
                     data: entry.data.clone(),

@@ -176,6 +176,24 @@ impl Pump {
         // An upstream item read ahead, not yet handled.
         let mut ready = None;
         let end = loop {
+            // Nothing to read yet: the stream waits, perhaps long, so the
+            // room kept for translating goes (the next read takes it
+            // again; a stream read as fast as it comes keeps it). Polled
+            // with the task's own waker, so the wait below misses nothing;
+            // what is ready is kept until the read branch takes it.
+            if ready.is_none() {
+                let mut read = upstream.next();
+                match std::future::poll_fn(|cx| Poll::Ready(read.poll_unpin(cx))).await {
+                    Poll::Ready(next) => ready = Some(next),
+                    Poll::Pending => {
+                        self.translator.release_idle();
+                        out.release();
+                        if let Some(rec) = &mut self.recorder {
+                            rec.release_idle();
+                        }
+                    }
+                }
+            }
             let client_gone = {
                 let tx = self.tx.clone();
                 async move {
@@ -191,21 +209,6 @@ impl Pump {
                     None => std::future::pending().await,
                 }
             };
-            // Nothing to read yet: the stream waits, perhaps long, so the
-            // room kept for translating goes (the next read takes it
-            // again; a stream read as fast as it comes keeps it). Polled
-            // with the task's own waker, so the wait below misses nothing;
-            // what is ready is kept until the read branch takes it.
-            if ready.is_none() {
-                let mut read = upstream.next();
-                match std::future::poll_fn(|cx| Poll::Ready(read.poll_unpin(cx))).await {
-                    Poll::Ready(next) => ready = Some(next),
-                    Poll::Pending => {
-                        self.translator.release_idle();
-                        out.release();
-                    }
-                }
-            }
             let read = async {
                 match ready.take() {
                     Some(next) => next,
@@ -503,12 +506,12 @@ impl Pump {
         }
         Some(match &mut self.recorder {
             Some(rec) => {
-                // Room for an `id:` line per event (about 22 bytes): a
+                // Room for an `id:` line per event (at most 26 bytes): a
                 // chunk of many events would otherwise grow it twice or more.
-                let mut with_ids =
-                    Vec::with_capacity(out.bytes().len() + 24 * out.spans().len() + 16);
-                let steps = self.translator.take_journal();
-                rec.record(out, steps, &mut with_ids).await;
+                let mut with_ids = Vec::with_capacity(out.bytes().len() + 26 * out.spans().len());
+                let mut steps = self.translator.take_journal();
+                rec.record(out, &mut steps, &mut with_ids).await;
+                self.translator.give_back_journal(steps);
                 out.clear();
                 Bytes::from(with_ids)
             }
