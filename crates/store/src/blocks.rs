@@ -4,8 +4,8 @@
 //! Why not a `VecDeque`: a log grows one event at a time to thousands of
 //! entries, and a `VecDeque` grows by reallocating, which copies every entry
 //! it holds and touches fresh pages each time (a tenth of the gateway's CPU at
-//! saturation went to that growth). Here no entry moves once pushed: a full
-//! block stays as it is and a new one is begun.
+//! saturation went to that growth). Here an entry past the first block never
+//! moves: a full block stays as it is and a new one is begun.
 //!
 //! Invariant: every block but the first and the last holds exactly
 //! [`BLOCK`] items (items are pushed into the last block only and popped
@@ -40,7 +40,13 @@ impl<T> Blocks<T> {
         match self.blocks.back_mut() {
             Some(last) if last.len() < BLOCK => last.push_back(item),
             _ => {
-                let mut block = VecDeque::with_capacity(BLOCK);
+                // Most runs are short: the first block grows as a
+                // `VecDeque` does (a full block up front would be 20 KiB
+                // per open stream); a run that filled one gets whole ones.
+                let mut block = match self.blocks.is_empty() {
+                    true => VecDeque::new(),
+                    false => VecDeque::with_capacity(BLOCK),
+                };
                 block.push_back(item);
                 self.blocks.push_back(block);
             }
@@ -199,13 +205,26 @@ mod tests {
     }
 
     #[test]
-    fn a_pushed_item_never_moves() {
+    fn past_the_first_block_a_pushed_item_never_moves() {
         let mut b = Blocks::default();
-        b.push_back(0u64);
-        let at = b.back().map(|x| x as *const u64);
-        for i in 1..10_000 {
+        for i in 0..=BLOCK as u64 {
             b.push_back(i);
         }
-        assert_eq!(b.iter_from(0).next().map(|x| x as *const u64), at);
+        let at = b.back().map(|x| x as *const u64);
+        for i in 0..10_000 {
+            b.push_back(i);
+        }
+        let moved = b.iter_from(BLOCK).next().map(|x| x as *const u64);
+        assert_eq!(moved, at);
+    }
+
+    #[test]
+    fn a_short_run_holds_no_whole_block() {
+        let mut b = Blocks::default();
+        for i in 0..15u64 {
+            b.push_back(i);
+        }
+        let room: usize = b.blocks.iter().map(VecDeque::capacity).sum();
+        assert!(room < 64, "{room} slots for 15 items");
     }
 }
