@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
-use super::pump::{stream_translator, Pump, Report, UpstreamFault};
+use super::pump::{stream_translator, Pump, PumpBody, Report, Slot, UpstreamFault};
 use super::{BoxError, Gateway, ReqBody, Routes, STREAM_BUFFER_CHUNKS};
 use crate::access;
 use crate::body::ReadBodyLayer;
@@ -633,11 +633,13 @@ impl Gateway {
             Transport::Proto(_) => None,
         };
 
-        let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
+        // The body runs the pump (no task of its own), tracked so that a
+        // shutdown waits for it as for any stream.
+        let slot = Arc::new(Slot::default());
         let abort = Arc::new(AtomicBool::new(false));
         let pump = Pump {
             translator,
-            tx: Some(tx),
+            tx: Some(slot.clone()),
             idle: route.idle_timeout,
             heartbeat,
             recorder,
@@ -663,22 +665,20 @@ impl Gateway {
         };
         let span = tracing::Span::current();
         let Edges { input, output } = edges;
-        match input {
-            Some(to_sse) => self.pumps.spawn(
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match input {
+            Some(to_sse) => Box::pin(
                 Box::new(pump)
                     .run(from_binary(upstream, to_sse))
                     .instrument(span),
             ),
-            None => self
-                .pumps
-                .spawn(Box::new(pump).run(upstream).instrument(span)),
+            None => Box::pin(Box::new(pump).run(upstream).instrument(span)),
         };
-
         let binary = output.map(|to_proto| Binary {
             to_proto,
             dropped: self.binary_dropped(route, transport),
         });
-        let mut resp = sse_body(rx, Some(abort), headers, transport, binary);
+        let body = PumpBody::new(self.pumps.track_future(run), slot, abort, binary);
+        let mut resp = stream_response(BodyExt::boxed(body), headers, transport);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -1059,7 +1059,21 @@ fn sse_body(
             None => None,
         }
     });
-    let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    stream_response(
+        BodyExt::boxed(StreamBody::new(stream)),
+        dialect_headers,
+        transport,
+    )
+}
+
+/// A streaming response of `transport` with `body`: its content type and
+/// the headers that keep proxies from buffering or caching it.
+fn stream_response(
+    body: Body,
+    dialect_headers: &'static [(&'static str, &'static str)],
+    transport: Transport,
+) -> Response<Body> {
+    let mut response = Response::new(body);
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -1080,13 +1094,13 @@ fn sse_body(
 }
 
 /// A client's binary form, counting what it drops.
-struct Binary {
+pub(super) struct Binary {
     to_proto: SseToProto,
     dropped: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 impl Binary {
-    fn push(&mut self, sse: &[u8], out: &mut Vec<u8>) {
+    pub(super) fn push(&mut self, sse: &[u8], out: &mut Vec<u8>) {
         let before = self.to_proto.dropped();
         self.to_proto.push(sse, out);
         let n = self.to_proto.dropped() - before;

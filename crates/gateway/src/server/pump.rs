@@ -2,6 +2,8 @@
 //! as it goes, with heartbeats, the idle timeout, the run log, history and
 //! a translation panic turned into the dialect's error.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -13,7 +15,6 @@ use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::OnDisconnect;
@@ -53,8 +54,9 @@ pub(super) fn stream_translator(
 /// Moves one upstream response to one client, translating as it goes.
 pub(super) struct Pump {
     pub(super) translator: Translator,
-    /// `None` once a client of a `keep` route has gone away.
-    pub(super) tx: Option<mpsc::Sender<Bytes>>,
+    /// Where the chunks go (the body that runs this pump); `None` once a
+    /// client of a `keep` route has gone away.
+    pub(super) tx: Option<Arc<Slot>>,
     pub(super) idle: Duration,
     pub(super) heartbeat: Option<Duration>,
     /// The run's log, when the route keeps one (`resume`, the default) and
@@ -83,6 +85,180 @@ pub(super) struct Report {
     pub(super) started: tokio::time::Instant,
     /// Its spans, ended with the stream.
     pub(super) trace: crate::telemetry::Trace,
+}
+
+/// The one chunk between a pump and the body that runs it.
+#[derive(Debug, Default)]
+pub(super) struct Slot(std::sync::Mutex<SlotState>);
+
+#[derive(Debug, Default)]
+struct SlotState {
+    chunk: Option<Bytes>,
+    closed: bool,
+}
+
+impl Slot {
+    /// Resolves once nobody reads the chunks any more. That happens only
+    /// as the body is dropped, which then hands the pump to a task of its
+    /// own, whose first poll sees it: there is no waker to keep.
+    async fn closed(&self) {
+        std::future::poll_fn(|_| match self.is_closed() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        })
+        .await
+    }
+
+    /// Hands a chunk over; false when nobody reads any more.
+    async fn send(&self, chunk: Bytes) -> bool {
+        let mut chunk = Some(chunk);
+        std::future::poll_fn(|_| self.offer(&mut chunk)).await
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state().closed
+    }
+
+    /// Takes `chunk` when the slot is empty. Pending while it is full,
+    /// with no waker kept: the body takes the chunk and polls the pump
+    /// again in the same call, or is dropped and closes the slot first.
+    fn offer(&self, chunk: &mut Option<Bytes>) -> Poll<bool> {
+        let mut s = self.state();
+        if s.closed {
+            return Poll::Ready(false);
+        }
+        if s.chunk.is_some() {
+            return Poll::Pending;
+        }
+        s.chunk = chunk.take();
+        Poll::Ready(true)
+    }
+
+    fn take(&self) -> Option<Bytes> {
+        self.state().chunk.take()
+    }
+
+    fn is_full(&self) -> bool {
+        self.state().chunk.is_some()
+    }
+
+    fn close(&self) {
+        let mut s = self.state();
+        s.closed = true;
+        s.chunk = None;
+    }
+}
+
+/// A pump's future, as the body keeps it (`SyncWrapper`: a body must be
+/// `Sync`, and the future is only ever polled through `&mut`).
+type PumpFuture = sync_wrapper::SyncWrapper<Pin<Box<dyn Future<Output = ()> + Send>>>;
+
+/// A streaming response body that runs its stream's pump in its own polls:
+/// the connection's task reads the upstream, translates and writes, so an
+/// open stream has no task, channel or wake-up between the two of its own.
+/// A client that stops reading stops the pump as a full channel did (hyper
+/// polls a body only while it has room to write). Dropped before the pump
+/// ended (the client went away), it closes the slot and hands the pump to
+/// a task of its own, which sees the client gone at once and ends the run
+/// as a pump task would (or goes on with it, on a `keep` route).
+pub(super) struct PumpBody {
+    pump: Option<PumpFuture>,
+    slot: Arc<Slot>,
+    /// Set by the pump when the client's dialect shows a failure only as a
+    /// body that breaks off.
+    abort: Arc<AtomicBool>,
+    /// The client's binary form, when the translator writes SSE for it.
+    binary: Option<super::proxy::Binary>,
+    /// The end: after the pump, `Pending` once (hyper flushes what it
+    /// holds), then the abort error if any, then nothing.
+    ending: u8,
+}
+
+impl PumpBody {
+    pub(super) fn new(
+        pump: impl Future<Output = ()> + Send + 'static,
+        slot: Arc<Slot>,
+        abort: Arc<AtomicBool>,
+        binary: Option<super::proxy::Binary>,
+    ) -> Self {
+        PumpBody {
+            pump: Some(sync_wrapper::SyncWrapper::new(Box::pin(pump))),
+            slot,
+            abort,
+            binary,
+            ending: 0,
+        }
+    }
+}
+
+impl http_body::Body for PumpBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(chunk) = this.slot.take() {
+                let chunk = match &mut this.binary {
+                    // Heartbeats have no binary form: a chunk that converts
+                    // to nothing is not sent.
+                    Some(bin) => {
+                        let mut out = Vec::new();
+                        bin.push(&chunk, &mut out);
+                        if out.is_empty() {
+                            continue;
+                        }
+                        Bytes::from(out)
+                    }
+                    None => chunk,
+                };
+                return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
+            }
+            let Some(pump) = this.pump.as_mut() else {
+                break;
+            };
+            match pump.get_mut().as_mut().poll(cx) {
+                // What it left in the slot goes first.
+                Poll::Ready(()) => this.pump = None,
+                Poll::Pending if this.slot.is_full() => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        if !this.abort.load(Ordering::Acquire) {
+            return Poll::Ready(None);
+        }
+        this.ending = this.ending.saturating_add(1);
+        match this.ending {
+            1 => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            2 => Poll::Ready(Some(Err(std::io::Error::other("the run failed")))),
+            _ => Poll::Ready(None),
+        }
+    }
+}
+
+impl Drop for PumpBody {
+    fn drop(&mut self) {
+        if let Some(pump) = self.pump.take() {
+            self.slot.close();
+            // Not within a runtime (never, in the gateway): the run is
+            // dropped as a pump task would be at shutdown.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(pump.into_inner());
+            }
+        }
+    }
 }
 
 /// How a stream ended.
@@ -194,13 +370,10 @@ impl Pump {
                     }
                 }
             }
-            let client_gone = {
-                let tx = self.tx.clone();
-                async move {
-                    match tx {
-                        Some(tx) => tx.closed().await,
-                        None => std::future::pending().await,
-                    }
+            let client_gone = async {
+                match &self.tx {
+                    Some(tx) => tx.closed().await,
+                    None => std::future::pending().await,
                 }
             };
             let stop = async {
@@ -530,7 +703,7 @@ impl Pump {
         match &self.tx {
             None => true,
             Some(tx) => {
-                if tx.send(chunk).await.is_ok() {
+                if tx.send(chunk).await {
                     true
                 } else {
                     self.detach()
@@ -588,11 +761,14 @@ mod tests {
     use super::*;
     use crate::server::STREAM_BUFFER_CHUNKS;
     use babelgate_store::RunWriter;
+    use tokio::sync::mpsc;
 
     const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
 
-    fn pump(idle: Duration, heartbeat: Option<Duration>) -> (Pump, mpsc::Receiver<Bytes>) {
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER_CHUNKS);
+    /// A pump whose chunks go to the body that runs it, as the gateway
+    /// builds it; the test's side of it is [`Client`].
+    fn pump(idle: Duration, heartbeat: Option<Duration>) -> (Pump, Arc<Slot>) {
+        let slot = Arc::new(Slot::default());
         let translator = registry::translator(
             Dialect::AgUi,
             Dialect::AgUi,
@@ -601,7 +777,7 @@ mod tests {
         );
         let p = Pump {
             translator,
-            tx: Some(tx),
+            tx: Some(slot.clone()),
             idle,
             heartbeat,
             recorder: None,
@@ -614,7 +790,35 @@ mod tests {
             abort: Arc::default(),
             capture: None,
         };
-        (p, rx)
+        (p, slot)
+    }
+
+    /// What the client reads: the response body running the pump.
+    struct Client(PumpBody);
+
+    impl Client {
+        async fn recv(&mut self) -> Option<Bytes> {
+            use http_body_util::BodyExt;
+            let frame = self.0.frame().await?.expect("no abort here");
+            Some(frame.into_data().expect("data frames only"))
+        }
+    }
+
+    /// Starts the stream: the client, and what resolves once the pump has
+    /// ended (in the body's polls, or in the task a dropped body hands it
+    /// to).
+    fn start(
+        p: Pump,
+        slot: Arc<Slot>,
+        s: Upstream,
+    ) -> (Client, tokio::sync::oneshot::Receiver<()>) {
+        let (done, ended) = tokio::sync::oneshot::channel();
+        let run = async move {
+            Box::new(p).run(s).await;
+            let _ = done.send(());
+        };
+        let body = PumpBody::new(run, slot, Arc::default(), None);
+        (Client(body), ended)
     }
 
     type Upstream =
@@ -632,9 +836,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn heartbeats_keep_an_idle_stream_alive_until_the_idle_timeout() {
-        let (p, mut rx) = pump(Duration::from_secs(50), Some(Duration::from_secs(15)));
+        let (p, slot) = pump(Duration::from_secs(50), Some(Duration::from_secs(15)));
         let (up, s) = upstream();
-        tokio::spawn(Box::new(p).run(s));
+        let (mut rx, _) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();
         let started = tokio::time::Instant::now();
         let mut chunks = Vec::new();
@@ -662,9 +866,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn output_postpones_the_heartbeat() {
-        let (p, mut rx) = pump(Duration::from_secs(100), Some(Duration::from_secs(15)));
+        let (p, slot) = pump(Duration::from_secs(100), Some(Duration::from_secs(15)));
         let (up, s) = upstream();
-        tokio::spawn(Box::new(p).run(s));
+        let (mut rx, _) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();
         rx.recv().await.unwrap();
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -687,10 +891,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_that_goes_away_cancels_the_upstream() {
-        let (p, rx) = pump(Duration::from_secs(100), None);
+        let (p, slot) = pump(Duration::from_secs(100), None);
         let (up, s) = upstream();
-        let task = tokio::spawn(Box::new(p).run(s));
+        let (mut rx, task) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        assert!(rx.recv().await.is_some());
         drop(rx);
         // The pump drops the upstream stream, which closes our sender's side.
         tokio::time::timeout(Duration::from_secs(20), up.closed())
@@ -701,14 +906,14 @@ mod tests {
 
     /// Without a run log (a route with `resume = false`: this pump has no
     /// recorder) a client that reads nothing still holds the upstream back:
-    /// the pump reads ahead at most the stream's buffer of chunks.
+    /// the body runs the pump only as it is read.
     #[tokio::test]
     async fn a_client_that_reads_nothing_holds_the_upstream_back_without_a_run_log() {
         use std::sync::atomic::AtomicUsize;
-        let (p, mut rx) = pump(Duration::from_secs(100), None);
+        let (p, slot) = pump(Duration::from_secs(100), None);
         assert!(p.recorder.is_none());
         let (up, s) = upstream();
-        tokio::spawn(Box::new(p).run(s));
+        let (mut rx, _) = start(p, slot, s);
         let sent = Arc::new(AtomicUsize::new(0));
         const EVENTS: usize = 200;
         let feeder = {
@@ -734,8 +939,8 @@ mod tests {
             still = if now == last { still + 1 } else { 0 };
             last = now;
         }
-        // The client's buffer, one chunk in the pump's hands, the upstream
-        // channel (4) and one send under way.
+        // At most what a channel between pump and client held (here the
+        // upstream channel (4) and one send under way).
         assert!(
             last <= STREAM_BUFFER_CHUNKS + 6,
             "{last} events read ahead for a client that reads nothing"
@@ -770,7 +975,7 @@ mod tests {
     #[tokio::test]
     async fn a_panic_in_translation_ends_the_stream_with_internal_and_fails_the_run() {
         use babelgate_store::{MemoryRunLog, RunLog, RunStatus};
-        let (mut p, mut rx) = pump(Duration::from_secs(100), None);
+        let (mut p, slot) = pump(Duration::from_secs(100), None);
         p.translator = Translator::new(
             babelgate_core::SseFramer::new(DEFAULT_MAX_EVENT_BYTES),
             Box::new(Buggy(registry::decoder(Dialect::AgUi))),
@@ -790,7 +995,7 @@ mod tests {
             trace: Default::default(),
         });
         let (up, s) = upstream();
-        let task = tokio::spawn(Box::new(p).run(s));
+        let (mut rx, task) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();
         up.send(Ok(Bytes::from("data: boom\n\n"))).await.unwrap();
         let mut body = String::new();
@@ -855,7 +1060,7 @@ mod tests {
             );
             let input = std::fs::read(&path).unwrap();
             for to in all {
-                let (mut p, mut rx) = pump(Duration::from_secs(100), None);
+                let (mut p, slot) = pump(Duration::from_secs(100), None);
                 p.translator = registry::translator(
                     from,
                     to,
@@ -869,7 +1074,7 @@ mod tests {
                         .unwrap();
                 p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
                 let (up, s) = upstream();
-                let task = tokio::spawn(Box::new(p).run(s));
+                let (mut rx, task) = start(p, slot, s);
                 let input = input.clone();
                 let feed = tokio::spawn(async move {
                     for piece in input.chunks(7) {
