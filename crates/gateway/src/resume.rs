@@ -184,11 +184,16 @@ impl Recorder {
     }
 
     /// Resolves when someone asked to stop the run (`POST .../stop`, any
-    /// instance); pending forever otherwise.
-    pub async fn stop_requested(&self) {
-        match &self.writer {
-            Some(w) => w.stop_requested().await,
-            None => std::future::pending().await,
+    /// instance); pending forever otherwise. Owned, so that a stream makes
+    /// it once (one made per read registered and dropped a waiter each
+    /// time).
+    pub fn stop_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let signal = self.writer.as_ref().map(RunWriter::stop_signal);
+        async move {
+            match signal {
+                Some(s) => s.await,
+                None => std::future::pending().await,
+            }
         }
     }
 

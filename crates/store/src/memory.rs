@@ -196,7 +196,9 @@ struct Shared {
 
 #[derive(Default)]
 struct Runs {
-    runs: HashMap<String, Run>,
+    /// Keyed by ids the gateway mints (never a client's string), so the
+    /// fast hash: a lookup per append of every stream.
+    runs: HashMap<String, Run, foldhash::fast::RandomState>,
     /// Conversation key -> id of the latest run begun for it.
     latest: HashMap<String, String>,
     last_id: EventId,
@@ -251,8 +253,13 @@ impl Run {
         }
     }
 
+    /// Wakes the run's readers. With none (most runs: nobody resumes
+    /// them) there is nobody to tell: a reader subscribes under the same
+    /// lock as this, and reads the entries before it waits.
     fn bump(&self) {
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 }
 

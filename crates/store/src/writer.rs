@@ -100,6 +100,17 @@ impl RunWriter {
         }
     }
 
+    /// [`stop_requested`](Self::stop_requested) as a future of its own,
+    /// made once for a stream's whole life rather than once per read.
+    pub fn stop_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stop = self.stop.clone();
+        async move {
+            if stop.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// Ends the run (see [`RunLog::end`]) and stops the background task.
     pub async fn end(self, outcome: RunOutcome, retention: Duration) -> Result<(), StoreError> {
         self.keeper.abort();

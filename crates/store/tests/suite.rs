@@ -653,14 +653,21 @@ async fn stop_request_reaches_the_owner(kind: Kind) {
         .await
         .unwrap();
     assert!(!writer.is_stop_requested());
+    // Made before the request, as a stream makes it once for its life.
+    let signal = tokio::spawn(writer.stop_signal());
     // The stop endpoint runs on another instance: it finds the run by key.
     let other = b.other().await.runs;
     let run = other.latest("k").await.unwrap().unwrap();
     assert!(run.is_running());
+    assert!(!signal.is_finished());
     assert!(other.request_stop(&run.run_id).await.unwrap());
     tokio::time::timeout(SOON, writer.stop_requested())
         .await
         .expect("the owner learns of the stop");
+    tokio::time::timeout(SOON, signal)
+        .await
+        .expect("so does the signal made before")
+        .unwrap();
     assert!(writer.is_stop_requested());
     assert!(b.runs().stop_requested("r1").await.unwrap());
     writer.end(RunOutcome::Cancelled, RETENTION).await.unwrap();

@@ -348,7 +348,19 @@ impl Pump {
             .unwrap_or(Duration::from_secs(365 * 24 * 3600));
         let beat = tokio::time::sleep(beat_every);
         tokio::pin!(beat);
+        // Made once: each made anew per read registered a waiter and
+        // dropped it again, every event.
         let shutdown = self.shutdown.clone();
+        let shutdown = shutdown.cancelled();
+        tokio::pin!(shutdown);
+        let stop = self.recorder.as_ref().map(Recorder::stop_signal);
+        let stop = async move {
+            match stop {
+                Some(stop) => stop.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stop);
         // An upstream item read ahead, not yet handled.
         let mut ready = None;
         let end = loop {
@@ -376,12 +388,6 @@ impl Pump {
                     None => std::future::pending().await,
                 }
             };
-            let stop = async {
-                match &self.recorder {
-                    Some(r) => r.stop_requested().await,
-                    None => std::future::pending().await,
-                }
-            };
             let read = async {
                 match ready.take() {
                     Some(next) => next,
@@ -406,12 +412,12 @@ impl Pump {
                     }
                     continue;
                 }
-                () = shutdown.cancelled() => {
+                () = &mut shutdown => {
                     self.fail("the gateway is shutting down", "shutdown", &mut out);
                     Box::pin(self.close(&mut out)).await;
                     break End::Shutdown;
                 }
-                () = stop => {
+                () = &mut stop => {
                     self.fail("the run was stopped", "stopped", &mut out);
                     Box::pin(self.close(&mut out)).await;
                     break End::Stopped;
