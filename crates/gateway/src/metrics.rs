@@ -177,7 +177,7 @@ impl Default for Metrics {
             Family::new_with_constructor(overhead_buckets as fn() -> Histogram);
         registry.register(
             "event_overhead_seconds",
-            "The gateway's own time per event: from reading an upstream chunk to handing its translation to the client's channel, divided by the chunk's events; one observation per chunk",
+            "The gateway's own time per event: from reading an upstream chunk to handing its translation to the response body, divided by the chunk's events; one observation per chunk",
             event_overhead.clone(),
         );
         let mut genai = Registry::default();

@@ -676,16 +676,17 @@ fn tcp_buffer_max(which: &str, fallback: usize) -> usize {
 
 #[tokio::test]
 async fn a_slow_client_pauses_the_upstream_instead_of_growing_memory() {
-    // The gateway queues at most 16 output chunks per stream (server.rs
-    // STREAM_BUFFER_CHUNKS), one per upstream read that completes an event.
-    // With 1 MiB events each chunk is 1 MiB, so the queue is what dominates
-    // what a stalled stream holds: the kernel buffers the test does not fix
-    // (the gateway's own sockets) are bounded by the sysctls read below, the
-    // two it does (upstream send, client receive) are pinned small. A queue
-    // of 256 chunks lets the upstream write all of it and fails here.
+    // The response body runs the stream's pump, which hands it one output
+    // chunk at a time (one per upstream read that completes an event), and
+    // hyper polls the body only while it can write. With 1 MiB events each
+    // chunk is 1 MiB, so what the gateway holds dominates what a stalled
+    // stream holds: the kernel buffers the test does not fix (the gateway's
+    // own sockets) are bounded by the sysctls read below, the two it does
+    // (upstream send, client receive) are pinned small. A queue of 256
+    // chunks lets the upstream write all of it and fails here.
     const EVENT: usize = 1 << 20;
     const EVENTS: usize = 96;
-    const QUEUE: usize = 16;
+    const QUEUE: usize = 1;
     let event: Arc<str> = format!(
         "data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"{}\"}}\n\n",
         "x".repeat(EVENT - 80)
@@ -733,8 +734,8 @@ async fn a_slow_client_pauses_the_upstream_instead_of_growing_memory() {
     }
     let written = seen.written.load(Ordering::SeqCst) as usize;
     let kernel = tcp_buffer_max("tcp_rmem", 6 << 20) + tcp_buffer_max("tcp_wmem", 4 << 20);
-    // The queue, plus one chunk being translated, one waiting to be queued,
-    // one in the HTTP writer, and the small pinned buffers.
+    // The chunk handed over, plus one being translated, one waiting to be
+    // handed over, one in the HTTP writer, and the small pinned buffers.
     let bound = (QUEUE + 3) * EVENT + kernel + 4 * small as usize;
     assert!(
         written <= bound,

@@ -477,8 +477,8 @@ impl Pump {
                     if r.is_ok() {
                         let chunk = self.prepare(&mut out).await;
                         // ... and ends as its translation (logged, when the
-                        // run is) is handed over: waiting for a slow client's
-                        // channel is the client's time, not the gateway's.
+                        // run is) is handed over: waiting for a slow client
+                        // is the client's time, not the gateway's.
                         if let Some(t) = &timing {
                             let events = self.translator.events_translated - events_before;
                             t.overhead(read_at.elapsed(), events);
@@ -765,7 +765,6 @@ mod tests {
     }
 
     use super::*;
-    use crate::server::STREAM_BUFFER_CHUNKS;
     use babelgate_store::RunWriter;
     use tokio::sync::mpsc;
 
@@ -945,10 +944,11 @@ mod tests {
             still = if now == last { still + 1 } else { 0 };
             last = now;
         }
-        // At most what a channel between pump and client held (here the
-        // upstream channel (4) and one send under way).
+        // Nothing read ahead for the client: what was sent is what the
+        // upstream channel (4) takes, and one send under way. (A channel of
+        // 16 chunks between pump and client let 20 through.)
         assert!(
-            last <= STREAM_BUFFER_CHUNKS + 6,
+            last <= 6,
             "{last} events read ahead for a client that reads nothing"
         );
         let mut body = Vec::new();
