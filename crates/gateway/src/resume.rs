@@ -241,7 +241,6 @@ impl Drop for FollowerSlot {
     }
 }
 
-/// A log entry's core part, as stored.
 /// Appends the steps' JSON to `json`: where it is, none for no steps (or
 /// steps that could not be written, left out whole).
 fn write_steps(steps: &[Noted], json: &mut Vec<u8>) -> Option<Range<usize>> {

@@ -10,7 +10,6 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
 use crate::blocks::Blocks;
-
 use crate::{
     ConversationStore, Entry, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
     RunStatus, StoreError, MIN_RETENTION,

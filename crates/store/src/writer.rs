@@ -93,11 +93,7 @@ impl RunWriter {
     /// Resolves once a stop is requested; pending forever otherwise.
     /// Cancel-safe: use it in `select!` beside the upstream read.
     pub async fn stop_requested(&self) {
-        let mut stop = self.stop.clone();
-        if stop.wait_for(|s| *s).await.is_err() {
-            // The keeper gave up (run no longer running): never resolve.
-            std::future::pending::<()>().await;
-        }
+        self.stop_signal().await
     }
 
     /// [`stop_requested`](Self::stop_requested) as a future of its own,
@@ -106,6 +102,7 @@ impl RunWriter {
         let mut stop = self.stop.clone();
         async move {
             if stop.wait_for(|s| *s).await.is_err() {
+                // The keeper gave up (run no longer running): never resolve.
                 std::future::pending::<()>().await;
             }
         }

@@ -798,7 +798,7 @@ impl Gateway {
         );
         let headers = registry::encoder(route.client, EncodeContext::default()).headers();
         // The follower writes the client's transport itself.
-        let mut resp = sse_body(rx, Some(abort), headers, transport, None);
+        let mut resp = sse_body(rx, Some(abort), headers, transport);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -961,7 +961,7 @@ pub(crate) fn sse_response(
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
 ) -> Response<Body> {
-    sse_body(rx, None, dialect_headers, transport, None)
+    sse_body(rx, None, dialect_headers, transport)
 }
 
 /// The transport a client of `dialect` asked for with its `Accept`.
@@ -1021,10 +1021,8 @@ where
     }))
 }
 
-/// A response of `transport` with what arrives on `rx` (converted by
-/// `binary` when the translator wrote SSE for a binary client, see
-/// `transport::Edges`, events with no binary form dropped and counted);
-/// once `rx` ends, a set `abort` ends the body with an error instead of
+/// A response of `transport` with what arrives on `rx` (already in that
+/// form: the demo agent's and a resumed stream's follower's); once `rx` ends, a set `abort` ends the body with an error instead of
 /// cleanly (hyper then breaks off the connection, or resets the HTTP/2
 /// stream).
 fn sse_body(
@@ -1032,24 +1030,11 @@ fn sse_body(
     abort: Option<Arc<AtomicBool>>,
     dialect_headers: &'static [(&'static str, &'static str)],
     transport: Transport,
-    binary: Option<Binary>,
 ) -> Response<Body> {
-    let stream = futures_util::stream::unfold(Some((rx, abort, binary)), |state| async move {
-        let (mut rx, abort, mut binary) = state?;
-        let mut next = rx.recv().await;
-        // Heartbeats have no binary form: a chunk that converts to nothing
-        // is not sent.
-        while let (Some(b), Some(bin)) = (next.as_mut(), binary.as_mut()) {
-            let mut out = Vec::new();
-            bin.push(b, &mut out);
-            if !out.is_empty() {
-                *b = Bytes::from(out);
-                break;
-            }
-            next = rx.recv().await;
-        }
-        match next {
-            Some(b) => Some((Ok(Frame::data(b)), Some((rx, abort, binary)))),
+    let stream = futures_util::stream::unfold(Some((rx, abort)), |state| async move {
+        let (mut rx, abort) = state?;
+        match rx.recv().await {
+            Some(b) => Some((Ok(Frame::data(b)), Some((rx, abort)))),
             None if abort.is_some_and(|a| a.load(Ordering::Acquire)) => {
                 // Pending once first: hyper flushes what it holds (the error
                 // frame) before the error closes the connection.

@@ -945,8 +945,8 @@ mod tests {
             last = now;
         }
         // Nothing read ahead for the client: what was sent is what the
-        // upstream channel (4) takes, and one send under way. (A channel of
-        // 16 chunks between pump and client let 20 through.)
+        // upstream channel (4) takes, and one send under way. (With a
+        // channel of 16 chunks between pump and client the bound was 22.)
         assert!(
             last <= 6,
             "{last} events read ahead for a client that reads nothing"
