@@ -555,4 +555,44 @@ mod tests {
         tx.send(()).unwrap();
         assert_eq!(read_all(body).await, (b"data: y\n\n".to_vec(), None));
     }
+
+    #[tokio::test]
+    async fn a_read_that_drained_the_socket_is_not_followed_by_an_empty_one() {
+        // Each event is read on its own, as a stream paced by its upstream
+        // is: after a read shorter than its room, the next poll must wait
+        // for the socket, not ask the kernel and hear EAGAIN.
+        let (go_tx, mut go_rx) = tokio::sync::mpsc::channel::<()>(1);
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: url::Url = format!("http://{}/", l.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut b = [0u8; 1024];
+            let _ = s.read(&mut b).await.unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                .await
+                .unwrap();
+            for _ in 0..3 {
+                go_rx.recv().await.unwrap();
+                s.write_all(b"9\r\ndata: x\n\n\r\n").await.unwrap();
+            }
+            go_rx.recv().await.unwrap();
+            s.write_all(b"0\r\n\r\n").await.unwrap();
+        });
+        let r = Client::new(Duration::from_secs(5))
+            .post(&url, &HeaderMap::new(), b"")
+            .await
+            .unwrap();
+        let mut body = r.body;
+        for _ in 0..3 {
+            go_tx.send(()).await.unwrap();
+            let event = body.next().await.unwrap().unwrap();
+            assert_eq!(&event[..], b"data: x\n\n");
+            assert!(futures_util::poll!(body.next()).is_pending());
+        }
+        go_tx.send(()).await.unwrap();
+        assert!(body.next().await.is_none());
+        assert_eq!(body.empty_reads(), 0);
+    }
 }
