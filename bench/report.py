@@ -167,6 +167,7 @@ def main() -> int:
             )
 
     load_table("saturation", "Through the network at saturation")
+    md.extend(saturation_rounds_table(load))
     load_table("latency", "Added latency under load")
     opens = open_rows(load)
     if opens:
@@ -218,8 +219,17 @@ def main() -> int:
     sb, sn, sl, sp = (load.get(f"saturation/{t}") for t in ("babelgate", "node", "node-lean", "python"))
     sx = load.get("saturation/nginx")
     snl = load.get("saturation/babelgate-nolog")
-    for row, which in ((sb, ""), (snl, ", resume = false")):
-        if row and sx:
+    for row, which, system in ((sb, "", "babelgate"), (snl, ", resume = false", "babelgate-nolog")):
+        rounds = saturation_ratios(load, system)
+        if rounds:
+            r = median(rounds)
+            single = f"; the one run above: {row['events_per_s'] / max(sx['events_per_s'], 1e-9):.2f}x" if row and sx else ""
+            target(
+                f"network saturation ≥ 0.8x events/s of (b) nginx, translating{which} (median of {len(rounds)} rounds)",
+                f"{r:.2f}x ({', '.join(f'{x:.2f}' for x in rounds)}{single})",
+                r >= 0.8,
+            )
+        elif row and sx:
             r = row["events_per_s"] / max(sx["events_per_s"], 1e-9)
             target(f"network saturation ≥ 0.8x events/s of (b) nginx, translating{which}", f"{r:.2f}x", r >= 0.8)
         if row and sp:
@@ -405,6 +415,65 @@ def latency_sizes(load):
         if len(parts) == 3 and parts[0] == "latency" and parts[2][:1] == "r" and parts[1].isdigit():
             sizes.setdefault(int(parts[1]), {}).setdefault(int(parts[2][1:]), {})[system] = r
     return {k: dict(sorted(v.items())) for k, v in sorted(sizes.items())}
+
+
+def saturation_rounds(load):
+    """{run: {system: row}} of the `saturation-r<run>/<system>` rows."""
+    rounds = {}
+    for label, r in load.items():
+        head, _, system = label.partition("/")
+        if head.startswith("saturation-r") and head[len("saturation-r"):].isdigit():
+            rounds.setdefault(int(head[len("saturation-r"):]), {})[system] = r
+    return dict(sorted(rounds.items()))
+
+
+def saturation_ratios(load, system):
+    """Each round's events/s of `system` over nginx's in the same round."""
+    out = []
+    for row in saturation_rounds(load).values():
+        b, n = row.get(system), row.get("nginx")
+        if b and n and n["events_per_s"] > 0:
+            out.append(b["events_per_s"] / n["events_per_s"])
+    return out
+
+
+def median(xs):
+    xs = sorted(xs)
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
+
+
+def saturation_rounds_table(load):
+    rounds = saturation_rounds(load)
+    if not rounds:
+        return []
+    md = [
+        f"\n### Saturation, {len(rounds)} rounds side by side: (b), (c) and (c-nolog) alternating\n",
+        "One saturation run of these systems lasts 40–100 ms, so a single run's ratio moves a lot; "
+        "the targets take the median of these rounds' ratios.\n",
+        "| round | (b) nginx events/s | (c) babelgate events/s | against nginx | (c-nolog) events/s | against nginx |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def cell(row, system):
+        r, n = row.get(system), row.get("nginx")
+        if not r:
+            return "– | –"
+        ratio = "–" if not n else f"{r['events_per_s'] / max(n['events_per_s'], 1e-9):.2f}x"
+        return f"{fmt(r['events_per_s'])} | {ratio}"
+
+    for run, row in rounds.items():
+        n = row.get("nginx")
+        md.append(f"| {run} | {fmt(n['events_per_s']) if n else '–'} | {cell(row, 'babelgate')} | {cell(row, 'babelgate-nolog')} |")
+    meds = {s: saturation_ratios(load, s) for s in BABELGATES}
+    md.append(
+        "| median | | | "
+        + (f"{median(meds['babelgate']):.2f}x" if meds["babelgate"] else "–")
+        + " | | "
+        + (f"{median(meds['babelgate-nolog']):.2f}x" if meds["babelgate-nolog"] else "–")
+        + " |"
+    )
+    return md
 
 
 def alias_latency_runs(load):

@@ -64,6 +64,7 @@
 #   LAT_SIZES="1000:20:200:2000 5000:4:60:5000"   latency sizes, each
 #                    streams:events/s per stream:events per stream:ramp ms
 #   LAT_RUNS=3       runs in a row at each latency size
+#   SAT_RUNS=5       rounds of (b), (c), (c-nolog) at saturation, for the median ratio
 #   OPEN_STREAMS=N   streams of the open-streams workload (also with QUICK=1)
 #   OPEN_EVENTS="15 30"   its scenarios: events per stream (1 a second)
 #   OPEN_RECOVER_S=30     RSS sampled this long after the last stream closed
@@ -114,6 +115,7 @@ else
   STORE_RUNS="${STORE_RUNS:-20}"; STORE_EVENTS="${STORE_EVENTS:-10000}"
 fi
 LAT_RUNS="${LAT_RUNS:-3}"
+SAT_RUNS="${SAT_RUNS:-5}"
 [ -n "$OPEN_SCENARIOS" ] || OPEN_SCENARIOS="15 $OPEN_EVENTS"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -349,6 +351,14 @@ load() {
 if has "$WORKLOADS" saturation; then
 echo "-- saturation: $SAT_STREAMS streams x $SAT_EVENTS events, as fast as possible"
 load saturation --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
+# One saturation run of the fast systems lasts 40-100 ms, so one run's ratio
+# moves a lot: SAT_RUNS more rounds of (b), (c) and (c-nolog), alternating,
+# give the ratio to nginx as a median.
+for run in $(seq 1 "$SAT_RUNS"); do
+  echo "-- saturation round $run of $SAT_RUNS: (b), (c), (c-nolog)"
+  SYSTEMS="$(for s in $SYSTEMS; do case "$s" in nginx|babelgate|babelgate-nolog) printf '%s ' "$s" ;; esac; done)" \
+    load "saturation-r$run" --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
+done
 fi
 # Issue 14's latency: (a), (b) and (c) side by side in each run, LAT_RUNS runs
 # in a row at each size of LAT_SIZES (streams:rate:events:ramp ms).
