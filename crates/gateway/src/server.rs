@@ -28,6 +28,7 @@ use crate::resume;
 use crate::upstream;
 use babelgate_store::{MemoryConfig, MemoryConversationStore, MemoryRunLog, StoreConfig, Stores};
 
+mod lean;
 mod listener;
 mod proxy;
 mod pump;

@@ -390,3 +390,202 @@ async fn events_reach_the_client_while_the_upstream_is_still_talking() {
     }
     assert!(String::from_utf8_lossy(&seen).ends_with("data: [DONE]\n\n"));
 }
+
+/// Reads one HTTP/1.1 response from `s`: its head, and its body de-chunked
+/// (or of its `content-length`).
+async fn read_response(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> (String, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    async fn more(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) {
+        let mut b = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut b))
+            .await
+            .expect("the response went on")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed mid-response: {}",
+            String::from_utf8_lossy(buf)
+        );
+        buf.extend_from_slice(&b[..n]);
+    }
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        more(s, buf).await;
+    };
+    let head = String::from_utf8(buf.drain(..head_end).collect()).unwrap();
+    let lower = head.to_ascii_lowercase();
+    let mut body = Vec::new();
+    if lower.contains("\r\ntransfer-encoding: chunked\r\n") {
+        loop {
+            let line_end = loop {
+                if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                    break i;
+                }
+                more(s, buf).await;
+            };
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&buf[..line_end]).unwrap(), 16).unwrap();
+            while buf.len() < line_end + 2 + size + 2 {
+                more(s, buf).await;
+            }
+            body.extend_from_slice(&buf[line_end + 2..line_end + 2 + size]);
+            buf.drain(..line_end + 2 + size + 2);
+            if size == 0 {
+                break;
+            }
+        }
+    } else {
+        let len: usize = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .expect("a length")
+            .trim()
+            .parse()
+            .unwrap();
+        while buf.len() < len {
+            more(s, buf).await;
+        }
+        body = buf.drain(..len).collect();
+    }
+    (head, body)
+}
+
+/// An AG-UI upstream that says "early", then holds every run until `go`
+/// is set.
+async fn held_agui_upstream() -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
+    let (go, held) = tokio::sync::watch::channel(false);
+    let (l, up) = listener().await;
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            let held = held.clone();
+            let svc = hyper::service::service_fn(
+                move |_req: http::Request<hyper::body::Incoming>| {
+                    let mut held = held.clone();
+                    async move {
+                        let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
+                        tokio::spawn(async move {
+                            let first = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"early\"}\n\n";
+                            tx.send(Ok(Frame::data(Bytes::from(first)))).await.unwrap();
+                            let _ = held.wait_for(|go| *go).await;
+                            let rest = "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+                            let _ = tx.send(Ok(Frame::data(Bytes::from(rest)))).await;
+                        });
+                        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                            rx.recv().await.map(|x| (x, rx))
+                        });
+                        let mut resp = http::Response::new(StreamBody::new(stream));
+                        resp.headers_mut()
+                            .insert("content-type", "text/event-stream".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                },
+            );
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc),
+            );
+        }
+    });
+    (up, go)
+}
+
+/// The first request of a connection is answered by the gateway's own
+/// writer (see server/lean.rs) when it came whole; the connection then goes
+/// on with hyper, whether the next request came while the first response
+/// streamed or after it, and `connection: close` closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_goes_on_after_a_streamed_first_response() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (up, go) = held_agui_upstream().await;
+    let gw = start_gateway(&route("/api/chat", Dialect::Vercel, up, Dialect::AgUi)).await;
+    let body = client_body(Dialect::Vercel, "t-keep", vec![user("u1", "hi")]);
+    let request = |extra: &str| {
+        let mut r = format!(
+            "POST /api/chat HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(&body);
+        r
+    };
+    for early in [true, false] {
+        go.send_replace(false);
+        let mut s = tokio::net::TcpStream::connect(gw).await.unwrap();
+        s.write_all(&request("")).await.unwrap();
+        let mut buf = Vec::new();
+        // The first response streams and waits on the upstream.
+        while !String::from_utf8_lossy(&buf).contains("early") {
+            let mut b = [0u8; 4096];
+            let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut b))
+                .await
+                .expect("the first event arrives")
+                .unwrap();
+            assert!(n > 0);
+            buf.extend_from_slice(&b[..n]);
+        }
+        if early {
+            // The next request, sent while the first response streams.
+            s.write_all(&request("")).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        go.send_replace(true);
+        let (head, first) = read_response(&mut s, &mut buf).await;
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        let lower = head.to_ascii_lowercase();
+        assert!(
+            lower.contains("\r\ntransfer-encoding: chunked\r\n"),
+            "{head}"
+        );
+        assert!(lower.contains("\r\ndate: "), "{head}");
+        assert!(
+            lower.contains("\r\ncontent-type: text/event-stream"),
+            "{head}"
+        );
+        assert_eq!(text_of(&decode(Dialect::Vercel, &first)), "early");
+        assert!(String::from_utf8_lossy(&first).ends_with("data: [DONE]\n\n"));
+        if !early {
+            s.write_all(&request("")).await.unwrap();
+        }
+        let (head, second) = read_response(&mut s, &mut buf).await;
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert_eq!(text_of(&decode(Dialect::Vercel, &second)), "early");
+        // Asked to close: the answer says so, and the connection ends.
+        s.write_all(&request("connection: close\r\n"))
+            .await
+            .unwrap();
+        let (head, _) = read_response(&mut s, &mut buf).await;
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("\r\nconnection: close\r\n"),
+            "{head}"
+        );
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest))
+            .await
+            .expect("closed")
+            .unwrap();
+        assert!(buf.is_empty() && rest.is_empty());
+    }
+    // The first request asking to close: answered, then closed.
+    let mut s = tokio::net::TcpStream::connect(gw).await.unwrap();
+    s.write_all(&request("connection: close\r\n"))
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let (head, body) = read_response(&mut s, &mut buf).await;
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{head}"
+    );
+    assert!(String::from_utf8_lossy(&body).ends_with("data: [DONE]\n\n"));
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest))
+        .await
+        .expect("closed")
+        .unwrap();
+    assert!(rest.is_empty());
+}

@@ -21,7 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Gateway;
+use super::{lean, Gateway};
 use crate::conn::{self, ConnState, Expired, Timeouts};
 use crate::error::Body;
 
@@ -184,13 +184,25 @@ impl Gateway {
             }
             () = closing.cancelled() => return,
         };
-        let (first, h2) = match sniffed {
+        let (mut first, h2) = match sniffed {
             Ok(x) => x,
             Err(e) => {
                 tracing::debug!(error = %e, %peer, "connection ended before a request");
                 return;
             }
         };
+        if !h2 {
+            if let Some(lean) = lean::parse(&first) {
+                // The common request, answered without hyper's buffers;
+                // hyper serves what follows on the connection, if anything.
+                drop(first);
+                let served = self.serve_lean(&mut io, lean, &state, peer, &slot);
+                match Box::pin(served).await {
+                    lean::Ended::KeepAlive(early) if !closing.is_cancelled() => first = early,
+                    _ => return,
+                }
+            }
+        }
         let io = TokioIo::new(conn::Prepend::new(first, io));
         let gw = self.clone();
         let st = state.clone();
@@ -239,6 +251,28 @@ impl Gateway {
             let conn = builder.serve_connection(io, svc).with_upgrades();
             Box::pin(self.drive(conn, |c| c.graceful_shutdown(), watch)).await
         }
+    }
+
+    /// Answers a request taken by [`lean`], as the service given to hyper
+    /// below answers one.
+    async fn serve_lean<I>(
+        self: &Arc<Self>,
+        io: &mut I,
+        lean: lean::Lean,
+        state: &Arc<ConnState>,
+        peer: SocketAddr,
+        slot: &crate::ws::ConnHold,
+    ) -> lean::Ended
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let lean::Lean { mut request, close } = lean;
+        let (active, deadline) = state.begin(false);
+        request.extensions_mut().insert(deadline);
+        request.extensions_mut().insert(slot.clone());
+        let response = self.handle(request, peer).await;
+        let response = response.map(|b| conn::guarded(b, active));
+        lean::respond(io, response, close).await
     }
 
     /// Drives a served connection under its watchdog: closed when a

@@ -1,0 +1,546 @@
+//! The first request of an HTTP/1.1 connection, answered without hyper when
+//! it is the request a streaming gateway mostly gets: one `POST` whose head
+//! and body came whole in the connection's first read, with a
+//! `content-length` and nothing after it.
+//!
+//! Why: hyper's HTTP/1 server keeps an 8 KiB read buffer and an 8 KiB header
+//! buffer for the connection's whole life, neither of which can be sized;
+//! for a connection that carries one long response (an SSE stream) that was
+//! most of what an open stream held. Here the request is parsed from the
+//! bytes already read, the head is written from a buffer sized to it and let
+//! go, and each chunk of the body is written as it comes (chunked framing
+//! from a stack buffer). While the body streams, the socket is watched for
+//! the client's end as hyper watches it.
+//!
+//! Anything else (another method, a chunked or partial body, `Expect`, an
+//! upgrade, HTTP/1.0, pipelined bytes, a head hyper would refuse) is left to
+//! hyper, with every byte read so far; so is every request after the first
+//! on a kept-alive connection (see `listener.rs`).
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::Poll;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body::Body as _;
+use http_body_util::Full;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::error::Body;
+
+/// Headers a request may have and still be taken here (hyper takes 100).
+const MAX_HEADERS: usize = 64;
+
+/// What is kept of bytes the client sends while its response streams (a
+/// next request, sent early): past this the socket is no longer read until
+/// the response ends, as hyper stops reading when its buffer is full.
+const MAX_EARLY_BYTES: usize = 8 * 1024;
+
+/// A request taken by this path.
+#[derive(Debug)]
+pub(super) struct Lean {
+    pub request: Request<Full<Bytes>>,
+    /// The client asked for the connection to close after the response.
+    pub close: bool,
+}
+
+/// `first` as one whole request this path takes, or `None`: hyper serves
+/// the connection, from `first` on.
+pub(super) fn parse(first: &[u8]) -> Option<Lean> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Request::new(&mut slots);
+    let httparse::Status::Complete(head_len) = head.parse(first).ok()? else {
+        return None;
+    };
+    if head.method? != "POST" || head.version? != 1 {
+        return None;
+    }
+    let uri = Uri::try_from(head.path?).ok()?;
+    let mut headers = HeaderMap::with_capacity(head.headers.len());
+    let mut length = None;
+    let mut close = false;
+    for h in head.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
+        let value = HeaderValue::from_bytes(h.value).ok()?;
+        if name == header::CONTENT_LENGTH {
+            // One length, as digits (a list of equal lengths is hyper's).
+            let v = value.to_str().ok()?;
+            if length.is_some() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            length = Some(v.parse::<usize>().ok()?);
+        } else if name == header::TRANSFER_ENCODING
+            || name == header::EXPECT
+            || name == header::UPGRADE
+        {
+            return None;
+        } else if name == header::CONNECTION {
+            for token in value.to_str().ok()?.split(',') {
+                let token = token.trim();
+                if token.eq_ignore_ascii_case("close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case("upgrade") {
+                    return None;
+                }
+            }
+        }
+        headers.append(name, value);
+    }
+    // The whole body and nothing after it: a pipelined request is hyper's.
+    if head_len.checked_add(length?)? != first.len() {
+        return None;
+    }
+    let body = Bytes::copy_from_slice(first.get(head_len..)?);
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = uri;
+    *request.version_mut() = Version::HTTP_11;
+    *request.headers_mut() = headers;
+    Some(Lean { request, close })
+}
+
+/// How a response written here ended.
+#[derive(Debug)]
+pub(super) enum Ended {
+    /// Written whole; the connection may serve more requests, starting with
+    /// the bytes the client sent meanwhile.
+    KeepAlive(Bytes),
+    /// The connection is done: the client asked, left, the response had no
+    /// length, or its body failed (then the connection is cut without the
+    /// last chunk, as hyper does, so the client sees the failure).
+    Close,
+}
+
+/// Writes `response` to `io`; `close`: the client asked for the connection
+/// to close after it.
+pub(super) async fn respond<I>(io: &mut I, response: Response<Body>, close: bool) -> Ended
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    let (parts, mut body) = response.into_parts();
+    let no_body = parts.status.is_informational()
+        || parts.status == StatusCode::NO_CONTENT
+        || parts.status == StatusCode::NOT_MODIFIED;
+    let close = close
+        || parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.eq_ignore_ascii_case("close")));
+    let framing = if no_body {
+        Framing::None
+    } else if let Some(n) = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+    {
+        Framing::Length(n)
+    } else if let Some(n) = body.size_hint().exact() {
+        Framing::Length(n)
+    } else {
+        Framing::Chunked
+    };
+    let head = write_head(parts.status, &parts.headers, framing, close);
+    if write_all(io, &[&head]).await.is_err() {
+        return Ended::Close;
+    }
+    drop(head);
+    if matches!(framing, Framing::None) {
+        return end(io, close, BytesMut::new()).await;
+    }
+    let mut early = BytesMut::new();
+    let mut probe = [0u8; 512];
+    let mut left = match framing {
+        Framing::Length(n) => n,
+        _ => u64::MAX,
+    };
+    loop {
+        // The next frame, or the client's end while it is awaited.
+        let watching = early.len() < MAX_EARLY_BYTES;
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
+                return Poll::Ready(Next::Frame(frame));
+            }
+            if watching {
+                let mut buf = tokio::io::ReadBuf::new(&mut probe);
+                if let Poll::Ready(r) = Pin::new(&mut *io).poll_read(cx, &mut buf) {
+                    return Poll::Ready(match r {
+                        Ok(()) if !buf.filled().is_empty() => Next::Early(buf.filled().len()),
+                        _ => Next::Gone,
+                    });
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match next {
+            Next::Frame(None) => break,
+            Next::Frame(Some(Err(e))) => {
+                tracing::debug!(error = %e, "response body failed: connection cut");
+                return Ended::Close;
+            }
+            Next::Frame(Some(Ok(frame))) => {
+                // Trailers have no place in these responses: dropped.
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if data.is_empty() {
+                    continue;
+                }
+                let written = match framing {
+                    Framing::Chunked => {
+                        let mut line = [0u8; 18];
+                        let size = chunk_size_line(data.len(), &mut line);
+                        write_all(io, &[size, &data, b"\r\n"]).await
+                    }
+                    _ => {
+                        // More than the length said is not sent: cut.
+                        let n = data.len() as u64;
+                        if n > left {
+                            return Ended::Close;
+                        }
+                        left -= n;
+                        write_all(io, &[&data]).await
+                    }
+                };
+                if written.is_err() {
+                    return Ended::Close;
+                }
+            }
+            Next::Early(n) => early.extend_from_slice(probe.get(..n).unwrap_or_default()),
+            Next::Gone => return Ended::Close,
+        }
+    }
+    match framing {
+        Framing::Chunked if write_all(io, &[b"0\r\n\r\n"]).await.is_err() => {
+            return Ended::Close;
+        }
+        Framing::Chunked => {}
+        // A body shorter than its length: the client must not wait for
+        // the rest on a connection that goes on.
+        _ if left > 0 => return Ended::Close,
+        _ => {}
+    }
+    end(io, close, early).await
+}
+
+async fn end<I: AsyncWrite + Unpin>(io: &mut I, close: bool, early: BytesMut) -> Ended {
+    if close {
+        let _ = io.shutdown().await;
+        return Ended::Close;
+    }
+    Ended::KeepAlive(early.freeze())
+}
+
+enum Next {
+    Frame(Option<Result<http_body::Frame<Bytes>, io::Error>>),
+    /// The client sent this many bytes (into the probe) before the end.
+    Early(usize),
+    /// The client closed its side, or the socket failed.
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// The status line and headers, in one buffer of their size; `date`,
+/// `content-length` or `transfer-encoding`, and `connection: close` are
+/// added as hyper adds them.
+fn write_head(status: StatusCode, headers: &HeaderMap, framing: Framing, close: bool) -> Vec<u8> {
+    let date = headers
+        .get(header::DATE)
+        .is_none()
+        .then(|| httpdate::fmt_http_date(std::time::SystemTime::now()));
+    let size = 64
+        + headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        // The framing is this writer's to say.
+        if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        line(&mut out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    match framing {
+        Framing::None => {}
+        Framing::Length(n) => line(
+            &mut out,
+            b"content-length",
+            itoa::Buffer::new().format(n).as_bytes(),
+        ),
+        Framing::Chunked => line(&mut out, b"transfer-encoding", b"chunked"),
+    }
+    if close && !headers.contains_key(header::CONNECTION) {
+        line(&mut out, b"connection", b"close");
+    }
+    if let Some(date) = date {
+        line(&mut out, b"date", date.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `{size:x}\r\n` in `buf`.
+fn chunk_size_line(size: usize, buf: &mut [u8; 18]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut n = size;
+    let mut k = digits.len();
+    loop {
+        k -= 1;
+        if let (Some(d), Some(h)) = (digits.get_mut(k), HEX.get(n & 0xf)) {
+            *d = *h;
+        }
+        n >>= 4;
+        if n == 0 || k == 0 {
+            break;
+        }
+    }
+    let hex = digits.get(k..).unwrap_or_default();
+    let len = hex.len();
+    if let Some(dst) = buf.get_mut(..len) {
+        dst.copy_from_slice(hex);
+    }
+    if let Some(dst) = buf.get_mut(len..len + 2) {
+        dst.copy_from_slice(b"\r\n");
+    }
+    buf.get(..len + 2).unwrap_or_default()
+}
+
+/// Writes every byte of `parts`, in as few writes as the socket allows, then
+/// flushes (a TLS stream holds what it was given until then).
+async fn write_all<I: AsyncWrite + Unpin>(io: &mut I, parts: &[&[u8]]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(0);
+    let mut fixed = [IoSlice::new(&[]); 3];
+    let bufs: &mut [IoSlice<'_>] = if parts.len() <= fixed.len() {
+        for (slot, p) in fixed.iter_mut().zip(parts) {
+            *slot = IoSlice::new(p);
+        }
+        fixed.get_mut(..parts.len()).unwrap_or_default()
+    } else {
+        slices.extend(parts.iter().map(|p| IoSlice::new(p)));
+        &mut slices
+    };
+    let mut bufs = bufs;
+    while bufs.iter().any(|b| !b.is_empty()) {
+        let n = io.write_vectored(bufs).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut bufs, n);
+    }
+    io.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    const POST: &[u8] = b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+
+    #[test]
+    fn a_whole_post_is_taken() {
+        let lean = parse(POST).expect("taken");
+        assert_eq!(lean.request.method(), Method::POST);
+        assert_eq!(lean.request.uri(), "/api/chat");
+        assert_eq!(lean.request.version(), Version::HTTP_11);
+        assert_eq!(lean.request.headers()["content-type"], "application/json");
+        assert!(!lean.close);
+        assert!(parse(
+            b"POST /a?b=c HTTP/1.1\r\nConnection: keep-alive, close\r\ncontent-length: 0\r\n\r\n"
+        )
+        .is_some_and(|l| l.close && l.request.uri() == "/a?b=c"));
+    }
+
+    #[test]
+    fn everything_else_is_left_to_hyper() {
+        let refused: &[&[u8]] = &[
+            // not whole yet
+            b"POST /api/chat HTTP/1.1\r\ncontent-length: 2\r\n",
+            b"POST /api/chat HTTP/1.1\r\ncontent-length: 2\r\n\r\n{",
+            // pipelined: a second request after the first
+            b"POST /a HTTP/1.1\r\ncontent-length: 0\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+            // not a POST, not HTTP/1.1
+            b"GET /a HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
+            b"POST /a HTTP/1.0\r\ncontent-length: 0\r\n\r\n",
+            // no length, a chunked body, two lengths, a length that is not one
+            b"POST /a HTTP/1.1\r\n\r\n",
+            b"POST /a HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"POST /a HTTP/1.1\r\ncontent-length: 0\r\ncontent-length: 0\r\n\r\n",
+            b"POST /a HTTP/1.1\r\ncontent-length: +0\r\n\r\n",
+            b"POST /a HTTP/1.1\r\ncontent-length: 99999999999999999999999\r\n\r\n",
+            // asks to be told to go on, or for another protocol
+            b"POST /a HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 0\r\n\r\n",
+            b"POST /a HTTP/1.1\r\nconnection: upgrade\r\nupgrade: websocket\r\ncontent-length: 0\r\n\r\n",
+            // what hyper refuses, it refuses itself
+            b"POST /a HTTP/1.1\r\nbad header: x\r\ncontent-length: 0\r\n\r\n",
+            b"POST a b HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
+            b"",
+        ];
+        for r in refused {
+            assert!(parse(r).is_none(), "{:?}", String::from_utf8_lossy(r));
+        }
+        let many: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("x-{i}: y\r\n"))
+            .collect();
+        let req = format!("POST /a HTTP/1.1\r\n{many}content-length: 0\r\n\r\n");
+        assert!(parse(req.as_bytes()).is_none());
+    }
+
+    #[test]
+    fn chunk_size_lines_are_hex() {
+        let mut buf = [0u8; 18];
+        for (n, want) in [
+            (1usize, "1\r\n"),
+            (15, "f\r\n"),
+            (16, "10\r\n"),
+            (4096, "1000\r\n"),
+            (usize::MAX, "ffffffffffffffff\r\n"),
+        ] {
+            assert_eq!(chunk_size_line(n, &mut buf), want.as_bytes());
+        }
+    }
+
+    fn response(body: Body, status: StatusCode) -> Response<Body> {
+        let mut r = Response::new(body);
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            "content-type",
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r
+    }
+
+    fn streamed(chunks: Vec<Result<&'static str, io::Error>>) -> Body {
+        use http_body_util::BodyExt;
+        let frames = futures_util::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| c.map(|s| http_body::Frame::data(Bytes::from(s)))),
+        );
+        http_body_util::StreamBody::new(frames).boxed()
+    }
+
+    /// What the client read, the client's end of the pair closed after.
+    async fn exchange(resp: Response<Body>, close: bool, client_sends: &[u8]) -> (String, Ended) {
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        client.write_all(client_sends).await.unwrap();
+        let ended = respond(&mut server, resp, close).await;
+        drop(server);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        (String::from_utf8(got).unwrap(), ended)
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_written_chunked_and_ended() {
+        let body = streamed(vec![Ok("data: a\n\n"), Ok(""), Ok("data: bc\n\n")]);
+        let (got, ended) = exchange(response(body, StatusCode::OK), false, b"").await;
+        let (head, rest) = got.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(
+            head.contains("\r\ncontent-type: text/event-stream"),
+            "{head}"
+        );
+        assert!(head.contains("\r\ntransfer-encoding: chunked"), "{head}");
+        assert!(head.contains("\r\ndate: "), "{head}");
+        assert!(!head.contains("connection"), "{head}");
+        assert_eq!(rest, "9\r\ndata: a\n\n\r\na\r\ndata: bc\n\n\r\n0\r\n\r\n");
+        assert!(matches!(ended, Ended::KeepAlive(b) if b.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn a_body_of_known_length_is_sent_with_it() {
+        use http_body_util::BodyExt;
+        let body = Full::new(Bytes::from_static(b"{\"error\":{}}"))
+            .map_err(|e| match e {})
+            .boxed();
+        let (got, ended) = exchange(response(body, StatusCode::BAD_REQUEST), true, b"").await;
+        assert!(got.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{got}");
+        assert!(got.contains("\r\ncontent-length: 12\r\n"), "{got}");
+        assert!(got.contains("\r\nconnection: close\r\n"), "{got}");
+        assert!(got.ends_with("\r\n\r\n{\"error\":{}}"), "{got}");
+        assert!(matches!(ended, Ended::Close));
+    }
+
+    #[tokio::test]
+    async fn a_failed_body_cuts_the_connection_without_the_last_chunk() {
+        let body = streamed(vec![Ok("data: a\n\n"), Err(io::Error::other("run failed"))]);
+        let (got, ended) = exchange(response(body, StatusCode::OK), false, b"").await;
+        assert!(got.ends_with("9\r\ndata: a\n\n\r\n"), "{got}");
+        assert!(matches!(ended, Ended::Close));
+    }
+
+    /// A body that has nothing yet, then `data`, once `go` is sent.
+    fn later(data: &'static str) -> (tokio::sync::oneshot::Sender<()>, Body) {
+        use http_body_util::BodyExt;
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let frames = futures_util::stream::once(async move {
+            let _ = wait.await;
+            Ok::<_, io::Error>(http_body::Frame::data(Bytes::from(data)))
+        });
+        (go, http_body_util::StreamBody::new(frames).boxed())
+    }
+
+    #[tokio::test]
+    async fn bytes_sent_while_the_body_streams_are_kept_for_the_next_request() {
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        let (go, body) = later("data: a\n\n");
+        let respond = tokio::spawn(async move {
+            let ended = respond(&mut server, response(body, StatusCode::OK), false).await;
+            (ended, server)
+        });
+        // The head is out; the client sends its next request before the end.
+        let mut head = [0u8; 16];
+        client.read_exact(&mut head).await.unwrap();
+        client
+            .write_all(b"GET /next HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        go.send(()).unwrap();
+        let (ended, _server) = respond.await.unwrap();
+        match ended {
+            Ended::KeepAlive(early) => assert_eq!(&early[..], b"GET /next HTTP/1.1\r\n\r\n"),
+            Ended::Close => panic!("not kept alive"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_that_leaves_ends_the_response() {
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        // A body that never ends: only the client's end can end this.
+        let (_go, body) = later("never");
+        client.shutdown().await.unwrap();
+        let ended = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            respond(&mut server, response(body, StatusCode::OK), false),
+        )
+        .await
+        .expect("ended");
+        assert!(matches!(ended, Ended::Close));
+    }
+}
