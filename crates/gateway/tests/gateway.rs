@@ -529,6 +529,9 @@ async fn a_kept_alive_connection_goes_on_after_a_streamed_first_response() {
         if early {
             // The next request, sent while the first response streams.
             s.write_all(&request("")).await.unwrap();
+            // Time for the gateway to read it before the first response
+            // ends (if it does not, the bytes wait in the socket for hyper:
+            // the test passes either way, and fails only if they are lost).
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         go.send_replace(true);

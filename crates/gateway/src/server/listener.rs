@@ -270,7 +270,9 @@ impl Gateway {
         let (active, deadline) = state.begin(false);
         request.extensions_mut().insert(deadline);
         request.extensions_mut().insert(slot.clone());
-        let response = self.handle(request, peer).await;
+        // Boxed, as for hyper below: the request's future is large and
+        // done once the head is out, the response streams for long.
+        let response = Box::pin(self.handle(request, peer)).await;
         let response = response.map(|b| conn::guarded(b, active));
         lean::respond(io, response, close).await
     }
