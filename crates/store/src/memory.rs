@@ -252,6 +252,15 @@ impl Run {
         }
     }
 
+    /// A running run past its lease becomes lost.
+    fn apply_lease(&mut self, now: Instant, lost_retention: Duration) {
+        if self.state == State::Running && self.lease_until <= now {
+            self.state = State::Lost;
+            self.expires = now + lost_retention;
+            self.bump();
+        }
+    }
+
     /// Wakes the run's readers. With none (most runs: nobody resumes
     /// them) there is nobody to tell: a reader subscribes under the same
     /// lock as this, and reads the entries before it waits.
@@ -262,6 +271,17 @@ impl Run {
     }
 }
 
+/// The id after `last` (then `last`), at `now_ms` or just after it.
+fn next_id(last: &mut EventId, now_ms: u64) -> EventId {
+    let id = if now_ms > last.ms {
+        EventId::new(now_ms, 0)
+    } else {
+        EventId::new(last.ms, last.seq + 1)
+    };
+    *last = id;
+    id
+}
+
 impl Runs {
     /// The run, after applying its expiry and lease: `None` once it expired
     /// (then forgotten); a running run past its lease becomes lost.
@@ -270,23 +290,8 @@ impl Runs {
             self.remove(run_id);
         }
         let run = self.runs.get_mut(run_id)?;
-        if run.state == State::Running && run.lease_until <= now {
-            run.state = State::Lost;
-            run.expires = now + lost_retention;
-            run.bump();
-        }
+        run.apply_lease(now, lost_retention);
         Some(run)
-    }
-
-    /// The next id, at `now_ms` or just after the last one.
-    fn next_id(&mut self, now_ms: u64) -> EventId {
-        let id = if now_ms > self.last_id.ms {
-            EventId::new(now_ms, 0)
-        } else {
-            EventId::new(self.last_id.ms, self.last_id.seq + 1)
-        };
-        self.last_id = id;
-        id
     }
 
     fn remove(&mut self, run_id: &str) {
@@ -467,11 +472,19 @@ impl RunLog for MemoryRunLog {
         let now = Instant::now();
         // One lock, one clock read and one wake-up of the readers per batch:
         // a chunk from the upstream often holds many events.
-        let mut runs = sh.lock();
-        let Some(state) = runs.get(run_id, now, sh.lost_retention).map(|r| r.state) else {
+        let mut guard = sh.lock();
+        let runs = &mut *guard;
+        // One lookup of the run for the whole batch (what `Runs::get` does,
+        // with the ids drawn beside the borrowed run).
+        let Some(run) = runs.runs.get_mut(run_id) else {
             return Err(StoreError::UnknownRun(run_id.to_string()));
         };
-        if state != State::Running {
+        if run.expires <= now {
+            runs.remove(run_id);
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        }
+        run.apply_lease(now, sh.lost_retention);
+        if run.state != State::Running {
             return Err(StoreError::NotRunning(run_id.to_string()));
         }
         let now_ms = SystemTime::now()
@@ -479,10 +492,7 @@ impl RunLog for MemoryRunLog {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         let first = ids.len();
-        ids.extend(data.iter().map(|_| runs.next_id(now_ms)));
-        let Some(run) = runs.runs.get_mut(run_id) else {
-            return Err(StoreError::UnknownRun(run_id.to_string()));
-        };
+        ids.extend(data.iter().map(|_| next_id(&mut runs.last_id, now_ms)));
         let mut added = 0;
         for (id, d) in ids.iter().skip(first).zip(data) {
             added += d.size();
@@ -843,10 +853,10 @@ mod tests {
     #[tokio::test]
     async fn ids_increase_within_one_millisecond() {
         let mut runs = Runs::default();
-        let ids: Vec<_> = (0..1000).map(|_| runs.next_id(5)).collect();
+        let ids: Vec<_> = (0..1000).map(|_| next_id(&mut runs.last_id, 5)).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
         // a clock that steps back never makes an id go back
-        let later = runs.next_id(4);
+        let later = next_id(&mut runs.last_id, 4);
         assert!(later > ids[999], "{later} after {}", ids[999]);
     }
 
