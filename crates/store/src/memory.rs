@@ -271,6 +271,15 @@ impl Run {
     }
 }
 
+/// Halves a map's room while it holds less than a quarter of it (not below
+/// a small floor): amortised, a sweep at most once a second rebuilds it.
+fn shrink_when_mostly_empty<V, S: std::hash::BuildHasher>(map: &mut HashMap<String, V, S>) {
+    const FLOOR: usize = 64;
+    if map.capacity() > FLOOR && map.len() < map.capacity() / 4 {
+        map.shrink_to((map.len() * 2).max(FLOOR));
+    }
+}
+
 /// The id after `last` (then `last`), at `now_ms` or just after it.
 fn next_id(last: &mut EventId, now_ms: u64) -> EventId {
     let id = if now_ms > last.ms {
@@ -317,6 +326,10 @@ impl Runs {
         }
         let runs = &self.runs;
         self.latest.retain(|_, id| runs.contains_key(id));
+        // A map keeps the room of its largest size: after a burst of
+        // thousands of runs, megabytes a quiet gateway would never give back.
+        shrink_when_mostly_empty(&mut self.runs);
+        shrink_when_mostly_empty(&mut self.latest);
     }
 
     /// Sweeps (at most once a second:
@@ -947,6 +960,33 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(log.shared.lock().total_bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn a_sweep_gives_back_the_room_of_a_burst_of_runs() {
+        let log = MemoryRunLog::default();
+        let lease = Duration::from_secs(60);
+        for i in 0..5_000 {
+            let run = format!("r{i}");
+            log.begin(&format!("k{i}"), &run, "me", lease)
+                .await
+                .unwrap();
+            log.end(&run, RunOutcome::Completed, Duration::ZERO)
+                .await
+                .unwrap();
+        }
+        let before = log.shared.lock().runs.capacity();
+        assert!(before >= 5_000);
+        // As the sweeper would, once their retention is over.
+        log.shared.lock().sweep(Instant::now() + MIN_RETENTION);
+        let runs = log.shared.lock();
+        assert!(runs.runs.is_empty() && runs.latest.is_empty());
+        assert!(
+            runs.runs.capacity() < before / 4,
+            "{} of {before}",
+            runs.runs.capacity()
+        );
+        assert!(runs.latest.capacity() < 1_000, "{}", runs.latest.capacity());
     }
 
     #[tokio::test]
