@@ -118,10 +118,12 @@ impl Recorder {
         // events, and an allocation or two per event was a cost of its own.
         let mut ids = Vec::new();
         if !events.is_empty() || !steps.is_empty() {
-            let chunk = Bytes::copy_from_slice(bytes);
-            // Written into the recorder's own room, then copied once at its
-            // size: a buffer grown in place, or sized by a guess, would be
-            // reallocated or keep its spare room as long as the log.
+            // The core events are written into the recorder's own room, then
+            // copied once, beside the chunk, into one buffer of their size:
+            // one allocation (and one shared count) a chunk for both parts
+            // of its entries, which the log keeps as long as the run. A
+            // buffer grown in place, or sized by a guess, would be
+            // reallocated or keep its spare room that long.
             let mut json = std::mem::take(&mut self.json);
             json.clear();
             let mut cores = Vec::with_capacity(events.len() + 1);
@@ -132,9 +134,12 @@ impl Recorder {
                 rest = later;
                 cores.push(write_steps(mine, &mut json));
             }
-            let written = Bytes::copy_from_slice(&json);
+            let mut both = Vec::with_capacity(bytes.len() + json.len());
+            both.extend_from_slice(bytes);
+            both.extend_from_slice(&json);
             self.json = json;
-            let json = written;
+            let chunk = Bytes::from(both);
+            let json = chunk.slice(bytes.len()..);
             let core_of =
                 |r: Option<&Option<Range<usize>>>| r.cloned().flatten().map(|r| json.slice(r));
             let mut entries: Vec<Entry> = Vec::with_capacity(events.len() + 1);
