@@ -224,7 +224,9 @@ struct Run {
     /// Set by a stop request; the owner waits on it (no polling).
     stop: watch::Sender<bool>,
     /// Bumped on every change readers care about; dropped with the run.
-    changed: watch::Sender<u64>,
+    /// Made for the first reader: most runs never have one, and a channel
+    /// is about 400 bytes an open stream would hold for nothing.
+    changed: Option<watch::Sender<u64>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -265,8 +267,8 @@ impl Run {
     /// them) there is nobody to tell: a reader subscribes under the same
     /// lock as this, and reads the entries before it waits.
     fn bump(&self) {
-        if self.changed.receiver_count() > 0 {
-            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        if let Some(changed) = self.changed.as_ref().filter(|c| c.receiver_count() > 0) {
+            changed.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 }
@@ -450,7 +452,6 @@ impl RunLog for MemoryRunLog {
         };
         runs.remove(run_id);
         runs.make_room(now, sh.max_runs);
-        let (changed, _) = watch::channel(0);
         runs.runs.insert(
             run_id.to_string(),
             Run {
@@ -465,7 +466,7 @@ impl RunLog for MemoryRunLog {
                 lease_until: now + lease,
                 expires: now + lease + sh.lost_retention,
                 stop: watch::channel(false).0,
-                changed,
+                changed: None,
             },
         );
         runs.latest.insert(key.to_string(), run_id.to_string());
@@ -755,7 +756,11 @@ impl Reader {
                 self.done = true;
                 return;
             };
-            let changes = self.changes.get_or_insert_with(|| run.changed.subscribe());
+            let changes = self.changes.get_or_insert_with(|| {
+                run.changed
+                    .get_or_insert_with(|| watch::channel(0).0)
+                    .subscribe()
+            });
             changes.borrow_and_update();
             if !self.started {
                 self.started = true;
