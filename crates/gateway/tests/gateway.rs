@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 async fn listener() -> (TcpListener, SocketAddr) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -341,37 +341,7 @@ async fn events_reach_the_client_while_the_upstream_is_still_talking() {
     // An upstream that sends one event, then waits until the test has seen
     // it through the gateway before it ends the run: buffering would hang
     // here (guarded by an overall timeout, no timing assertion).
-    let (release_tx, release_rx) = oneshot::channel::<()>();
-    let release_rx = Arc::new(Mutex::new(Some(release_rx)));
-    let (l, up) = listener().await;
-    tokio::spawn(async move {
-        let (s, _) = l.accept().await.unwrap();
-        let svc = hyper::service::service_fn(move |_req: http::Request<hyper::body::Incoming>| {
-            let release = release_rx.lock().unwrap().take();
-            async move {
-                let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
-                tokio::spawn(async move {
-                    let first = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"early\"}\n\n";
-                    tx.send(Ok(Frame::data(Bytes::from(first)))).await.unwrap();
-                    if let Some(r) = release {
-                        let _ = r.await;
-                    }
-                    let rest = "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
-                    let _ = tx.send(Ok(Frame::data(Bytes::from(rest)))).await;
-                });
-                let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-                    rx.recv().await.map(|x| (x, rx))
-                });
-                let mut resp = http::Response::new(StreamBody::new(stream));
-                resp.headers_mut()
-                    .insert("content-type", "text/event-stream".parse().unwrap());
-                Ok::<_, std::convert::Infallible>(resp)
-            }
-        });
-        let _ = hyper::server::conn::http1::Builder::new()
-            .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
-            .await;
-    });
+    let (up, go) = held_agui_upstream().await;
     let gw = start_gateway(&route("/chat", Dialect::Vercel, up, Dialect::AgUi)).await;
     let body = client_body(Dialect::Vercel, "t", vec![user("u", "hi")]);
     let resp = post(gw, "/chat", body).await;
@@ -384,7 +354,7 @@ async fn events_reach_the_client_while_the_upstream_is_still_talking() {
     })
     .await
     .expect("the first delta arrives before the upstream finishes");
-    release_tx.send(()).unwrap();
+    go.send_replace(true);
     while let Some(chunk) = stream.next().await {
         seen.extend_from_slice(&chunk.unwrap());
     }

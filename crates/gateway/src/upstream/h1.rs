@@ -522,9 +522,11 @@ mod tests {
         assert!(!e.is_timeout());
     }
 
-    #[tokio::test]
-    async fn a_stream_waiting_for_its_next_event_holds_no_read_buffer() {
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    /// The body of a response from an upstream that reads the request,
+    /// writes `parts[0]`, then each next part once the test says go: a
+    /// stream paced by the test.
+    async fn paced(parts: Vec<&'static [u8]>) -> (Body, tokio::sync::mpsc::Sender<()>) {
+        let (go, mut wait) = tokio::sync::mpsc::channel::<()>(1);
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url: url::Url = format!("http://{}/", l.local_addr().unwrap())
             .parse()
@@ -533,26 +535,34 @@ mod tests {
             let (mut s, _) = l.accept().await.unwrap();
             let mut b = [0u8; 1024];
             let _ = s.read(&mut b).await.unwrap();
-            s.write_all(
-                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: x\n\n\r\n",
-            )
-            .await
-            .unwrap();
-            let _ = rx.await;
-            s.write_all(b"9\r\ndata: y\n\n\r\n0\r\n\r\n").await.unwrap();
+            for (i, part) in parts.into_iter().enumerate() {
+                if i > 0 && wait.recv().await.is_none() {
+                    return;
+                }
+                s.write_all(part).await.unwrap();
+            }
         });
         let r = Client::new(Duration::from_secs(5))
             .post(&url, &HeaderMap::new(), b"")
             .await
             .unwrap();
-        let mut body = r.body;
+        (r.body, go)
+    }
+
+    #[tokio::test]
+    async fn a_stream_waiting_for_its_next_event_holds_no_read_buffer() {
+        let (mut body, go) = paced(vec![
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: x\n\n\r\n",
+            b"9\r\ndata: y\n\n\r\n0\r\n\r\n",
+        ])
+        .await;
         let first = body.next().await.unwrap().unwrap();
         assert_eq!(&first[..], b"data: x\n\n");
         // Nothing more has come: the next read waits with no buffer.
         let waiting = futures_util::poll!(body.next());
         assert!(waiting.is_pending());
         assert_eq!(body.buffered_capacity(), 0);
-        tx.send(()).unwrap();
+        go.send(()).await.unwrap();
         assert_eq!(read_all(body).await, (b"data: y\n\n".to_vec(), None));
     }
 
@@ -561,37 +571,22 @@ mod tests {
         // Each event is read on its own, as a stream paced by its upstream
         // is: after a read shorter than its room, the next poll must wait
         // for the socket, not ask the kernel and hear EAGAIN.
-        let (go_tx, mut go_rx) = tokio::sync::mpsc::channel::<()>(1);
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: url::Url = format!("http://{}/", l.local_addr().unwrap())
-            .parse()
-            .unwrap();
-        tokio::spawn(async move {
-            let (mut s, _) = l.accept().await.unwrap();
-            let mut b = [0u8; 1024];
-            let _ = s.read(&mut b).await.unwrap();
-            s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-                .await
-                .unwrap();
-            for _ in 0..3 {
-                go_rx.recv().await.unwrap();
-                s.write_all(b"9\r\ndata: x\n\n\r\n").await.unwrap();
-            }
-            go_rx.recv().await.unwrap();
-            s.write_all(b"0\r\n\r\n").await.unwrap();
-        });
-        let r = Client::new(Duration::from_secs(5))
-            .post(&url, &HeaderMap::new(), b"")
-            .await
-            .unwrap();
-        let mut body = r.body;
+        let event: &[u8] = b"9\r\ndata: x\n\n\r\n";
+        let (mut body, go) = paced(vec![
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+            event,
+            event,
+            event,
+            b"0\r\n\r\n",
+        ])
+        .await;
         for _ in 0..3 {
-            go_tx.send(()).await.unwrap();
+            go.send(()).await.unwrap();
             let event = body.next().await.unwrap().unwrap();
             assert_eq!(&event[..], b"data: x\n\n");
             assert!(futures_util::poll!(body.next()).is_pending());
         }
-        go_tx.send(()).await.unwrap();
+        go.send(()).await.unwrap();
         assert!(body.next().await.is_none());
         assert_eq!(body.empty_reads(), 0);
     }
