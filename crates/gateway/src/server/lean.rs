@@ -107,9 +107,10 @@ pub(super) enum Ended {
     /// Written whole; the connection may serve more requests, starting with
     /// the bytes the client sent meanwhile.
     KeepAlive(Bytes),
-    /// The connection is done: the client asked, left, the response had no
-    /// length, or its body failed (then the connection is cut without the
-    /// last chunk, as hyper does, so the client sees the failure).
+    /// The connection is done: the client asked, or left, or the body
+    /// failed or did not match its length (then the connection is cut
+    /// without the last chunk, as hyper does, so the client sees the
+    /// failure).
     Close,
 }
 
