@@ -144,7 +144,7 @@ where
         Framing::Chunked
     };
     let head = write_head(parts.status, &parts.headers, framing, close);
-    if write_all(io, &[&head]).await.is_err() {
+    if write_all(io, [&head]).await.is_err() {
         return Ended::Close;
     }
     drop(head);
@@ -196,7 +196,7 @@ where
                     Framing::Chunked => {
                         let mut line = [0u8; 18];
                         let size = chunk_size_line(data.len(), &mut line);
-                        write_all(io, &[size, &data, b"\r\n"]).await
+                        write_all(io, [size, &data, b"\r\n"]).await
                     }
                     _ => {
                         // More than the length said is not sent: cut.
@@ -205,7 +205,7 @@ where
                             return Ended::Close;
                         }
                         left -= n;
-                        write_all(io, &[&data]).await
+                        write_all(io, [&data]).await
                     }
                 };
                 if written.is_err() {
@@ -217,7 +217,7 @@ where
         }
     }
     match framing {
-        Framing::Chunked if write_all(io, &[b"0\r\n\r\n"]).await.is_err() => {
+        Framing::Chunked if write_all(io, [b"0\r\n\r\n"]).await.is_err() => {
             return Ended::Close;
         }
         Framing::Chunked => {}
@@ -306,46 +306,22 @@ fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// `{size:x}\r\n` in `buf`.
 fn chunk_size_line(size: usize, buf: &mut [u8; 18]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut n = size;
-    let mut k = digits.len();
-    loop {
-        k -= 1;
-        if let (Some(d), Some(h)) = (digits.get_mut(k), HEX.get(n & 0xf)) {
-            *d = *h;
-        }
-        n >>= 4;
-        if n == 0 || k == 0 {
-            break;
-        }
-    }
-    let hex = digits.get(k..).unwrap_or_default();
-    let len = hex.len();
-    if let Some(dst) = buf.get_mut(..len) {
-        dst.copy_from_slice(hex);
-    }
-    if let Some(dst) = buf.get_mut(len..len + 2) {
-        dst.copy_from_slice(b"\r\n");
-    }
-    buf.get(..len + 2).unwrap_or_default()
+    use std::io::Write as _;
+    let mut rest = &mut buf[..];
+    // 16 hex digits and CRLF at most: it fits.
+    let _ = write!(rest, "{size:x}\r\n");
+    let written = 18 - rest.len();
+    buf.get(..written).unwrap_or_default()
 }
 
 /// Writes every byte of `parts`, in as few writes as the socket allows, then
 /// flushes (a TLS stream holds what it was given until then).
-async fn write_all<I: AsyncWrite + Unpin>(io: &mut I, parts: &[&[u8]]) -> io::Result<()> {
-    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(0);
-    let mut fixed = [IoSlice::new(&[]); 3];
-    let bufs: &mut [IoSlice<'_>] = if parts.len() <= fixed.len() {
-        for (slot, p) in fixed.iter_mut().zip(parts) {
-            *slot = IoSlice::new(p);
-        }
-        fixed.get_mut(..parts.len()).unwrap_or_default()
-    } else {
-        slices.extend(parts.iter().map(|p| IoSlice::new(p)));
-        &mut slices
-    };
-    let mut bufs = bufs;
+async fn write_all<I: AsyncWrite + Unpin, const N: usize>(
+    io: &mut I,
+    parts: [&[u8]; N],
+) -> io::Result<()> {
+    let mut slices = parts.map(IoSlice::new);
+    let mut bufs = &mut slices[..];
     while bufs.iter().any(|b| !b.is_empty()) {
         let n = io.write_vectored(bufs).await?;
         if n == 0 {

@@ -1022,9 +1022,9 @@ where
 }
 
 /// A response of `transport` with what arrives on `rx` (already in that
-/// form: the demo agent's and a resumed stream's follower's); once `rx` ends, a set `abort` ends the body with an error instead of
-/// cleanly (hyper then breaks off the connection, or resets the HTTP/2
-/// stream).
+/// form: the demo agent's and a resumed stream's follower's); once `rx`
+/// ends, a set `abort` ends the body with an error instead of cleanly
+/// (hyper then breaks off the connection, or resets the HTTP/2 stream).
 fn sse_body(
     rx: mpsc::Receiver<Bytes>,
     abort: Option<Arc<AtomicBool>>,
