@@ -5,14 +5,16 @@
 //! `resume = false` has no log: none of this runs for its streams.
 //!
 //! Each entry holds the client's event as sent and, beside it, the core
-//! steps its encoder was given (`core`, JSON of [`Step`]s: the shaped events
+//! steps its encoder was given (`core`, [`Step`]s: the shaped events
 //! whose encoding ended in that event, the stream's end or failure); steps
 //! that wrote nothing (dropped by the dialect) go with the next event, or in
 //! an entry of their own that is never sent. A follower replays the steps
 //! into an encoder of the client's dialect to know what the client has open,
 //! and builds a snapshot from them: it never decodes the gateway's own
-//! output. Cost: each event is stored about twice (its bytes, and its core
-//! event as JSON, about as large), and both count towards the log's caps.
+//! output. The steps are JSON, but for deltas, the most of a stream, which
+//! are kept in a compact form about half their event's size
+//! ([`babelgate_core::journal::write_log_steps`]). Both parts count towards
+//! the log's caps.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,18 +114,18 @@ impl Recorder {
         if !steps.is_sorted_by_key(group) {
             steps.sort_by_key(group);
         }
-        // One copy of the chunk, each logged event a slice of it, the core
-        // events of all of them written into one buffer, sliced alike, and
-        // one store call for them all: an upstream read often holds many
-        // events, and an allocation or two per event was a cost of its own.
+        // One copy of the chunk's events, each followed by its core events:
+        // one allocation (and one shared count) a chunk, each entry a slice
+        // of it, and one store call for them all: an upstream read often
+        // holds many events, and an allocation or two per event was a cost
+        // of its own.
         let mut ids = Vec::new();
         if !events.is_empty() || !steps.is_empty() {
-            // The core events are written into the recorder's own room, then
-            // copied once, beside the chunk, into one buffer of their size:
-            // one allocation (and one shared count) a chunk for both parts
-            // of its entries, which the log keeps as long as the run. A
-            // buffer grown in place, or sized by a guess, would be
-            // reallocated or keep its spare room that long.
+            // The core events are written into the recorder's own room
+            // first, then copied once, each beside its event, into one buffer
+            // of their size, which the log keeps as long as the run. A buffer
+            // grown in place, or sized by a guess, would be reallocated or
+            // keep its spare room that long.
             let mut json = std::mem::take(&mut self.json);
             json.clear();
             let mut cores = Vec::with_capacity(events.len() + 1);
@@ -134,29 +136,51 @@ impl Recorder {
                 rest = later;
                 cores.push(write_steps(mine, &mut json));
             }
-            let mut both = Vec::with_capacity(bytes.len() + json.len());
-            both.extend_from_slice(bytes);
-            both.extend_from_slice(&json);
+            let span_of = |k: usize| {
+                events
+                    .get(k)
+                    .and_then(|&i| spans.get(i))
+                    .and_then(|s| bytes.get(s.range.clone()))
+            };
+            let core_of = |k: usize| cores.get(k).cloned().flatten().and_then(|r| json.get(r));
+            let mut both = Vec::with_capacity(
+                events
+                    .iter()
+                    .filter_map(|&i| spans.get(i))
+                    .map(|s| s.range.len())
+                    .sum::<usize>()
+                    + json.len(),
+            );
+            // Each entry's event ends at `split`, its core part at `end`.
+            let mut parts = Vec::with_capacity(events.len() + 1);
+            for k in 0..=events.len() {
+                let event = span_of(k);
+                let core = core_of(k);
+                if event.is_none() && core.is_none() {
+                    continue;
+                }
+                let start = both.len();
+                both.extend_from_slice(event.unwrap_or_default());
+                let split = both.len();
+                both.extend_from_slice(core.unwrap_or_default());
+                parts.push((start, split, both.len(), core.is_some()));
+            }
             self.json = json;
             let chunk = Bytes::from(both);
-            let json = chunk.slice(bytes.len()..);
-            let core_of =
-                |r: Option<&Option<Range<usize>>>| r.cloned().flatten().map(|r| json.slice(r));
-            let mut entries: Vec<Entry> = Vec::with_capacity(events.len() + 1);
-            for (k, &i) in events.iter().enumerate() {
-                if let Some(s) = spans.get(i) {
-                    entries.push(Entry {
-                        data: chunk.slice(s.range.clone()),
-                        core: core_of(cores.get(k)),
-                    });
+            // A chunk of one entry (an event a read, as a paced stream
+            // gets) is moved in whole: a slice or a clone would make it a
+            // shared buffer, with a count allocated beside it.
+            let entries: Vec<Entry> = match parts[..] {
+                [(0, split, end, has_core)] if end == chunk.len() => {
+                    vec![Entry::joined(chunk, split, has_core)]
                 }
-            }
-            if let Some(core) = core_of(cores.get(events.len())) {
-                entries.push(Entry {
-                    data: Bytes::new(),
-                    core: Some(core),
-                });
-            }
+                _ => parts
+                    .into_iter()
+                    .map(|(start, split, end, has_core)| {
+                        Entry::joined(chunk.slice(start..end), split - start, has_core)
+                    })
+                    .collect(),
+            };
             ids.reserve(entries.len());
             if let Err(e) = writer.append_entries(entries, &mut ids).await {
                 tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
@@ -246,14 +270,14 @@ impl Drop for FollowerSlot {
     }
 }
 
-/// Appends the steps' JSON to `json`: where it is, none for no steps (or
+/// Appends the steps, in the log's form, to `json`: where it is, none for no steps (or
 /// steps that could not be written, left out whole).
 fn write_steps(steps: &[Noted], json: &mut Vec<u8>) -> Option<Range<usize>> {
     if steps.is_empty() {
         return None;
     }
     let start = json.len();
-    match babelgate_core::journal::write_steps_of(steps.iter().map(|n| &n.step), json) {
+    match babelgate_core::journal::write_log_steps(steps.iter().map(|n| &n.step), json) {
         Ok(()) => Some(start..json.len()),
         Err(e) => {
             json.truncate(start);
@@ -268,7 +292,7 @@ fn read_steps(core: Option<&Bytes>) -> Vec<Step> {
     let Some(core) = core else {
         return Vec::new();
     };
-    serde_json::from_slice(core).unwrap_or_else(|e| {
+    babelgate_core::journal::read_log_steps(core).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "unreadable core events in the run log");
         Vec::new()
     })

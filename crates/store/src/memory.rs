@@ -780,8 +780,8 @@ impl Reader {
             for (id, entry) in run.entries.iter_from(from).take(READ_BATCH) {
                 self.pending.push_back(Ok(LogItem::Event {
                     id: *id,
-                    data: entry.data.clone(),
-                    core: entry.core.clone(),
+                    data: entry.event(),
+                    core: entry.core(),
                 }));
                 self.cursor = Some(*id);
             }

@@ -658,7 +658,7 @@ impl RunLog for RedisStore {
         let lost_ms = inner.lost_ms().to_string();
         let cores: Vec<u8> = data
             .iter()
-            .map(|d| if d.core.is_some() { b'1' } else { b'0' })
+            .map(|d| if d.core_bytes().is_some() { b'1' } else { b'0' })
             .collect();
         let mut args: Vec<&[u8]> = Vec::with_capacity(4 + 2 * data.len());
         args.extend([
@@ -668,8 +668,8 @@ impl RunLog for RedisStore {
             &cores[..],
         ]);
         for d in &data {
-            args.push(&d.data[..]);
-            args.push(d.core.as_deref().unwrap_or_default());
+            args.push(d.event_bytes());
+            args.push(d.core_bytes().unwrap_or_default());
         }
         let answer: Value = inner
             .script(&inner.scripts.append, &[&log, &meta, &lease], &args)

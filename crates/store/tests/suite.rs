@@ -997,10 +997,7 @@ async fn caps_drop_the_oldest_entries_and_readers_are_told(kind: Kind) {
 }
 
 fn entry(data: &str, core: Option<&str>) -> Entry {
-    Entry {
-        data: ev(data),
-        core: core.map(ev),
-    }
+    Entry::new(ev(data), core.map(ev))
 }
 
 /// Each entry comes back with its bytes exactly and its core part as
@@ -1015,10 +1012,7 @@ async fn entries_keep_their_core_part_beside_the_bytes(kind: Kind) {
         entry("data: a\n\n", Some("[{\"kind\":\"a\"}]")),
         entry("data: b\n\n", None),
         entry("", Some("[{\"kind\":\"dropped\"}]")),
-        Entry {
-            data: ev("data: c\n\n"),
-            core: Some(binary.clone()),
-        },
+        Entry::new(ev("data: c\n\n"), Some(binary.clone())),
         entry("data: d\n\n", Some("")),
     ];
     let mut ids = Vec::new();
@@ -1056,8 +1050,8 @@ async fn entries_keep_their_core_part_beside_the_bytes(kind: Kind) {
             .skip(from)
             .map(|(e, id)| LogItem::Event {
                 id: *id,
-                data: e.data.clone(),
-                core: e.core.clone(),
+                data: e.event(),
+                core: e.core(),
             })
             .chain([
                 LogItem::Event {

@@ -27,12 +27,24 @@ use babelgate_store::{Bytes, Entry, EventId, RedisConfig, RunOutcome, RunWriter,
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// A Vercel text delta as the gateway sends it, and a core part of the
-/// core part the gateway logs beside it (as read back from a babelgate log
-/// in Redis, loadgen's workload).
+/// A Vercel text delta as the gateway sends it (loadgen's workload).
 const DATA: &[u8] =
     b"data: {\"type\":\"text-delta\",\"id\":\"m1\",\"delta\":\"@1764030000000000;xxxxxxxx\"}\n\n";
-const CORE: &[u8] = b"[{\"event\":{\"kind\":\"text_delta\",\"message_id\":\"m1\",\"delta\":\"@1764030000000000;xxxxxxxx\",\"origin\":\"ag-ui\"}}]";
+
+/// The core part the gateway logs beside [`DATA`], written as it writes it.
+fn core_part() -> Vec<u8> {
+    use babelgate_core::journal::{write_log_steps, Step};
+    use babelgate_core::{Dialect, Event, EventKind};
+    let mut ev = Event::new(EventKind::TextDelta {
+        message_id: "m1".into(),
+        delta: "@1764030000000000;xxxxxxxx".into(),
+    });
+    ev.origin = Some(Dialect::AgUi);
+    let mut out = Vec::new();
+    // A delta without extras: always written.
+    let _ = write_log_steps(&[Step::Event(Box::new(ev))], &mut out);
+    out
+}
 
 struct Opts {
     backend: String,
@@ -171,17 +183,15 @@ async fn run(o: Opts) -> Result<String, String> {
                     .map_err(|e| e.to_string())?;
             let mut calls: Vec<u32> = Vec::with_capacity(per_run / batch + 1);
             let mut ids: Vec<EventId> = Vec::with_capacity(batch);
-            let data = Bytes::from_static(DATA);
-            let core = Bytes::from_static(CORE);
+            // One buffer, the event then its core part, as the gateway
+            // logs them.
+            let both = Bytes::from([DATA, &core_part()].concat());
             let mut left = per_run;
             while left > 0 {
                 let n = left.min(batch);
                 left -= n;
                 let entries: Vec<Entry> = (0..n)
-                    .map(|_| Entry {
-                        data: data.clone(),
-                        core: Some(core.clone()),
-                    })
+                    .map(|_| Entry::joined(both.clone(), DATA.len(), true))
                     .collect();
                 ids.clear();
                 let t = Instant::now();
@@ -221,7 +231,7 @@ async fn run(o: Opts) -> Result<String, String> {
         "events_per_run": per_run,
         "batch": batch,
         "events": o.runs * per_run,
-        "entry_bytes": DATA.len() + CORE.len(),
+        "entry_bytes": DATA.len() + core_part().len(),
         "wall_s": wall,
         "events_per_s": events / wall,
         "client_cpu_s": self_cpu,
