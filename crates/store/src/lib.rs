@@ -128,6 +128,7 @@
 #![forbid(unsafe_code)]
 
 mod blocks;
+mod flag;
 pub mod board;
 pub mod limits;
 mod memory;

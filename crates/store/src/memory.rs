@@ -10,6 +10,7 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
 use crate::blocks::Blocks;
+use crate::flag::Flag;
 use crate::{
     ConversationStore, Entry, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
     RunStatus, StoreError, MIN_RETENTION,
@@ -222,7 +223,7 @@ struct Run {
     /// When the whole run is forgotten.
     expires: Instant,
     /// Set by a stop request; the owner waits on it (no polling).
-    stop: watch::Sender<bool>,
+    stop: Arc<Flag>,
     /// Bumped on every change readers care about; dropped with the run.
     /// Made for the first reader: most runs never have one, and a channel
     /// is about 400 bytes an open stream would hold for nothing.
@@ -465,7 +466,7 @@ impl RunLog for MemoryRunLog {
                 state: State::Running,
                 lease_until: now + lease,
                 expires: now + lease + sh.lost_retention,
-                stop: watch::channel(false).0,
+                stop: Arc::default(),
                 changed: None,
             },
         );
@@ -696,7 +697,7 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         match runs.get(run_id, Instant::now(), sh.lost_retention) {
             Some(run) if run.state == State::Running => {
-                run.stop.send_replace(true);
+                run.stop.set();
                 Ok(true)
             }
             _ => Ok(false),
@@ -708,7 +709,7 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         Ok(runs
             .get(run_id, Instant::now(), sh.lost_retention)
-            .is_some_and(|r| *r.stop.borrow()))
+            .is_some_and(|r| r.stop.is_set()))
     }
 
     async fn wait_stop(&self, run_id: &str) {
@@ -716,15 +717,13 @@ impl RunLog for MemoryRunLog {
             let sh = &self.shared;
             let mut runs = sh.lock();
             runs.get(run_id, Instant::now(), sh.lost_retention)
-                .map(|r| r.stop.subscribe())
+                .map(|r| r.stop.clone())
         };
-        if let Some(mut stop) = stop {
-            // Err: the run was forgotten; no stop will come.
-            if stop.wait_for(|s| *s).await.is_ok() {
-                return;
-            }
+        match stop {
+            Some(stop) => stop.wait().await,
+            // The run is forgotten: no stop will come.
+            None => std::future::pending::<()>().await,
         }
-        std::future::pending::<()>().await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -12,8 +12,9 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::streams::StreamReadReply;
 use redis::{AsyncConnectionConfig, ErrorKind, RedisError, Script, Value};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
+use crate::flag::Flag;
 use crate::{
     ConversationStore, Entry, EventId, LogItem, Message, RedisConfig, RunInfo, RunLog, RunOutcome,
     RunStatus, StoreError, MIN_RETENTION,
@@ -212,7 +213,7 @@ struct Inner {
 #[derive(Default)]
 struct StopHub {
     /// Run id -> its waiters; an entry goes with its last waiter.
-    waiting: std::sync::Mutex<HashMap<String, watch::Sender<bool>>>,
+    waiting: std::sync::Mutex<HashMap<String, Arc<Flag>>>,
     /// Set once the subscriber runs; dropping it (with the hub) ends it.
     closer: std::sync::Mutex<Option<oneshot::Sender<()>>>,
     /// How many times the subscription was established.
@@ -220,26 +221,26 @@ struct StopHub {
 }
 
 impl StopHub {
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Flag>>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn follow(self: &Arc<Self>, run_id: &str) -> StopWait {
-        let rx = self
+        let flag = self
             .waiting()
             .entry(run_id.to_string())
-            .or_insert_with(|| watch::channel(false).0)
-            .subscribe();
+            .or_default()
+            .clone();
         StopWait {
             hub: self.clone(),
             run_id: run_id.to_string(),
-            rx: Some(rx),
+            flag: Some(flag),
         }
     }
 
     fn fire(&self, run_id: &str) {
-        if let Some(tx) = self.waiting().get(run_id) {
-            tx.send_replace(true);
+        if let Some(flag) = self.waiting().get(run_id) {
+            flag.set();
         }
     }
 
@@ -252,16 +253,18 @@ impl StopHub {
 struct StopWait {
     hub: Arc<StopHub>,
     run_id: String,
-    rx: Option<watch::Receiver<bool>>,
+    flag: Option<Arc<Flag>>,
 }
 
 impl Drop for StopWait {
     fn drop(&mut self) {
-        drop(self.rx.take());
+        drop(self.flag.take());
         let mut waiting = self.hub.waiting();
+        // The map's own count is the last: no waiter is left (a new one
+        // would take this lock to clone it).
         if waiting
             .get(&self.run_id)
-            .is_some_and(|tx| tx.receiver_count() == 0)
+            .is_some_and(|f| Arc::strong_count(f) == 1)
         {
             waiting.remove(&self.run_id);
         }
@@ -871,9 +874,9 @@ impl RunLog for RedisStore {
         let inner = &self.inner;
         // Follow first, then read the flag: a stop published before we
         // followed is in the flag, one after reaches us on the channel.
-        let mut wait = inner.stops.follow(run_id);
+        let wait = inner.stops.follow(run_id);
         inner.start_stop_subscriber();
-        let Some(mut rx) = wait.rx.take() else {
+        let Some(flag) = wait.flag.as_ref() else {
             return;
         };
         let check = async {
@@ -891,13 +894,9 @@ impl RunLog for RedisStore {
                 }
             }
         };
-        let seen = tokio::select! {
-            () = check => true,
-            r = rx.wait_for(|s| *s) => r.is_ok(),
-        };
-        wait.rx = Some(rx);
-        if !seen {
-            std::future::pending::<()>().await;
+        tokio::select! {
+            () = check => {}
+            () = flag.wait() => {}
         }
     }
 

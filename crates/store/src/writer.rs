@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::flag::Flag;
 use crate::{Entry, EventId, RunInfo, RunLog, RunOutcome, StoreError};
 
 /// The pump's handle on a run it proxies.
@@ -24,7 +24,8 @@ use crate::{Entry, EventId, RunInfo, RunLog, RunOutcome, StoreError};
 pub struct RunWriter {
     log: Arc<dyn RunLog>,
     run_id: String,
-    stop: watch::Receiver<bool>,
+    /// Set by the keeper once a stop is requested.
+    stop: Arc<Flag>,
     keeper: JoinHandle<()>,
 }
 
@@ -40,13 +41,13 @@ impl RunWriter {
         lease: Duration,
     ) -> Result<(RunWriter, Option<RunInfo>), StoreError> {
         let previous = log.begin(key, run_id, owner, lease).await?;
-        let (tx, stop) = watch::channel(false);
+        let stop = Arc::new(Flag::default());
         let keeper = tokio::spawn(keep(
             log.clone(),
             run_id.to_string(),
             owner.to_string(),
             lease,
-            tx,
+            stop.clone(),
         ));
         let writer = RunWriter {
             log,
@@ -87,7 +88,7 @@ impl RunWriter {
 
     /// Whether a stop was requested (as learnt so far).
     pub fn is_stop_requested(&self) -> bool {
-        *self.stop.borrow()
+        self.stop.is_set()
     }
 
     /// Resolves once a stop is requested; pending forever otherwise.
@@ -99,13 +100,10 @@ impl RunWriter {
     /// [`stop_requested`](Self::stop_requested) as a future of its own,
     /// made once for a stream's whole life rather than once per read.
     pub fn stop_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let mut stop = self.stop.clone();
-        async move {
-            if stop.wait_for(|s| *s).await.is_err() {
-                // The keeper gave up (run no longer running): never resolve.
-                std::future::pending::<()>().await;
-            }
-        }
+        // A keeper that gave up (run no longer running) never sets it:
+        // then this never resolves.
+        let stop = self.stop.clone();
+        async move { stop.wait().await }
     }
 
     /// Ends the run (see [`RunLog::end`]) and stops the background task.
@@ -126,7 +124,7 @@ async fn keep(
     run_id: String,
     owner: String,
     lease: Duration,
-    stop: watch::Sender<bool>,
+    stop: Arc<Flag>,
 ) {
     let renew_every = (lease / 3).max(Duration::from_millis(10));
     // After a failed renewal (backend unreachable), try again sooner.
@@ -139,7 +137,7 @@ async fn keep(
         tokio::select! {
             () = &mut stop_wait, if !stopped => {
                 stopped = true;
-                stop.send_replace(true);
+                stop.set();
             }
             () = tokio::time::sleep_until(next_renew) => {
                 match log.renew(&run_id, &owner, lease).await {
