@@ -748,9 +748,15 @@ mod tests {
         use babelgate_store::{MemoryConfig, MemoryRunLog};
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
         let lease = Duration::from_secs(60);
-        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", lease)
-            .await
-            .unwrap();
+        let (writer, _) = RunWriter::begin(
+            &babelgate_store::Leases::new(log.clone()),
+            "k",
+            "r1",
+            "me",
+            lease,
+        )
+        .await
+        .unwrap();
         let mut rec = Recorder::new(writer, Duration::from_secs(1));
         let mut client = Vec::new();
         let mut sink = Sink::new();
@@ -832,9 +838,15 @@ mod tests {
     async fn steps_out_of_order_go_with_their_events() {
         use babelgate_store::{MemoryConfig, MemoryRunLog};
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
-            .await
-            .unwrap();
+        let (writer, _) = RunWriter::begin(
+            &babelgate_store::Leases::new(log.clone()),
+            "k",
+            "r1",
+            "me",
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
         let mut rec = Recorder::new(writer, Duration::from_secs(1));
         let mut sink = Sink::new();
         sink.data("1");

@@ -89,6 +89,8 @@ impl Routes {
 pub struct Gateway {
     routes: ArcSwap<Routes>,
     stores: Stores,
+    /// The leases of the runs this instance writes, renewed by one task.
+    leases: babelgate_store::Leases,
     /// This instance, as the owner of the runs it proxies.
     owner: String,
     metrics: Arc<Metrics>,
@@ -145,6 +147,7 @@ impl Gateway {
             telemetry,
             limits: Limits::new(limiter, metrics.clone()),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
+            leases: babelgate_store::Leases::new(stores.runs.clone()),
             stores,
             owner,
             metrics,

@@ -128,8 +128,8 @@
 #![forbid(unsafe_code)]
 
 mod blocks;
-mod flag;
 pub mod board;
+mod flag;
 pub mod limits;
 mod memory;
 mod redis_store;
@@ -149,7 +149,7 @@ pub use board::{CaptureBoard, RedisBoard};
 pub use limits::{limiter, Limiter, MemoryLimiter, RedisLimiter};
 pub use memory::{MemoryConversationStore, MemoryRunLog};
 pub use redis_store::RedisStore;
-pub use writer::RunWriter;
+pub use writer::{Leases, RunWriter};
 
 /// Retentions shorter than this are raised to it, so readers following a run
 /// still see its end.

@@ -1,32 +1,193 @@
-//! The owner's side of one run: appends, with the lease renewed and stop
-//! requests watched in the background.
+//! The owner's side of runs: appends, with every lease this process holds
+//! renewed from one task, and stop requests waited on by the writer's own
+//! stream.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::task::JoinHandle;
+use futures_util::StreamExt;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::flag::Flag;
 use crate::{Entry, EventId, RunInfo, RunLog, RunOutcome, StoreError};
 
+/// Renewals of one backend at once (Redis: that many round trips in
+/// flight).
+const RENEW_AT_ONCE: usize = 32;
+
+/// The leases this process holds on one backend, renewed by one background
+/// task (started with the first run): each run's lease every `lease / 3`,
+/// sooner after a failed renewal (backend unreachable), until the run ends,
+/// its writer is dropped or the backend says the run no longer runs.
+///
+/// Why one task and not one per run: an open stream with a log held a
+/// task, a timer and their futures, about 700 bytes, to wake every few
+/// seconds; here it holds an entry of a map. Renewals due about together
+/// are made together.
+#[derive(Clone)]
+pub struct Leases {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    log: Arc<dyn RunLog>,
+    held: Mutex<HashMap<String, Held>>,
+    /// A run was added (or the last handle went): the task looks again.
+    added: Arc<Notify>,
+    /// The task was started (on the first run, within a runtime).
+    started: std::sync::Once,
+}
+
+struct Held {
+    owner: String,
+    lease: Duration,
+    /// When the lease is next renewed.
+    due: Instant,
+}
+
+impl Held {
+    fn every(&self) -> Duration {
+        (self.lease / 3).max(Duration::from_millis(10))
+    }
+}
+
+impl Leases {
+    pub fn new(log: Arc<dyn RunLog>) -> Self {
+        Leases {
+            inner: Arc::new(Inner {
+                log,
+                held: Mutex::new(HashMap::new()),
+                added: Arc::new(Notify::new()),
+                started: std::sync::Once::new(),
+            }),
+        }
+    }
+
+    pub fn log(&self) -> &Arc<dyn RunLog> {
+        &self.inner.log
+    }
+
+    /// Runs whose leases are held (for tests and metrics).
+    pub fn held(&self) -> usize {
+        self.inner.lock().len()
+    }
+
+    fn hold(&self, run_id: &str, owner: &str, lease: Duration) {
+        let mut held = Held {
+            owner: owner.to_string(),
+            lease,
+            due: Instant::now(),
+        };
+        held.due += held.every();
+        self.inner.lock().insert(run_id.to_string(), held);
+        let (weak, added) = (Arc::downgrade(&self.inner), self.inner.added.clone());
+        self.inner
+            .started
+            .call_once(|| drop(tokio::spawn(keep(weak, added))));
+        self.inner.added.notify_one();
+    }
+
+    fn release(&self, run_id: &str) {
+        self.inner.lock().remove(run_id);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The task may wait for a run that will never come: it ends now.
+        self.added.notify_one();
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The renewing task: wakes when the first lease is due, renews every lease
+/// due within a quarter of its period (early rather than one wake each),
+/// and ends with the last [`Leases`] handle.
+async fn keep(inner: Weak<Inner>, added: Arc<Notify>) {
+    loop {
+        // Registered before the map is read: a run added meanwhile wakes it.
+        let added = added.notified();
+        tokio::pin!(added);
+        added.as_mut().enable();
+        let Some(this) = inner.upgrade() else { return };
+        let now = Instant::now();
+        let (due, next) = {
+            let held = this.lock();
+            let mut due = Vec::new();
+            let mut next: Option<Instant> = None;
+            for (id, h) in held.iter() {
+                if h.due <= now + h.every() / 4 {
+                    due.push((id.clone(), h.owner.clone(), h.lease));
+                } else {
+                    next = Some(next.map_or(h.due, |n| n.min(h.due)));
+                }
+            }
+            (due, next)
+        };
+        let renewed: Vec<_> = futures_util::stream::iter(due)
+            .map(|(id, owner, lease)| {
+                let log = this.log.clone();
+                async move {
+                    let r = log.renew(&id, &owner, lease).await;
+                    (id, r)
+                }
+            })
+            .buffer_unordered(RENEW_AT_ONCE)
+            .collect()
+            .await;
+        let mut next = next;
+        if !renewed.is_empty() {
+            let now = Instant::now();
+            let mut held = this.lock();
+            for (id, r) in renewed {
+                let Some(h) = held.get_mut(&id) else { continue };
+                match r {
+                    Ok(()) => h.due = now + h.every(),
+                    // The run ended or was lost: nothing to keep.
+                    Err(StoreError::NotRunning(_) | StoreError::UnknownRun(_)) => {
+                        held.remove(&id);
+                        continue;
+                    }
+                    // The backend is unreachable: again sooner.
+                    Err(_) => h.due = now + (h.every() / 4).max(Duration::from_millis(10)),
+                }
+                next = Some(next.map_or(h.due, |n| n.min(h.due)));
+            }
+        }
+        drop(this);
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = added => {}
+                }
+            }
+            None => added.await,
+        }
+    }
+}
+
 /// The pump's handle on a run it proxies.
 ///
-/// [`RunWriter::begin`] begins the run and starts a background task that
-/// renews the lease every `lease / 3` and waits for a stop request
-/// ([`RunLog::wait_stop`]: no polling). [`RunWriter::end`] ends the run;
-/// dropping the writer without ending it stops the renewals, so the run is
-/// reported lost once the lease runs out. Renewal failures while the backend
-/// is unreachable are retried on the next tick; if the lease runs out in the
-/// meantime the run is lost and `append` fails with
+/// [`RunWriter::begin`] begins the run and hands its lease to [`Leases`].
+/// [`RunWriter::end`] ends the run; dropping the writer without ending it
+/// stops the renewals, so the run is reported lost once the lease runs out.
+/// Renewal failures while the backend is unreachable are retried; if the
+/// lease runs out in the meantime the run is lost and `append` fails with
 /// [`StoreError::NotRunning`].
 pub struct RunWriter {
-    log: Arc<dyn RunLog>,
+    leases: Leases,
     run_id: String,
-    /// Set by the keeper once a stop is requested.
+    /// Set once [`RunWriter::stop_signal`]'s future saw a stop request.
     stop: Arc<Flag>,
-    keeper: JoinHandle<()>,
 }
 
 impl RunWriter {
@@ -34,26 +195,18 @@ impl RunWriter {
     /// returns the writer and the run that was running for `key` before, if
     /// any. Must be called within a Tokio runtime.
     pub async fn begin(
-        log: Arc<dyn RunLog>,
+        leases: &Leases,
         key: &str,
         run_id: &str,
         owner: &str,
         lease: Duration,
     ) -> Result<(RunWriter, Option<RunInfo>), StoreError> {
-        let previous = log.begin(key, run_id, owner, lease).await?;
-        let stop = Arc::new(Flag::default());
-        let keeper = tokio::spawn(keep(
-            log.clone(),
-            run_id.to_string(),
-            owner.to_string(),
-            lease,
-            stop.clone(),
-        ));
+        let previous = leases.log().begin(key, run_id, owner, lease).await?;
+        leases.hold(run_id, owner, lease);
         let writer = RunWriter {
-            log,
+            leases: leases.clone(),
             run_id: run_id.to_string(),
-            stop,
-            keeper,
+            stop: Arc::default(),
         };
         Ok((writer, previous))
     }
@@ -62,9 +215,13 @@ impl RunWriter {
         &self.run_id
     }
 
+    fn log(&self) -> &Arc<dyn RunLog> {
+        self.leases.log()
+    }
+
     /// Appends one SSE event; returns its id (see [`RunLog::append`]).
     pub async fn append(&self, data: Bytes) -> Result<EventId, StoreError> {
-        self.log.append(&self.run_id, data).await
+        self.log().append(&self.run_id, data).await
     }
 
     /// Appends several SSE events (see [`RunLog::append_batch`]).
@@ -73,7 +230,7 @@ impl RunWriter {
         data: Vec<Bytes>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
-        self.log.append_batch(&self.run_id, data, ids).await
+        self.log().append_batch(&self.run_id, data, ids).await
     }
 
     /// Appends entries, client bytes with their core part (see
@@ -83,10 +240,11 @@ impl RunWriter {
         entries: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
-        self.log.append_entries(&self.run_id, entries, ids).await
+        self.log().append_entries(&self.run_id, entries, ids).await
     }
 
-    /// Whether a stop was requested (as learnt so far).
+    /// Whether a stop was requested, as a [`stop_signal`](Self::stop_signal)
+    /// future of this writer learnt it.
     pub fn is_stop_requested(&self) -> bool {
         self.stop.is_set()
     }
@@ -98,54 +256,83 @@ impl RunWriter {
     }
 
     /// [`stop_requested`](Self::stop_requested) as a future of its own,
-    /// made once for a stream's whole life rather than once per read.
+    /// made once for a stream's whole life rather than once per read
+    /// ([`RunLog::wait_stop`]: no polling).
     pub fn stop_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        // A keeper that gave up (run no longer running) never sets it:
-        // then this never resolves.
+        let log = self.log().clone();
+        let run_id = self.run_id.clone();
         let stop = self.stop.clone();
-        async move { stop.wait().await }
+        async move {
+            if !stop.is_set() {
+                log.wait_stop(&run_id).await;
+                stop.set();
+            }
+        }
     }
 
-    /// Ends the run (see [`RunLog::end`]) and stops the background task.
+    /// Ends the run (see [`RunLog::end`]) and stops its renewals.
     pub async fn end(self, outcome: RunOutcome, retention: Duration) -> Result<(), StoreError> {
-        self.keeper.abort();
-        self.log.end(&self.run_id, outcome, retention).await
+        self.leases.release(&self.run_id);
+        self.log().end(&self.run_id, outcome, retention).await
     }
 }
 
 impl Drop for RunWriter {
     fn drop(&mut self) {
-        self.keeper.abort();
+        self.leases.release(&self.run_id);
     }
 }
 
-async fn keep(
-    log: Arc<dyn RunLog>,
-    run_id: String,
-    owner: String,
-    lease: Duration,
-    stop: Arc<Flag>,
-) {
-    let renew_every = (lease / 3).max(Duration::from_millis(10));
-    // After a failed renewal (backend unreachable), try again sooner.
-    let retry = (renew_every / 4).max(Duration::from_millis(10));
-    let mut next_renew = Instant::now() + renew_every;
-    let stop_wait = log.wait_stop(&run_id);
-    tokio::pin!(stop_wait);
-    let mut stopped = false;
-    loop {
-        tokio::select! {
-            () = &mut stop_wait, if !stopped => {
-                stopped = true;
-                stop.set();
-            }
-            () = tokio::time::sleep_until(next_renew) => {
-                match log.renew(&run_id, &owner, lease).await {
-                    Ok(()) => next_renew = Instant::now() + renew_every,
-                    Err(StoreError::NotRunning(_) | StoreError::UnknownRun(_)) => return,
-                    Err(_) => next_renew = Instant::now() + retry,
-                }
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MemoryConfig, MemoryRunLog, RunStatus};
+
+    /// One task keeps many runs' leases: every run is still running after
+    /// several leases; an ended and a dropped writer leave the map (the
+    /// dropped one's run is lost once its lease runs out); the task ends
+    /// with the last handle, and no task is made per run.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_task_renews_every_run_and_ends_with_the_last_handle() {
+        const LEASE: Duration = Duration::from_millis(300);
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
+        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let before = tasks();
+        let leases = Leases::new(log.clone());
+        let mut writers = Vec::new();
+        for i in 0..20 {
+            let run = format!("r{i}");
+            let (w, _) = RunWriter::begin(&leases, &format!("k{i}"), &run, "me", LEASE)
+                .await
+                .unwrap();
+            writers.push(w);
+        }
+        assert_eq!(tasks(), before + 1, "one task for all the runs");
+        assert_eq!(leases.held(), 20);
+        tokio::time::sleep(LEASE * 4).await;
+        for i in 0..20 {
+            let info = log.info(&format!("r{i}")).await.unwrap().unwrap();
+            assert!(info.is_running(), "r{i} kept");
+        }
+        let dropped = writers.pop().unwrap();
+        drop(dropped);
+        let ended = writers.pop().unwrap();
+        ended.end(RunOutcome::Completed, LEASE).await.unwrap();
+        assert_eq!(leases.held(), 18);
+        tokio::time::sleep(LEASE * 2).await;
+        let status = |id: &str| {
+            let log = log.clone();
+            let id = id.to_string();
+            async move { log.info(&id).await.unwrap().map(|i| i.status) }
+        };
+        assert_eq!(status("r19").await, Some(RunStatus::Lost));
+        assert_eq!(status("r17").await, Some(RunStatus::Running));
+        drop(writers);
+        drop(leases);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while tasks() > before {
+            assert!(Instant::now() < deadline, "the renewing task never ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use babelgate_core::Role;
 use babelgate_store::{
-    BoxStream, Bytes, Entry, EventId, LogItem, MemoryConfig, Message, RedisConfig, RunInfo, RunLog,
-    RunOutcome, RunStatus, RunWriter, StoreConfig, StoreError, Stores,
+    BoxStream, Bytes, Entry, EventId, Leases, LogItem, MemoryConfig, Message, RedisConfig, RunInfo,
+    RunLog, RunOutcome, RunStatus, RunWriter, StoreConfig, StoreError, Stores,
 };
 use futures_util::StreamExt;
 use support::RedisServer;
@@ -610,7 +610,7 @@ async fn lapsed_lease_makes_the_run_lost(kind: Kind) {
 
 async fn renewed_lease_keeps_the_run(kind: Kind) {
     let b = Backend::default(kind).await;
-    let (writer, previous) = RunWriter::begin(b.runs(), "k", "r1", "me", SHORT_LEASE)
+    let (writer, previous) = RunWriter::begin(&Leases::new(b.runs()), "k", "r1", "me", SHORT_LEASE)
         .await
         .unwrap();
     assert_eq!(previous, None);
@@ -635,7 +635,7 @@ async fn renewed_lease_keeps_the_run(kind: Kind) {
 
 async fn dropped_writer_makes_the_run_lost(kind: Kind) {
     let b = Backend::default(kind).await;
-    let (writer, _) = RunWriter::begin(b.runs(), "k", "r1", "me", SHORT_LEASE)
+    let (writer, _) = RunWriter::begin(&Leases::new(b.runs()), "k", "r1", "me", SHORT_LEASE)
         .await
         .unwrap();
     writer.append(ev("a")).await.unwrap();
@@ -649,7 +649,7 @@ async fn dropped_writer_makes_the_run_lost(kind: Kind) {
 
 async fn stop_request_reaches_the_owner(kind: Kind) {
     let b = Backend::default(kind).await;
-    let (writer, _) = RunWriter::begin(b.runs(), "k", "r1", "me", LONG_LEASE)
+    let (writer, _) = RunWriter::begin(&Leases::new(b.runs()), "k", "r1", "me", LONG_LEASE)
         .await
         .unwrap();
     assert!(!writer.is_stop_requested());
@@ -779,10 +779,11 @@ async fn waiting_for_a_stop_polls_nothing(kind: Kind) {
     });
     let log: Arc<dyn RunLog> = counting.clone();
     const RUNS: usize = 5;
+    let leases = Leases::new(log.clone());
     let mut writers = Vec::new();
     for i in 0..RUNS {
         let (w, _) = RunWriter::begin(
-            log.clone(),
+            &leases,
             &format!("k{i}"),
             &format!("r{i}"),
             "me",
@@ -790,9 +791,11 @@ async fn waiting_for_a_stop_polls_nothing(kind: Kind) {
         )
         .await
         .unwrap();
+        // Made at the start, as a stream's pump makes it.
+        tokio::spawn(w.stop_signal());
         writers.push(w);
     }
-    // Every writer is waiting once its keeper has asked.
+    // Every writer is waiting once its stream has asked.
     let deadline = Instant::now() + SOON;
     while counting.stop_waits.load(Relaxed) < RUNS {
         assert!(Instant::now() < deadline, "writers never waited for a stop");
@@ -840,9 +843,10 @@ async fn redis_stop_during_a_resubscription_is_not_lost() {
             .await
             .unwrap(),
     );
-    let (writer, _) = RunWriter::begin(store.clone(), "k", "r1", "me", LONG_LEASE)
+    let (writer, _) = RunWriter::begin(&Leases::new(store.clone()), "k", "r1", "me", LONG_LEASE)
         .await
         .unwrap();
+    let signal = tokio::spawn(writer.stop_signal());
     let deadline = Instant::now() + SOON;
     while store.stop_subscriptions() < 1 {
         assert!(Instant::now() < deadline, "never subscribed");
@@ -861,9 +865,11 @@ async fn redis_stop_during_a_resubscription_is_not_lost() {
     // Published to no one: the subscription is gone and waits before it
     // subscribes again.
     assert!(b.other().await.runs.request_stop("r1").await.unwrap());
-    tokio::time::timeout(SOON, writer.stop_requested())
+    tokio::time::timeout(SOON, signal)
         .await
-        .expect("the stop is not lost");
+        .expect("the stop is not lost")
+        .unwrap();
+    assert!(writer.is_stop_requested());
     assert!(store.stop_subscriptions() >= 2, "it subscribed again");
 }
 

@@ -172,15 +172,21 @@ async fn run(o: Opts) -> Result<String, String> {
     let self0 = cpu_s("self");
     let t0 = Instant::now();
     let mut tasks = Vec::with_capacity(o.runs);
+    let leases = babelgate_store::Leases::new(log.clone());
     for r in 0..o.runs {
-        let log = log.clone();
+        let leases = leases.clone();
         tasks.push(tokio::spawn(async move {
             let run_id = babelgate_store::new_id();
             let key = format!("bench:{r}");
-            let (writer, _) =
-                RunWriter::begin(log, &key, &run_id, "store-bench", Duration::from_secs(30))
-                    .await
-                    .map_err(|e| e.to_string())?;
+            let (writer, _) = RunWriter::begin(
+                &leases,
+                &key,
+                &run_id,
+                "store-bench",
+                Duration::from_secs(30),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             let mut calls: Vec<u32> = Vec::with_capacity(per_run / batch + 1);
             let mut ids: Vec<EventId> = Vec::with_capacity(batch);
             // One buffer, the event then its core part, as the gateway

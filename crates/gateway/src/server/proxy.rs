@@ -695,7 +695,7 @@ impl Gateway {
         let lease = self.routes.load().config.store.lease;
         let run_id = babelgate_store::new_id();
         let key = run_key(&route.path, conversation);
-        match RunWriter::begin(self.stores.runs.clone(), &key, &run_id, &self.owner, lease).await {
+        match RunWriter::begin(&self.leases, &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
                 if registry::policy(route.client).keeps_input() {
                     // What a snapshot on reconnect starts with; kept with

@@ -988,9 +988,15 @@ mod tests {
             registry::encoder(Dialect::AgUi, EncodeContext::deterministic()),
         );
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
-        let (writer, _) = RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
-            .await
-            .unwrap();
+        let (writer, _) = RunWriter::begin(
+            &babelgate_store::Leases::new(log.clone()),
+            "k",
+            "r1",
+            "me",
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
         p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
         let metrics = Arc::new(Metrics::default());
         p.report = Some(Report {
@@ -1074,10 +1080,15 @@ mod tests {
                     DEFAULT_MAX_EVENT_BYTES,
                 );
                 let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
-                let (writer, _) =
-                    RunWriter::begin(log.clone(), "k", "r1", "me", Duration::from_secs(60))
-                        .await
-                        .unwrap();
+                let (writer, _) = RunWriter::begin(
+                    &babelgate_store::Leases::new(log.clone()),
+                    "k",
+                    "r1",
+                    "me",
+                    Duration::from_secs(60),
+                )
+                .await
+                .unwrap();
                 p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
                 let (up, s) = upstream();
                 let (mut rx, task) = start(p, slot, s);
