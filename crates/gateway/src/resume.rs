@@ -110,9 +110,13 @@ impl Recorder {
         // own). The journal notes steps in the order of the output, so the
         // groups come in order; a list that did not would be put in order
         // (stably: a group's steps keep theirs).
-        let group = |n: &Noted| events.partition_point(|&i| i < n.span);
-        if !steps.is_sorted_by_key(group) {
-            steps.sort_by_key(group);
+        // In order by span is in order by group, and checked without a
+        // search per step (a chunk can hold hundreds of events).
+        if !steps.is_sorted_by_key(|n| n.span) {
+            let group = |n: &Noted| events.partition_point(|&i| i < n.span);
+            if !steps.is_sorted_by_key(group) {
+                steps.sort_by_key(group);
+            }
         }
         // One copy of the chunk's events, each followed by its core events:
         // one allocation (and one shared count) a chunk, each entry a slice
@@ -131,7 +135,12 @@ impl Recorder {
             let mut cores = Vec::with_capacity(events.len() + 1);
             let mut rest = &steps[..];
             for g in 0..=events.len() {
-                let n = rest.iter().take_while(|s| group(s) == g).count();
+                // The steps left are of group `g` or later: those of `g` are
+                // the ones at or before its event.
+                let n = match events.get(g) {
+                    Some(&at) => rest.iter().take_while(|s| s.span <= at).count(),
+                    None => rest.len(),
+                };
                 let (mine, later) = rest.split_at(n);
                 rest = later;
                 cores.push(write_steps(mine, &mut json));

@@ -296,7 +296,11 @@ mod tests {
     async fn one_task_renews_every_run_and_ends_with_the_last_handle() {
         const LEASE: Duration = Duration::from_millis(300);
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let tasks = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
         let before = tasks();
         let leases = Leases::new(log.clone());
         let mut writers = Vec::new();
