@@ -48,6 +48,11 @@ impl<T> Blocks<T> {
                     false => VecDeque::with_capacity(BLOCK),
                 };
                 block.push_back(item);
+                // Room for one block to start with (a `VecDeque` takes
+                // four): most runs never fill their first.
+                if self.blocks.capacity() == 0 {
+                    self.blocks.reserve_exact(1);
+                }
                 self.blocks.push_back(block);
             }
         }

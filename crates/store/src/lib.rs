@@ -291,6 +291,18 @@ impl RunInfo {
     }
 }
 
+/// Halves a map's room while it holds less than a quarter of it (not below
+/// a small floor): amortised, a rebuild now and then (at the memory store's
+/// sweep, as a lease is released).
+pub(crate) fn shrink_when_mostly_empty<V, S: std::hash::BuildHasher>(
+    map: &mut std::collections::HashMap<String, V, S>,
+) {
+    const FLOOR: usize = 64;
+    if map.capacity() > FLOOR && map.len() < map.capacity() / 4 {
+        map.shrink_to((map.len() * 2).max(FLOOR));
+    }
+}
+
 /// One entry of a run log as appended: the client's SSE event as sent, and
 /// an optional second part the store keeps beside it without reading it.
 ///

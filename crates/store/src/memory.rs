@@ -274,15 +274,6 @@ impl Run {
     }
 }
 
-/// Halves a map's room while it holds less than a quarter of it (not below
-/// a small floor): amortised, a sweep at most once a second rebuilds it.
-fn shrink_when_mostly_empty<V, S: std::hash::BuildHasher>(map: &mut HashMap<String, V, S>) {
-    const FLOOR: usize = 64;
-    if map.capacity() > FLOOR && map.len() < map.capacity() / 4 {
-        map.shrink_to((map.len() * 2).max(FLOOR));
-    }
-}
-
 /// The id after `last` (then `last`), at `now_ms` or just after it.
 fn next_id(last: &mut EventId, now_ms: u64) -> EventId {
     let id = if now_ms > last.ms {
@@ -331,8 +322,8 @@ impl Runs {
         self.latest.retain(|_, id| runs.contains_key(id));
         // A map keeps the room of its largest size: after a burst of
         // thousands of runs, megabytes a quiet gateway would never give back.
-        shrink_when_mostly_empty(&mut self.runs);
-        shrink_when_mostly_empty(&mut self.latest);
+        crate::shrink_when_mostly_empty(&mut self.runs);
+        crate::shrink_when_mostly_empty(&mut self.latest);
     }
 
     /// Sweeps (at most once a second:

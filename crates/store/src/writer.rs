@@ -91,7 +91,10 @@ impl Leases {
     }
 
     fn release(&self, run_id: &str) {
-        self.inner.lock().remove(run_id);
+        let mut held = self.inner.lock();
+        held.remove(run_id);
+        // The room of a burst of runs goes back once they are gone.
+        crate::shrink_when_mostly_empty(&mut held);
     }
 }
 
@@ -338,5 +341,20 @@ mod tests {
             assert!(Instant::now() < deadline, "the renewing task never ended");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// The map gives its room back after a burst of runs.
+    #[tokio::test]
+    async fn the_room_of_a_burst_of_leases_goes_back() {
+        let leases = Leases::new(Arc::new(MemoryRunLog::new(&MemoryConfig::default())));
+        for i in 0..5_000 {
+            leases.hold(&format!("r{i}"), "me", Duration::from_secs(60));
+        }
+        let burst = leases.inner.lock().capacity();
+        for i in 0..5_000 {
+            leases.release(&format!("r{i}"));
+        }
+        let after = leases.inner.lock().capacity();
+        assert!(burst >= 5_000 && after <= 128, "{burst} -> {after}");
     }
 }
