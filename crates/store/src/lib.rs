@@ -37,7 +37,9 @@
 //!    pipelined round trip).
 //! 3. [`RunLog::renew`] at least every lease / 3 (the lease keep-alive), and
 //!    [`RunLog::wait_stop`] to learn of `POST .../stop` requests made on any
-//!    instance (no polling). [`RunWriter`] does both in a background task.
+//!    instance (no polling). [`RunWriter`] does both: the renewals of every
+//!    run an instance writes from one task ([`Leases`]), the wait in a
+//!    future its stream polls ([`RunWriter::stop_signal`]).
 //! 4. [`RunLog::end`] with the outcome and the route's retention: readers get
 //!    [`LogItem::End`], the log and the key's pointer stay readable for the
 //!    retention (at least [`MIN_RETENTION`]) and then expire.
