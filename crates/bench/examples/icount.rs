@@ -92,16 +92,17 @@ fn run_log(d: Dialect, sse: &[u8], steps: bool, json: u8) -> usize {
     for chunk in sse.chunks(64 * 1024) {
         tr.push_to(chunk, &mut sink).unwrap();
         if steps {
-            let kept: Vec<_> = tr.take_journal().into_iter().map(|n| n.step).collect();
-            // 1: serde, as the run log wrote it before; 2: its direct writer.
+            let kept = tr.take_journal();
+            // 1: the steps read back and written by serde, as the run log
+            // wrote them once; 2: the journal's own records, as it logs them.
             if json == 1 {
-                logged += serde_json::to_vec(&kept).map_or(0, |v| v.len());
+                let steps: Vec<_> = kept.steps().unwrap().into_iter().map(|n| n.step).collect();
+                logged += serde_json::to_vec(&steps).map_or(0, |v| v.len());
             } else if json == 2 {
-                let mut v = Vec::new();
-                babelgate_core::journal::write_steps(&kept, &mut v).unwrap();
-                logged += v.len();
+                logged += kept.records(0, kept.marks().len()).len();
             }
             std::hint::black_box(&kept);
+            tr.give_back_journal(kept);
         }
         std::hint::black_box(sink.bytes());
         sink.clear();

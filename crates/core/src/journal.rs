@@ -142,8 +142,14 @@ struct Delta<'a> {
 
 impl<'a> Delta<'a> {
     fn of(step: &'a Step) -> Option<Self> {
+        match step {
+            Step::Event(ev) => Delta::of_event(ev),
+            _ => None,
+        }
+    }
+
+    fn of_event(ev: &'a Event) -> Option<Self> {
         use crate::event::EventKind as K;
-        let Step::Event(ev) = step else { return None };
         if !ev.extra.is_empty() {
             return None;
         }
@@ -234,28 +240,66 @@ fn write_delta_step(step: &Step, out: &mut Vec<u8>) -> bool {
     }
 }
 
-/// First byte of steps in the log's compact form; a JSON array's is `[`.
-const COMPACT: u8 = 0;
+/// Tag of a step record that holds one step as JSON (after its length);
+/// 0, 1 and 2 are the compact deltas' tags.
+const JSON_STEP: u8 = 3;
 
-/// The steps as the run log keeps them: deltas only (most of a stream) in
-/// a compact binary form, a third the size of their JSON, which both the
-/// log's memory and its writing cost follow; anything else as
-/// [`write_steps`]'s JSON. [`read_log_steps`] reads either.
-pub fn write_log_steps<'a, I>(steps: I, out: &mut Vec<u8>) -> Result<(), serde_json::Error>
-where
-    I: IntoIterator<Item = &'a Step>,
-    I::IntoIter: Clone,
-{
-    let steps = steps.into_iter();
-    let deltas = steps.clone().map(Delta::of);
-    if steps.clone().next().is_some() && deltas.clone().all(|d| d.is_some()) {
-        out.push(COMPACT);
-        for d in deltas.flatten() {
-            d.write_compact(out);
-        }
+/// One step as the run log keeps it: a record that a log's core part is a
+/// run of. A delta without extras (most of a stream) is a compact binary
+/// record, a third the size of its JSON, which both the log's memory and
+/// its writing cost follow; anything else is its JSON after a tag and its
+/// length. Records are whole on their own, so the steps of one event are
+/// the records noted for it, one after another.
+pub fn write_log_step(step: &Step, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    match step {
+        Step::Event(ev) => write_log_event(ev, out),
+        _ => write_json_record(out, |out| serde_json::to_writer(out, step)),
+    }
+}
+
+/// [`write_log_step`] of `Step::Event(ev)`, from the event borrowed.
+pub fn write_log_event(ev: &Event, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    if let Some(d) = Delta::of_event(ev) {
+        d.write_compact(out);
         return Ok(());
     }
-    write_steps_of(steps, out)
+    // `{"event":..}`: serde's form of `Step::Event`, without building one.
+    write_json_record(out, |out| {
+        out.extend_from_slice(b"{\"event\":");
+        serde_json::to_writer(&mut *out, ev)?;
+        out.push(b'}');
+        Ok(())
+    })
+}
+
+/// The tag, the JSON's length, the JSON: written in place, its length put
+/// before it once known (nothing written on an error).
+fn write_json_record(
+    out: &mut Vec<u8>,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), serde_json::Error>,
+) -> Result<(), serde_json::Error> {
+    let start = out.len();
+    if let Err(e) = write(out) {
+        out.truncate(start);
+        return Err(e);
+    }
+    let mut head = Vec::with_capacity(6);
+    head.push(JSON_STEP);
+    write_len(out.len() - start, &mut head);
+    out.splice(start..start, head);
+    Ok(())
+}
+
+/// The steps as the run log keeps them: their records, one after another
+/// (see [`write_log_step`]). [`read_log_steps`] reads them back.
+pub fn write_log_steps<'a>(
+    steps: impl IntoIterator<Item = &'a Step>,
+    out: &mut Vec<u8>,
+) -> Result<(), serde_json::Error> {
+    for step in steps {
+        write_log_step(step, out)?;
+    }
+    Ok(())
 }
 
 /// Why logged steps could not be read back.
@@ -263,22 +307,165 @@ where
 pub enum LogStepsError {
     #[error("core events: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("compact core events: {0}")]
+    #[error("core events: {0}")]
     Compact(&'static str),
 }
 
-/// Reads what [`write_log_steps`] (or [`write_steps`]) wrote.
+/// Reads what [`write_log_steps`] wrote, or a JSON array of steps (what
+/// [`write_steps`] writes).
 pub fn read_log_steps(bytes: &[u8]) -> Result<Vec<Step>, LogStepsError> {
-    let Some((&COMPACT, mut rest)) = bytes.split_first() else {
+    if bytes.first() == Some(&b'[') {
         return Ok(serde_json::from_slice(bytes)?);
-    };
+    }
     let mut steps = Vec::new();
+    let mut rest = bytes;
     while !rest.is_empty() {
-        let (step, after) = read_compact(rest)?;
+        let (step, after) = read_record(rest)?;
         steps.push(step);
         rest = after;
     }
     Ok(steps)
+}
+
+fn read_record(bytes: &[u8]) -> Result<(Step, &[u8]), LogStepsError> {
+    let Some((&JSON_STEP, rest)) = bytes.split_first() else {
+        return read_compact(bytes);
+    };
+    let (len, rest) = read_len(rest)?;
+    if rest.len() < len {
+        return Err(LogStepsError::Compact("cut short"));
+    }
+    let (json, rest) = rest.split_at(len);
+    Ok((serde_json::from_slice(json)?, rest))
+}
+
+/// The steps a translator noted since its journal was last taken, each as
+/// a log record ([`write_log_step`]) in one buffer, with the span of the
+/// output it belongs to (see [`Noted`]). Written as the encoder is called:
+/// no step is built or kept as a value (a boxed copy of every event was
+/// most of what keeping a journal cost).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Journal {
+    bytes: Vec<u8>,
+    marks: Vec<Mark>,
+    /// Steps that could not be written (left out).
+    pub failed: usize,
+}
+
+/// Where one step's record ends in [`Journal::bytes`], and its span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub end: usize,
+    pub span: usize,
+}
+
+impl Journal {
+    /// A journal of these steps (tests, and a journal put in order).
+    pub fn of(steps: &[Noted]) -> Self {
+        let mut j = Journal::default();
+        for n in steps {
+            j.push(&n.step, n.span);
+        }
+        j
+    }
+
+    pub fn push(&mut self, step: &Step, span: usize) {
+        self.note(span, |out| write_log_step(step, out));
+    }
+
+    pub fn push_event(&mut self, ev: &Event, span: usize) {
+        self.note(span, |out| write_log_event(ev, out));
+    }
+
+    fn note(
+        &mut self,
+        span: usize,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), serde_json::Error>,
+    ) {
+        match write(&mut self.bytes) {
+            Ok(()) => self.marks.push(Mark {
+                end: self.bytes.len(),
+                span,
+            }),
+            Err(_) => self.failed += 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.marks.is_empty()
+    }
+
+    pub fn marks(&self) -> &[Mark] {
+        &self.marks
+    }
+
+    /// The records of steps `from..to`, one after another.
+    pub fn records(&self, from: usize, to: usize) -> &[u8] {
+        let start = match from {
+            0 => 0,
+            i => self.marks.get(i - 1).map_or(0, |m| m.end),
+        };
+        let end = match to {
+            0 => 0,
+            i => self.marks.get(i - 1).map_or(start, |m| m.end),
+        };
+        self.bytes.get(start..end.max(start)).unwrap_or_default()
+    }
+
+    /// The steps read back (the inspector's view; tests).
+    pub fn steps(&self) -> Result<Vec<Noted>, LogStepsError> {
+        (0..self.marks.len())
+            .map(|i| {
+                let steps = read_log_steps(self.records(i, i + 1))?;
+                let step = steps
+                    .into_iter()
+                    .next()
+                    .ok_or(LogStepsError::Compact("empty record"))?;
+                Ok(Noted {
+                    step,
+                    span: self.marks.get(i).map_or(0, |m| m.span),
+                })
+            })
+            .collect()
+    }
+
+    /// The same steps in a stable order by `key` of their spans (the
+    /// journal notes in output order; this is for one that did not).
+    pub fn sorted_by_span_key(&self, key: impl Fn(usize) -> usize) -> Journal {
+        let mut order: Vec<usize> = (0..self.marks.len()).collect();
+        order.sort_by_key(|&i| self.marks.get(i).map_or(0, |m| key(m.span)));
+        let mut j = Journal {
+            bytes: Vec::with_capacity(self.bytes.len()),
+            marks: Vec::with_capacity(self.marks.len()),
+            failed: self.failed,
+        };
+        for i in order {
+            j.bytes.extend_from_slice(self.records(i, i + 1));
+            j.marks.push(Mark {
+                end: j.bytes.len(),
+                span: self.marks.get(i).map_or(0, |m| m.span),
+            });
+        }
+        j
+    }
+
+    /// Emptied, its room kept.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.marks.clear();
+        self.failed = 0;
+    }
+
+    /// Emptied and its room let go, when empty (a stream that waits).
+    pub fn release_if_empty(&mut self) {
+        if self.is_empty() {
+            *self = Journal::default();
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
 }
 
 fn read_compact(bytes: &[u8]) -> Result<(Step, &[u8]), LogStepsError> {
@@ -328,8 +515,8 @@ fn read_compact(bytes: &[u8]) -> Result<(Step, &[u8]), LogStepsError> {
     Ok((Step::Event(Box::new(ev)), rest))
 }
 
-/// A string after its length (see [`write_len`]).
-fn read_str(bytes: &[u8]) -> Result<(String, &[u8]), LogStepsError> {
+/// A length written by [`write_len`], and what follows it.
+fn read_len(bytes: &[u8]) -> Result<(usize, &[u8]), LogStepsError> {
     let bad = LogStepsError::Compact;
     let mut len = 0usize;
     let mut at = 0;
@@ -346,7 +533,13 @@ fn read_str(bytes: &[u8]) -> Result<(String, &[u8]), LogStepsError> {
             break;
         }
     }
-    let rest = bytes.get(at..).unwrap_or_default();
+    Ok((len, bytes.get(at..).unwrap_or_default()))
+}
+
+/// A string after its length (see [`write_len`]).
+fn read_str(bytes: &[u8]) -> Result<(String, &[u8]), LogStepsError> {
+    let bad = LogStepsError::Compact;
+    let (len, rest) = read_len(bytes)?;
     if rest.len() < len {
         return Err(bad("cut short"));
     }
@@ -447,38 +640,83 @@ mod tests {
             );
         }
 
-        /// The log's form reads back as the steps written, compact (deltas
-        /// only) or JSON (anything else among them).
+        /// The log's form reads back as the steps written, deltas compact
+        /// and anything else as JSON, in any mix; a journal of them gives
+        /// each step's record on its own and reads back the same.
         #[test]
         fn log_steps_read_back_as_written(steps in proptest::collection::vec(delta_step(), 0..6)) {
             let mut out = Vec::new();
             write_log_steps(&steps, &mut out).unwrap();
-            let compact = !steps.is_empty() && steps.iter().all(|s| Delta::of(s).is_some());
-            proptest::prop_assert_eq!(out.first() == Some(&COMPACT), compact);
-            proptest::prop_assert_eq!(read_log_steps(&out).unwrap(), steps);
+            proptest::prop_assert_eq!(read_log_steps(&out).unwrap(), steps.clone());
+            let noted: Vec<Noted> = steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Noted { step: s.clone(), span: i / 2 })
+                .collect();
+            let j = Journal::of(&noted);
+            proptest::prop_assert_eq!(j.records(0, steps.len()), &out[..]);
+            proptest::prop_assert_eq!(j.steps().unwrap(), noted);
         }
 
         /// Bytes that are not what it wrote give an error, never a panic:
-        /// every cut of a compact record, and any bytes after the mark.
+        /// every cut of a run of records, and any bytes at all.
         #[test]
-        fn broken_compact_steps_are_an_error(
+        fn broken_log_steps_are_an_error(
             steps in proptest::collection::vec(delta_step(), 1..4),
             junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
         ) {
             let mut out = Vec::new();
             write_log_steps(&steps, &mut out).unwrap();
-            if out.first() == Some(&COMPACT) {
-                for cut in 1..out.len() {
-                    // A cut between two whole records reads as fewer steps.
-                    if let Ok(fewer) = read_log_steps(&out[..cut]) {
-                        proptest::prop_assert!(fewer.len() < steps.len());
-                    }
+            for cut in 1..out.len() {
+                // A cut between two whole records reads as fewer steps.
+                if let Ok(fewer) = read_log_steps(&out[..cut]) {
+                    proptest::prop_assert!(fewer.len() < steps.len());
                 }
             }
-            let mut bytes = vec![COMPACT];
-            bytes.extend(junk);
-            let _ = read_log_steps(&bytes);
+            let _ = read_log_steps(&junk);
         }
+    }
+
+    /// Steps noted out of order are put in order by their group, stably;
+    /// each keeps its record and span.
+    #[test]
+    fn a_journal_sorted_keeps_each_step_whole() {
+        let delta = |d: &str| {
+            Step::Event(Box::new(Event::new(EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: d.into(),
+            })))
+        };
+        let noted = [
+            Noted {
+                step: delta("a"),
+                span: 3,
+            },
+            Noted {
+                step: Step::Finish,
+                span: 1,
+            },
+            Noted {
+                step: delta("b"),
+                span: 3,
+            },
+            Noted {
+                step: delta("c"),
+                span: 0,
+            },
+        ];
+        let sorted = Journal::of(&noted).sorted_by_span_key(|s| s / 2);
+        let spans: Vec<usize> = sorted.marks().iter().map(|m| m.span).collect();
+        assert_eq!(spans, [1, 0, 3, 3]);
+        let steps: Vec<Step> = sorted
+            .steps()
+            .unwrap()
+            .into_iter()
+            .map(|n| n.step)
+            .collect();
+        assert_eq!(steps, [Step::Finish, delta("c"), delta("a"), delta("b")]);
+        assert_eq!(sorted.records(4, 9), b"");
+        assert_eq!(Journal::default().records(0, 3), b"");
     }
 
     /// A text delta, as most of a stream is, takes a third of its JSON.
@@ -491,7 +729,7 @@ mod tests {
         let (mut json, mut log) = (Vec::new(), Vec::new());
         write_steps(&steps, &mut json).unwrap();
         write_log_steps(&steps, &mut log).unwrap();
-        assert_eq!((json.len(), log.len()), (88, 33));
+        assert_eq!((json.len(), log.len()), (88, 32));
         let lengths = [0, 1, 127, 128, 300, 20_000];
         for n in lengths {
             let steps = [Step::Event(Box::new(Event::new(EventKind::ToolCallArgs {

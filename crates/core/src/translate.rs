@@ -4,7 +4,7 @@
 use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::Event;
-use crate::journal::{Noted, Setup, Step};
+use crate::journal::{Journal, Setup, Step};
 use crate::length::{FramingError, LengthFramer};
 use crate::shape::{Keep, Shaper};
 use crate::sink::Sink;
@@ -83,7 +83,7 @@ pub struct Translator {
     done: bool,
     /// What the encoder was given and where its bytes went, while a caller
     /// keeps it (see [`keep_journal`](Self::keep_journal)).
-    journal: Option<Vec<Noted>>,
+    journal: Option<Journal>,
     /// While the encoder only observes (its bytes go to `scratch`): the
     /// index of the next span of the caller's sink.
     observe_at: Option<usize>,
@@ -129,27 +129,27 @@ impl Translator {
     /// (span indices are the output sink's, from its last clear).
     pub fn keep_journal(&mut self) {
         if self.journal.is_none() {
-            let begin = self.setup.take().map(|setup| Noted {
-                step: Step::Begin(setup),
-                span: 0,
-            });
-            self.journal = Some(begin.into_iter().collect());
+            let mut journal = Journal::default();
+            if let Some(setup) = self.setup.take() {
+                journal.push(&Step::Begin(setup), 0);
+            }
+            self.journal = Some(journal);
         }
     }
 
     /// The steps noted since the last call.
-    pub fn take_journal(&mut self) -> Vec<Noted> {
+    pub fn take_journal(&mut self) -> Journal {
         match &mut self.journal {
             Some(j) => std::mem::take(j),
-            None => Vec::new(),
+            None => Journal::default(),
         }
     }
 
-    /// Hands back a taken journal's list, emptied, so that its room serves
-    /// the next chunk: a chunk of a thousand events would otherwise grow a
-    /// new list by doubling, each time (a large reallocation, a copy and
-    /// fresh pages, every upstream read at saturation).
-    pub fn give_back_journal(&mut self, mut steps: Vec<Noted>) {
+    /// Hands back a taken journal, emptied, so that its room serves the
+    /// next chunk: a chunk of a thousand events would otherwise grow a new
+    /// one by doubling, each time (a large reallocation, a copy and fresh
+    /// pages, every upstream read at saturation).
+    pub fn give_back_journal(&mut self, mut steps: Journal) {
         if let Some(j) = &mut self.journal {
             if j.is_empty() && j.capacity() < steps.capacity() {
                 steps.clear();
@@ -159,7 +159,7 @@ impl Translator {
     }
 
     /// Notes a step whose call began when `out` had `before` spans.
-    fn note(&mut self, step: impl FnOnce() -> Step, before: usize, out: &Sink) {
+    fn note(&mut self, write: impl FnOnce(&mut Journal, usize), before: usize, out: &Sink) {
         let Some(journal) = &mut self.journal else {
             return;
         };
@@ -174,7 +174,7 @@ impl Translator {
                 }
             }
         };
-        journal.push(Noted { step: step(), span });
+        write(journal, span);
     }
 
     /// A translator between an upstream and a client of the same dialect:
@@ -300,7 +300,7 @@ impl Translator {
         release(&mut self.events);
         release(&mut self.shaped);
         if let Some(j) = &mut self.journal {
-            release(j);
+            j.release_if_empty();
         }
         self.framer.release_idle();
         if let Some(b) = &mut self.binary {
@@ -335,13 +335,13 @@ impl Translator {
             let mut scratch = std::mem::take(&mut self.scratch);
             self.observe_at = Some(out.spans().len());
             self.encoder.finish_to(&mut scratch);
-            self.note(|| Step::Finish, 0, &scratch);
+            self.note(|j, span| j.push(&Step::Finish, span), 0, &scratch);
             self.observe_at = None;
             self.scratch = scratch;
         } else {
             let before = out.spans().len();
             self.encoder.finish_to(out);
-            self.note(|| Step::Finish, before, out);
+            self.note(|j, span| j.push(&Step::Finish, span), before, out);
         }
         self.done = true;
         Ok(())
@@ -357,9 +357,12 @@ impl Translator {
                 self.encode_pending(out);
                 let before = out.spans().len();
                 self.encoder.fail_to(message, code, out);
-                let step = || Step::Fail {
-                    message: message.to_string(),
-                    code: code.map(str::to_string),
+                let step = |j: &mut Journal, span| {
+                    let step = Step::Fail {
+                        message: message.to_string(),
+                        code: code.map(str::to_string),
+                    };
+                    j.push(&step, span);
                 };
                 self.note(step, before, out);
             }
@@ -479,38 +482,31 @@ impl Translator {
     }
 
     fn encode_pending(&mut self, out: &mut Sink) {
+        // By reference: events are large, moving each out costs (the
+        // journal writes each from the borrowed event).
         let mut events = std::mem::take(&mut self.events);
-        if self.journal.is_some() {
-            // Kept: each event moves into the journal after its encoding
-            // (a clone there was most of what the journal cost).
-            for ev in events.drain(..) {
-                self.shape_and_deliver(ev, out);
-            }
-        } else {
-            // By reference: events are large, moving each out costs.
-            for ev in &events {
-                self.shape_and_deliver(ev, out);
-            }
-            events.clear();
+        for ev in &events {
+            self.shape_and_deliver(ev, out);
         }
+        events.clear();
         self.events = events;
     }
 
     /// One decoded event through the shape stage to the encoder.
-    fn shape_and_deliver<E: Kept>(&mut self, ev: E, out: &mut Sink) {
+    fn shape_and_deliver(&mut self, ev: &Event, out: &mut Sink) {
         self.events_translated += 1;
         let Some(shaper) = &mut self.shaper else {
             return self.deliver(ev, out);
         };
         let mut before = std::mem::take(&mut self.shaped);
-        let keep = shaper.shape(ev.event(), &mut before);
+        let keep = shaper.shape(ev, &mut before);
         for e in before.drain(..) {
-            self.deliver(e, out);
+            self.deliver(&e, out);
         }
         self.shaped = before;
         match keep {
             Keep::Event => self.deliver(ev, out),
-            Keep::Replaced(e) => self.deliver(*e, out),
+            Keep::Replaced(e) => self.deliver(&e, out),
             Keep::Drop => {}
         }
     }
@@ -541,12 +537,10 @@ impl Translator {
         self.scratch = scratch;
     }
 
-    /// One shaped event to the encoder (and the assembler).
-    /// Kept in the journal (when it is kept): a borrowed event is cloned
-    /// only then.
-    fn deliver<E: Kept>(&mut self, ev: E, out: &mut Sink) {
+    /// One shaped event to the encoder (and the assembler), and to the
+    /// journal, when it is kept.
+    fn deliver(&mut self, e: &Event, out: &mut Sink) {
         let before = out.spans().len();
-        let e = ev.event();
         self.encoder.encode_to(e, out);
         if e.kind.is_terminal() {
             self.run_ended = true;
@@ -554,7 +548,7 @@ impl Translator {
         if let Some(a) = &mut self.assembler {
             a.observe(e);
         }
-        self.note(move || Step::Event(ev.boxed()), before, out);
+        self.note(|j, span| j.push_event(e, span), before, out);
     }
 
     fn on_error(
@@ -584,31 +578,6 @@ struct BinaryInput {
 /// Runs `write` on an untracked sink over `out`'s allocation (no copy).
 fn with_buffer<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
     Sink::appending(out, write)
-}
-
-/// An event on its way to the encoder, borrowed or owned: the journal
-/// takes an owned one as it is and clones a borrowed one (only when kept).
-trait Kept {
-    fn event(&self) -> &Event;
-    fn boxed(self) -> Box<Event>;
-}
-
-impl Kept for &Event {
-    fn event(&self) -> &Event {
-        self
-    }
-    fn boxed(self) -> Box<Event> {
-        Box::new(self.clone())
-    }
-}
-
-impl Kept for Event {
-    fn event(&self) -> &Event {
-        self
-    }
-    fn boxed(self) -> Box<Event> {
-        Box::new(self)
-    }
 }
 
 #[cfg(test)]
@@ -864,8 +833,10 @@ mod tests {
 
     #[test]
     fn the_journal_notes_each_step_with_the_span_it_ended_in() {
-        let kinds = |j: &[Noted]| -> Vec<(String, usize)> {
-            j.iter()
+        let kinds = |j: &Journal| -> Vec<(String, usize)> {
+            j.steps()
+                .unwrap()
+                .iter()
                 .map(|n| {
                     let k = match &n.step {
                         Step::Begin(_) => "begin".into(),
@@ -926,20 +897,21 @@ mod tests {
         let room = taken.capacity();
         t.give_back_journal(taken);
         assert!(t.take_journal().is_empty(), "no old step comes back");
-        let mut steps = Vec::with_capacity(room);
-        steps.extend(
-            std::iter::repeat_with(|| Noted {
-                step: Step::Finish,
-                span: 0,
-            })
-            .take(room),
-        );
+        let mut steps = Journal::default();
+        while steps.capacity() <= room {
+            steps.push(&Step::Finish, 0);
+        }
+        let room = steps.capacity();
         t.give_back_journal(steps);
         t.push_to(b"data: {\"t\":\"c\"}\n\n", &mut sink).unwrap();
         let again = t.take_journal();
         assert!(!again.is_empty());
         assert!(
-            !again.iter().any(|n| n.step == Step::Finish),
+            !again
+                .steps()
+                .unwrap()
+                .iter()
+                .any(|n| n.step == Step::Finish),
             "cleared before reuse"
         );
         assert!(again.capacity() >= room, "its room kept");

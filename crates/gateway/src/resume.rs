@@ -16,13 +16,12 @@
 //! ([`babelgate_core::journal::write_log_steps`]). Both parts count towards
 //! the log's caps.
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
-use babelgate_core::journal::{Noted, Setup, Step};
+use babelgate_core::journal::{Journal, Setup, Step};
 use babelgate_core::request::Message;
 use babelgate_core::track::OpenTracker;
 use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Shaper, Sink, SpanKind};
@@ -55,9 +54,6 @@ pub struct Recorder {
     retention: Duration,
     /// The client gets the binary transport, which has no place for ids.
     binary: bool,
-    /// Room the core events of a chunk are written in, kept between chunks
-    /// (let go while the stream waits: [`Recorder::release_idle`]).
-    json: Vec<u8>,
 }
 
 impl Recorder {
@@ -66,14 +62,7 @@ impl Recorder {
             writer: Some(writer),
             retention,
             binary: false,
-            json: Vec::new(),
         }
-    }
-
-    /// The stream waits for its upstream: the room kept for the next chunk
-    /// goes (memory of a stream that is open but quiet).
-    pub fn release_idle(&mut self) {
-        self.json = Vec::new();
     }
 
     /// The events recorded are binary messages: logged and sent without ids.
@@ -89,13 +78,19 @@ impl Recorder {
     /// are logged in an entry of their own, never sent.
     ///
     /// `steps` is left empty, its room kept for the caller to reuse.
-    pub async fn record(&mut self, out: &Sink, steps: &mut Vec<Noted>, client: &mut Vec<u8>) {
+    pub async fn record(&mut self, out: &Sink, steps: &mut Journal, client: &mut Vec<u8>) {
         let bytes = out.bytes();
         let Some(writer) = self.writer.as_ref() else {
             steps.clear();
             client.extend_from_slice(bytes);
             return;
         };
+        if steps.failed > 0 {
+            tracing::warn!(
+                steps = steps.failed,
+                "could not log the core events of a client event"
+            );
+        }
         let spans = out.spans();
         let mut events: Vec<usize> = Vec::with_capacity(spans.len());
         events.extend(
@@ -108,42 +103,43 @@ impl Recorder {
         // A step goes with the first event at or after its span (group
         // `events.len()`: after every event of the sink, an entry of its
         // own). The journal notes steps in the order of the output, so the
-        // groups come in order; a list that did not would be put in order
-        // (stably: a group's steps keep theirs).
-        // In order by span is in order by group, and checked without a
-        // search per step (a chunk can hold hundreds of events).
-        if !steps.is_sorted_by_key(|n| n.span) {
-            let group = |n: &Noted| events.partition_point(|&i| i < n.span);
-            if !steps.is_sorted_by_key(group) {
-                steps.sort_by_key(group);
-            }
-        }
+        // groups come in order, each group's records one run of the
+        // journal's bytes; one that did not is put in order (stably: a
+        // group's steps keep theirs). In order by span is in order by group,
+        // and checked without a search per step (a chunk can hold hundreds
+        // of events).
+        let marks = steps.marks();
+        let sorted;
+        let journal: &Journal = if marks.is_sorted_by_key(|m| m.span) {
+            steps
+        } else {
+            sorted = steps.sorted_by_span_key(|span| events.partition_point(|&i| i < span));
+            &sorted
+        };
         // One copy of the chunk's events, each followed by its core events:
         // one allocation (and one shared count) a chunk, each entry a slice
         // of it, and one store call for them all: an upstream read often
         // holds many events, and an allocation or two per event was a cost
         // of its own.
         let mut ids = Vec::new();
-        if !events.is_empty() || !steps.is_empty() {
-            // The core events are written into the recorder's own room
-            // first, then copied once, each beside its event, into one buffer
-            // of their size, which the log keeps as long as the run. A buffer
-            // grown in place, or sized by a guess, would be reallocated or
-            // keep its spare room that long.
-            let mut json = std::mem::take(&mut self.json);
-            json.clear();
+        if !events.is_empty() || !journal.is_empty() {
+            // Steps `from..to` of the journal are group `g`'s: those at or
+            // before its event.
+            let marks = journal.marks();
             let mut cores = Vec::with_capacity(events.len() + 1);
-            let mut rest = &steps[..];
+            let mut from = 0;
             for g in 0..=events.len() {
-                // The steps left are of group `g` or later: those of `g` are
-                // the ones at or before its event.
                 let n = match events.get(g) {
-                    Some(&at) => rest.iter().take_while(|s| s.span <= at).count(),
-                    None => rest.len(),
+                    Some(&at) => marks
+                        .get(from..)
+                        .unwrap_or_default()
+                        .iter()
+                        .take_while(|m| m.span <= at)
+                        .count(),
+                    None => marks.len() - from,
                 };
-                let (mine, later) = rest.split_at(n);
-                rest = later;
-                cores.push(write_steps(mine, &mut json));
+                cores.push((n > 0).then(|| journal.records(from, from + n)));
+                from += n;
             }
             let span_of = |k: usize| {
                 events
@@ -151,15 +147,15 @@ impl Recorder {
                     .and_then(|&i| spans.get(i))
                     .and_then(|s| bytes.get(s.range.clone()))
             };
-            let core_of = |k: usize| cores.get(k).cloned().flatten().and_then(|r| json.get(r));
-            let mut both = Vec::with_capacity(
-                events
-                    .iter()
-                    .filter_map(|&i| spans.get(i))
-                    .map(|s| s.range.len())
-                    .sum::<usize>()
-                    + json.len(),
-            );
+            let core_of = |k: usize| cores.get(k).copied().flatten();
+            // The events and their core parts, copied once into one buffer
+            // of their size, which the log keeps as long as the run (a
+            // buffer grown in place, or sized by a guess, would be
+            // reallocated or keep its spare room that long).
+            let size = (0..=events.len())
+                .map(|k| span_of(k).map_or(0, <[u8]>::len) + core_of(k).map_or(0, <[u8]>::len))
+                .sum();
+            let mut both = Vec::with_capacity(size);
             // Each entry's event ends at `split`, its core part at `end`.
             let mut parts = Vec::with_capacity(events.len() + 1);
             for k in 0..=events.len() {
@@ -174,7 +170,6 @@ impl Recorder {
                 both.extend_from_slice(core.unwrap_or_default());
                 parts.push((start, split, both.len(), core.is_some()));
             }
-            self.json = json;
             let chunk = Bytes::from(both);
             // A chunk of one entry (an event a read, as a paced stream
             // gets) is moved in whole: a slice or a clone would make it a
@@ -276,23 +271,6 @@ pub struct FollowerSlot(Arc<Followers>);
 impl Drop for FollowerSlot {
     fn drop(&mut self) {
         self.0 .0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Appends the steps, in the log's form, to `json`: where it is, none for no steps (or
-/// steps that could not be written, left out whole).
-fn write_steps(steps: &[Noted], json: &mut Vec<u8>) -> Option<Range<usize>> {
-    if steps.is_empty() {
-        return None;
-    }
-    let start = json.len();
-    match babelgate_core::journal::write_log_steps(steps.iter().map(|n| &n.step), json) {
-        Ok(()) => Some(start..json.len()),
-        Err(e) => {
-            json.truncate(start);
-            tracing::warn!(error = %e, "could not log the core events of a client event");
-            None
-        }
     }
 }
 
@@ -744,6 +722,7 @@ fn item_start(kind: &EventKind) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use babelgate_core::journal::Noted;
 
     fn step(delta: &str) -> Step {
         Step::Event(Box::new(Event::new(EventKind::TextDelta {
@@ -774,7 +753,7 @@ mod tests {
         sink.data("2");
         // a step of the first event, one noted at the comment (it goes with
         // the next event), one after every event (an entry of its own)
-        let mut noted = vec![
+        let mut noted = Journal::of(&[
             Noted {
                 step: step("a"),
                 span: 0,
@@ -787,15 +766,17 @@ mod tests {
                 step: step("c"),
                 span: 3,
             },
-        ];
+        ]);
         rec.record(&sink, &mut noted, &mut client).await;
         assert!(noted.is_empty());
         sink.clear();
         sink.comment("ping");
-        rec.record(&sink, &mut Vec::new(), &mut client).await;
+        rec.record(&sink, &mut Journal::default(), &mut client)
+            .await;
         sink.clear();
         sink.data("3");
-        rec.record(&sink, &mut Vec::new(), &mut client).await;
+        rec.record(&sink, &mut Journal::default(), &mut client)
+            .await;
         let mut logged = Vec::new();
         let mut read = log.read("r1", None);
         while logged.len() < 4 {
@@ -837,7 +818,8 @@ mod tests {
         sink.clear();
         sink.data("4");
         sink.data("5");
-        rec.record(&sink, &mut Vec::new(), &mut client).await;
+        rec.record(&sink, &mut Journal::default(), &mut client)
+            .await;
         assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
     }
 
@@ -864,13 +846,13 @@ mod tests {
             step: step(d),
             span,
         };
-        let mut steps = vec![
+        let mut steps = Journal::of(&[
             noted("after", 2),
             noted("b1", 1),
             noted("a1", 0),
             noted("b2", 1),
             noted("a2", 0),
-        ];
+        ]);
         rec.record(&sink, &mut steps, &mut Vec::new()).await;
         let mut read = log.read("r1", None);
         let mut cores = Vec::new();
@@ -896,12 +878,9 @@ mod tests {
             id: EventId::new(5, 1),
             data: Bytes::from_static(b"data: x\n\n"),
             core: {
-                let mut json = Vec::new();
-                let noted = [Noted {
-                    step: step("hi"),
-                    span: 0,
-                }];
-                write_steps(&noted, &mut json).map(|r| Bytes::from(json).slice(r))
+                let mut core = Vec::new();
+                babelgate_core::journal::write_log_steps(&[step("hi")], &mut core).unwrap();
+                Some(Bytes::from(core))
             },
         }];
         for dialect in [Dialect::AgUi, Dialect::Hai] {

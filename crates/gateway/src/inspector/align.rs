@@ -306,7 +306,11 @@ pub fn detail(c: &Capture) -> Detail {
         let carry = &mut carried;
         let mut take_row =
             |upstream: Option<Item>, made: usize, t: &mut Translator, out: &Sink, before: usize| {
-                let steps = t.take_journal();
+                // Read back from the log's form the translator wrote them in.
+                let steps = t.take_journal().steps().unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "inspector: unreadable core events");
+                    Vec::new()
+                });
                 let core: Vec<CoreItem> = steps.iter().filter_map(|n| core_item(&n.step)).collect();
                 let mut client = Vec::new();
                 for span in out.spans().get(before..).unwrap_or_default() {

@@ -376,9 +376,6 @@ impl Pump {
                     Poll::Pending => {
                         self.translator.release_idle();
                         out.release();
-                        if let Some(rec) = &mut self.recorder {
-                            rec.release_idle();
-                        }
                     }
                 }
             }
