@@ -719,6 +719,16 @@ fn item_start(kind: &EventKind) -> Option<String> {
     }
 }
 
+/// A writer of run `r1` on `log`, its lease a minute (the tests' recorders).
+#[cfg(test)]
+pub(crate) async fn test_writer(log: &Arc<dyn RunLog>) -> RunWriter {
+    let leases = babelgate_store::Leases::new(log.clone());
+    let (writer, _) = RunWriter::begin(&leases, "k", "r1", "me", Duration::from_secs(60))
+        .await
+        .expect("the run begins");
+    writer
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -735,17 +745,7 @@ mod tests {
     async fn recorded_events_get_the_ids_of_their_log_entries() {
         use babelgate_store::{MemoryConfig, MemoryRunLog};
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let lease = Duration::from_secs(60);
-        let (writer, _) = RunWriter::begin(
-            &babelgate_store::Leases::new(log.clone()),
-            "k",
-            "r1",
-            "me",
-            lease,
-        )
-        .await
-        .unwrap();
-        let mut rec = Recorder::new(writer, Duration::from_secs(1));
+        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
         let mut client = Vec::new();
         let mut sink = Sink::new();
         sink.data("1");
@@ -829,16 +829,7 @@ mod tests {
     async fn steps_out_of_order_go_with_their_events() {
         use babelgate_store::{MemoryConfig, MemoryRunLog};
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let (writer, _) = RunWriter::begin(
-            &babelgate_store::Leases::new(log.clone()),
-            "k",
-            "r1",
-            "me",
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
-        let mut rec = Recorder::new(writer, Duration::from_secs(1));
+        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
         let mut sink = Sink::new();
         sink.data("1");
         sink.data("2");

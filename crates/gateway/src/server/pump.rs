@@ -762,7 +762,6 @@ mod tests {
     }
 
     use super::*;
-    use babelgate_store::RunWriter;
     use tokio::sync::mpsc;
 
     const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
@@ -985,15 +984,7 @@ mod tests {
             registry::encoder(Dialect::AgUi, EncodeContext::deterministic()),
         );
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
-        let (writer, _) = RunWriter::begin(
-            &babelgate_store::Leases::new(log.clone()),
-            "k",
-            "r1",
-            "me",
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
+        let writer = crate::resume::test_writer(&log).await;
         p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
         let metrics = Arc::new(Metrics::default());
         p.report = Some(Report {
@@ -1077,15 +1068,7 @@ mod tests {
                     DEFAULT_MAX_EVENT_BYTES,
                 );
                 let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
-                let (writer, _) = RunWriter::begin(
-                    &babelgate_store::Leases::new(log.clone()),
-                    "k",
-                    "r1",
-                    "me",
-                    Duration::from_secs(60),
-                )
-                .await
-                .unwrap();
+                let writer = crate::resume::test_writer(&log).await;
                 p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
                 let (up, s) = upstream();
                 let (mut rx, task) = start(p, slot, s);
