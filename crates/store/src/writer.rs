@@ -34,11 +34,23 @@ pub struct Leases {
 
 struct Inner {
     log: Arc<dyn RunLog>,
-    held: Mutex<HashMap<String, Held>>,
-    /// A run was added (or the last handle went): the task looks again.
+    held: Mutex<Table>,
+    /// A run due before the task wakes was added (or the last handle
+    /// went): the task looks again.
     added: Arc<Notify>,
     /// The task was started (on the first run, within a runtime).
     started: std::sync::Once,
+    /// Times the task looked at the runs (tests).
+    wakes: std::sync::atomic::AtomicUsize,
+}
+
+#[derive(Default)]
+struct Table {
+    runs: HashMap<String, Held>,
+    /// When the task wakes next; `None` while it is awake or waits for a
+    /// run: then every run added tells it. A run added that is due later
+    /// does not (a wake-up and a look at every run, per stream begun).
+    wake_at: Option<Instant>,
 }
 
 struct Held {
@@ -59,9 +71,10 @@ impl Leases {
         Leases {
             inner: Arc::new(Inner {
                 log,
-                held: Mutex::new(HashMap::new()),
+                held: Mutex::default(),
                 added: Arc::new(Notify::new()),
                 started: std::sync::Once::new(),
+                wakes: Default::default(),
             }),
         }
     }
@@ -72,7 +85,7 @@ impl Leases {
 
     /// Runs whose leases are held (for tests and metrics).
     pub fn held(&self) -> usize {
-        self.inner.lock().len()
+        self.inner.lock().runs.len()
     }
 
     fn hold(&self, run_id: &str, owner: &str, lease: Duration) {
@@ -82,19 +95,31 @@ impl Leases {
             due: Instant::now(),
         };
         held.due += held.every();
-        self.inner.lock().insert(run_id.to_string(), held);
+        let due = held.due;
+        let tell = {
+            let mut table = self.inner.lock();
+            table.runs.insert(run_id.to_string(), held);
+            let tell = table.wake_at.is_none_or(|at| due < at);
+            if tell {
+                // Told once: the runs added until it wakes go unsaid.
+                table.wake_at = Some(due);
+            }
+            tell
+        };
         let (weak, added) = (Arc::downgrade(&self.inner), self.inner.added.clone());
         self.inner
             .started
             .call_once(|| drop(tokio::spawn(keep(weak, added))));
-        self.inner.added.notify_one();
+        if tell {
+            self.inner.added.notify_one();
+        }
     }
 
     fn release(&self, run_id: &str) {
-        let mut held = self.inner.lock();
-        held.remove(run_id);
+        let mut table = self.inner.lock();
+        table.runs.remove(run_id);
         // The room of a burst of runs goes back once they are gone.
-        crate::shrink_when_mostly_empty(&mut held);
+        crate::shrink_when_mostly_empty(&mut table.runs);
     }
 }
 
@@ -106,7 +131,7 @@ impl Drop for Inner {
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+    fn lock(&self) -> MutexGuard<'_, Table> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -121,12 +146,16 @@ async fn keep(inner: Weak<Inner>, added: Arc<Notify>) {
         tokio::pin!(added);
         added.as_mut().enable();
         let Some(this) = inner.upgrade() else { return };
+        this.wakes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = Instant::now();
         let (due, next) = {
-            let held = this.lock();
+            let mut table = this.lock();
+            // Awake: a run added from now on tells it again.
+            table.wake_at = None;
             let mut due = Vec::new();
             let mut next: Option<Instant> = None;
-            for (id, h) in held.iter() {
+            for (id, h) in table.runs.iter() {
                 if h.due <= now + h.every() / 4 {
                     due.push((id.clone(), h.owner.clone(), h.lease));
                 } else {
@@ -147,16 +176,18 @@ async fn keep(inner: Weak<Inner>, added: Arc<Notify>) {
             .collect()
             .await;
         let mut next = next;
-        if !renewed.is_empty() {
+        {
             let now = Instant::now();
-            let mut held = this.lock();
+            let mut table = this.lock();
             for (id, r) in renewed {
-                let Some(h) = held.get_mut(&id) else { continue };
+                let Some(h) = table.runs.get_mut(&id) else {
+                    continue;
+                };
                 match r {
                     Ok(()) => h.due = now + h.every(),
                     // The run ended or was lost: nothing to keep.
                     Err(StoreError::NotRunning(_) | StoreError::UnknownRun(_)) => {
-                        held.remove(&id);
+                        table.runs.remove(&id);
                         continue;
                     }
                     // The backend is unreachable: again sooner.
@@ -164,6 +195,8 @@ async fn keep(inner: Weak<Inner>, added: Arc<Notify>) {
                 }
                 next = Some(next.map_or(h.due, |n| n.min(h.due)));
             }
+            // A run added while it was awake has told it (a wake-up waits).
+            table.wake_at = next;
         }
         drop(this);
         match next {
@@ -350,11 +383,36 @@ mod tests {
         for i in 0..5_000 {
             leases.hold(&format!("r{i}"), "me", Duration::from_secs(60));
         }
-        let burst = leases.inner.lock().capacity();
+        let burst = leases.inner.lock().runs.capacity();
         for i in 0..5_000 {
             leases.release(&format!("r{i}"));
         }
-        let after = leases.inner.lock().capacity();
+        let after = leases.inner.lock().runs.capacity();
         assert!(burst >= 5_000 && after <= 128, "{burst} -> {after}");
+    }
+
+    /// Streams begun while the task sleeps do not wake it when their
+    /// leases are due after its wake-up: it does not look at every run
+    /// for every stream begun.
+    #[tokio::test(flavor = "current_thread")]
+    async fn runs_due_later_do_not_wake_the_task() {
+        let leases = Leases::new(Arc::new(MemoryRunLog::new(&MemoryConfig::default())));
+        for i in 0..200 {
+            leases.hold(&format!("r{i}"), "me", Duration::from_secs(60));
+            tokio::task::yield_now().await;
+        }
+        let wakes = leases
+            .inner
+            .wakes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(wakes <= 2, "{wakes} wake-ups for 200 runs");
+        // One due sooner than its wake-up does.
+        leases.hold("soon", "me", Duration::from_millis(30));
+        tokio::task::yield_now().await;
+        let after = leases
+            .inner
+            .wakes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(after, wakes + 1);
     }
 }
