@@ -103,34 +103,8 @@ pub struct Noted {
     pub span: usize,
 }
 
-/// The steps as a JSON array, the bytes `serde_json::to_vec(steps)` gives:
-/// the run log stores one per client event. The deltas that make most of a
-/// stream (text, reasoning, tool arguments) are written directly; anything
-/// else goes through serde.
-pub fn write_steps(steps: &[Step], out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-    write_steps_of(steps, out)
-}
-
-/// [`write_steps`] of the steps an iterator gives, in its order.
-pub fn write_steps_of<'a>(
-    steps: impl IntoIterator<Item = &'a Step>,
-    out: &mut Vec<u8>,
-) -> Result<(), serde_json::Error> {
-    out.push(b'[');
-    for (i, step) in steps.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        if !write_delta_step(step, out) {
-            serde_json::to_writer(&mut *out, step)?;
-        }
-    }
-    out.push(b']');
-    Ok(())
-}
-
 /// A delta without extras: the steps most of a stream is made of, which
-/// the writers below write without serde.
+/// the log writes in a compact record, without serde.
 struct Delta<'a> {
     /// 0 text, 1 reasoning, 2 tool-call arguments (the compact form's tag).
     tag: u8,
@@ -141,13 +115,6 @@ struct Delta<'a> {
 }
 
 impl<'a> Delta<'a> {
-    fn of(step: &'a Step) -> Option<Self> {
-        match step {
-            Step::Event(ev) => Delta::of_event(ev),
-            _ => None,
-        }
-    }
-
     fn of_event(ev: &'a Event) -> Option<Self> {
         use crate::event::EventKind as K;
         if !ev.extra.is_empty() {
@@ -169,33 +136,6 @@ impl<'a> Delta<'a> {
             timestamp: ev.timestamp,
             origin: ev.origin,
         })
-    }
-
-    /// `{"event":{"kind":..,"<id>":..,"delta":..[,"timestamp":..][,"origin":..]}}`
-    /// (serde's order: the flattened kind's fields, then the event's own).
-    fn write_json(&self, out: &mut Vec<u8>) {
-        let (kind, id_key) = match self.tag {
-            0 => ("text_delta", "message_id"),
-            1 => ("reasoning_delta", "message_id"),
-            _ => ("tool_call_args", "tool_call_id"),
-        };
-        out.extend_from_slice(b"{\"event\":{\"kind\":\"");
-        out.extend_from_slice(kind.as_bytes());
-        out.extend_from_slice(b"\",\"");
-        out.extend_from_slice(id_key.as_bytes());
-        out.extend_from_slice(b"\":");
-        crate::json::write_str(out, self.id);
-        out.extend_from_slice(b",\"delta\":");
-        crate::json::write_str(out, self.delta);
-        if let Some(t) = self.timestamp {
-            out.extend_from_slice(b",\"timestamp\":");
-            out.extend_from_slice(itoa::Buffer::new().format(t).as_bytes());
-        }
-        if let Some(d) = self.origin {
-            out.extend_from_slice(b",\"origin\":");
-            crate::json::write_str(out, d.as_str());
-        }
-        out.extend_from_slice(b"}}");
     }
 
     /// The compact record: tag, flags (1 time, 2 origin), the id and the
@@ -228,16 +168,6 @@ fn write_len(mut n: usize, out: &mut Vec<u8>) {
         n >>= 7;
     }
     out.push(n as u8);
-}
-
-fn write_delta_step(step: &Step, out: &mut Vec<u8>) -> bool {
-    match Delta::of(step) {
-        Some(d) => {
-            d.write_json(out);
-            true
-        }
-        None => false,
-    }
 }
 
 /// Tag of a step record that holds one step as JSON (after its length);
@@ -311,8 +241,8 @@ pub enum LogStepsError {
     Compact(&'static str),
 }
 
-/// Reads what [`write_log_steps`] wrote, or a JSON array of steps (what
-/// [`write_steps`] writes).
+/// Reads what [`write_log_steps`] wrote, or a JSON array of steps (what a
+/// gateway of an earlier version wrote into a shared Redis log).
 pub fn read_log_steps(bytes: &[u8]) -> Result<Vec<Step>, LogStepsError> {
     if bytes.first() == Some(&b'[') {
         return Ok(serde_json::from_slice(bytes)?);
@@ -628,16 +558,11 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The direct writer gives serde's bytes, for deltas of any text,
-        /// with or without time, origin and extras, beside other steps.
+        /// A JSON array of steps (an earlier version's log) reads back too.
         #[test]
-        fn written_steps_are_serdes_bytes(steps in proptest::collection::vec(delta_step(), 0..6)) {
-            let mut out = Vec::new();
-            write_steps(&steps, &mut out).unwrap();
-            proptest::prop_assert_eq!(
-                String::from_utf8(out).unwrap(),
-                String::from_utf8(serde_json::to_vec(&steps).unwrap()).unwrap()
-            );
+        fn a_json_array_of_steps_reads_back(steps in proptest::collection::vec(delta_step(), 0..6)) {
+            let json = serde_json::to_vec(&steps).unwrap();
+            proptest::prop_assert_eq!(read_log_steps(&json).unwrap(), steps);
         }
 
         /// The log's form reads back as the steps written, deltas compact
@@ -726,8 +651,8 @@ mod tests {
             message_id: "m1".into(),
             delta: "@1764030000000000;xxxxxxxx".into(),
         })))];
-        let (mut json, mut log) = (Vec::new(), Vec::new());
-        write_steps(&steps, &mut json).unwrap();
+        let json = serde_json::to_vec(&steps).unwrap();
+        let mut log = Vec::new();
         write_log_steps(&steps, &mut log).unwrap();
         assert_eq!((json.len(), log.len()), (88, 32));
         let lengths = [0, 1, 127, 128, 300, 20_000];
