@@ -27,6 +27,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+# A fresh build's incremental caches are gigabytes that a one-off run never
+# reads again; CI machines have had little disk to spare.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/target/py-venv"
 # Debian packages the tests need beyond Node 20, Python 3.11 and Rust.
