@@ -501,6 +501,11 @@ for n in $OPEN_SCENARIOS; do
     has "$SYSTEMS" "$name" || continue
     echo "-- open streams: $OPEN_STREAMS streams x 1 event/s x $n events ($name)"
     fresh_babelgate
+    # Idle is a gateway that has served: a warm-up reads its code in, and
+    # 15 s of quiet let it hand back what the warm-up freed (jemalloc's
+    # decay is 10 s), so neither counts as the streams' memory.
+    "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG$path" --body vercel --streams 4 --events 200 --rate 0 >/dev/null
+    sleep 15
     "$BIN/loadgen" run --url "http://127.0.0.1:$P_BG$path" --body vercel --streams "$OPEN_STREAMS" \
       --events "$n" --rate 1 --ramp-ms 10000 --timeout-s 120 --pids "$BG" --label "open$n/$name" \
       --recover-s "$OPEN_RECOVER_S" | tee -a "$OUT/load.jsonl"

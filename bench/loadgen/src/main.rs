@@ -550,6 +550,22 @@ fn proc_usage(pid: u32) -> Option<(f64, u64)> {
     Some((ticks / 100.0, rss_kb * 1024))
 }
 
+/// Anonymous resident bytes of the processes (`RssAnon`): RSS without the
+/// pages of files, the executable's code among them, which the kernel reads
+/// in as code first runs and may drop again at will.
+fn anon_of(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("RssAnon:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .sum::<u64>()
+        * 1024
+}
+
 fn usage_of(pids: &[u32]) -> (f64, u64) {
     pids.iter()
         .filter_map(|&p| proc_usage(p))
@@ -567,6 +583,7 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 async fn run(o: RunOpts) -> serde_json::Value {
     let o = Arc::new(o);
     let (cpu0, rss0) = usage_of(&o.pids);
+    let anon0 = anon_of(&o.pids);
     let cpu0_by_pid: Vec<f64> = o.pids.iter().map(|&p| usage_of(&[p]).0).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
@@ -611,7 +628,7 @@ async fn run(o: RunOpts) -> serde_json::Value {
         .collect();
     stop.store(true, Ordering::Relaxed);
     let (peak_rss, samples) = sampler.await.unwrap_or_default();
-    let memory = memory_report(&o, rss0, &samples).await;
+    let memory = memory_report(&o, (rss0, anon0), &samples).await;
 
     let first = results.iter().filter_map(|r| r.start).min().unwrap_or(t0);
     let last = results.iter().filter_map(|r| r.end).max().unwrap_or(t0);
@@ -668,8 +685,13 @@ async fn run(o: RunOpts) -> serde_json::Value {
 
 /// Idle, steady and recovered RSS of the processes under test (MiB), as
 /// JSON; null without `--pids`. Samples RSS for `--recover-s` after the
-/// last stream closed (every 250 ms).
-async fn memory_report(o: &RunOpts, idle: u64, samples: &[(u64, u64)]) -> serde_json::Value {
+/// last stream closed (every 250 ms). `idle` is RSS and anonymous RSS
+/// before the first stream.
+async fn memory_report(
+    o: &RunOpts,
+    (idle, idle_anon): (u64, u64),
+    samples: &[(u64, u64)],
+) -> serde_json::Value {
     if o.pids.is_empty() {
         return serde_json::Value::Null;
     }
@@ -713,6 +735,8 @@ async fn memory_report(o: &RunOpts, idle: u64, samples: &[(u64, u64)]) -> serde_
             .map(|s| s.saturating_sub(idle) as f64 / 1024.0 / max_open as f64),
         "recover_s": o.recover.as_secs_f64(),
         "recovered_mib": recovered.map(mib),
+        "idle_anon_mib": mib(idle_anon),
+        "recovered_anon_mib": (!o.recover.is_zero()).then(|| mib(anon_of(&o.pids))),
         "within_10pct_of_idle_after_s": within_10pct_s,
         "recovery_series_mib": series,
     })
