@@ -25,7 +25,7 @@ use babelgate_core::journal::{Journal, Setup, Step};
 use babelgate_core::request::Message;
 use babelgate_core::track::OpenTracker;
 use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Shaper, Sink, SpanKind};
-use babelgate_store::{Entry, EventId, LogItem, RunLog, RunOutcome, RunWriter};
+use babelgate_store::{EventId, LogItem, Part, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -117,10 +117,9 @@ impl Recorder {
             &sorted
         };
         // One copy of the chunk's events, each followed by its core events:
-        // one allocation (and one shared count) a chunk, each entry a slice
-        // of it, and one store call for them all: an upstream read often
-        // holds many events, and an allocation or two per event was a cost
-        // of its own.
+        // one allocation a chunk and one store call for them all: an
+        // upstream read often holds many events, and an allocation or a
+        // handle per event was a cost of its own.
         let mut ids = Vec::new();
         if !events.is_empty() || !journal.is_empty() {
             // Steps `from..to` of the journal are group `g`'s: those at or
@@ -156,7 +155,8 @@ impl Recorder {
                 .map(|k| span_of(k).map_or(0, <[u8]>::len) + core_of(k).map_or(0, <[u8]>::len))
                 .sum();
             let mut both = Vec::with_capacity(size);
-            // Each entry's event ends at `split`, its core part at `end`.
+            // Where each entry lies in it: the store keeps the buffer once
+            // and each entry as offsets (no handle or count per event).
             let mut parts = Vec::with_capacity(events.len() + 1);
             for k in 0..=events.len() {
                 let event = span_of(k);
@@ -168,25 +168,21 @@ impl Recorder {
                 both.extend_from_slice(event.unwrap_or_default());
                 let split = both.len();
                 both.extend_from_slice(core.unwrap_or_default());
-                parts.push((start, split, both.len(), core.is_some()));
+                // A chunk of events is far under 4 GiB; the store cuts a
+                // part that says otherwise to the buffer.
+                let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+                parts.push(Part {
+                    start: at(start),
+                    split: at(split),
+                    end: at(both.len()),
+                    has_core: core.is_some(),
+                });
             }
-            let chunk = Bytes::from(both);
-            // A chunk of one entry (an event a read, as a paced stream
-            // gets) is moved in whole: a slice or a clone would make it a
-            // shared buffer, with a count allocated beside it.
-            let entries: Vec<Entry> = match parts[..] {
-                [(0, split, end, has_core)] if end == chunk.len() => {
-                    vec![Entry::joined(chunk, split, has_core)]
-                }
-                _ => parts
-                    .into_iter()
-                    .map(|(start, split, end, has_core)| {
-                        Entry::joined(chunk.slice(start..end), split - start, has_core)
-                    })
-                    .collect(),
-            };
-            ids.reserve(entries.len());
-            if let Err(e) = writer.append_entries(entries, &mut ids).await {
+            ids.reserve(parts.len());
+            if let Err(e) = writer
+                .append_chunk(Bytes::from(both), &parts, &mut ids)
+                .await
+            {
                 tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
                 self.writer = None;
             }

@@ -71,6 +71,10 @@ impl<T> Blocks<T> {
         item
     }
 
+    pub(crate) fn front(&self) -> Option<&T> {
+        self.blocks.front().and_then(VecDeque::front)
+    }
+
     pub(crate) fn back(&self) -> Option<&T> {
         self.blocks.back().and_then(VecDeque::back)
     }

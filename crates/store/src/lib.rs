@@ -131,6 +131,7 @@
 
 mod blocks;
 pub mod board;
+mod entries;
 mod flag;
 pub mod limits;
 mod memory;
@@ -388,6 +389,27 @@ impl Entry {
     }
 }
 
+/// One entry of a buffer appended whole ([`RunLog::append_chunk`]): its
+/// bytes are `start..end` of the buffer, the event's up to `split` and the
+/// rest its core part, when `has_core`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub start: u32,
+    pub split: u32,
+    pub end: u32,
+    pub has_core: bool,
+}
+
+impl Part {
+    /// The entry this part of `chunk` is (a shared slice of it).
+    pub fn entry_of(&self, chunk: &Bytes) -> Entry {
+        let end = (self.end as usize).min(chunk.len());
+        let start = (self.start as usize).min(end);
+        let split = (self.split as usize).clamp(start, end);
+        Entry::joined(chunk.slice(start..end), split - start, self.has_core)
+    }
+}
+
 /// What [`RunLog::read`] yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogItem {
@@ -473,6 +495,21 @@ pub trait RunLog: Send + Sync {
         entries: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError>;
+
+    /// [`append_entries`](Self::append_entries) of the entries that `parts`
+    /// say lie in `chunk`, one buffer holding them all (an upstream read's
+    /// events). By default each part is sliced out as an entry; the memory
+    /// backend keeps the buffer once, and per entry only where it lies.
+    async fn append_chunk(
+        &self,
+        run_id: &str,
+        chunk: Bytes,
+        parts: &[Part],
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        let entries = parts.iter().map(|p| p.entry_of(&chunk)).collect();
+        self.append_entries(run_id, entries, ids).await
+    }
 
     /// Extends the lease of a running run to `lease` from now. Call at least
     /// every `lease / 3`. [`StoreError::NotRunning`] when the run ended, was

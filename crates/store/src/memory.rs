@@ -9,11 +9,11 @@ use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
-use crate::blocks::Blocks;
+use crate::entries::{Entries, MAX_CHUNK, SEQ_LIMIT};
 use crate::flag::Flag;
 use crate::{
-    ConversationStore, Entry, EventId, LogItem, MemoryConfig, Message, RunInfo, RunLog, RunOutcome,
-    RunStatus, StoreError, MIN_RETENTION,
+    ConversationStore, Entry, EventId, LogItem, MemoryConfig, Message, Part, RunInfo, RunLog,
+    RunOutcome, RunStatus, StoreError, MIN_RETENTION,
 };
 
 /// Entries a reader takes per lock.
@@ -212,7 +212,7 @@ struct Run {
     key: String,
     owner: String,
     started: Instant,
-    entries: Blocks<(EventId, Entry)>,
+    entries: Entries,
     bytes: usize,
     /// The run's input for snapshots (JSON array), counted in the total.
     input: Bytes,
@@ -276,10 +276,14 @@ impl Run {
 
 /// The id after `last` (then `last`), at `now_ms` or just after it.
 fn next_id(last: &mut EventId, now_ms: u64) -> EventId {
+    // A millisecond holds at most `SEQ_LIMIT` ids (a run log packs `seq`
+    // in 24 bits); past that the next millisecond is taken early.
     let id = if now_ms > last.ms {
         EventId::new(now_ms, 0)
-    } else {
+    } else if last.seq + 1 < SEQ_LIMIT {
         EventId::new(last.ms, last.seq + 1)
+    } else {
+        EventId::new(last.ms + 1, 0)
     };
     *last = id;
     id
@@ -396,6 +400,91 @@ impl MemoryRunLog {
         }
         MemoryRunLog { shared }
     }
+
+    /// Appends `n` entries to a running run with `push` (given the run's
+    /// entries and their ids, it returns the bytes it added), then applies
+    /// the caps: one lock, one clock read and one wake-up of the readers per
+    /// batch, as a chunk from the upstream often holds many events.
+    fn append_with(
+        &self,
+        run_id: &str,
+        n: usize,
+        ids: &mut Vec<EventId>,
+        push: impl FnOnce(&mut Entries, std::iter::Copied<std::slice::Iter<'_, EventId>>) -> usize,
+    ) -> Result<(), StoreError> {
+        if n == 0 {
+            return Ok(()); // as Redis: nothing to check, nobody to wake
+        }
+        let sh = &self.shared;
+        let now = Instant::now();
+        let mut guard = sh.lock();
+        let runs = &mut *guard;
+        // One lookup of the run for the whole batch (what `Runs::get` does,
+        // with the ids drawn beside the borrowed run).
+        let Some(run) = runs.runs.get_mut(run_id) else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        if run.expires <= now {
+            runs.remove(run_id);
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        }
+        run.apply_lease(now, sh.lost_retention);
+        if run.state != State::Running {
+            return Err(StoreError::NotRunning(run_id.to_string()));
+        }
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let first = ids.len();
+        ids.extend((0..n).map(|_| next_id(&mut runs.last_id, now_ms)));
+        let added = push(
+            &mut run.entries,
+            ids.get(first..).unwrap_or_default().iter().copied(),
+        );
+        run.bytes += added;
+        let before = run.bytes;
+        while run.entries.len() > 1
+            && (run.entries.len() > sh.max_entries || run.bytes > sh.max_bytes)
+        {
+            if let Some((old, dropped)) = run.entries.pop_front() {
+                run.bytes -= dropped;
+                run.trimmed = Some(old);
+            }
+        }
+        let trimmed = before - run.bytes;
+        run.bump();
+        runs.total_bytes = runs.total_bytes + added - trimmed;
+        // All runs together stay under the total: finished runs go first,
+        // then the oldest entries of the largest running logs.
+        while runs.total_bytes > sh.max_total_bytes {
+            let finished = runs
+                .runs
+                .iter()
+                .filter(|(id, r)| r.state != State::Running && id.as_str() != run_id)
+                .min_by_key(|(_, r)| r.expires)
+                .map(|(id, _)| id.clone());
+            if let Some(victim) = finished {
+                runs.remove(&victim);
+                continue;
+            }
+            let Some(largest) = runs
+                .runs
+                .values_mut()
+                .filter(|r| r.entries.len() > 1)
+                .max_by_key(|r| r.bytes)
+            else {
+                break;
+            };
+            if let Some((old, dropped)) = largest.entries.pop_front() {
+                largest.bytes -= dropped;
+                largest.trimmed = Some(old);
+                largest.bump();
+                runs.total_bytes -= dropped;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Forgets expired runs every second, until the log is dropped. Without
@@ -450,7 +539,7 @@ impl RunLog for MemoryRunLog {
                 key: key.to_string(),
                 owner: owner.to_string(),
                 started: now,
-                entries: Blocks::default(),
+                entries: Entries::default(),
                 bytes: 0,
                 input: Bytes::new(),
                 trimmed: None,
@@ -471,81 +560,26 @@ impl RunLog for MemoryRunLog {
         data: Vec<Entry>,
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
-        if data.is_empty() {
-            return Ok(()); // as Redis: nothing to check, nobody to wake
+        let n = data.len();
+        self.append_with(run_id, n, ids, |entries, ids| {
+            ids.zip(data).map(|(id, d)| entries.push_entry(id, d)).sum()
+        })
+    }
+
+    async fn append_chunk(
+        &self,
+        run_id: &str,
+        chunk: Bytes,
+        parts: &[Part],
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        if chunk.len() > MAX_CHUNK {
+            let entries = parts.iter().map(|p| p.entry_of(&chunk)).collect();
+            return self.append_entries(run_id, entries, ids).await;
         }
-        let sh = &self.shared;
-        let now = Instant::now();
-        // One lock, one clock read and one wake-up of the readers per batch:
-        // a chunk from the upstream often holds many events.
-        let mut guard = sh.lock();
-        let runs = &mut *guard;
-        // One lookup of the run for the whole batch (what `Runs::get` does,
-        // with the ids drawn beside the borrowed run).
-        let Some(run) = runs.runs.get_mut(run_id) else {
-            return Err(StoreError::UnknownRun(run_id.to_string()));
-        };
-        if run.expires <= now {
-            runs.remove(run_id);
-            return Err(StoreError::UnknownRun(run_id.to_string()));
-        }
-        run.apply_lease(now, sh.lost_retention);
-        if run.state != State::Running {
-            return Err(StoreError::NotRunning(run_id.to_string()));
-        }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let first = ids.len();
-        ids.extend(data.iter().map(|_| next_id(&mut runs.last_id, now_ms)));
-        let mut added = 0;
-        for (id, d) in ids.iter().skip(first).zip(data) {
-            added += d.size();
-            run.entries.push_back((*id, d));
-        }
-        run.bytes += added;
-        let before = run.bytes;
-        while run.entries.len() > 1
-            && (run.entries.len() > sh.max_entries || run.bytes > sh.max_bytes)
-        {
-            if let Some((old, dropped)) = run.entries.pop_front() {
-                run.bytes -= dropped.size();
-                run.trimmed = Some(old);
-            }
-        }
-        let trimmed = before - run.bytes;
-        run.bump();
-        runs.total_bytes = runs.total_bytes + added - trimmed;
-        // All runs together stay under the total: finished runs go first,
-        // then the oldest entries of the largest running logs.
-        while runs.total_bytes > sh.max_total_bytes {
-            let finished = runs
-                .runs
-                .iter()
-                .filter(|(id, r)| r.state != State::Running && id.as_str() != run_id)
-                .min_by_key(|(_, r)| r.expires)
-                .map(|(id, _)| id.clone());
-            if let Some(victim) = finished {
-                runs.remove(&victim);
-                continue;
-            }
-            let Some(largest) = runs
-                .runs
-                .values_mut()
-                .filter(|r| r.entries.len() > 1)
-                .max_by_key(|r| r.bytes)
-            else {
-                break;
-            };
-            if let Some((old, dropped)) = largest.entries.pop_front() {
-                largest.bytes -= dropped.size();
-                largest.trimmed = Some(old);
-                largest.bump();
-                runs.total_bytes -= dropped.size();
-            }
-        }
-        Ok(())
+        self.append_with(run_id, parts.len(), ids, |entries, ids| {
+            entries.push_chunk(chunk, parts, ids)
+        })
     }
 
     async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
@@ -652,7 +686,7 @@ impl RunLog for MemoryRunLog {
         let mut runs = sh.lock();
         Ok(runs
             .get(run_id, Instant::now(), sh.lost_retention)
-            .and_then(|r| r.entries.back().map(|(id, _)| *id)))
+            .and_then(|r| r.entries.back_id()))
     }
 
     fn read(
@@ -764,16 +798,13 @@ impl Reader {
                 }
             }
             let from = match self.cursor {
-                Some(c) => run.entries.partition_point(|(id, _)| *id <= c),
+                Some(c) => run.entries.after(c),
                 None => 0,
             };
-            for (id, entry) in run.entries.iter_from(from).take(READ_BATCH) {
-                self.pending.push_back(Ok(LogItem::Event {
-                    id: *id,
-                    data: entry.event(),
-                    core: entry.core(),
-                }));
-                self.cursor = Some(*id);
+            for (id, data, core) in run.entries.iter_from(from).take(READ_BATCH) {
+                self.pending
+                    .push_back(Ok(LogItem::Event { id, data, core }));
+                self.cursor = Some(id);
             }
             if !self.pending.is_empty() {
                 return;
@@ -811,6 +842,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_grow_and_a_full_millisecond_takes_the_next() {
+        let mut last = EventId::new(5, 0);
+        assert_eq!(next_id(&mut last, 5), EventId::new(5, 1));
+        assert_eq!(next_id(&mut last, 9), EventId::new(9, 0));
+        assert_eq!(
+            next_id(&mut last, 3),
+            EventId::new(9, 1),
+            "the clock went back"
+        );
+        last = EventId::new(9, SEQ_LIMIT - 2);
+        assert_eq!(next_id(&mut last, 9), EventId::new(9, SEQ_LIMIT - 1));
+        assert_eq!(next_id(&mut last, 9), EventId::new(10, 0));
+        assert_eq!(next_id(&mut last, 9), EventId::new(10, 1));
+    }
     use babelgate_core::Role;
 
     fn msg(id: &str) -> Message {

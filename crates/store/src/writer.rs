@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::flag::Flag;
-use crate::{Entry, EventId, RunInfo, RunLog, RunOutcome, StoreError};
+use crate::{Entry, EventId, Part, RunInfo, RunLog, RunOutcome, StoreError};
 
 /// Renewals of one backend at once (Redis: that many round trips in
 /// flight).
@@ -277,6 +277,19 @@ impl RunWriter {
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
         self.log().append_entries(&self.run_id, entries, ids).await
+    }
+
+    /// Appends the entries that `parts` say lie in `chunk` (see
+    /// [`RunLog::append_chunk`]).
+    pub async fn append_chunk(
+        &self,
+        chunk: Bytes,
+        parts: &[Part],
+        ids: &mut Vec<EventId>,
+    ) -> Result<(), StoreError> {
+        self.log()
+            .append_chunk(&self.run_id, chunk, parts, ids)
+            .await
     }
 
     /// Whether a stop was requested, as a [`stop_signal`](Self::stop_signal)

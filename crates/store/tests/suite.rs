@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use babelgate_core::Role;
 use babelgate_store::{
-    BoxStream, Bytes, Entry, EventId, Leases, LogItem, MemoryConfig, Message, RedisConfig, RunInfo,
-    RunLog, RunOutcome, RunStatus, RunWriter, StoreConfig, StoreError, Stores,
+    BoxStream, Bytes, Entry, EventId, Leases, LogItem, MemoryConfig, Message, Part, RedisConfig,
+    RunInfo, RunLog, RunOutcome, RunStatus, RunWriter, StoreConfig, StoreError, Stores,
 };
 use futures_util::StreamExt;
 use support::RedisServer;
@@ -218,6 +218,7 @@ on_both_backends!(
     caps_drop_the_oldest_entries_and_readers_are_told,
     entries_keep_their_core_part_beside_the_bytes,
     core_parts_count_towards_the_byte_cap,
+    a_chunk_appends_as_its_entries,
     ping_answers,
     waiting_for_a_stop_polls_nothing,
     history_is_capped_by_bytes,
@@ -1077,6 +1078,82 @@ async fn entries_keep_their_core_part_beside_the_bytes(kind: Kind) {
     let reader = b.other().await.runs;
     assert_eq!(collect(reader.read("r1", None)).await, want(0));
     assert_eq!(collect(reader.read("r1", Some(ids[1]))).await, want(2));
+}
+
+/// A buffer appended whole reads back as its parts appended one by one:
+/// the same events and core parts, in order, across buffers, with the
+/// entry cap cutting through a buffer.
+async fn a_chunk_appends_as_its_entries(kind: Kind) {
+    let b = Backend::new(
+        kind,
+        Limits {
+            max_run_entries: 5,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let log = b.runs();
+    let part = |start, split, end, has_core| Part {
+        start,
+        split,
+        end,
+        has_core,
+    };
+    // Two events with core parts, one without, one core-only entry.
+    let first = Bytes::from_static(b"data: a\n\nAAdata: b\n\ndata: c\n\nCCC!");
+    let first_parts = [
+        part(0, 9, 11, true),
+        part(11, 20, 20, false),
+        part(20, 29, 32, true),
+        part(32, 32, 33, true),
+    ];
+    let second = Bytes::from_static(b"data: d\n\nDdata: e\n\n");
+    let second_parts = [part(0, 9, 10, true), part(10, 19, 19, true)];
+    let mut chunk_ids = Vec::new();
+    let mut entry_ids = Vec::new();
+    log.begin("k", "chunks", "me", LONG_LEASE).await.unwrap();
+    log.begin("k2", "entries", "me", LONG_LEASE).await.unwrap();
+    for (chunk, parts) in [(&first, &first_parts[..]), (&second, &second_parts[..])] {
+        log.append_chunk("chunks", chunk.clone(), parts, &mut chunk_ids)
+            .await
+            .unwrap();
+        let entries = parts.iter().map(|p| p.entry_of(chunk)).collect();
+        log.append_entries("entries", entries, &mut entry_ids)
+            .await
+            .unwrap();
+    }
+    assert_eq!(chunk_ids.len(), 6);
+    assert!(strictly_increasing(&chunk_ids));
+    for run in ["chunks", "entries"] {
+        log.end(run, RunOutcome::Completed, RETENTION)
+            .await
+            .unwrap();
+    }
+    // The events and core parts of a read, without their ids.
+    let plain = |items: Vec<LogItem>| -> Vec<(Bytes, Option<Bytes>)> {
+        items
+            .into_iter()
+            .filter_map(|i| match i {
+                LogItem::Event { data, core, .. } => Some((data, core)),
+                _ => None,
+            })
+            .collect()
+    };
+    let want = vec![
+        (ev("data: b\n\n"), None),
+        (ev("data: c\n\n"), Some(ev("CCC"))),
+        (Bytes::new(), Some(ev("!"))),
+        (ev("data: d\n\n"), Some(ev("D"))),
+        (ev("data: e\n\n"), Some(Bytes::new())),
+    ];
+    let reader = b.other().await.runs;
+    let chunks = collect(reader.read("chunks", None)).await;
+    assert_eq!(chunks.first(), Some(&LogItem::Truncated), "a was dropped");
+    assert_eq!(chunks.last(), Some(&LogItem::End(RunOutcome::Completed)));
+    assert_eq!(plain(chunks), want);
+    assert_eq!(plain(collect(reader.read("entries", None)).await), want);
+    let after = collect(reader.read("chunks", Some(chunk_ids[3]))).await;
+    assert_eq!(plain(after), want[3..]);
 }
 
 /// The byte cap counts both parts of an entry.
