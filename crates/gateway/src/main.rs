@@ -376,8 +376,10 @@ fn runtime() -> tokio::runtime::Runtime {
 /// again, so after a burst of streams about 5 MiB stayed resident for good
 /// (measured: 3,000 streams closed, 2.6 MiB anonymous memory before them and
 /// 7.9 MiB 30 s after; 2.7 MiB with the caches off). A worker about to park
-/// with no stream open flushes its cache once; while streams are open
-/// nothing is done, so the hot path pays nothing.
+/// with no proxied stream open flushes its cache, once until it runs again;
+/// while streams are proxied it only reads their count, so the hot path
+/// pays next to nothing. (A resumed stream that follows another instance's
+/// run is not a proxied one: alone, it lets a worker flush as it parks.)
 #[cfg(not(target_env = "msvc"))]
 mod thread_caches {
     use std::cell::Cell;

@@ -125,9 +125,10 @@ impl Entries {
     pub(crate) fn push_entry(&mut self, id: EventId, entry: Entry) -> usize {
         let size = entry.size();
         if size > MAX_CHUNK {
-            // Never an event of a stream: kept as its event part only.
-            let event = entry.event().slice(..MAX_CHUNK.min(entry.event().len()));
-            return self.push_entry(id, Entry::data(event));
+            // Never an event of a stream (those are bounded far below): its
+            // event part is kept, cut to 2 GiB, without its core part.
+            let event = entry.event();
+            return self.push_entry(id, Entry::data(event.slice(..MAX_CHUNK.min(event.len()))));
         }
         let part = Part {
             start: 0,
@@ -168,14 +169,15 @@ impl Entries {
         from: usize,
     ) -> impl Iterator<Item = (EventId, Bytes, Option<Bytes>)> + '_ {
         self.slots.iter_from(from).map(|&(id, slot)| {
-            let chunk = self
-                .chunks
-                .get(slot.chunk.wrapping_sub(self.first_chunk) as usize)
-                .cloned()
-                .unwrap_or_default();
             let (start, split, end) = (slot.start as usize, slot.split as usize, slot.end());
-            let core = slot.has_core().then(|| chunk.slice(split..end));
-            (self.unpack(id), chunk.slice(start..split), core)
+            // Offsets were cut to their buffer when appended.
+            let slice = |range: std::ops::Range<usize>| {
+                self.chunks
+                    .get(slot.chunk.wrapping_sub(self.first_chunk) as usize)
+                    .map_or_else(Bytes::new, |c| c.slice(range))
+            };
+            let core = slot.has_core().then(|| slice(split..end));
+            (self.unpack(id), slice(start..split), core)
         })
     }
 

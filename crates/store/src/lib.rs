@@ -408,6 +408,11 @@ impl Part {
         let split = (self.split as usize).clamp(start, end);
         Entry::joined(chunk.slice(start..end), split - start, self.has_core)
     }
+
+    /// The entries `parts` say lie in `chunk`, each a slice of it.
+    pub fn entries_of(parts: &[Part], chunk: &Bytes) -> Vec<Entry> {
+        parts.iter().map(|p| p.entry_of(chunk)).collect()
+    }
 }
 
 /// What [`RunLog::read`] yields.
@@ -507,8 +512,8 @@ pub trait RunLog: Send + Sync {
         parts: &[Part],
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
-        let entries = parts.iter().map(|p| p.entry_of(&chunk)).collect();
-        self.append_entries(run_id, entries, ids).await
+        self.append_entries(run_id, Part::entries_of(parts, &chunk), ids)
+            .await
     }
 
     /// Extends the lease of a running run to `lease` from now. Call at least

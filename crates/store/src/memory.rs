@@ -574,8 +574,9 @@ impl RunLog for MemoryRunLog {
         ids: &mut Vec<EventId>,
     ) -> Result<(), StoreError> {
         if chunk.len() > MAX_CHUNK {
-            let entries = parts.iter().map(|p| p.entry_of(&chunk)).collect();
-            return self.append_entries(run_id, entries, ids).await;
+            return self
+                .append_entries(run_id, Part::entries_of(parts, &chunk), ids)
+                .await;
         }
         self.append_with(run_id, parts.len(), ids, |entries, ids| {
             entries.push_chunk(chunk, parts, ids)

@@ -1117,8 +1117,7 @@ async fn a_chunk_appends_as_its_entries(kind: Kind) {
         log.append_chunk("chunks", chunk.clone(), parts, &mut chunk_ids)
             .await
             .unwrap();
-        let entries = parts.iter().map(|p| p.entry_of(chunk)).collect();
-        log.append_entries("entries", entries, &mut entry_ids)
+        log.append_entries("entries", Part::entries_of(parts, chunk), &mut entry_ids)
             .await
             .unwrap();
     }
