@@ -506,6 +506,12 @@ fn init_tracing(json: bool) {
 /// again, so after a burst of streams a quiet gateway would keep its peak
 /// RSS. Its background thread purges them on a timer instead (within about
 /// ten seconds, its decay time). Not on by default in jemalloc.
+///
+/// What it can purge depends on its slabs, the runs of pages that small
+/// objects of one size share: a slab goes back only once all of its objects
+/// are freed. jemalloc is built with slabs of 8 pages for every size
+/// (`.cargo/config.toml`), not 1 to 7: after 9,900 streams closed, 1.3 MiB
+/// less stayed resident, at the same speed (docs/benchmarks.md).
 #[cfg(not(target_env = "msvc"))]
 fn return_freed_memory() {
     if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
@@ -673,6 +679,31 @@ async fn watch_config(gateway: Arc<Gateway>, path: PathBuf) {
                     tracing::error!(why, file = %e.file, line = err.line, column = err.column, error = %err.message, "reload refused; the running configuration stays");
                 }
             }
+        }
+    }
+}
+
+#[cfg(all(test, not(target_env = "msvc")))]
+mod tests {
+    use tikv_jemalloc_ctl::{Access, AsName};
+
+    fn read(name: &str) -> usize {
+        format!("{name}\0").as_bytes().name().read().unwrap()
+    }
+
+    /// The build carries `.cargo/config.toml`'s jemalloc options: each size
+    /// class's slab is 8 pages, or as near as jemalloc allows (a slab holds
+    /// 1 to 512 objects of its size).
+    #[test]
+    fn small_objects_share_slabs_of_eight_pages() {
+        let page = read("arenas.page");
+        let bins: u32 = b"arenas.nbins\0".name().read().unwrap();
+        assert!(bins > 30, "{bins} size classes");
+        for i in 0..bins {
+            let size = read(&format!("arenas.bin.{i}.size"));
+            let slab = read(&format!("arenas.bin.{i}.slab_size"));
+            let pages = 8.clamp(size.div_ceil(page), 512 * size / page);
+            assert_eq!(slab, pages * page, "objects of {size} bytes");
         }
     }
 }
