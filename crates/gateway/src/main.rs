@@ -457,6 +457,10 @@ mod when_quiet {
     mod tests {
         use super::*;
 
+        /// Held by the tests that purge, so that one's purge does not give
+        /// back the pages another counts.
+        static PURGING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
         fn cache_on() -> bool {
             b"thread.tcache.enabled\0".name().read().unwrap()
         }
@@ -489,6 +493,7 @@ mod when_quiet {
         /// keep their decay time for the busy gateway.
         #[test]
         fn a_purge_hands_back_the_freed_pages() {
+            let _alone = PURGING.lock().unwrap_or_else(|e| e.into_inner());
             std::thread::spawn(|| {
                 let decay = || -> isize { b"arena.0.dirty_decay_ms\0".name().read().unwrap() };
                 let before = decay();
@@ -499,7 +504,7 @@ mod when_quiet {
                 assert!(held >= 1024, "{held} pages held after 4 MiB freed");
                 purge();
                 // Other tests of this binary allocate meanwhile: a little may
-                // be freed again.
+                // be freed again (none of them purges meanwhile).
                 let left = freed_pages();
                 assert!(left < 256, "{left} pages held after the purge");
                 assert_eq!(decay(), before);
@@ -508,10 +513,11 @@ mod when_quiet {
             .unwrap();
         }
 
-        /// A worker flushes once it parks with no stream open, and once only
-        /// until it runs again; with no gateway yet it does nothing.
+        /// A worker flushes and purges once it parks with no stream open, and
+        /// once only until it runs again; with no gateway yet it does nothing.
         #[test]
         fn a_worker_flushes_when_it_parks_with_no_stream_open() {
+            let _alone = PURGING.lock().unwrap_or_else(|e| e.into_inner());
             std::thread::spawn(|| {
                 worked();
                 parked();
@@ -526,9 +532,13 @@ mod when_quiet {
                 .unwrap();
                 let gateway = rt.block_on(async { std::sync::Arc::new(Gateway::new(config).unwrap()) });
                 let _ = GATEWAY.set(std::sync::Arc::downgrade(&gateway));
+                drop((0..64).map(|_| vec![1u8; 64 * 1024]).collect::<Vec<_>>());
+                assert!(freed_pages() >= 1024);
                 parked();
                 assert!(!WORKED.with(Cell::get), "quiet: flushed");
                 assert!(cache_on());
+                let left = freed_pages();
+                assert!(left < 256, "quiet: purged, {left} pages held");
             })
             .join()
             .unwrap();
