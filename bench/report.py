@@ -232,7 +232,19 @@ def main() -> int:
         elif row and sx:
             r = row["events_per_s"] / max(sx["events_per_s"], 1e-9)
             target(f"network saturation ≥ 0.8x events/s of (b) nginx, translating{which}", f"{r:.2f}x", r >= 0.8)
-        if row and sp:
+        # Against the Python bridge's run (about a second), babelgate's
+        # rounds of about a second (the median), not its one burst above.
+        vs_python = saturation_events(load, system)
+        if vs_python and sp:
+            per = [x / max(sp["events_per_s"], 1e-9) for x in vs_python]
+            r = median(per)
+            single = f"; the one run above: {row['events_per_s'] / max(sp['events_per_s'], 1e-9):.1f}x" if row else ""
+            target(
+                f"network saturation ≥ 15x events/s of (e) Python{which} (median of {len(per)} rounds)",
+                f"{r:.1f}x ({', '.join(f'{x:.1f}' for x in per)}{single})",
+                r >= 15,
+            )
+        elif row and sp:
             r = row["events_per_s"] / max(sp["events_per_s"], 1e-9)
             target(f"network saturation ≥ 15x events/s of (e) Python{which}", f"{r:.1f}x", r >= 15)
     if sb and sn:
@@ -427,6 +439,11 @@ def saturation_rounds(load):
     return dict(sorted(rounds.items()))
 
 
+def saturation_events(load, system):
+    """Each round's events/s of `system`."""
+    return [row[system]["events_per_s"] for row in saturation_rounds(load).values() if row.get(system)]
+
+
 def saturation_ratios(load, system):
     """Each round's events/s of `system` over nginx's in the same round."""
     out = []
@@ -447,10 +464,16 @@ def saturation_rounds_table(load):
     rounds = saturation_rounds(load)
     if not rounds:
         return []
+    rows = [r for row in rounds.values() for r in row.values()]
+    per_round = max((r.get("delivered_events", 0) for r in rows), default=0)
+    walls = [r["wall_s"] for r in rows if r.get("wall_s")]
+    burst = [load[f"saturation/{t}"]["wall_s"] for t in ("nginx", *BABELGATES) if f"saturation/{t}" in load]
     md = [
         f"\n### Saturation, {len(rounds)} rounds side by side: (b), (c) and (c-nolog) alternating\n",
-        "One saturation run of these systems lasts 40–100 ms, so a single run's ratio moves a lot; "
-        "the targets take the median of these rounds' ratios.\n",
+        f"Each round {per_round:,} events through each system, a run of {min(walls, default=0):.2f}–{max(walls, default=0):.2f} s "
+        f"(the run above lasts {1e3 * min(burst, default=0):.0f}–{1e3 * max(burst, default=0):.0f} ms of these systems: "
+        "a cold burst whose ratio moves a lot). The targets take the median of these rounds' ratios, "
+        "to nginx in the same round and to the Python bridge's run above.\n",
         "| round | (b) nginx events/s | (c) babelgate events/s | against nginx | (c-nolog) events/s | against nginx |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
