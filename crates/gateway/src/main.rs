@@ -449,8 +449,11 @@ mod when_quiet {
     /// Hands every worker a task that waits (up to [`MEET`]) until each has
     /// one: a worker holding one cannot take another, so each runs its own,
     /// then parks, finds the gateway quiet and flushes. The tasks are
-    /// spawned from a blocking thread: spawned here, they would go to this
-    /// worker's own queue, and no other worker would be told of them.
+    /// spawned from a thread of their own: spawned here, they would go to
+    /// this worker's own queue, and no other worker would be told of them.
+    /// (A thread, not `spawn_blocking`, which panics when the system has no
+    /// thread to give; here a failed spawn only leaves the caches as they
+    /// were.)
     fn nudge() {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
@@ -459,24 +462,26 @@ mod when_quiet {
         if workers < 2 {
             return;
         }
-        let to = rt.clone();
-        drop(rt.spawn_blocking(move || {
-            let met = std::sync::Arc::new((Mutex::new(0usize), Condvar::new()));
-            for _ in 0..workers {
-                let met = met.clone();
-                drop(to.spawn(async move {
-                    let (count, all) = &*met;
-                    let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
-                    *n += 1;
-                    all.notify_all();
-                    // Blocks this worker on purpose, briefly and only when
-                    // the gateway is quiet, so that it takes no other's task.
-                    let _ = all
-                        .wait_timeout_while(n, MEET, |n| *n < workers)
-                        .unwrap_or_else(|e| e.into_inner());
-                }));
-            }
-        }));
+        let spawned = std::thread::Builder::new()
+            .name("babelgate-nudge".into())
+            .spawn(move || {
+                let met = std::sync::Arc::new((Mutex::new(0usize), Condvar::new()));
+                for _ in 0..workers {
+                    let met = met.clone();
+                    drop(rt.spawn(async move {
+                        let (count, all) = &*met;
+                        let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+                        *n += 1;
+                        all.notify_all();
+                        // Blocks this worker on purpose, briefly and only when
+                        // the gateway is quiet, so that it takes no other's task.
+                        let _ = all
+                            .wait_timeout_while(n, MEET, |n| *n < workers)
+                            .unwrap_or_else(|e| e.into_inner());
+                    }));
+                }
+            });
+        drop(spawned);
     }
 
     /// jemalloc's `thread.tcache.flush` takes no value, which the safe
