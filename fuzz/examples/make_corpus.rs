@@ -103,6 +103,17 @@ fn main() {
 /// Crash inputs found by fuzzing, kept as seeds (and each a unit test where
 /// it was fixed): (target, file name, input).
 const REGRESSIONS: &[(&str, &str, &[u8])] = &[
+    // An AG-Kit `unknown` envelope carrying an AG-UI STEP_STARTED without
+    // its `stepName` was written back to AG-UI clients as it came (adapters/
+    // ag-ui encoder test `an_own_unknown_event_of_a_defined_type_goes_out_as_raw`).
+    (
+        "decode_agkit",
+        "regression-own-unknown-of-a-defined-type.sse",
+        "data: {\"type\":\"text\",\"content\":\"hi\"}\n\n\
+         data: {\"type\":\"unknown\",\"dialect\":\"ag-ui\",\"event\":{\"type\":\"STEP_STARTED\",\"x\":1}}\n\n\
+         data: [DONE]\n\n"
+            .as_bytes(),
+    ),
     // A backslash before a multi-byte character panicked the AG-UI decoder's
     // fast path (adapters/ag-ui decoder test
     // `a_backslash_before_a_multibyte_character_is_an_error`).

@@ -594,14 +594,6 @@ fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
     Some((kind, Map::new()))
 }
 
-const DEPRECATED: [&str; 5] = [
-    THINKING_START,
-    THINKING_END,
-    THINKING_TEXT_MESSAGE_START,
-    THINKING_TEXT_MESSAGE_CONTENT,
-    THINKING_TEXT_MESSAGE_END,
-];
-
 impl Decoder for AgUiDecoder {
     fn dialect(&self) -> Dialect {
         Dialect::AgUi
@@ -828,7 +820,7 @@ impl AgUiDecoder {
         if let Some(kind) = ChunkKind::of_chunk_type(&ty) {
             return self.decode_chunk(kind, obj, out);
         }
-        if !EVENT_TYPES.contains(&ty.as_str()) && !DEPRECATED.contains(&ty.as_str()) {
+        if !is_known_type(&ty) {
             // Kept whole; the client drops it (with a warning), so it does not
             // touch the chunk lanes either.
             out.push(

@@ -922,10 +922,16 @@ impl AgUiEncoder {
                 self.emit(o, out);
             }
             EventKind::Unknown { raw } => match (ev.origin, raw) {
-                // Our own dialect's event, written back as it came (the client
-                // drops types it does not know, with a warning).
+                // Our own dialect's event of a type AG-UI does not define,
+                // written back as it came (the client drops types it does not
+                // know, with a warning). One of a defined type came without
+                // that type's fields (another dialect's envelope can say
+                // anything): written as it came, it would break the client's
+                // schema, so it goes out as RAW like any foreign event.
                 (Some(Dialect::AgUi), Value::Object(o))
-                    if o.get("type").is_some_and(Value::is_string) =>
+                    if o.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| !is_known_type(t)) =>
                 {
                     self.emit(o.clone(), out);
                 }
@@ -1756,5 +1762,30 @@ mod tests {
         }
         assert_eq!(at, out.len());
         assert!(sink.spans().len() >= 5, "{}", String::from_utf8_lossy(&out));
+    }
+
+    /// An AG-UI event of a type AG-UI defines but without its fields (as an
+    /// AG-Kit `unknown` envelope may carry) goes out as RAW: written as it
+    /// came, it broke the client's schema (found by the `decode_agkit`
+    /// fuzz target). A type AG-UI does not define is still written back.
+    #[test]
+    fn an_own_unknown_event_of_a_defined_type_goes_out_as_raw() {
+        let own = |raw: Value| Event::new(EventKind::Unknown { raw }).with_origin(Dialect::AgUi);
+        let s = encode(
+            &[
+                own(json!({"type": "STEP_STARTED", "x": 1})),
+                own(json!({"type": "FUTURE_EVENT", "y": 2})),
+            ],
+            true,
+        );
+        let v = values(&s);
+        let raw = v
+            .iter()
+            .find(|e| e["type"] == RAW)
+            .unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(raw["event"], json!({"type": "STEP_STARTED", "x": 1}));
+        assert_eq!(raw["source"], "ag-ui");
+        assert!(!v.iter().any(|e| e["type"] == STEP_STARTED), "{s}");
+        assert!(v.contains(&json!({"type": "FUTURE_EVENT", "y": 2})), "{s}");
     }
 }

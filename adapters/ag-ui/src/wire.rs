@@ -79,6 +79,21 @@ pub const EVENT_TYPES: [&str; 31] = [
     SUBAGENT_ERROR,
 ];
 
+/// The deprecated `THINKING_*` types, still read (as reasoning).
+pub const DEPRECATED: [&str; 5] = [
+    THINKING_START,
+    THINKING_END,
+    THINKING_TEXT_MESSAGE_START,
+    THINKING_TEXT_MESSAGE_CONTENT,
+    THINKING_TEXT_MESSAGE_END,
+];
+
+/// A type AG-UI defines (now or deprecated): an event of it must carry that
+/// type's fields, so only other types are kept whole as unknown events.
+pub fn is_known_type(ty: &str) -> bool {
+    EVENT_TYPES.contains(&ty) || DEPRECATED.contains(&ty)
+}
+
 /// Private notes (`babelgate_core::event::NOTE_PREFIX`) the decoder leaves
 /// for its own encoder, so that it knows what an AG-UI client saw: the
 /// shorthand chunk verbatim, on the first core event made from it, with how
