@@ -74,6 +74,21 @@ const SCENARIOS = {
       finishStep, finish('tool-calls'),
     ],
   },
+  // An approval the agent's own policy answers (streamText's `toolApproval`,
+  // 'approved'): request and answer in one stream, and the run goes on.
+  // The chunks are the ones streamText writes for it.
+  auto_approval: {
+    chunks: [
+      start, startStep,
+      ...toolInput('tc-1', 'get_weather', ['{"city":"北京"}'], { city: '北京' }),
+      { type: 'tool-approval-request', approvalId: 'appr-1', toolCallId: 'tc-1', isAutomatic: true },
+      { type: 'tool-approval-response', approvalId: 'appr-1', approved: true },
+      { type: 'tool-output-available', toolCallId: 'tc-1', output: { city: '北京', temperature: 22 } },
+      finishStep, startStep,
+      ...text('txt-1', ['北京今天晴。']),
+      finishStep, finish('stop'),
+    ],
+  },
   parallel_tools: {
     chunks: [
       start, startStep,

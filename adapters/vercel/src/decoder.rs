@@ -12,6 +12,10 @@
 //! the request and attaches it to the next `finish` (or, when the stream ends
 //! without one, to a `RunFinished` it emits at the end). The encoder writes the
 //! requests back before its deferred `finish-step`, so the order survives.
+//! A request the stream answers itself (`isAutomatic`, or a
+//! `tool-approval-response` with its id before the finish: `streamText`'s
+//! `toolApproval` policies) is no interrupt: it and its answer are kept whole
+//! as `Unknown`, in place, and the run goes on.
 
 // foldhash: ids are hashed per event; SipHash showed in the profile.
 use foldhash::{HashMap, HashSet};
@@ -45,6 +49,10 @@ pub struct VercelDecoder {
     calls: HashMap<String, CallSeen>,
     /// Approval requests (and `data-interrupt` parts) waiting for the finish.
     pending_interrupts: Vec<Interrupt>,
+    /// The chunks of the approval requests among them, by approval id: a
+    /// `tool-approval-response` in the same stream answers one, which then
+    /// is no interrupt but both chunks, kept whole.
+    approval_chunks: Vec<(String, Value)>,
     /// An `error` was read: the `ai` package still closes the step and the
     /// message (`finish{finishReason:"error"}`), which says nothing new.
     errored: bool,
@@ -61,6 +69,7 @@ impl Default for VercelDecoder {
             reasoning: HashSet::default(),
             calls: HashMap::default(),
             pending_interrupts: Vec::new(),
+            approval_chunks: Vec::new(),
             errored: false,
             plain: true,
         }
@@ -84,6 +93,12 @@ impl VercelDecoder {
             },
             extra,
         ));
+    }
+
+    /// The interrupts waiting for the finish, which the run ends with.
+    fn take_interrupts(&mut self) -> Vec<Interrupt> {
+        self.approval_chunks.clear();
+        std::mem::take(&mut self.pending_interrupts)
     }
 
     /// Every chunk the general way (tests hold the map-free path to it).
@@ -225,7 +240,7 @@ impl Decoder for VercelDecoder {
                     message_id: None,
                     result: None,
                     outcome: Outcome::Interrupt {
-                        interrupts: std::mem::take(&mut self.pending_interrupts),
+                        interrupts: self.take_interrupts(),
                     },
                     finish_reason: None,
                     usage: None,
@@ -303,7 +318,7 @@ impl VercelDecoder {
                     Outcome::Unspecified
                 } else {
                     Outcome::Interrupt {
-                        interrupts: std::mem::take(&mut self.pending_interrupts),
+                        interrupts: self.take_interrupts(),
                     }
                 };
                 out.push(ev(
@@ -321,7 +336,7 @@ impl VercelDecoder {
             }
             "abort" => {
                 // An aborted run answers no approval.
-                self.pending_interrupts.clear();
+                self.take_interrupts();
                 let reason = c.opt_str("reason")?;
                 out.push(ev(
                     EventKind::RunFinished {
@@ -337,7 +352,7 @@ impl VercelDecoder {
                 ));
             }
             "error" => {
-                self.pending_interrupts.clear();
+                self.take_interrupts();
                 self.errored = true;
                 out.push(ev(
                     EventKind::RunError {
@@ -533,6 +548,14 @@ impl VercelDecoder {
             "tool-approval-request" => {
                 let id = c.req_str("approvalId")?;
                 let tool_call_id = c.req_str("toolCallId")?;
+                if c.obj.get("isAutomatic") == Some(&Value::Bool(true)) {
+                    // Decided by the agent's own policy (`toolApproval` in
+                    // `streamText`): its answer follows in this stream, and
+                    // the run waits for no one.
+                    out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()));
+                    return Ok(());
+                }
+                self.approval_chunks.push((id.clone(), raw.clone()));
                 self.pending_interrupts.push(Interrupt {
                     id,
                     reason: APPROVAL_REASON.to_string(),
@@ -541,6 +564,22 @@ impl VercelDecoder {
                     payload: c.obj.get("approvalDescriptor").cloned(),
                     extra: c.extra(&["approvalId", "toolCallId", "reason", "approvalDescriptor"]),
                 });
+            }
+
+            "tool-approval-response" => {
+                // Answering a request of this stream: that request asks no
+                // one, and goes out just before its answer.
+                let answered = c.obj.get("approvalId").and_then(Value::as_str);
+                if let Some(at) = self
+                    .approval_chunks
+                    .iter()
+                    .position(|(id, _)| Some(id.as_str()) == answered)
+                {
+                    let (id, request) = self.approval_chunks.remove(at);
+                    self.pending_interrupts.retain(|it| it.id != id);
+                    out.push(ev(EventKind::Unknown { raw: request }, Extra::new()));
+                }
+                out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()));
             }
 
             "source-url" => out.push(ev(
@@ -1200,6 +1239,43 @@ mod tests {
                 None
             )]
         );
+    }
+
+    #[test]
+    fn an_approval_the_stream_answers_is_no_interrupt() {
+        let request = json!({"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "c", "isAutomatic": true});
+        let answer =
+            json!({"type": "tool-approval-response", "approvalId": "ap", "approved": true});
+        let finish = json!({"type": "finish", "finishReason": "stop"});
+        let unknown = |raw: &Value| EventKind::Unknown { raw: raw.clone() };
+        // decided by the agent's policy: kept in place
+        let k = kinds(&[request.clone(), answer.clone(), finish.clone()]);
+        assert_eq!(
+            k,
+            [
+                unknown(&request),
+                unknown(&answer),
+                run_finished(Outcome::Unspecified, Some("stop"))
+            ]
+        );
+        // asked, then answered before the finish: the request goes out with
+        // its answer, and only the unanswered one is an interrupt
+        let asked = json!({"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "c"});
+        let other =
+            json!({"type": "tool-approval-request", "approvalId": "ap2", "toolCallId": "d"});
+        let k = kinds(&[asked.clone(), other, answer.clone(), finish]);
+        assert_eq!(k[..2], [unknown(&asked), unknown(&answer)]);
+        let EventKind::RunFinished {
+            outcome: Outcome::Interrupt { interrupts },
+            ..
+        } = &k[2]
+        else {
+            panic!("{k:?}")
+        };
+        assert_eq!(interrupts.len(), 1);
+        assert_eq!(interrupts[0].id, "ap2");
+        // an answer to no request of this stream is kept as it came
+        assert_eq!(kinds(std::slice::from_ref(&answer)), [unknown(&answer)]);
     }
 
     #[test]

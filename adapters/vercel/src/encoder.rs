@@ -25,7 +25,7 @@
 //! them.
 
 // foldhash: ids are hashed per event; SipHash showed in the profile.
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use babelgate_core::event::SourceKind;
 use babelgate_core::{
@@ -101,6 +101,9 @@ pub struct VercelEncoder {
     state: Value,
     /// Activity contents by message id, for applying deltas.
     activities: HashMap<String, Value>,
+    /// Ids of the `tool-approval-request` chunks written: the client throws
+    /// on a `tool-approval-response` whose request its message lacks.
+    approvals: HashSet<String>,
 }
 
 impl VercelEncoder {
@@ -119,6 +122,7 @@ impl VercelEncoder {
             open_inputs: OpenList::default(),
             state: json!({}),
             activities: HashMap::new(),
+            approvals: HashSet::new(),
         }
     }
 }
@@ -542,6 +546,23 @@ impl VercelEncoder {
         c.insert("input".into(), input_from_args(&call.args));
         c.insert("errorText".into(), s(why));
         self.emit(out, c, None);
+    }
+
+    /// Whether the client takes `raw`, a Vercel chunk kept unknown, as it
+    /// came: a type it knows, the fields its schema asks, and for an answer
+    /// to an approval, a request in the message it is assembling (one
+    /// written here, or any when continuing an earlier answer).
+    fn client_accepts(&self, raw: &Value) -> bool {
+        let ty = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+        let known = PASSTHROUGH_TYPES.contains(&ty) || ty == "tool-approval-request";
+        known
+            && wire::client_accepts(raw)
+            && (ty != "tool-approval-response"
+                || self.ctx.message_id.is_some()
+                || raw
+                    .get("approvalId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|id| self.approvals.contains(id)))
     }
 
     /// Before a chunk that refers to a call (output, error, denial, approval):
@@ -1127,10 +1148,18 @@ impl Encoder for VercelEncoder {
                 self.begin(out);
                 let from_data_part = note(event, marker::TYPE).is_some();
                 let raw_type = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-                if from_vercel && !from_data_part && PASSTHROUGH_TYPES.contains(&raw_type) {
+                if from_vercel && !from_data_part && self.client_accepts(raw) {
                     // A chunk a 7.x client knows, from a 7.x upstream.
-                    if matches!(raw_type, "custom" | "steering-message") {
-                        self.ensure_step(out, true, false);
+                    match raw_type {
+                        "custom" | "steering-message" => self.ensure_step(out, true, false),
+                        "tool-approval-request" => {
+                            // One the stream answers itself: its call first.
+                            let call = raw.get("toolCallId").and_then(Value::as_str);
+                            self.ensure_known(out, call.unwrap_or_default(), false);
+                            let id = raw.get("approvalId").and_then(Value::as_str);
+                            self.approvals.insert(id.unwrap_or_default().to_string());
+                        }
+                        _ => {}
                     }
                     out.json(raw);
                 } else if from_data_part {
@@ -1947,6 +1976,83 @@ pub(crate) mod tests {
         assert!(e.headers().contains(&("x-accel-buffering", "no")));
     }
 
+    /// Vercel chunks kept unknown, as a Vercel decoder or an AG-Kit
+    /// `unknown` envelope saying `dialect: "vercel"` hands them on: sound
+    /// ones and ones the client's schema would refuse.
+    fn kept_chunks() -> Vec<Event> {
+        let kept = |raw: Value| Event::new(EventKind::Unknown { raw }).with_origin(Dialect::Vercel);
+        let mut events: Vec<Event> = vec![Event::new(run_started())];
+        events.extend(
+            tool("tc-1", "get_weather", &["{\"city\":\"x\"}"])
+                .into_iter()
+                .map(Event::new),
+        );
+        events.extend([
+            kept(json!({"type": "tool-approval-request", "approvalId": "ap-1", "toolCallId": "tc-1", "isAutomatic": true})),
+            kept(json!({"type": "tool-approval-response", "approvalId": "ap-1", "approved": true})),
+            // no request of that id in the message
+            kept(json!({"type": "tool-approval-response", "approvalId": "ap-9", "approved": true})),
+            // `approved` must be a boolean
+            kept(json!({"type": "tool-approval-response", "approvalId": "ap-1", "approved": "yes"})),
+            kept(json!({"type": "custom", "kind": "openai.compaction", "providerMetadata": {"openai": {"id": 1}}})),
+            kept(json!({"type": "custom"})),
+            kept(json!({"type": "custom", "kind": "k", "providerMetadata": {"openai": 1}})),
+            kept(json!({"type": "steering-message", "id": "s-1", "parts": [{"type": "text", "text": "hold on"}]})),
+            kept(json!({"type": "steering-message", "id": "s-2", "parts": [{"type": "text"}]})),
+            kept(json!({"type": "steering-message", "id": "s-3", "parts": [{"type": "file", "mediaType": "image/png", "url": "u", "filename": null}]})),
+            kept(json!({"type": "tool-approval-request", "approvalId": "ap-2"})),
+            kept(json!({"type": "reset-step"})),
+            Event::new(run_finished(Outcome::Unspecified)),
+        ]);
+        events
+    }
+
+    #[test]
+    fn kept_chunks_go_out_as_they_came_only_when_the_client_takes_them() {
+        let mut e = VercelEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&kept_chunks()) {
+            e.encode(ev, &mut out);
+        }
+        e.finish(&mut out);
+        let chunks: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .split("\n\n")
+            .filter_map(|f| f.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        let as_came: Vec<&str> = chunks
+            .iter()
+            .filter(|c| c["type"] != "data-unknown")
+            .filter_map(|c| {
+                c["approvalId"]
+                    .as_str()
+                    .or(c["kind"].as_str())
+                    .or(c["id"].as_str())
+            })
+            .collect();
+        let wrapped: Vec<&Value> = chunks
+            .iter()
+            .filter(|c| c["type"] == "data-unknown")
+            .map(|c| &c["data"])
+            .collect();
+        assert!(
+            ["ap-1", "openai.compaction", "s-1"]
+                .iter()
+                .all(|id| as_came.contains(id)),
+            "{chunks:?}"
+        );
+        assert_eq!(wrapped.len(), 7, "{wrapped:?}");
+        assert!(chunks.iter().any(|c| c["type"] == "reset-step"));
+        // The answer comes after its request, each once.
+        let at = |ty: &str| {
+            chunks
+                .iter()
+                .position(|c| c["type"] == ty && c["approvalId"] == "ap-1")
+        };
+        assert!(at("tool-approval-request") < at("tool-approval-response"));
+    }
+
     /// With BABELGATE_VERCEL_CORPUS=<dir> (tests/run.sh sets it), writes
     /// every corpus stream there for a run through the real `ai` client
     /// (`tests/node/validate-vercel.mjs --dump`).
@@ -1960,5 +2066,12 @@ pub(crate) mod tests {
             let out = encode_with(ctx, &events);
             std::fs::write(std::path::Path::new(&dir).join(format!("{name}.sse")), out).unwrap();
         }
+        let mut e = VercelEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&kept_chunks()) {
+            e.encode(ev, &mut out);
+        }
+        e.finish(&mut out);
+        std::fs::write(std::path::Path::new(&dir).join("kept_chunks.sse"), out).unwrap();
     }
 }

@@ -36,13 +36,85 @@ pub fn finish_reason(reason: &str) -> &str {
 
 /// Chunk types that newer (7.x) clients know but the core has no event for:
 /// the decoder keeps them as `Unknown` and the encoder writes them back as
-/// they came when they came from a Vercel upstream.
+/// they came when they came from a Vercel upstream and
+/// [`client_accepts`] them.
 pub const PASSTHROUGH_TYPES: [&str; 4] = [
     "custom",
     "tool-approval-response",
     "reset-step",
     "steering-message",
 ];
+
+/// Whether `raw`, a chunk kept whole as `Unknown` (one of
+/// [`PASSTHROUGH_TYPES`], or an approval request the stream answers itself),
+/// has the fields the 7.x client's chunk schema asks of its type. The client
+/// rejects the whole stream at the first chunk that fails, and a chunk kept
+/// unknown may come from anywhere (an AG-Kit `unknown` envelope can carry any
+/// JSON), so one that fails goes to the client inside `data-unknown` instead.
+pub fn client_accepts(raw: &Value) -> bool {
+    let Some(o) = raw.as_object() else {
+        return false;
+    };
+    let string = |k: &str| o.get(k).is_some_and(Value::is_string);
+    // zod's `optional()` takes a missing key, never a null.
+    let opt = |k: &str, ok: fn(&Value) -> bool| o.get(k).is_none_or(ok);
+    let metadata = opt("providerMetadata", provider_metadata);
+    match o.get("type").and_then(Value::as_str) {
+        Some("custom") => string("kind") && metadata,
+        Some("reset-step") => true,
+        Some("tool-approval-request") => {
+            string("approvalId")
+                && string("toolCallId")
+                && opt("reason", Value::is_string)
+                && opt("isAutomatic", Value::is_boolean)
+                && opt("signature", Value::is_string)
+        }
+        Some("tool-approval-response") => {
+            string("approvalId")
+                && o.get("approved").is_some_and(Value::is_boolean)
+                && opt("reason", Value::is_string)
+                && opt("providerExecuted", Value::is_boolean)
+                && metadata
+        }
+        Some("steering-message") => {
+            string("id")
+                && o.get("parts")
+                    .and_then(Value::as_array)
+                    .is_some_and(|parts| parts.iter().all(steering_part))
+        }
+        _ => false,
+    }
+}
+
+/// `providerMetadata`: an object of objects (of any JSON).
+fn provider_metadata(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|o| o.values().all(Value::is_object))
+}
+
+/// One part of a `steering-message`: text, or a file.
+fn steering_part(p: &Value) -> bool {
+    let Some(o) = p.as_object() else {
+        return false;
+    };
+    let string = |k: &str| o.get(k).is_some_and(Value::is_string);
+    let opt = |k: &str, ok: fn(&Value) -> bool| o.get(k).is_none_or(ok);
+    let metadata = opt("providerMetadata", provider_metadata);
+    match o.get("type").and_then(Value::as_str) {
+        Some("text") => string("text") && metadata,
+        Some("file") => {
+            string("mediaType")
+                && string("url")
+                && opt("filename", Value::is_string)
+                && opt("providerReference", |r| {
+                    r.as_object()
+                        .is_some_and(|r| r.values().all(Value::is_string))
+                })
+                && metadata
+        }
+        _ => false,
+    }
+}
 
 /// Tool name used when a tool call has to be shown to the client but no event
 /// ever named its tool.
