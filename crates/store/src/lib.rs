@@ -73,7 +73,10 @@
 //! gateway should then answer with an error rather than a gap in the stream).
 //! The memory backend also keeps at most `max_runs` runs (ended and lost ones
 //! are evicted first, then the oldest running one), `max_total_bytes` of all
-//! logs and kept inputs together, and `max_threads` conversations and
+//! logs and kept inputs together (past it, finished runs go first, then the
+//! oldest entries of the largest running logs, down to a sixty-fourth of the
+//! cap below it, so that a store that stays full does not look at every run
+//! on every append), and `max_threads` conversations and
 //! `max_total_history_bytes` of them (least recently used evicted). A run's
 //! input ([`RunLog::keep_input`]) is kept with the run, at most
 //! `max_input_bytes`; a history at most `max_history_bytes`. Redis has no

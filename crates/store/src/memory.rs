@@ -206,6 +206,9 @@ struct Runs {
     next_sweep: Option<Instant>,
     /// Event bytes held by all runs together.
     total_bytes: usize,
+    /// Passes of [`Runs::fit_total`] over the runs, for tests.
+    #[cfg(test)]
+    passes: usize,
 }
 
 struct Run {
@@ -330,6 +333,77 @@ impl Runs {
         crate::shrink_when_mostly_empty(&mut self.latest);
     }
 
+    /// Brings all runs together under `max_total` bytes, and [`TOTAL_SLACK`]
+    /// below it: finished runs first (not `keep`), the soonest to expire
+    /// first; then, with `trim_running`, the oldest entries of the largest
+    /// logs, the largest first (each keeps its last entry). One pass over
+    /// the runs picks each kind of victim.
+    fn fit_total(&mut self, max_total: usize, keep: &str, trim_running: bool) {
+        if self.total_bytes <= max_total {
+            return;
+        }
+        #[cfg(test)]
+        {
+            self.passes += 1;
+        }
+        let target = max_total - max_total / TOTAL_SLACK;
+        let mut ended: std::collections::BinaryHeap<_> = self
+            .runs
+            .iter()
+            .filter(|(id, r)| r.state != State::Running && id.as_str() != keep)
+            .map(|(id, r)| std::cmp::Reverse((r.expires, r.bytes + r.input.len(), id)))
+            .collect();
+        let mut over = self.total_bytes - target;
+        let mut victims = Vec::new();
+        while over > 0 {
+            let Some(std::cmp::Reverse((_, size, id))) = ended.pop() else {
+                break;
+            };
+            over = over.saturating_sub(size);
+            victims.push(id.clone());
+        }
+        drop(ended);
+        for id in victims {
+            self.remove(&id);
+        }
+        // Cut logs that reach their last entry leave the rest to the others:
+        // a pass each time, each with fewer logs.
+        while trim_running && self.total_bytes > max_total {
+            let over = self.total_bytes - target;
+            let mut logs: Vec<&mut Run> = self
+                .runs
+                .values_mut()
+                .filter(|r| r.entries.len() > 1)
+                .collect();
+            if logs.is_empty() {
+                break;
+            }
+            logs.sort_unstable_by_key(|r| std::cmp::Reverse(r.bytes));
+            let sizes: Vec<usize> = logs.iter().map(|r| r.bytes).collect();
+            let level = water_level(&sizes, over);
+            let mut freed = 0;
+            // Entries go whole: cutting every log at the level could free
+            // an entry of each where one was asked, so it stops at `over`.
+            for run in logs {
+                if run.bytes <= level || freed >= over {
+                    break;
+                }
+                while run.bytes > level && run.entries.len() > 1 && freed < over {
+                    if let Some((old, dropped)) = run.entries.pop_front() {
+                        run.bytes -= dropped;
+                        run.trimmed = Some(old);
+                        freed += dropped;
+                    }
+                }
+                run.bump();
+            }
+            self.total_bytes -= freed;
+            if freed == 0 {
+                break; // what is over the cap is inputs and empty entries
+            }
+        }
+    }
+
     /// Sweeps (at most once a second:
     /// a read drops an expired run anyway, and a sweep looks at every run),
     /// then evicts until there is room for one more run.
@@ -377,6 +451,29 @@ impl Runs {
             self.remove(&id);
         }
     }
+}
+
+/// Over its total cap, the store frees this fraction of the cap beyond what
+/// the cap asks: a store that stays full then looks at its runs once per
+/// that much appended, not on every append (each look is a pass over every
+/// run, under the lock every stream appends through).
+const TOTAL_SLACK: usize = 64;
+
+/// The level to which logs of `sizes` bytes (largest first) are cut, the
+/// largest first, so that `over` bytes go: the highest level `l` with
+/// `sum(size - l)` over the sizes above it at least `over` (0 when even
+/// that falls short).
+fn water_level(sizes: &[usize], over: usize) -> usize {
+    let mut sum = 0;
+    for (k, &size) in sizes.iter().enumerate() {
+        sum += size;
+        let next = sizes.get(k + 1).copied().unwrap_or(0);
+        // Cutting the first k+1 down to `next` frees `sum - (k+1)*next`.
+        if sum - (k + 1) * next >= over {
+            return (sum - over) / (k + 1);
+        }
+    }
+    0
 }
 
 /// How often [`Runs::make_room`] sweeps out expired runs.
@@ -455,34 +552,7 @@ impl MemoryRunLog {
         let trimmed = before - run.bytes;
         run.bump();
         runs.total_bytes = runs.total_bytes + added - trimmed;
-        // All runs together stay under the total: finished runs go first,
-        // then the oldest entries of the largest running logs.
-        while runs.total_bytes > sh.max_total_bytes {
-            let finished = runs
-                .runs
-                .iter()
-                .filter(|(id, r)| r.state != State::Running && id.as_str() != run_id)
-                .min_by_key(|(_, r)| r.expires)
-                .map(|(id, _)| id.clone());
-            if let Some(victim) = finished {
-                runs.remove(&victim);
-                continue;
-            }
-            let Some(largest) = runs
-                .runs
-                .values_mut()
-                .filter(|r| r.entries.len() > 1)
-                .max_by_key(|r| r.bytes)
-            else {
-                break;
-            };
-            if let Some((old, dropped)) = largest.entries.pop_front() {
-                largest.bytes -= dropped;
-                largest.trimmed = Some(old);
-                largest.bump();
-                runs.total_bytes -= dropped;
-            }
-        }
+        runs.fit_total(sh.max_total_bytes, run_id, true);
         Ok(())
     }
 }
@@ -595,18 +665,7 @@ impl RunLog for MemoryRunLog {
         run.input = input;
         runs.total_bytes = runs.total_bytes + new - old;
         // Over the total: finished runs make room, as for appends.
-        while runs.total_bytes > sh.max_total_bytes {
-            let Some(victim) = runs
-                .runs
-                .iter()
-                .filter(|(id, r)| r.state != State::Running && id.as_str() != run_id)
-                .min_by_key(|(_, r)| r.expires)
-                .map(|(id, _)| id.clone())
-            else {
-                break;
-            };
-            runs.remove(&victim);
-        }
+        runs.fit_total(sh.max_total_bytes, run_id, false);
         Ok(())
     }
 
@@ -1058,6 +1117,87 @@ mod tests {
         // The next begins find room without evicting again.
         log.begin("k2", "new2", "me", lease).await.unwrap();
         assert!(kept("r2").await && kept("new").await && kept("new2").await);
+    }
+
+    #[test]
+    fn the_water_level_cuts_the_largest_first() {
+        assert_eq!(water_level(&[50, 30, 10], 10), 40);
+        // 50 and 30 both down to 25: 25 + 5
+        assert_eq!(water_level(&[50, 30, 10], 30), 25);
+        assert_eq!(water_level(&[50, 30, 10], 90), 0);
+        assert_eq!(water_level(&[50, 30, 10], 200), 0);
+        assert_eq!(water_level(&[], 5), 0);
+    }
+
+    #[tokio::test]
+    async fn a_store_that_stays_full_looks_at_its_runs_once_per_slack() {
+        // 200 running streams keep appending past the total cap: each pass
+        // over the runs must free the slack, not just the one append's room.
+        let cfg = MemoryConfig {
+            max_total_bytes: 64 << 10,
+            ..MemoryConfig::default()
+        };
+        let slack = cfg.max_total_bytes / TOTAL_SLACK;
+        let log = MemoryRunLog::new(&cfg);
+        let lease = Duration::from_secs(60);
+        let runs: Vec<String> = (0..200).map(|i| format!("r{i}")).collect();
+        for (i, r) in runs.iter().enumerate() {
+            log.begin(&format!("k{i}"), r, "me", lease).await.unwrap();
+        }
+        let entry = Bytes::from(vec![b'x'; 100]);
+        let appends = 20_000;
+        for i in 0..appends {
+            log.append(&runs[i % runs.len()], entry.clone())
+                .await
+                .unwrap();
+        }
+        let state = log.shared.lock();
+        let appended = appends * entry.len();
+        assert!(state.total_bytes <= cfg.max_total_bytes);
+        assert!(
+            state.passes <= appended / slack + 1,
+            "{} passes for {appended} bytes, {slack} of slack",
+            state.passes
+        );
+        // The logs were cut evenly: none lost its last entry, none kept more
+        // than its share and a slack's worth.
+        let sizes: Vec<usize> = state.runs.values().map(|r| r.bytes).collect();
+        let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!(
+            *min >= entry.len() && max - min <= 2 * entry.len(),
+            "{min}..{max}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_over_its_cap_by_what_it_cannot_trim_still_answers() {
+        // Over the total by inputs alone, with logs of empty entries: the
+        // trimming finds nothing to free, and must stop.
+        let cfg = MemoryConfig {
+            max_total_bytes: 1000,
+            ..MemoryConfig::default()
+        };
+        let log = MemoryRunLog::new(&cfg);
+        let lease = Duration::from_secs(60);
+        log.begin("k", "r", "me", lease).await.unwrap();
+        log.keep_input(
+            "r",
+            &[Message::text_message("m", Role::User, "x".repeat(2000))],
+        )
+        .await
+        .unwrap();
+        // On a thread of its own: a loop under the lock never yields, so
+        // only a wait from outside can tell.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let empty = vec![Entry::data(Bytes::new()), Entry::data(Bytes::new())];
+            let _ = tx.send(rt.block_on(log.append_entries("r", empty, &mut Vec::new())));
+        });
+        let appended = rx.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(appended, Ok(Ok(()))), "{appended:?}");
     }
 
     #[tokio::test]
