@@ -52,33 +52,30 @@ pub const PASSTHROUGH_TYPES: [&str; 4] = [
 /// unknown may come from anywhere (an AG-Kit `unknown` envelope can carry any
 /// JSON), so one that fails goes to the client inside `data-unknown` instead.
 pub fn client_accepts(raw: &Value) -> bool {
-    let Some(o) = raw.as_object() else {
+    let Some(c) = Fields::of(raw) else {
         return false;
     };
-    let string = |k: &str| o.get(k).is_some_and(Value::is_string);
-    // zod's `optional()` takes a missing key, never a null.
-    let opt = |k: &str, ok: fn(&Value) -> bool| o.get(k).is_none_or(ok);
-    let metadata = opt("providerMetadata", provider_metadata);
-    match o.get("type").and_then(Value::as_str) {
-        Some("custom") => string("kind") && metadata,
+    match c.ty() {
+        Some("custom") => c.string("kind") && c.metadata(),
         Some("reset-step") => true,
         Some("tool-approval-request") => {
-            string("approvalId")
-                && string("toolCallId")
-                && opt("reason", Value::is_string)
-                && opt("isAutomatic", Value::is_boolean)
-                && opt("signature", Value::is_string)
+            c.string("approvalId")
+                && c.string("toolCallId")
+                && c.opt("reason", Value::is_string)
+                && c.opt("isAutomatic", Value::is_boolean)
+                && c.opt("signature", Value::is_string)
         }
         Some("tool-approval-response") => {
-            string("approvalId")
-                && o.get("approved").is_some_and(Value::is_boolean)
-                && opt("reason", Value::is_string)
-                && opt("providerExecuted", Value::is_boolean)
-                && metadata
+            c.string("approvalId")
+                && c.0.get("approved").is_some_and(Value::is_boolean)
+                && c.opt("reason", Value::is_string)
+                && c.opt("providerExecuted", Value::is_boolean)
+                && c.metadata()
         }
         Some("steering-message") => {
-            string("id")
-                && o.get("parts")
+            c.string("id")
+                && c.0
+                    .get("parts")
                     .and_then(Value::as_array)
                     .is_some_and(|parts| parts.iter().all(steering_part))
         }
@@ -86,33 +83,54 @@ pub fn client_accepts(raw: &Value) -> bool {
     }
 }
 
-/// `providerMetadata`: an object of objects (of any JSON).
-fn provider_metadata(v: &Value) -> bool {
-    v.as_object()
-        .is_some_and(|o| o.values().all(Value::is_object))
-}
-
 /// One part of a `steering-message`: text, or a file.
 fn steering_part(p: &Value) -> bool {
-    let Some(o) = p.as_object() else {
+    let Some(p) = Fields::of(p) else {
         return false;
     };
-    let string = |k: &str| o.get(k).is_some_and(Value::is_string);
-    let opt = |k: &str, ok: fn(&Value) -> bool| o.get(k).is_none_or(ok);
-    let metadata = opt("providerMetadata", provider_metadata);
-    match o.get("type").and_then(Value::as_str) {
-        Some("text") => string("text") && metadata,
+    match p.ty() {
+        Some("text") => p.string("text") && p.metadata(),
         Some("file") => {
-            string("mediaType")
-                && string("url")
-                && opt("filename", Value::is_string)
-                && opt("providerReference", |r| {
+            p.string("mediaType")
+                && p.string("url")
+                && p.opt("filename", Value::is_string)
+                && p.opt("providerReference", |r| {
                     r.as_object()
                         .is_some_and(|r| r.values().all(Value::is_string))
                 })
-                && metadata
+                && p.metadata()
         }
         _ => false,
+    }
+}
+
+/// The fields of a JSON object, checked as the client's zod schemas do.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    fn of(v: &'a Value) -> Option<Self> {
+        v.as_object().map(Fields)
+    }
+
+    fn ty(&self) -> Option<&'a str> {
+        self.0.get("type").and_then(Value::as_str)
+    }
+
+    fn string(&self, key: &str) -> bool {
+        self.0.get(key).is_some_and(Value::is_string)
+    }
+
+    /// zod's `optional()` takes a missing key, never a null.
+    fn opt(&self, key: &str, ok: fn(&Value) -> bool) -> bool {
+        self.0.get(key).is_none_or(ok)
+    }
+
+    /// `providerMetadata`, when given: an object of objects (of any JSON).
+    fn metadata(&self) -> bool {
+        self.opt("providerMetadata", |m| {
+            m.as_object()
+                .is_some_and(|m| m.values().all(Value::is_object))
+        })
     }
 }
 
