@@ -114,6 +114,17 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
          data: [DONE]\n\n"
             .as_bytes(),
     ),
+    // The same for HAI: a TEXT_MESSAGE_CONTENT without its fields went back
+    // to HAI clients as it came (adapters/hai encoder test
+    // `own_unknown_events_that_are_not_typed_objects_travel_in_raw`).
+    (
+        "decode_agkit",
+        "regression-own-hai-unknown-of-a-known-type.sse",
+        "data: {\"type\":\"text\",\"content\":\"hi\"}\n\n\
+         data: {\"type\":\"unknown\",\"dialect\":\"hai\",\"event\":{\"type\":\"TEXT_MESSAGE_CONTENT\",\"x\":1}}\n\n\
+         data: [DONE]\n\n"
+            .as_bytes(),
+    ),
     // A backslash before a multi-byte character panicked the AG-UI decoder's
     // fast path (adapters/ag-ui decoder test
     // `a_backslash_before_a_multibyte_character_is_an_error`).

@@ -835,41 +835,6 @@ impl HaiDecoder {
     }
 }
 
-/// Every type [`HaiDecoder::decode_object`] reads; others are kept whole.
-const KNOWN: [&str; 31] = [
-    wire::RUN_STARTED,
-    wire::RUN_FINISHED,
-    wire::RUN_ERROR,
-    wire::STEP_STARTED,
-    wire::STEP_FINISHED,
-    wire::BUSINESS_DATA_START,
-    wire::BUSINESS_DATA_CONTENT,
-    wire::BUSINESS_DATA_END,
-    wire::COLLAB_START,
-    wire::COLLAB_CONTENT,
-    wire::COLLAB_END,
-    wire::TOOL_CALL_START,
-    wire::TOOL_CALL_ARGS,
-    wire::TOOL_CALL_END,
-    wire::TOOL_CALL_RESULT,
-    wire::STATE_SNAPSHOT,
-    wire::STATE_DELTA,
-    wire::MESSAGE_SNAPSHOT,
-    agui::MESSAGES_SNAPSHOT,
-    wire::RAW,
-    wire::CUSTOM,
-    agui::TEXT_MESSAGE_START,
-    agui::TEXT_MESSAGE_CONTENT,
-    agui::TEXT_MESSAGE_END,
-    agui::TEXT_MESSAGE_CHUNK,
-    agui::TOOL_CALL_CHUNK,
-    agui::REASONING_START,
-    agui::REASONING_END,
-    agui::REASONING_MESSAGE_START,
-    agui::REASONING_MESSAGE_CONTENT,
-    agui::REASONING_MESSAGE_END,
-];
-
 // ---- the fast path ------------------------------------------------------------
 //
 // Most of a HAI stream is business-data text, tool-call arguments, and the
@@ -1395,7 +1360,7 @@ impl HaiDecoder {
         let Some(Value::String(ty)) = o.get("type") else {
             return Err(DecodeError::new("event has no string `type`"));
         };
-        if !KNOWN.contains(&ty.as_str()) {
+        if !wire::is_known_type(ty) {
             // Kept whole, as it came (no copy of it: it is moved).
             let ty = ty.clone();
             self.flush_starts(None, out);

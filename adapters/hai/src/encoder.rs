@@ -1179,10 +1179,11 @@ impl HaiEncoder {
                 self.write(out, wire::RAW, f, Some(ev), false);
             }
             K::Unknown { raw } => {
-                let typed = raw
-                    .as_object()
-                    .is_some_and(|o| o.get("type").is_some_and(Value::is_string));
-                if hai && typed {
+                let unknown_type = raw
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|ty| !wire::is_known_type(ty));
+                if hai && unknown_type {
                     // A HAI frame this adapter does not know: back as it came.
                     match raw {
                         Value::Object(o) => self.put(out, o.clone()),
@@ -1190,9 +1191,10 @@ impl HaiEncoder {
                     }
                 } else {
                     // Another dialect's, or something no HAI client could
-                    // read (an AG-Kit `unknown` envelope may claim any JSON
-                    // is HAI's): passed through untranslated. The latter in
-                    // a RAW of our own making, timestamp included.
+                    // read (an AG-Kit `unknown` envelope may claim any JSON,
+                    // a known type without its fields included, is HAI's):
+                    // passed through untranslated. The latter in a RAW of
+                    // our own making, timestamp included.
                     let mut f = vec![("event", raw.clone())];
                     if let Some(o) = ev.origin {
                         f.push(("source", json!(o.as_str())));
@@ -2414,7 +2416,9 @@ mod tests {
     /// Found by the `decode_agkit` fuzz target: an AG-Kit `unknown` envelope
     /// naming HAI can carry any JSON, and the encoder wrote it back verbatim
     /// as a HAI event, which no HAI client (nor the HAI decoder) reads. Only a
-    /// typed object goes back as it came; anything else travels in a RAW.
+    /// typed object of a type HAI's decoder does not read goes back as it
+    /// came (a known one without its fields, as the decoder never keeps it,
+    /// is no HAI event); anything else travels in a RAW.
     #[test]
     fn own_unknown_events_that_are_not_typed_objects_travel_in_raw() {
         let own = |raw: Value| Event::new(EventKind::Unknown { raw }).with_origin(Dialect::Hai);
@@ -2423,6 +2427,8 @@ mod tests {
             json!({"type": 5}),
             json!("keep-alive"),
             json!([1, 2]),
+            json!({"type": "TEXT_MESSAGE_CONTENT", "x": 1}),
+            json!({"type": "BUSINESS_DATA_CONTENT"}),
         ] {
             let mut e = enc();
             let mut out = Vec::new();

@@ -48,6 +48,50 @@ pub mod agui {
     pub const REASONING_MESSAGE_END: &str = "REASONING_MESSAGE_END";
 }
 
+/// Every type the decoder reads (`HaiDecoder::decode_object`); others it
+/// keeps whole, as `Unknown`.
+const KNOWN: [&str; 31] = [
+    RUN_STARTED,
+    RUN_FINISHED,
+    RUN_ERROR,
+    STEP_STARTED,
+    STEP_FINISHED,
+    BUSINESS_DATA_START,
+    BUSINESS_DATA_CONTENT,
+    BUSINESS_DATA_END,
+    COLLAB_START,
+    COLLAB_CONTENT,
+    COLLAB_END,
+    TOOL_CALL_START,
+    TOOL_CALL_ARGS,
+    TOOL_CALL_END,
+    TOOL_CALL_RESULT,
+    STATE_SNAPSHOT,
+    STATE_DELTA,
+    MESSAGE_SNAPSHOT,
+    agui::MESSAGES_SNAPSHOT,
+    RAW,
+    CUSTOM,
+    agui::TEXT_MESSAGE_START,
+    agui::TEXT_MESSAGE_CONTENT,
+    agui::TEXT_MESSAGE_END,
+    agui::TEXT_MESSAGE_CHUNK,
+    agui::TOOL_CALL_CHUNK,
+    agui::REASONING_START,
+    agui::REASONING_END,
+    agui::REASONING_MESSAGE_START,
+    agui::REASONING_MESSAGE_CONTENT,
+    agui::REASONING_MESSAGE_END,
+];
+
+/// Whether HAI's decoder reads `ty`: one it keeps unknown is not, so the
+/// encoder writes a HAI-origin unknown event of a known type (an AG-Kit
+/// `unknown` envelope may claim anything is HAI's) as RAW, never as that
+/// type without its fields.
+pub fn is_known_type(ty: &str) -> bool {
+    KNOWN.contains(&ty)
+}
+
 // ---- business-data outputs --------------------------------------------------
 
 /// `{output:{type:"text", content}}`
