@@ -287,7 +287,18 @@ fn check_output(to: Dialect, out: &[u8]) {
             }
         }
         Dialect::Hai => assert!(!done, "HAI has no [DONE] marker\n{text}"),
-        Dialect::Vercel => assert!(done, "{to} output ends without [DONE]\n{text}"),
+        Dialect::Vercel => {
+            assert!(done, "{to} output ends without [DONE]\n{text}");
+            // Chunks the encoder may write as they came: the client's
+            // schema refuses the whole stream at one with a bad field.
+            use babelgate_vercel::wire::{client_accepts, PASSTHROUGH_TYPES};
+            for v in &values {
+                let ty = v["type"].as_str().unwrap_or_default();
+                if PASSTHROUGH_TYPES.contains(&ty) || ty == "tool-approval-request" {
+                    assert!(client_accepts(v), "the ai client would reject {v}\n{text}");
+                }
+            }
+        }
         // A failed AG-Kit run ends with its error frame and no [DONE] (the
         // legacy client would take [DONE] for success; the gateway breaks
         // the body off instead); any other run ends with [DONE].

@@ -27,7 +27,7 @@ use babelgate_core::{
 };
 use serde_json::{Map, Value};
 
-use crate::wire::{self, marked, marker, UNKNOWN_TOOL_NAME};
+use crate::wire::{self, marked, marker, PASSTHROUGH_TYPES, UNKNOWN_TOOL_NAME};
 
 /// Interrupt reason given to tool approvals (Vercel has no category field).
 pub const APPROVAL_REASON: &str = "tool_approval";
@@ -259,6 +259,17 @@ impl VercelDecoder {
         raw: &Value,
         out: &mut Vec<Event>,
     ) -> Result<(), DecodeError> {
+        // A 7.x chunk the core has no event for is kept whole, and goes back
+        // to a Vercel client as it came (on a same-dialect route, verbatim):
+        // one the client's schema refuses is refused here, as any malformed
+        // chunk, so that the client is told rather than broken.
+        let kept_whole = PASSTHROUGH_TYPES.contains(&c.ty) || c.ty == "tool-approval-request";
+        if kept_whole && !wire::client_accepts(raw) {
+            return Err(DecodeError::new(format!(
+                "{}: a field is missing or not what the ai client's chunk schema asks",
+                c.ty
+            )));
+        }
         // The closing chunks of a failed run repeat its error: the run has
         // already ended with `RunError`, and a `RunFinished` after it would be
         // a second end (which AG-UI clients refuse).

@@ -136,3 +136,39 @@ fn a_cut_capture_translates_to_a_failure_in_every_dialect() {
         }
     }
 }
+
+/// A Vercel upstream's 7.x chunk that the core keeps whole (and a Vercel
+/// client gets as it came, verbatim on a same-dialect route) with a field
+/// the `ai` client's chunk schema refuses: every target ends in its error
+/// event, the bad line named, and the broken chunk never reaches a client.
+#[test]
+fn a_kept_vercel_chunk_the_client_would_refuse_ends_in_an_error_event() {
+    let frames = [
+        r#"{"type":"custom"}"#,
+        r#"{"type":"custom","kind":"k","providerMetadata":{"p":1}}"#,
+        r#"{"type":"steering-message","id":"s","parts":[{"type":"text"}]}"#,
+        r#"{"type":"tool-approval-response","approvalId":"a","approved":"yes"}"#,
+        r#"{"type":"tool-approval-request","approvalId":"a","toolCallId":"c","reason":null}"#,
+    ];
+    for frame in frames {
+        let input = format!(
+            "data: {{\"type\":\"start\"}}\n\n\
+             data: {{\"type\":\"start-step\"}}\n\n\
+             data: {frame}\n\n\
+             data: {{\"type\":\"finish-step\"}}\n\n\
+             data: {{\"type\":\"finish\",\"finishReason\":\"stop\"}}\n\n\
+             data: [DONE]\n\n"
+        );
+        for to in DIALECTS {
+            let (code, out, err) = translate("vercel", to, input.as_bytes());
+            assert_eq!(code, 1, "vercel -> {to} on {frame}: {err}");
+            assert!(err.contains("line 5"), "vercel -> {to} on {frame}: {err}");
+            let error = ends_in_error_event(to, &out);
+            assert!(
+                error.to_string().contains("upstream_malformed"),
+                "vercel -> {to} on {frame}: {error}"
+            );
+            assert!(!out.contains(frame), "vercel -> {to}: {frame} in {out}");
+        }
+    }
+}
