@@ -89,6 +89,21 @@ const SCENARIOS = {
       finishStep, finish('stop'),
     ],
   },
+  // A generator tool (execute: async function*): each yield is a
+  // `preliminary` output, the last one the call's output. The chunks are
+  // the ones streamText writes for it.
+  preliminary_output: {
+    chunks: [
+      start, startStep,
+      ...toolInput('tc-1', 'get_weather', ['{"city":"北京"}'], { city: '北京' }),
+      { type: 'tool-output-available', toolCallId: 'tc-1', output: { status: 'loading' }, preliminary: true },
+      { type: 'tool-output-available', toolCallId: 'tc-1', output: { city: '北京', temperature: 22 }, preliminary: true },
+      { type: 'tool-output-available', toolCallId: 'tc-1', output: { city: '北京', temperature: 22 } },
+      finishStep, startStep,
+      ...text('txt-1', ['北京今天晴。']),
+      finishStep, finish('stop'),
+    ],
+  },
   parallel_tools: {
     chunks: [
       start, startStep,

@@ -263,7 +263,9 @@ impl VercelDecoder {
         // to a Vercel client as it came (on a same-dialect route, verbatim):
         // one the client's schema refuses is refused here, as any malformed
         // chunk, so that the client is told rather than broken.
-        let kept_whole = PASSTHROUGH_TYPES.contains(&c.ty) || c.ty == "tool-approval-request";
+        let kept_whole = PASSTHROUGH_TYPES.contains(&c.ty)
+            || c.ty == "tool-approval-request"
+            || wire::is_preliminary_output(raw);
         if kept_whole && !wire::client_accepts(raw) {
             return Err(DecodeError::new(format!(
                 "{}: a field is missing or not what the ai client's chunk schema asks",
@@ -499,6 +501,12 @@ impl VercelDecoder {
                     },
                     extra,
                 ));
+            }
+            // A generator tool's progress (`preliminary`), which the final
+            // output replaces: no result of the call (a client would keep
+            // each as a tool message), so kept whole.
+            "tool-output-available" if wire::is_preliminary_output(raw) => {
+                out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()))
             }
             "tool-output-available" => out.push(ev(
                 EventKind::ToolCallResult {
@@ -1182,8 +1190,14 @@ mod tests {
 
     #[test]
     fn tool_outputs() {
+        // progress of a generator tool: kept whole, no result
+        let progress = json!({"type": "tool-output-available", "toolCallId": "c", "output": {"t": 0}, "preliminary": true});
+        assert_eq!(
+            one(progress.clone()).kind,
+            EventKind::Unknown { raw: progress }
+        );
         let e = one(
-            json!({"type": "tool-output-available", "toolCallId": "c", "output": {"t": 1}, "preliminary": true}),
+            json!({"type": "tool-output-available", "toolCallId": "c", "output": {"t": 1}, "preliminary": false}),
         );
         assert_eq!(
             e.kind,
@@ -1193,7 +1207,7 @@ mod tests {
                 content: json!({"t": 1})
             }
         );
-        assert_eq!(e.extra, marked("preliminary", json!(true)));
+        assert_eq!(e.extra, marked("preliminary", json!(false)));
         assert_eq!(
             one(json!({"type": "tool-output-error", "toolCallId": "c", "errorText": "x"})).kind,
             EventKind::ToolCallError {

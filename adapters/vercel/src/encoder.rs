@@ -554,7 +554,9 @@ impl VercelEncoder {
     /// written here, or any when continuing an earlier answer).
     fn client_accepts(&self, raw: &Value) -> bool {
         let ty = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-        let known = PASSTHROUGH_TYPES.contains(&ty) || ty == "tool-approval-request";
+        let known = PASSTHROUGH_TYPES.contains(&ty)
+            || ty == "tool-approval-request"
+            || wire::is_preliminary_output(raw);
         known
             && wire::client_accepts(raw)
             && (ty != "tool-approval-response"
@@ -901,10 +903,9 @@ impl Encoder for VercelEncoder {
                 c.insert("toolCallId".into(), s(tool_call_id));
                 c.insert("output".into(), output_value(content, from_vercel));
                 self.emit(out, c, Some(event));
-                // A preliminary output is followed by the final one.
-                if note(event, "preliminary") != Some(&Value::Bool(true)) {
-                    self.resolve(tool_call_id);
-                }
+                // (A preliminary output is no result: kept whole, it comes
+                // as `Unknown`.)
+                self.resolve(tool_call_id);
             }
             EventKind::ToolCallError {
                 tool_call_id,
@@ -1152,6 +1153,11 @@ impl Encoder for VercelEncoder {
                     // A chunk a 7.x client knows, from a 7.x upstream.
                     match raw_type {
                         "custom" | "steering-message" => self.ensure_step(out, true, false),
+                        "tool-output-available" => {
+                            // Progress of a call: its part first.
+                            let call = raw.get("toolCallId").and_then(Value::as_str);
+                            self.ensure_known(out, call.unwrap_or_default(), false);
+                        }
                         "tool-approval-request" => {
                             // One the stream answers itself: its call first.
                             let call = raw.get("toolCallId").and_then(Value::as_str);

@@ -72,6 +72,14 @@ pub fn client_accepts(raw: &Value) -> bool {
                 && c.opt("providerExecuted", Value::is_boolean)
                 && c.metadata()
         }
+        Some("tool-output-available") => {
+            c.string("toolCallId")
+                && c.opt("providerExecuted", Value::is_boolean)
+                && c.metadata()
+                && c.opt("toolMetadata", Value::is_object)
+                && c.opt("dynamic", Value::is_boolean)
+                && c.opt("preliminary", Value::is_boolean)
+        }
         Some("steering-message") => {
             c.string("id")
                 && c.0
@@ -81,6 +89,14 @@ pub fn client_accepts(raw: &Value) -> bool {
         }
         _ => false,
     }
+}
+
+/// A `tool-output-available` that says it is `preliminary`: a generator
+/// tool's progress, which the core keeps whole (its final output is the
+/// call's result).
+pub fn is_preliminary_output(raw: &Value) -> bool {
+    raw.get("type").and_then(Value::as_str) == Some("tool-output-available")
+        && raw.get("preliminary") == Some(&Value::Bool(true))
 }
 
 /// One part of a `steering-message`: text, or a file.
