@@ -104,6 +104,37 @@ const SCENARIOS = {
       finishStep, finish('stop'),
     ],
   },
+  // A tool call whose input does not parse, and a tool that throws: the
+  // chunks streamText writes for them (reasoning sent), then the answer.
+  tool_errors: {
+    chunks: [
+      start, startStep,
+      { type: 'reasoning-start', id: 'r1' },
+      { type: 'reasoning-delta', id: 'r1', delta: 'Looking it up.' },
+      { type: 'reasoning-end', id: 'r1' },
+      { type: 'tool-input-start', toolCallId: 'tc-1', toolName: 'get_weather' },
+      { type: 'tool-input-delta', toolCallId: 'tc-1', inputTextDelta: '{"city":' },
+      {
+        type: 'tool-input-error', toolCallId: 'tc-1', toolName: 'get_weather', input: '{"city":',
+        errorText: 'AI_InvalidToolInputError: Invalid input for tool get_weather: AI_JSONParseError: JSON parsing failed: Text: {"city":.\nError message: SyntaxError: Unexpected end of JSON input',
+      },
+      { type: 'tool-input-available', toolCallId: 'tc-2', toolName: 'boom', input: {} },
+      { type: 'tool-output-error', toolCallId: 'tc-2', errorText: 'Error: kaboom' },
+      finishStep, startStep,
+      ...text('txt-1', ['Sorry, that did not work.']),
+      finishStep, finish('stop'),
+    ],
+  },
+  // The request's AbortSignal fired mid-answer: streamText writes `abort`,
+  // closing nothing, then the stream ends.
+  aborted: {
+    chunks: [
+      start, startStep,
+      { type: 'text-start', id: 'txt-1' },
+      { type: 'text-delta', id: 'txt-1', delta: 'Hello ' },
+      { type: 'abort', reason: 'AbortError: This operation was aborted' },
+    ],
+  },
   parallel_tools: {
     chunks: [
       start, startStep,
