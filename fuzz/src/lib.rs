@@ -291,10 +291,9 @@ fn check_output(to: Dialect, out: &[u8]) {
             assert!(done, "{to} output ends without [DONE]\n{text}");
             // Chunks the encoder may write as they came: the client's
             // schema refuses the whole stream at one with a bad field.
-            use babelgate_vercel::wire::{client_accepts, PASSTHROUGH_TYPES};
+            use babelgate_vercel::wire::{client_accepts, is_kept_whole};
             for v in &values {
-                let ty = v["type"].as_str().unwrap_or_default();
-                if PASSTHROUGH_TYPES.contains(&ty) || ty == "tool-approval-request" {
+                if is_kept_whole(v["type"].as_str().unwrap_or_default(), v) {
                     assert!(client_accepts(v), "the ai client would reject {v}\n{text}");
                 }
             }

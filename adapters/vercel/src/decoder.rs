@@ -27,7 +27,7 @@ use babelgate_core::{
 };
 use serde_json::{Map, Value};
 
-use crate::wire::{self, marked, marker, PASSTHROUGH_TYPES, UNKNOWN_TOOL_NAME};
+use crate::wire::{self, marked, marker, UNKNOWN_TOOL_NAME};
 
 /// Interrupt reason given to tool approvals (Vercel has no category field).
 pub const APPROVAL_REASON: &str = "tool_approval";
@@ -52,7 +52,10 @@ pub struct VercelDecoder {
     /// The chunks of the approval requests among them, by approval id: a
     /// `tool-approval-response` in the same stream answers one, which then
     /// is no interrupt but both chunks, kept whole.
-    approval_chunks: Vec<(String, Value)>,
+    approval_chunks: HashMap<String, Value>,
+    /// Ids of the requests answered so: left out of the interrupts when the
+    /// run ends (a set, so that many answers cost one pass, not one each).
+    answered: HashSet<String>,
     /// An `error` was read: the `ai` package still closes the step and the
     /// message (`finish{finishReason:"error"}`), which says nothing new.
     errored: bool,
@@ -69,7 +72,8 @@ impl Default for VercelDecoder {
             reasoning: HashSet::default(),
             calls: HashMap::default(),
             pending_interrupts: Vec::new(),
-            approval_chunks: Vec::new(),
+            approval_chunks: HashMap::default(),
+            answered: HashSet::default(),
             errored: false,
             plain: true,
         }
@@ -98,7 +102,12 @@ impl VercelDecoder {
     /// The interrupts waiting for the finish, which the run ends with.
     fn take_interrupts(&mut self) -> Vec<Interrupt> {
         self.approval_chunks.clear();
-        std::mem::take(&mut self.pending_interrupts)
+        let mut interrupts = std::mem::take(&mut self.pending_interrupts);
+        if !self.answered.is_empty() {
+            interrupts.retain(|it| !self.answered.contains(&it.id));
+            self.answered.clear();
+        }
+        interrupts
     }
 
     /// Every chunk the general way (tests hold the map-free path to it).
@@ -263,10 +272,7 @@ impl VercelDecoder {
         // to a Vercel client as it came (on a same-dialect route, verbatim):
         // one the client's schema refuses is refused here, as any malformed
         // chunk, so that the client is told rather than broken.
-        let kept_whole = PASSTHROUGH_TYPES.contains(&c.ty)
-            || c.ty == "tool-approval-request"
-            || wire::is_preliminary_output(raw);
-        if kept_whole && !wire::client_accepts(raw) {
+        if wire::is_kept_whole(c.ty, raw) && !wire::client_accepts(raw) {
             return Err(DecodeError::new(format!(
                 "{}: a field is missing or not what the ai client's chunk schema asks",
                 c.ty
@@ -505,7 +511,7 @@ impl VercelDecoder {
             // A generator tool's progress (`preliminary`), which the final
             // output replaces: no result of the call (a client would keep
             // each as a tool message), so kept whole.
-            "tool-output-available" if wire::is_preliminary_output(raw) => {
+            "tool-output-available" if wire::is_kept_whole(c.ty, raw) => {
                 out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()))
             }
             "tool-output-available" => out.push(ev(
@@ -574,7 +580,7 @@ impl VercelDecoder {
                     out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()));
                     return Ok(());
                 }
-                self.approval_chunks.push((id.clone(), raw.clone()));
+                self.approval_chunks.insert(id.clone(), raw.clone());
                 self.pending_interrupts.push(Interrupt {
                     id,
                     reason: APPROVAL_REASON.to_string(),
@@ -589,13 +595,10 @@ impl VercelDecoder {
                 // Answering a request of this stream: that request asks no
                 // one, and goes out just before its answer.
                 let answered = c.obj.get("approvalId").and_then(Value::as_str);
-                if let Some(at) = self
-                    .approval_chunks
-                    .iter()
-                    .position(|(id, _)| Some(id.as_str()) == answered)
+                if let Some((id, request)) =
+                    answered.and_then(|id| self.approval_chunks.remove_entry(id))
                 {
-                    let (id, request) = self.approval_chunks.remove(at);
-                    self.pending_interrupts.retain(|it| it.id != id);
+                    self.answered.insert(id);
                     out.push(ev(EventKind::Unknown { raw: request }, Extra::new()));
                 }
                 out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()));

@@ -35,9 +35,7 @@ use serde_json::{json, Map, Value};
 
 use crate::decoder::input_from_args;
 use crate::request::{apply_patch, core_to_ui_messages};
-use crate::wire::{
-    self, is_marker, marker, HEADERS, PASSTHROUGH_TYPES, STATE_PART_ID, UNKNOWN_TOOL_NAME,
-};
+use crate::wire::{self, is_marker, marker, HEADERS, STATE_PART_ID, UNKNOWN_TOOL_NAME};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -554,10 +552,7 @@ impl VercelEncoder {
     /// written here, or any when continuing an earlier answer).
     fn client_accepts(&self, raw: &Value) -> bool {
         let ty = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-        let known = PASSTHROUGH_TYPES.contains(&ty)
-            || ty == "tool-approval-request"
-            || wire::is_preliminary_output(raw);
-        known
+        wire::is_kept_whole(ty, raw)
             && wire::client_accepts(raw)
             && (ty != "tool-approval-response"
                 || self.ctx.message_id.is_some()

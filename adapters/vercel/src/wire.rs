@@ -45,9 +45,17 @@ pub const PASSTHROUGH_TYPES: [&str; 4] = [
     "steering-message",
 ];
 
-/// Whether `raw`, a chunk kept whole as `Unknown` (one of
-/// [`PASSTHROUGH_TYPES`], or an approval request the stream answers itself),
-/// has the fields the 7.x client's chunk schema asks of its type. The client
+/// Whether a chunk of type `ty` is one the core keeps whole as `Unknown`
+/// and the encoder may write back as it came: one of [`PASSTHROUGH_TYPES`],
+/// an approval request (one the stream answers itself is kept so), or a
+/// [preliminary](is_preliminary) output.
+pub fn is_kept_whole(ty: &str, raw: &Value) -> bool {
+    PASSTHROUGH_TYPES.contains(&ty)
+        || ty == "tool-approval-request"
+        || (ty == "tool-output-available" && is_preliminary(raw))
+}
+
+/// Whether `raw`, a chunk [kept whole](is_kept_whole), has the fields the 7.x client's chunk schema asks of its type. The client
 /// rejects the whole stream at the first chunk that fails, and a chunk kept
 /// unknown may come from anywhere (an AG-Kit `unknown` envelope can carry any
 /// JSON), so one that fails goes to the client inside `data-unknown` instead.
@@ -94,9 +102,8 @@ pub fn client_accepts(raw: &Value) -> bool {
 /// A `tool-output-available` that says it is `preliminary`: a generator
 /// tool's progress, which the core keeps whole (its final output is the
 /// call's result).
-pub fn is_preliminary_output(raw: &Value) -> bool {
-    raw.get("type").and_then(Value::as_str) == Some("tool-output-available")
-        && raw.get("preliminary") == Some(&Value::Bool(true))
+fn is_preliminary(raw: &Value) -> bool {
+    raw.get("preliminary") == Some(&Value::Bool(true))
 }
 
 /// One part of a `steering-message`: text, or a file.
