@@ -1,6 +1,6 @@
 //! The in-memory backend: one process, bounded, with expiry.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -36,8 +36,17 @@ pub struct MemoryConversationStore {
 #[derive(Default)]
 struct Threads {
     map: HashMap<String, Thread>,
+    /// Every thread by the stamp of its last use, oldest first: expiry and
+    /// eviction take from the front. Looking for them among all threads
+    /// was a pass over every thread per append, under the lock.
+    order: BTreeMap<u64, String>,
+    /// The stamp of the next use.
+    next: u64,
     /// Sum of every thread's `bytes`.
     bytes: usize,
+    /// Threads looked at to find what expires or goes (tests).
+    #[cfg(test)]
+    visits: std::cell::Cell<usize>,
 }
 
 struct Thread {
@@ -45,21 +54,73 @@ struct Thread {
     messages: VecDeque<(Message, usize)>,
     bytes: usize,
     touched: Instant,
+    /// Its key in [`Threads::order`].
+    stamp: u64,
 }
 
 impl Threads {
+    fn visit(&self) {
+        #[cfg(test)]
+        self.visits.set(self.visits.get() + 1);
+    }
+
     fn remove(&mut self, thread: &str) {
         if let Some(t) = self.map.remove(thread) {
             self.bytes -= t.bytes;
+            self.order.remove(&t.stamp);
+        }
+    }
+
+    /// Marks `thread` used at `now` (made, empty, if new): it goes last.
+    /// `now` never goes back (taken under the lock from a monotonic
+    /// clock), so the order by use is the order by time too.
+    fn touch(&mut self, thread: &str, now: Instant) -> &mut Thread {
+        let stamp = self.next;
+        self.next += 1;
+        // The key is made once, for a new thread; the order's entry keeps
+        // its string from use to use.
+        let key = match self.map.get(thread) {
+            Some(t) => self.order.remove(&t.stamp),
+            None => None,
+        };
+        let key = key.unwrap_or_else(|| thread.to_string());
+        let t = self.map.entry(key.clone()).or_insert_with(|| Thread {
+            messages: VecDeque::new(),
+            bytes: 0,
+            touched: now,
+            stamp,
+        });
+        t.stamp = stamp;
+        t.touched = now;
+        self.order.insert(stamp, key);
+        t
+    }
+
+    /// Forgets the threads unused for longer than `ttl`: the oldest first,
+    /// up to the first one still fresh.
+    fn expire(&mut self, now: Instant, ttl: Duration) {
+        while let Some((&stamp, oldest)) = self.order.first_key_value() {
+            self.visit();
+            match self.map.get(oldest) {
+                Some(t) if now.duration_since(t.touched) <= ttl => break,
+                Some(_) => {
+                    let oldest = oldest.clone();
+                    self.remove(&oldest);
+                }
+                // An entry without its thread (never so) goes on its own.
+                None => {
+                    self.order.remove(&stamp);
+                }
+            }
         }
     }
 
     fn least_recent(&self, except: &str) -> Option<String> {
-        self.map
-            .iter()
-            .filter(|(k, _)| k.as_str() != except)
-            .min_by_key(|(_, t)| t.touched)
-            .map(|(k, _)| k.clone())
+        self.order
+            .values()
+            .inspect(|_| self.visit())
+            .find(|k| k.as_str() != except)
+            .cloned()
     }
 }
 
@@ -105,9 +166,10 @@ impl Default for MemoryConversationStore {
 impl ConversationStore for MemoryConversationStore {
     async fn history(&self, thread: &str) -> Result<Vec<Message>, StoreError> {
         let mut threads = self.lock();
-        Ok(match threads.map.get_mut(thread) {
-            Some(t) if t.touched.elapsed() <= self.ttl => {
-                t.touched = Instant::now();
+        let now = Instant::now();
+        Ok(match threads.map.get(thread) {
+            Some(t) if now.duration_since(t.touched) <= self.ttl => {
+                let t = threads.touch(thread, now);
                 t.messages.iter().map(|(m, _)| m.clone()).collect()
             }
             Some(_) => {
@@ -125,29 +187,13 @@ impl ConversationStore for MemoryConversationStore {
             .collect();
         let mut threads = self.lock();
         let now = Instant::now();
-        let expired: Vec<String> = threads
-            .map
-            .iter()
-            .filter(|(_, t)| now.duration_since(t.touched) > self.ttl)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in expired {
-            threads.remove(&k);
-        }
+        threads.expire(now, self.ttl);
         if !threads.map.contains_key(thread) && threads.map.len() >= self.max_threads {
             if let Some(oldest) = threads.least_recent(thread) {
                 threads.remove(&oldest);
             }
         }
-        let t = threads
-            .map
-            .entry(thread.to_string())
-            .or_insert_with(|| Thread {
-                messages: VecDeque::new(),
-                bytes: 0,
-                touched: now,
-            });
-        t.touched = now;
+        let t = threads.touch(thread, now);
         let before = t.bytes;
         for (m, size) in messages.into_iter().zip(sizes) {
             t.bytes += size;
@@ -943,6 +989,55 @@ mod tests {
         assert!(ids(&s, "b").await.is_empty());
         assert_eq!(ids(&s, "a").await, ["1"]);
         assert_eq!(ids(&s, "c").await, ["3"]);
+    }
+
+    /// Each append looked at every thread (for expiry, and again for the
+    /// least recently used once full) under the store's lock: with the
+    /// default 10,000 threads, every turn of every conversation paid for
+    /// all of them. Now they are kept in the order they were used.
+    #[tokio::test]
+    async fn an_append_does_not_look_at_every_thread() {
+        let s = MemoryConversationStore::new(Duration::from_secs(60), 1_000, 10);
+        for i in 0..1_000 {
+            s.append(&format!("t{i}"), vec![msg("m")]).await.unwrap();
+        }
+        s.lock().visits.set(0);
+        // Turns of old threads, new threads that evict, and reads.
+        for i in 0..1_000 {
+            s.append(&format!("t{}", i * 7 % 1_000), vec![msg("m")])
+                .await
+                .unwrap();
+            s.append(&format!("new{i}"), vec![msg("m")]).await.unwrap();
+            let _ = s.history(&format!("t{}", i * 3 % 1_000)).await;
+        }
+        let visits = s.lock().visits.get();
+        assert!(
+            visits <= 10 * 2_000,
+            "{visits} threads looked at for 2,000 appends"
+        );
+        assert_eq!(s.lock().map.len(), 1_000);
+    }
+
+    /// An append forgets the threads idle past the ttl, and only those.
+    #[tokio::test]
+    async fn an_append_forgets_the_threads_that_expired() {
+        let s = MemoryConversationStore::new(Duration::from_millis(300), 100, 10);
+        s.append("a", vec![msg("1")]).await.unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        s.append("b", vec![msg("2")]).await.unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        // a is 400 ms idle, b 200 ms.
+        s.append("c", vec![msg("3")]).await.unwrap();
+        let threads = s.lock();
+        let mut left: Vec<&str> = threads.map.keys().map(String::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["b", "c"]);
+        let order: Vec<&str> = threads.order.values().map(String::as_str).collect();
+        assert_eq!(order, ["b", "c"], "oldest use first");
+        assert_eq!(
+            threads.bytes,
+            threads.map.values().map(|t| t.bytes).sum::<usize>()
+        );
     }
 
     #[tokio::test]
