@@ -77,8 +77,8 @@ impl Threads {
     fn touch(&mut self, thread: &str, now: Instant) -> &mut Thread {
         let stamp = self.next;
         self.next += 1;
-        // The key is made once, for a new thread; the order's entry keeps
-        // its string from use to use.
+        // The order's entry keeps its string from use to use (the map's
+        // entry API takes an owned key: one short copy per turn).
         let key = match self.map.get(thread) {
             Some(t) => self.order.remove(&t.stamp),
             None => None,
