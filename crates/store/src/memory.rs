@@ -1021,12 +1021,12 @@ mod tests {
     /// An append forgets the threads idle past the ttl, and only those.
     #[tokio::test]
     async fn an_append_forgets_the_threads_that_expired() {
-        let s = MemoryConversationStore::new(Duration::from_millis(300), 100, 10);
+        // Only the sleep is timed (a is at least 600 ms idle); b stays
+        // fresh unless appending c took half a second.
+        let s = MemoryConversationStore::new(Duration::from_millis(500), 100, 10);
         s.append("a", vec![msg("1")]).await.unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(600));
         s.append("b", vec![msg("2")]).await.unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-        // a is 400 ms idle, b 200 ms.
         s.append("c", vec![msg("3")]).await.unwrap();
         let threads = s.lock();
         let mut left: Vec<&str> = threads.map.keys().map(String::as_str).collect();
