@@ -31,6 +31,9 @@ pub struct MemoryConversationStore {
     max_bytes: usize,
     max_total_bytes: usize,
     inner: Mutex<Threads>,
+    /// Messages copied out while the lock was held (tests).
+    #[cfg(test)]
+    copies_locked: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -50,8 +53,10 @@ struct Threads {
 }
 
 struct Thread {
-    /// Each message with its size as JSON.
-    messages: VecDeque<(Message, usize)>,
+    /// Each message with its size as JSON. Shared, so that a read takes
+    /// handles under the lock and copies the messages (up to
+    /// `max_history_bytes` of them) after it.
+    messages: VecDeque<(Arc<Message>, usize)>,
     bytes: usize,
     touched: Instant,
     /// Its key in [`Threads::order`].
@@ -64,11 +69,13 @@ impl Threads {
         self.visits.set(self.visits.get() + 1);
     }
 
-    fn remove(&mut self, thread: &str) {
-        if let Some(t) = self.map.remove(thread) {
-            self.bytes -= t.bytes;
-            self.order.remove(&t.stamp);
-        }
+    /// Forgets `thread`; what it held is returned, to be freed after the
+    /// lock.
+    fn remove(&mut self, thread: &str) -> Option<Thread> {
+        let t = self.map.remove(thread)?;
+        self.bytes -= t.bytes;
+        self.order.remove(&t.stamp);
+        Some(t)
     }
 
     /// Marks `thread` used at `now` (made, empty, if new): it goes last.
@@ -98,14 +105,14 @@ impl Threads {
 
     /// Forgets the threads unused for longer than `ttl`: the oldest first,
     /// up to the first one still fresh.
-    fn expire(&mut self, now: Instant, ttl: Duration) {
+    fn expire(&mut self, now: Instant, ttl: Duration, freed: &mut Vec<Thread>) {
         while let Some((&stamp, oldest)) = self.order.first_key_value() {
             self.visit();
             match self.map.get(oldest) {
                 Some(t) if now.duration_since(t.touched) <= ttl => break,
                 Some(_) => {
                     let oldest = oldest.clone();
-                    self.remove(&oldest);
+                    freed.extend(self.remove(&oldest));
                 }
                 // An entry without its thread (never so) goes on its own.
                 None => {
@@ -143,6 +150,8 @@ impl MemoryConversationStore {
             max_bytes: cfg.max_history_bytes,
             max_total_bytes: cfg.max_total_history_bytes,
             inner: Mutex::new(Threads::default()),
+            #[cfg(test)]
+            copies_locked: Default::default(),
         }
     }
 
@@ -153,6 +162,20 @@ impl MemoryConversationStore {
     /// Bytes held by all threads (for tests and metrics).
     pub fn bytes(&self) -> usize {
         self.lock().bytes
+    }
+
+    /// The messages behind a read's handles, copied: never under the lock
+    /// (tests count the copies made while it is held).
+    fn copy_out(&self, shared: Vec<Arc<Message>>) -> Vec<Message> {
+        #[cfg(test)]
+        if self.inner.try_lock().is_err() {
+            self.copies_locked
+                .fetch_add(shared.len(), std::sync::atomic::Ordering::Relaxed);
+        }
+        shared
+            .into_iter()
+            .map(|m| Arc::try_unwrap(m).unwrap_or_else(|m| Message::clone(&m)))
+            .collect()
     }
 }
 
@@ -165,19 +188,26 @@ impl Default for MemoryConversationStore {
 #[async_trait]
 impl ConversationStore for MemoryConversationStore {
     async fn history(&self, thread: &str) -> Result<Vec<Message>, StoreError> {
-        let mut threads = self.lock();
-        let now = Instant::now();
-        Ok(match threads.map.get(thread) {
-            Some(t) if now.duration_since(t.touched) <= self.ttl => {
-                let t = threads.touch(thread, now);
-                t.messages.iter().map(|(m, _)| m.clone()).collect()
+        let mut freed = Vec::new();
+        let shared: Vec<Arc<Message>> = {
+            let mut threads = self.lock();
+            let now = Instant::now();
+            match threads.map.get(thread) {
+                Some(t) if now.duration_since(t.touched) <= self.ttl => {
+                    let t = threads.touch(thread, now);
+                    t.messages.iter().map(|(m, _)| Arc::clone(m)).collect()
+                }
+                Some(_) => {
+                    freed.extend(threads.remove(thread));
+                    Vec::new()
+                }
+                None => Vec::new(),
             }
-            Some(_) => {
-                threads.remove(thread);
-                Vec::new()
-            }
-            None => Vec::new(),
-        })
+        };
+        // Copied (and an expired thread freed) with the lock let go: every
+        // turn of every conversation takes it.
+        drop(freed);
+        Ok(self.copy_out(shared))
     }
 
     async fn append(&self, thread: &str, messages: Vec<Message>) -> Result<(), StoreError> {
@@ -185,36 +215,44 @@ impl ConversationStore for MemoryConversationStore {
             .iter()
             .map(Vec::len)
             .collect();
-        let mut threads = self.lock();
-        let now = Instant::now();
-        threads.expire(now, self.ttl);
-        if !threads.map.contains_key(thread) && threads.map.len() >= self.max_threads {
-            if let Some(oldest) = threads.least_recent(thread) {
-                threads.remove(&oldest);
-            }
-        }
-        let t = threads.touch(thread, now);
-        let before = t.bytes;
-        for (m, size) in messages.into_iter().zip(sizes) {
-            t.bytes += size;
-            t.messages.push_back((m, size));
-        }
-        while !t.messages.is_empty()
-            && (t.messages.len() > self.max_messages || t.bytes > self.max_bytes)
+        let messages: Vec<Arc<Message>> = messages.into_iter().map(Arc::new).collect();
+        // What the caps let go, freed after the lock.
+        let mut freed = Vec::new();
+        let mut dropped = Vec::new();
         {
-            if let Some((_, size)) = t.messages.pop_front() {
-                t.bytes -= size;
+            let mut threads = self.lock();
+            let now = Instant::now();
+            threads.expire(now, self.ttl, &mut freed);
+            if !threads.map.contains_key(thread) && threads.map.len() >= self.max_threads {
+                if let Some(oldest) = threads.least_recent(thread) {
+                    freed.extend(threads.remove(&oldest));
+                }
+            }
+            let t = threads.touch(thread, now);
+            let before = t.bytes;
+            for (m, size) in messages.into_iter().zip(sizes) {
+                t.bytes += size;
+                t.messages.push_back((m, size));
+            }
+            while !t.messages.is_empty()
+                && (t.messages.len() > self.max_messages || t.bytes > self.max_bytes)
+            {
+                if let Some((m, size)) = t.messages.pop_front() {
+                    t.bytes -= size;
+                    dropped.push(m);
+                }
+            }
+            let after = t.bytes;
+            threads.bytes = threads.bytes + after - before;
+            // All threads together: the least recently used go first.
+            while threads.bytes > self.max_total_bytes {
+                match threads.least_recent(thread) {
+                    Some(victim) => freed.extend(threads.remove(&victim)),
+                    None => break,
+                }
             }
         }
-        let after = t.bytes;
-        threads.bytes = threads.bytes + after - before;
-        // All threads together: the least recently used go first.
-        while threads.bytes > self.max_total_bytes {
-            match threads.least_recent(thread) {
-                Some(victim) => threads.remove(&victim),
-                None => break,
-            }
-        }
+        drop((freed, dropped));
         Ok(())
     }
 
@@ -1016,6 +1054,29 @@ mod tests {
             "{visits} threads looked at for 2,000 appends"
         );
         assert_eq!(s.lock().map.len(), 1_000);
+    }
+
+    /// A read copied the whole history (up to `max_history_bytes`) while
+    /// holding the lock that every turn of every conversation takes. It
+    /// takes handles under the lock now, and copies after.
+    #[tokio::test]
+    async fn a_history_is_copied_after_the_lock_is_let_go() {
+        let s = MemoryConversationStore::new(Duration::from_secs(60), 10, 100);
+        let turn: Vec<Message> = (0..50).map(|i| msg(&format!("m{i}"))).collect();
+        s.append("a", turn.clone()).await.unwrap();
+        assert_eq!(s.history("a").await.unwrap(), turn);
+        // Trimmed and evicted messages are not the read's to lose.
+        let read = s.history("a").await.unwrap();
+        s.append("a", (0..100).map(|i| msg(&format!("n{i}"))).collect())
+            .await
+            .unwrap();
+        assert_eq!(read, turn);
+        assert_eq!(ids(&s, "a").await.first().map(String::as_str), Some("n0"));
+        assert_eq!(
+            s.copies_locked.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "messages copied under the lock"
+        );
     }
 
     /// An append forgets the threads idle past the ttl, and only those.
