@@ -18,8 +18,10 @@ The scenario is picked by a keyword in the last user message: "weather"
 call, no result), "confirm" (tool call, then RUN_FINISHED with an interrupt
 outcome), "think" (reasoning, then text), "state" (STATE_SNAPSHOT and
 STATE_DELTA), "error" (RUN_ERROR); anything else is echoed with CJK and emoji.
-A run whose last message is a tool message quotes the tool's content; a run
-with `resume` answers the interrupt.
+A run whose last message is a tool message quotes the tool's content (and if
+the user's message said "stray", ends by asking approval for a call it never
+streamed, a slip the gateway must not pass on to a client that would throw);
+a run with `resume` answers the interrupt.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ STATE_DELTA = [
 STATE_TEXT = ["State updated."]
 ERROR_TEXT = ["Working on it"]
 ERROR_MESSAGE = "the agent failed on purpose"
+STRAY_CALL_ID = "call-never-streamed"
 
 app = FastAPI()
 # What the gateway sent us and what we answered, in arrival order.
@@ -137,6 +140,21 @@ def script(run: RunAgentInput) -> List[Any]:
         text(["Cancelled: nothing was done."] if refused else ["Confirmed: the action was carried out."])
     elif last is not None and last.role == "tool":
         text(["The tool said: ", text_of(last.content), ". Anything else?"])
+        if "stray" in lower:
+            finished = RunFinishedEvent(
+                thread_id=run.thread_id,
+                run_id=run.run_id,
+                outcome=RunFinishedInterruptOutcome(
+                    interrupts=[
+                        Interrupt(
+                            id=new_id("int"),
+                            reason="confirmation",
+                            message="Go on?",
+                            tool_call_id=STRAY_CALL_ID,
+                        )
+                    ]
+                ),
+            )
     elif "weather" in lower:
         call = tool_call("get_weather", WEATHER_ARGS)
         add(ToolCallResultEvent(message_id=new_id("result"), tool_call_id=call, content=WEATHER_RESULT, role="tool"))

@@ -687,6 +687,7 @@ impl RequestTranslator for AgUiRequests {
             resume,
             trigger: None,
             continue_message_id: None,
+            continued: Default::default(),
             extra,
         })
     }

@@ -549,27 +549,28 @@ impl VercelEncoder {
     /// Whether the client takes `raw`, a Vercel chunk kept unknown, as it
     /// came: a type it knows, the fields its schema asks, and for an answer
     /// to an approval, a request in the message it is assembling (one
-    /// written here, or any when continuing an earlier answer).
+    /// written here, or one the continued answer holds).
     fn client_accepts(&self, raw: &Value) -> bool {
         let ty = raw.get("type").and_then(Value::as_str).unwrap_or_default();
         wire::is_kept_whole(ty, raw)
             && wire::client_accepts(raw)
             && (ty != "tool-approval-response"
-                || self.ctx.message_id.is_some()
                 || raw
                     .get("approvalId")
                     .and_then(Value::as_str)
-                    .is_some_and(|id| self.approvals.contains(id)))
+                    .is_some_and(|id| {
+                        self.approvals.contains(id) || self.ctx.continued.holds_approval(id)
+                    }))
     }
 
     /// Before a chunk that refers to a call (output, error, denial, approval):
     /// the client must have its tool part with its input. A call never seen
-    /// is announced under the name `unknown` — except when continuing an
-    /// earlier answer, whose calls the client already holds.
+    /// is announced under the name `unknown`, unless the continued answer
+    /// holds it (the client looks calls up in its whole message).
     fn ensure_known(&mut self, out: &mut Sink, id: &str, trailer: bool) {
         match self.calls.get(id) {
             None => {
-                if self.ctx.message_id.is_none() {
+                if !self.ctx.continued.holds_call(id) {
                     self.start_call(out, id, UNKNOWN_TOOL_NAME, true, None, trailer);
                     self.end_call(out, id, None);
                 }
@@ -1922,9 +1923,10 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn continuation_writes_results_for_calls_it_has_not_seen() {
+    fn continuation_writes_results_for_calls_the_continued_answer_holds() {
         let mut ctx = EncodeContext::deterministic();
         ctx.message_id = Some("a1".into());
+        ctx.continued.tool_calls = vec!["tc-old".into()];
         let out = encode_with(
             ctx,
             &[
@@ -1944,6 +1946,86 @@ pub(crate) mod tests {
                 r#"{"type":"finish-step"}"#,
                 r#"{"type":"finish","finishReason":"stop"}"#,
             ])
+        );
+    }
+
+    /// The client looks a result's call up in the message it continues and
+    /// throws when it is not there: a call that message lacks is announced
+    /// first, as in a new answer.
+    #[test]
+    fn continuation_announces_a_call_the_continued_answer_lacks() {
+        let mut ctx = EncodeContext::deterministic();
+        ctx.message_id = Some("a1".into());
+        ctx.continued.tool_calls = vec!["tc-old".into()];
+        let out = encode_with(
+            ctx,
+            &[
+                run_started(),
+                result("tc-stray", json!("done")),
+                run_finished(Outcome::Unspecified),
+            ],
+        );
+        let announced = out
+            .find(r#"{"type":"tool-input-start","toolCallId":"tc-stray","toolName":"unknown""#)
+            .unwrap_or_else(|| panic!("no tool part for the stray call: {out}"));
+        let available = out
+            .find(r#""type":"tool-input-available","toolCallId":"tc-stray""#)
+            .unwrap_or_else(|| panic!("no input for the stray call: {out}"));
+        let result = out
+            .find(r#"{"type":"tool-output-available","toolCallId":"tc-stray""#)
+            .unwrap_or_else(|| panic!("no result: {out}"));
+        assert!(announced < available && available < result, "{out}");
+    }
+
+    /// A kept approval request or answer from a Vercel upstream, while
+    /// continuing: a request's call is announced unless the continued
+    /// answer holds it; an answer goes out as it came only for a request the
+    /// client holds.
+    #[test]
+    fn continued_approvals_go_out_only_against_what_the_client_holds() {
+        let kept = |raw: Value| Event::new(EventKind::Unknown { raw }).with_origin(Dialect::Vercel);
+        let mut ctx = EncodeContext::deterministic();
+        ctx.message_id = Some("a1".into());
+        ctx.continued.tool_calls = vec!["tc-held".into()];
+        ctx.continued.approvals = vec!["ap-held".into()];
+        let events = [
+            Event::new(run_started()),
+            kept(
+                json!({"type": "tool-approval-request", "approvalId": "ap-1", "toolCallId": "tc-stray"}),
+            ),
+            kept(
+                json!({"type": "tool-approval-request", "approvalId": "ap-2", "toolCallId": "tc-held"}),
+            ),
+            kept(
+                json!({"type": "tool-approval-response", "approvalId": "ap-held", "approved": true}),
+            ),
+            kept(
+                json!({"type": "tool-approval-response", "approvalId": "ap-other", "approved": true}),
+            ),
+            Event::new(run_finished(Outcome::Unspecified)),
+        ];
+        let mut e = VercelEncoder::new(ctx);
+        let mut out = Vec::new();
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
+            e.encode(ev, &mut out);
+        }
+        e.finish(&mut out);
+        let out = String::from_utf8(out).unwrap();
+        let starts: Vec<&str> = out
+            .split("\n\n")
+            .filter(|f| f.contains(r#""type":"tool-input-start""#))
+            .collect();
+        assert_eq!(starts.len(), 1, "only the stray call is announced: {out}");
+        assert!(starts[0].contains("tc-stray"), "{out}");
+        assert!(
+            out.contains(
+                r#"data: {"type":"tool-approval-response","approvalId":"ap-held","approved":true}"#
+            ),
+            "{out}"
+        );
+        assert!(
+            !out.contains(r#"data: {"type":"tool-approval-response","approvalId":"ap-other""#),
+            "an answer to a request the client lacks went out as it came: {out}"
         );
     }
 

@@ -11,8 +11,8 @@
 //! messages of one answer back into one `UIMessage`.
 
 use babelgate_core::request::{
-    is_piece_id, Context, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool, ToolCall,
-    Trigger,
+    is_piece_id, Context, Continued, MediaKind, MediaSource, Message, Part, ResumeEntry, Tool,
+    ToolCall, Trigger,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
 use serde_json::{json, Map, Value};
@@ -123,12 +123,16 @@ fn parse_body(body: &Value) -> Result<RunRequest, RequestError> {
     // message being edited, a regenerated message) it is kept for a Vercel
     // upstream only: continuing a user message would overwrite it.
     if let Some(id) = message_id {
-        let continues_assistant = trigger != Some(Trigger::RegenerateMessage)
-            && ui_messages.iter().any(|m| {
-                m.get("id").and_then(Value::as_str) == Some(id.as_str())
-                    && m.get("role").and_then(Value::as_str) == Some("assistant")
-            });
-        if continues_assistant {
+        let continued = (trigger != Some(Trigger::RegenerateMessage))
+            .then(|| {
+                ui_messages.iter().rfind(|m| {
+                    m.get("id").and_then(Value::as_str) == Some(id.as_str())
+                        && m.get("role").and_then(Value::as_str) == Some("assistant")
+                })
+            })
+            .flatten();
+        if let Some(m) = continued {
+            request.continued = continued_parts(m);
             request.continue_message_id = Some(id);
         } else {
             request.extra.insert("messageId".into(), Value::String(id));
@@ -326,6 +330,22 @@ pub(crate) fn ui_to_core_messages(
         }
     }
     Ok((out, resume))
+}
+
+/// The calls and approval requests a continued message holds: the client
+/// finds a chunk's call or approval only among them (or the new ones).
+fn continued_parts(message: &Value) -> Continued {
+    let mut held = Continued::default();
+    let parts = message.get("parts").and_then(Value::as_array);
+    for p in parts.into_iter().flatten() {
+        if let Some(id) = p.get("toolCallId").and_then(Value::as_str) {
+            held.tool_calls.push(id.to_string());
+        }
+        if let Some(id) = p.pointer("/approval/id").and_then(Value::as_str) {
+            held.approvals.push(id.to_string());
+        }
+    }
+    held
 }
 
 /// Text, reasoning and file parts; `None` for any other part type.
@@ -980,6 +1000,8 @@ mod tests {
         assert_eq!(r.run_id, "");
         assert_eq!(r.trigger, Some(Trigger::SubmitMessage));
         assert_eq!(r.continue_message_id.as_deref(), Some("a1"));
+        // What the client will look results up in.
+        assert_eq!(r.continued.tool_calls, ["tc-1", "tc-2"]);
         assert_eq!(r.forwarded_props, Some(json!({"sessionId": "abc"})));
         assert_eq!(r.state, Some(json!({"counter": 2})));
         let roles: Vec<_> = r.messages.iter().map(|m| (m.id.as_str(), m.role)).collect();
@@ -1190,6 +1212,31 @@ mod tests {
         assert_eq!(built["trigger"], "regenerate-message");
         assert_eq!(built["messageId"], "a1");
         assert_eq!(parse(built).unwrap(), r);
+    }
+
+    #[test]
+    fn a_continuation_knows_the_calls_and_approvals_its_message_holds() {
+        let body = json!({
+            "id": "c",
+            "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete it"}]},
+                {"id": "a1", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "tool-delete", "toolCallId": "tc-1", "state": "approval-responded",
+                     "input": {}, "approval": {"id": "ap-1", "approved": true}},
+                    {"type": "dynamic-tool", "toolName": "x", "toolCallId": "tc-2", "state": "input-available", "input": {}}
+                ]}
+            ],
+            "trigger": "submit-message",
+            "messageId": "a1"
+        });
+        let r = parse(body.clone()).unwrap();
+        assert_eq!(r.continued.tool_calls, ["tc-1", "tc-2"]);
+        assert_eq!(r.continued.approvals, ["ap-1"]);
+        // A regenerate continues nothing.
+        let mut regen = body;
+        regen["trigger"] = json!("regenerate-message");
+        assert!(parse(regen).unwrap().continued.is_empty());
     }
 
     #[test]

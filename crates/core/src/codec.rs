@@ -8,7 +8,7 @@
 use crate::dialect::Dialect;
 use crate::event::Event;
 use crate::ids::{Clock, IdGen};
-use crate::request::RunRequest;
+use crate::request::{Continued, RunRequest};
 use crate::sink::Sink;
 use crate::sse::Frame;
 
@@ -143,6 +143,8 @@ pub struct EncodeContext {
     /// The assistant message being continued (Vercel after a front-end tool),
     /// which the client expects in `start.messageId`.
     pub message_id: Option<String>,
+    /// What that message holds already (see [`Continued`]).
+    pub continued: Continued,
     /// Write the dialect's binary form (`Policy::binary`): each event one
     /// length-prefixed message ([`Sink::message`]) instead of an SSE event.
     pub binary: bool,

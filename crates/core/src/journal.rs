@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{EncodeContext, Encoder};
 use crate::event::Event;
 use crate::ids::IdGen;
+use crate::request::Continued;
 use crate::sink::Sink;
 
 /// What an encoder's output depends on besides the events: its context as
@@ -22,6 +23,8 @@ pub struct Setup {
     pub run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Continued::is_empty")]
+    pub continued: Continued,
     #[serde(default)]
     pub extension_frames: bool,
     /// The client got the binary form: the logged events are messages.
@@ -36,6 +39,7 @@ impl Setup {
             thread_id: ctx.thread_id.clone(),
             run_id: ctx.run_id.clone(),
             message_id: ctx.message_id.clone(),
+            continued: ctx.continued.clone(),
             extension_frames: ctx.extension_frames,
             binary: ctx.binary,
         }
@@ -48,6 +52,7 @@ impl Setup {
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
             message_id: self.message_id.clone(),
+            continued: self.continued.clone(),
             extension_frames: self.extension_frames,
             binary: self.binary,
             ..EncodeContext::default()
@@ -488,6 +493,12 @@ mod tests {
         let steps = vec![
             Step::Begin(Setup::of(&EncodeContext {
                 thread_id: Some("t".into()),
+                message_id: Some("a1".into()),
+                // A follower's encoder announces what the client lacks.
+                continued: Continued {
+                    tool_calls: vec!["tc-1".into()],
+                    approvals: vec!["ap-1".into()],
+                },
                 extension_frames: true,
                 ..EncodeContext::default()
             })),
@@ -512,6 +523,10 @@ mod tests {
         let json = serde_json::to_vec(&steps).unwrap();
         let back: Vec<Step> = serde_json::from_slice(&json).unwrap();
         assert_eq!(back, steps);
+        let Step::Begin(setup) = &back[0] else {
+            unreachable!()
+        };
+        assert_eq!(&Setup::of(&setup.context()), setup);
     }
 
     fn delta_step() -> impl proptest::strategy::Strategy<Value = Step> {

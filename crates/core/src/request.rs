@@ -37,10 +37,39 @@ pub struct RunRequest {
     /// front-end tool ran), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_message_id: Option<String>,
+    /// What the continued message already holds, as the client sent it.
+    #[serde(default, skip_serializing_if = "Continued::is_empty")]
+    pub continued: Continued,
     /// Request fields the dialect parser did not model, kept for a same-dialect
     /// upstream (e.g. AG-UI `protocolVersion`, extra Vercel body fields).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Extra,
+}
+
+/// The tool calls and approval requests of the assistant message a run
+/// continues. A Vercel client looks a result or an approval up in that
+/// message and throws when it is not there, so the encoder announces any
+/// other call before referring to it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Continued {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<String>,
+}
+
+impl Continued {
+    pub fn is_empty(&self) -> bool {
+        self.tool_calls.is_empty() && self.approvals.is_empty()
+    }
+
+    pub fn holds_call(&self, id: &str) -> bool {
+        self.tool_calls.iter().any(|c| c == id)
+    }
+
+    pub fn holds_approval(&self, id: &str) -> bool {
+        self.approvals.iter().any(|a| a == id)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ import jsonPatch from 'fast-json-patch';
 import { Chat } from './lib/chat.mjs';
 import {
   PY_BACKGROUND_INPUT, PY_CONFIRM_INPUT, PY_CONFIRMED, PY_ERROR_MESSAGE, PY_ERROR_TEXT, PY_FINAL_STATE, PY_REASONING,
-  PY_STATE_TEXT, PY_THINK_TEXT, PY_WEATHER_INPUT, PY_WEATHER_RESULT, PY_WEATHER_TEXT, aguiText, pyEcho, pyToolAnswer, uiText,
+  PY_STATE_TEXT, PY_STRAY_CALL_ID, PY_THINK_TEXT, PY_WEATHER_INPUT, PY_WEATHER_RESULT, PY_WEATHER_TEXT, aguiText, pyEcho, pyToolAnswer, uiText,
 } from './lib/expect.mjs';
 import { recordingFetch, withEvidence } from './lib/http.mjs';
 import { startStack } from './lib/stack.mjs';
@@ -145,6 +145,43 @@ test('front-end tool round trip: output goes back as AG-UI tool message, the ans
     const lastStep = answer.parts.slice(answer.parts.findLastIndex((p) => p.type === 'step-start'));
     assert.equal(uiText({ parts: lastStep }), pyToolAnswer(aguiText(toolMsg.content)));
     assert.equal(toolPart(answer, 'change_background').state, 'output-available');
+  });
+});
+
+// The client looks an approval request's call up in the message it
+// continues and fails the whole answer when the call is not there. An agent
+// that, continuing, asks approval for a call it never streamed must not
+// bring the chat down: the gateway announces the call first, as it does in a
+// new answer, and leaves the calls the message holds alone.
+test('continuation: an interrupt on a call the continued message lacks still reaches a working chat', HANG_GUARD, async () => {
+  const { chat, exchanges, evidence } = newChat();
+  await withEvidence(evidence, async () => {
+    await chat.sendMessage({ text: 'make the background red, then a stray question' });
+    assertReady(chat);
+    const first = onlyAnswer(chat);
+    const { toolCallId } = toolPart(first, 'change_background');
+    await chat.addToolOutput({ tool: 'change_background', toolCallId, output: { ok: true } });
+    await chat.sendMessage();
+    assertReady(chat);
+    assert.equal(exchanges[1].body.messageId, first.id);
+
+    const [, run2] = await agentRequests(2);
+    assert.equal(run2.messages.at(-1).role, 'tool', 'the agent was continuing');
+    const reqs = await stack.agui.requests();
+    const interrupt = reqs[1].events.at(-1).outcome.interrupts[0];
+    assert.equal(interrupt.toolCallId, PY_STRAY_CALL_ID);
+
+    const answer = onlyAnswer(chat);
+    assert.equal(answer.id, first.id, 'the continuation keeps the message');
+    const stray = answer.parts.find((p) => p.toolCallId === PY_STRAY_CALL_ID);
+    assert.ok(stray, `no part for the stray call in ${JSON.stringify(answer.parts)}`);
+    assert.equal(stray.state, 'approval-requested');
+    assert.equal(typeof stray.approval?.id, 'string');
+    // The call the message held is still one part, with its output.
+    const held = answer.parts.filter((p) => p.toolCallId === toolCallId);
+    assert.equal(held.length, 1, `the held call was announced again: ${JSON.stringify(answer.parts)}`);
+    assert.equal(held[0].state, 'output-available');
+    assert.equal(uiText({ parts: answer.parts.slice(answer.parts.findLastIndex((p) => p.type === 'step-start')) }), pyToolAnswer('{"ok":true}'));
   });
 });
 

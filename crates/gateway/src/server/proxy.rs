@@ -569,6 +569,7 @@ impl Gateway {
             thread_id: Some(run.thread_id.clone()),
             run_id: Some(run.run_id.clone()),
             message_id: run.continue_message_id.clone(),
+            continued: run.continued.clone(),
             extension_frames: route.extension_frames,
             ..Default::default()
         };

@@ -25,6 +25,7 @@ export const PY_ERROR_TEXT = 'Working on it';
 export const PY_ERROR_MESSAGE = 'the agent failed on purpose';
 export const pyToolAnswer = (content) => `The tool said: ${content}. Anything else?`;
 export const PY_CONFIRMED = 'Confirmed: the action was carried out.';
+export const PY_STRAY_CALL_ID = 'call-never-streamed';
 
 /** An AG-UI message's text, whether its content is a string or parts. */
 export const aguiText = (content) => (typeof content === 'string' ? content : (content ?? []).map((p) => p.text ?? '').join(''));
