@@ -538,7 +538,7 @@ const CONTENT: usize = 8;
 /// only these fields, each a string, nothing else (no `timestamp`, no
 /// `rawEvent`, no unknown field, no duplicate). Anything else takes the
 /// general path, which gives the same event for what this accepts.
-fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
+fn fast_event(data: &str) -> Option<Event> {
     let mut f = Flat::new();
     f.read(&KEYS, data)?;
     let (ty, escaped) = f.raw(TYPE)?;
@@ -587,11 +587,23 @@ fn fast_event(data: &str) -> Option<(EventKind, Map<String, Value>)> {
                 message_id: f.opt_string(MESSAGE_ID)?,
                 content: Value::String(f.string(CONTENT)?),
             };
-            return Some((kind, extra));
+            return Some(plain(kind, None, extra));
         }
         _ => return None,
     };
-    Some((kind, Map::new()))
+    Some(plain(kind, None, Map::new()))
+}
+
+/// An event of the fast paths, built where it is returned: an event is
+/// large, and each move of one is a copy of it.
+#[inline(always)]
+fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> Event {
+    Event {
+        kind,
+        timestamp,
+        origin: Some(Dialect::AgUi),
+        extra,
+    }
 }
 
 impl Decoder for AgUiDecoder {
@@ -603,8 +615,8 @@ impl Decoder for AgUiDecoder {
         if self.skip(frame) {
             return Ok(());
         }
-        if let Some((kind, extra)) = fast_event(&frame.data) {
-            self.push_plain(kind, None, extra, out);
+        if let Some(ev) = fast_event(&frame.data) {
+            self.push_plain(ev, out);
             return Ok(());
         }
         if let Some(patch) = fast_state_delta(&frame.data) {
@@ -630,15 +642,16 @@ impl Decoder for AgUiDecoder {
         if self.done {
             return Ok(());
         }
-        if let Some((kind, timestamp, extra)) =
-            babelgate_proto::flat::read(message).and_then(|f| flat_event(&f))
-        {
-            self.push_plain(kind, timestamp, extra, out);
+        if let Some(ev) = babelgate_proto::flat::read(message).and_then(|f| flat_event(&f)) {
+            self.push_plain(ev, out);
             return Ok(());
         }
         if let Some((ops, timestamp)) = babelgate_proto::flat::state_delta::read(message) {
             let patch = Value::Array(ops);
-            self.push_plain(EventKind::StateDelta { patch }, timestamp, Map::new(), out);
+            self.push_plain(
+                plain(EventKind::StateDelta { patch }, timestamp, Map::new()),
+                out,
+            );
             return Ok(());
         }
         let v = babelgate_proto::decode_event(message).map_err(proto_error)?;
@@ -653,9 +666,7 @@ fn proto_error(e: babelgate_proto::Error) -> DecodeError {
 /// [`fast_event`]'s events from a flat protobuf message, with the same
 /// rules (only these fields; the general path for anything else), and the
 /// timestamp, which the message carries apart.
-fn flat_event(
-    f: &babelgate_proto::flat::Flat<'_>,
-) -> Option<(EventKind, Option<i64>, Map<String, Value>)> {
+fn flat_event(f: &babelgate_proto::flat::Flat<'_>) -> Option<Event> {
     let s = |name: &str| f.get(name).map(str::to_string);
     let kind = match f.event_type() {
         TEXT_MESSAGE_CONTENT if f.has_only(&["messageId", "delta"]) => EventKind::TextDelta {
@@ -695,11 +706,11 @@ fn flat_event(
                 message_id: s("messageId"),
                 content: Value::String(s("content")?),
             };
-            return Some((kind, f.timestamp, extra));
+            return Some(plain(kind, f.timestamp, extra));
         }
         _ => return None,
     };
-    Some((kind, f.timestamp, Map::new()))
+    Some(plain(kind, f.timestamp, Map::new()))
 }
 
 /// `{"type":"STATE_DELTA","delta":...}` and nothing else: the patch read
@@ -723,24 +734,13 @@ fn fast_state_delta(data: &str) -> Option<Value> {
 impl AgUiDecoder {
     /// An event of the fast paths: no tag, so it closes the chunk lanes as
     /// `lane_effect` says for untagged events.
-    fn push_plain(
-        &mut self,
-        kind: EventKind,
-        timestamp: Option<i64>,
-        extra: Map<String, Value>,
-        out: &mut Vec<Event>,
-    ) {
+    #[inline(always)]
+    fn push_plain(&mut self, ev: Event, out: &mut Vec<Event>) {
         if !self.lanes.is_empty() {
             let closed = self.lanes.apply(&LaneEffect::Lane(None));
             out.extend(closed.into_iter().map(derived_end));
         }
-        // Built in place: an event is large and moves cost.
-        out.push(Event {
-            kind,
-            timestamp,
-            origin: Some(Dialect::AgUi),
-            extra,
-        });
+        out.push(ev);
     }
 
     /// Frames that make no event: blank ones, `[DONE]` and all after it.
@@ -892,9 +892,6 @@ mod tests {
         ];
         for data in cases {
             let fast = fast_event(data).unwrap_or_else(|| panic!("not fast: {data}"));
-            let fast = Event::new(fast.0)
-                .with_origin(Dialect::AgUi)
-                .with_extra(fast.1);
             let mut general = Vec::new();
             AgUiDecoder::new()
                 .decode_general(&frame(data), &mut general)

@@ -46,6 +46,17 @@ pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(event);
 }
 
+/// A scratch buffer kept for the next chunk, unless a large chunk grew it:
+/// an open stream keeps it for as long as it lives, and mostly waits.
+fn keep_small<T>(v: Vec<T>) -> Vec<T> {
+    const KEEP: usize = 64;
+    if v.capacity() > KEEP {
+        Vec::new()
+    } else {
+        v
+    }
+}
+
 /// The writing side of one run's log, owned by the stream's pump.
 pub struct Recorder {
     /// `None` once the store failed mid-run: the stream goes on without ids
@@ -54,6 +65,10 @@ pub struct Recorder {
     retention: Duration,
     /// The client gets the binary transport, which has no place for ids.
     binary: bool,
+    /// Room reused from chunk to chunk: the entries' places in the chunk
+    /// and the ids the log gave them.
+    parts: Vec<Part>,
+    ids: Vec<EventId>,
 }
 
 impl Recorder {
@@ -62,6 +77,8 @@ impl Recorder {
             writer: Some(writer),
             retention,
             binary: false,
+            parts: Vec::new(),
+            ids: Vec::new(),
         }
     }
 
@@ -92,82 +109,56 @@ impl Recorder {
             );
         }
         let spans = out.spans();
-        let mut events: Vec<usize> = Vec::with_capacity(spans.len());
-        events.extend(
-            spans
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.kind == SpanKind::Event)
-                .map(|(i, _)| i),
-        );
+        let is_event = |i: usize| spans.get(i).is_some_and(|s| s.kind == SpanKind::Event);
         // A step goes with the first event at or after its span (group
-        // `events.len()`: after every event of the sink, an entry of its
-        // own). The journal notes steps in the order of the output, so the
-        // groups come in order, each group's records one run of the
-        // journal's bytes; one that did not is put in order (stably: a
-        // group's steps keep theirs). In order by span is in order by group,
-        // and checked without a search per step (a chunk can hold hundreds
-        // of events).
-        let marks = steps.marks();
+        // `n`, the number of events: after every event of the sink, an
+        // entry of its own). The journal notes steps in the order of the
+        // output, so the groups come in order, each group's records one run
+        // of the journal's bytes; one that did not is put in order (stably:
+        // a group's steps keep theirs). In order by span is in order by
+        // group, and checked without a search per step (a chunk can hold
+        // hundreds of events).
         let sorted;
-        let journal: &Journal = if marks.is_sorted_by_key(|m| m.span) {
+        let journal: &Journal = if steps.marks().is_sorted_by_key(|m| m.span) {
             steps
         } else {
+            let events: Vec<usize> = (0..spans.len()).filter(|&i| is_event(i)).collect();
             sorted = steps.sorted_by_span_key(|span| events.partition_point(|&i| i < span));
             &sorted
         };
+        let marks = journal.marks();
         // One copy of the chunk's events, each followed by its core events:
         // one allocation a chunk and one store call for them all: an
         // upstream read often holds many events, and an allocation or a
-        // handle per event was a cost of its own.
-        let mut ids = Vec::new();
-        if !events.is_empty() || !journal.is_empty() {
-            // Steps `from..to` of the journal are group `g`'s: those at or
-            // before its event.
-            let marks = journal.marks();
-            let mut cores = Vec::with_capacity(events.len() + 1);
-            let mut from = 0;
-            for g in 0..=events.len() {
-                let n = match events.get(g) {
-                    Some(&at) => marks
-                        .get(from..)
-                        .unwrap_or_default()
-                        .iter()
-                        .take_while(|m| m.span <= at)
-                        .count(),
-                    None => marks.len() - from,
-                };
-                cores.push((n > 0).then(|| journal.records(from, from + n)));
-                from += n;
-            }
-            let span_of = |k: usize| {
-                events
-                    .get(k)
-                    .and_then(|&i| spans.get(i))
-                    .and_then(|s| bytes.get(s.range.clone()))
-            };
-            let core_of = |k: usize| cores.get(k).copied().flatten();
-            // The events and their core parts, copied once into one buffer
-            // of their size, which the log keeps as long as the run (a
-            // buffer grown in place, or sized by a guess, would be
-            // reallocated or keep its spare room that long).
-            let size = (0..=events.len())
-                .map(|k| span_of(k).map_or(0, <[u8]>::len) + core_of(k).map_or(0, <[u8]>::len))
-                .sum();
+        // handle per event was a cost of its own. Sized exactly (the log
+        // keeps it as long as the run: spare room would stay that long).
+        let event_bytes: usize = spans
+            .iter()
+            .filter(|s| s.kind == SpanKind::Event)
+            .map(|s| s.range.len())
+            .sum();
+        let size = event_bytes + journal.records(0, marks.len()).len();
+        let mut ids = std::mem::take(&mut self.ids);
+        let mut parts = std::mem::take(&mut self.parts);
+        if size > 0 {
             let mut both = Vec::with_capacity(size);
             // Where each entry lies in it: the store keeps the buffer once
             // and each entry as offsets (no handle or count per event).
-            let mut parts = Vec::with_capacity(events.len() + 1);
-            for k in 0..=events.len() {
-                let event = span_of(k);
-                let core = core_of(k);
-                if event.is_none() && core.is_none() {
-                    continue;
+            // One pass over the spans: each event takes the steps up to
+            // its span, and the steps after the last event make an entry of
+            // their own.
+            let mut from = 0;
+            let mut group = |event: Option<&[u8]>, to: usize, both: &mut Vec<u8>| {
+                let core = journal.records(from, to);
+                let has_core = to > from;
+                from = to;
+                if event.is_none() && !has_core {
+                    return;
                 }
                 let start = both.len();
                 both.extend_from_slice(event.unwrap_or_default());
                 let split = both.len();
-                both.extend_from_slice(core.unwrap_or_default());
+                both.extend_from_slice(core);
                 // A chunk of events is far under 4 GiB; the store cuts a
                 // part that says otherwise to the buffer.
                 let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -175,9 +166,26 @@ impl Recorder {
                     start: at(start),
                     split: at(split),
                     end: at(both.len()),
-                    has_core: core.is_some(),
+                    has_core,
                 });
+            };
+            let mut next = 0;
+            for (i, span) in spans.iter().enumerate() {
+                if span.kind != SpanKind::Event {
+                    continue;
+                }
+                let to = next
+                    + marks
+                        .get(next..)
+                        .unwrap_or_default()
+                        .iter()
+                        .take_while(|m| m.span <= i)
+                        .count();
+                next = to;
+                let event = bytes.get(span.range.clone()).unwrap_or_default();
+                group(Some(event), to, &mut both);
             }
+            group(None, marks.len(), &mut both);
             ids.reserve(parts.len());
             if let Err(e) = writer
                 .append_chunk(Bytes::from(both), &parts, &mut ids)
@@ -186,20 +194,22 @@ impl Recorder {
                 tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
                 self.writer = None;
             }
+            parts.clear();
         }
+        self.parts = keep_small(parts);
         steps.clear();
         // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
         client.reserve(bytes.len() + 26 * ids.len());
         // Events the log took carry their id; the rest (comments, and what
         // came after a store failure) go out without one.
-        let mut ids = ids.into_iter();
+        let mut taken = ids.drain(..);
         let mut at = 0;
         for span in spans {
             // What no span holds (an encoder that wrote between events) is
             // sent as it is.
             client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
             let id = match span.kind {
-                SpanKind::Event => ids.next().filter(|_| !self.binary),
+                SpanKind::Event => taken.next().filter(|_| !self.binary),
                 SpanKind::Comment => None,
             };
             let event = bytes.get(span.range.clone()).unwrap_or_default();
@@ -210,6 +220,8 @@ impl Recorder {
             at = span.range.end;
         }
         client.extend_from_slice(bytes.get(at..).unwrap_or_default());
+        drop(taken);
+        self.ids = keep_small(ids);
     }
 
     /// Resolves when someone asked to stop the run (`POST .../stop`, any
@@ -817,6 +829,35 @@ mod tests {
         rec.record(&sink, &mut Journal::default(), &mut client)
             .await;
         assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
+    }
+
+    /// The room reused from chunk to chunk is kept only while small: an
+    /// open stream holds it for as long as it waits.
+    #[tokio::test]
+    async fn a_large_chunk_leaves_no_room_behind() {
+        use babelgate_store::{MemoryConfig, MemoryRunLog};
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
+        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
+        let mut sink = Sink::new();
+        sink.data("1");
+        rec.record(&sink, &mut Journal::default(), &mut Vec::new())
+            .await;
+        assert!(rec.parts.capacity() > 0 && rec.ids.capacity() > 0);
+        sink.clear();
+        for i in 0..500 {
+            sink.data(&i.to_string());
+        }
+        let mut client = Vec::new();
+        rec.record(&sink, &mut Journal::default(), &mut client)
+            .await;
+        assert_eq!(
+            client
+                .split(|&b| b == b'\n')
+                .filter(|l| l.starts_with(b"id: "))
+                .count(),
+            500
+        );
+        assert_eq!((rec.parts.capacity(), rec.ids.capacity()), (0, 0));
     }
 
     /// Steps handed over out of the output's order still go with their
