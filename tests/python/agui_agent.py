@@ -127,6 +127,17 @@ def script(run: RunAgentInput) -> List[Any]:
         return call
 
     finished = RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id)
+
+    def asking(message: str, call: str) -> RunFinishedEvent:
+        """The run's end, asking a human about `call` first."""
+        return RunFinishedEvent(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            outcome=RunFinishedInterruptOutcome(
+                interrupts=[Interrupt(id=new_id("int"), reason="confirmation", message=message, tool_call_id=call)]
+            ),
+        )
+
     last = run.messages[-1] if run.messages else None
     users = [m for m in run.messages if m.role == "user"]
     said = text_of(users[-1].content) if users else ""
@@ -141,20 +152,7 @@ def script(run: RunAgentInput) -> List[Any]:
     elif last is not None and last.role == "tool":
         text(["The tool said: ", text_of(last.content), ". Anything else?"])
         if "stray" in lower:
-            finished = RunFinishedEvent(
-                thread_id=run.thread_id,
-                run_id=run.run_id,
-                outcome=RunFinishedInterruptOutcome(
-                    interrupts=[
-                        Interrupt(
-                            id=new_id("int"),
-                            reason="confirmation",
-                            message="Go on?",
-                            tool_call_id=STRAY_CALL_ID,
-                        )
-                    ]
-                ),
-            )
+            finished = asking("Go on?", STRAY_CALL_ID)
     elif "weather" in lower:
         call = tool_call("get_weather", WEATHER_ARGS)
         add(ToolCallResultEvent(message_id=new_id("result"), tool_call_id=call, content=WEATHER_RESULT, role="tool"))
@@ -163,20 +161,7 @@ def script(run: RunAgentInput) -> List[Any]:
         tool_call("change_background", BACKGROUND_ARGS)
     elif "confirm" in lower:
         call = tool_call("confirm_action", CONFIRM_ARGS)
-        finished = RunFinishedEvent(
-            thread_id=run.thread_id,
-            run_id=run.run_id,
-            outcome=RunFinishedInterruptOutcome(
-                interrupts=[
-                    Interrupt(
-                        id=new_id("int"),
-                        reason="confirmation",
-                        message="Delete /tmp/report.txt?",
-                        tool_call_id=call,
-                    )
-                ]
-            ),
-        )
+        finished = asking("Delete /tmp/report.txt?", call)
     elif "think" in lower:
         span, rid = new_id("rsn-span"), new_id("rsn")
         add(ReasoningStartEvent(message_id=span))

@@ -1922,19 +1922,25 @@ pub(crate) mod tests {
         );
     }
 
-    #[test]
-    fn continuation_writes_results_for_calls_the_continued_answer_holds() {
+    /// A run continuing message `a1`, which holds call `tc-old`, that
+    /// gives a result for `call`.
+    fn continued_result(call: &str) -> String {
         let mut ctx = EncodeContext::deterministic();
         ctx.message_id = Some("a1".into());
         ctx.continued.tool_calls = vec!["tc-old".into()];
-        let out = encode_with(
+        encode_with(
             ctx,
             &[
                 run_started(),
-                result("tc-old", json!("done")),
+                result(call, json!("done")),
                 run_finished(Outcome::Unspecified),
             ],
-        );
+        )
+    }
+
+    #[test]
+    fn continuation_writes_results_for_calls_the_continued_answer_holds() {
+        let out = continued_result("tc-old");
         assert_eq!(
             out,
             stream(&[
@@ -1954,17 +1960,7 @@ pub(crate) mod tests {
     /// first, as in a new answer.
     #[test]
     fn continuation_announces_a_call_the_continued_answer_lacks() {
-        let mut ctx = EncodeContext::deterministic();
-        ctx.message_id = Some("a1".into());
-        ctx.continued.tool_calls = vec!["tc-old".into()];
-        let out = encode_with(
-            ctx,
-            &[
-                run_started(),
-                result("tc-stray", json!("done")),
-                run_finished(Outcome::Unspecified),
-            ],
-        );
+        let out = continued_result("tc-stray");
         let announced = out
             .find(r#"{"type":"tool-input-start","toolCallId":"tc-stray","toolName":"unknown""#)
             .unwrap_or_else(|| panic!("no tool part for the stray call: {out}"));

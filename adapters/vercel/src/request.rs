@@ -1129,6 +1129,9 @@ mod tests {
         );
         // the denied call answers with the ai package's words
         assert_eq!(r.messages[2].error.as_deref(), Some(DENIED_TEXT));
+        // what the client will look a chunk's call or approval up in
+        assert_eq!(r.continued.tool_calls, ["tc-1", "tc-2"]);
+        assert_eq!(r.continued.approvals, ["int-1", "int-2"]);
         let built = build(&r);
         assert_eq!(
             built["messages"][1]["parts"][1]["state"],
@@ -1212,31 +1215,6 @@ mod tests {
         assert_eq!(built["trigger"], "regenerate-message");
         assert_eq!(built["messageId"], "a1");
         assert_eq!(parse(built).unwrap(), r);
-    }
-
-    #[test]
-    fn a_continuation_knows_the_calls_and_approvals_its_message_holds() {
-        let body = json!({
-            "id": "c",
-            "messages": [
-                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete it"}]},
-                {"id": "a1", "role": "assistant", "parts": [
-                    {"type": "step-start"},
-                    {"type": "tool-delete", "toolCallId": "tc-1", "state": "approval-responded",
-                     "input": {}, "approval": {"id": "ap-1", "approved": true}},
-                    {"type": "dynamic-tool", "toolName": "x", "toolCallId": "tc-2", "state": "input-available", "input": {}}
-                ]}
-            ],
-            "trigger": "submit-message",
-            "messageId": "a1"
-        });
-        let r = parse(body.clone()).unwrap();
-        assert_eq!(r.continued.tool_calls, ["tc-1", "tc-2"]);
-        assert_eq!(r.continued.approvals, ["ap-1"]);
-        // A regenerate continues nothing.
-        let mut regen = body;
-        regen["trigger"] = json!("regenerate-message");
-        assert!(parse(regen).unwrap().continued.is_empty());
     }
 
     #[test]
