@@ -25,7 +25,7 @@
 //! them.
 
 // foldhash: ids are hashed per event; SipHash showed in the profile.
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 use babelgate_core::event::SourceKind;
 use babelgate_core::{
@@ -99,15 +99,18 @@ pub struct VercelEncoder {
     state: Value,
     /// Activity contents by message id, for applying deltas.
     activities: HashMap<String, Value>,
-    /// Ids of the `tool-approval-request` chunks written: the client throws
-    /// on a `tool-approval-response` whose request its message lacks.
+    /// Ids of the approval requests the client's message holds (written
+    /// here, or in the continued message): the client throws on a
+    /// `tool-approval-response` whose request its message lacks.
     approvals: HashSet<String>,
+    /// The calls the continued message holds (a set: a request may name
+    /// many, and each result looks its call up).
+    held_calls: HashSet<String>,
 }
 
 impl VercelEncoder {
     pub fn new(ctx: EncodeContext) -> Self {
         VercelEncoder {
-            ctx,
             tracker: OpenTracker::default(),
             phase: Phase::Idle,
             run_seq: 0,
@@ -120,7 +123,9 @@ impl VercelEncoder {
             open_inputs: OpenList::default(),
             state: json!({}),
             activities: HashMap::new(),
-            approvals: HashSet::new(),
+            approvals: ctx.continued.approvals.iter().cloned().collect(),
+            held_calls: ctx.continued.tool_calls.iter().cloned().collect(),
+            ctx,
         }
     }
 }
@@ -558,9 +563,7 @@ impl VercelEncoder {
                 || raw
                     .get("approvalId")
                     .and_then(Value::as_str)
-                    .is_some_and(|id| {
-                        self.approvals.contains(id) || self.ctx.continued.holds_approval(id)
-                    }))
+                    .is_some_and(|id| self.approvals.contains(id)))
     }
 
     /// Before a chunk that refers to a call (output, error, denial, approval):
@@ -570,7 +573,7 @@ impl VercelEncoder {
     fn ensure_known(&mut self, out: &mut Sink, id: &str, trailer: bool) {
         match self.calls.get(id) {
             None => {
-                if !self.ctx.continued.holds_call(id) {
+                if !self.held_calls.contains(id) {
                     self.start_call(out, id, UNKNOWN_TOOL_NAME, true, None, trailer);
                     self.end_call(out, id, None);
                 }

@@ -62,14 +62,6 @@ impl Continued {
     pub fn is_empty(&self) -> bool {
         self.tool_calls.is_empty() && self.approvals.is_empty()
     }
-
-    pub fn holds_call(&self, id: &str) -> bool {
-        self.tool_calls.iter().any(|c| c == id)
-    }
-
-    pub fn holds_approval(&self, id: &str) -> bool {
-        self.approvals.iter().any(|a| a == id)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
