@@ -46,17 +46,6 @@ pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(event);
 }
 
-/// A scratch buffer kept for the next chunk, unless a large chunk grew it:
-/// an open stream keeps it for as long as it lives, and mostly waits.
-fn keep_small<T>(v: Vec<T>) -> Vec<T> {
-    const KEEP: usize = 64;
-    if v.capacity() > KEEP {
-        Vec::new()
-    } else {
-        v
-    }
-}
-
 /// The writing side of one run's log, owned by the stream's pump.
 pub struct Recorder {
     /// `None` once the store failed mid-run: the stream goes on without ids
@@ -65,10 +54,6 @@ pub struct Recorder {
     retention: Duration,
     /// The client gets the binary transport, which has no place for ids.
     binary: bool,
-    /// Room reused from chunk to chunk: the entries' places in the chunk
-    /// and the ids the log gave them.
-    parts: Vec<Part>,
-    ids: Vec<EventId>,
 }
 
 impl Recorder {
@@ -77,8 +62,6 @@ impl Recorder {
             writer: Some(writer),
             retention,
             binary: false,
-            parts: Vec::new(),
-            ids: Vec::new(),
         }
     }
 
@@ -132,15 +115,16 @@ impl Recorder {
         // upstream read often holds many events, and an allocation or a
         // handle per event was a cost of its own. Sized exactly (the log
         // keeps it as long as the run: spare room would stay that long).
-        let event_bytes: usize = spans
+        let (events, event_bytes) = spans
             .iter()
             .filter(|s| s.kind == SpanKind::Event)
-            .map(|s| s.range.len())
-            .sum();
+            .fold((0, 0), |(n, len), s| (n + 1, len + s.range.len()));
         let size = event_bytes + journal.records(0, marks.len()).len();
-        let mut ids = std::mem::take(&mut self.ids);
-        let mut parts = std::mem::take(&mut self.parts);
+        // Made per chunk, not kept: the recorder lives in every stream's
+        // pump, whose size is a jemalloc size class (see pump.rs).
+        let mut ids = Vec::new();
         if size > 0 {
+            let mut parts = Vec::with_capacity(events + 1);
             let mut both = Vec::with_capacity(size);
             // Where each entry lies in it: the store keeps the buffer once
             // and each entry as offsets (no handle or count per event).
@@ -194,15 +178,13 @@ impl Recorder {
                 tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
                 self.writer = None;
             }
-            parts.clear();
         }
-        self.parts = keep_small(parts);
         steps.clear();
         // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
         client.reserve(bytes.len() + 26 * ids.len());
         // Events the log took carry their id; the rest (comments, and what
         // came after a store failure) go out without one.
-        let mut taken = ids.drain(..);
+        let mut taken = ids.into_iter();
         let mut at = 0;
         for span in spans {
             // What no span holds (an encoder that wrote between events) is
@@ -220,8 +202,6 @@ impl Recorder {
             at = span.range.end;
         }
         client.extend_from_slice(bytes.get(at..).unwrap_or_default());
-        drop(taken);
-        self.ids = keep_small(ids);
     }
 
     /// Resolves when someone asked to stop the run (`POST .../stop`, any
@@ -829,35 +809,6 @@ mod tests {
         rec.record(&sink, &mut Journal::default(), &mut client)
             .await;
         assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
-    }
-
-    /// The room reused from chunk to chunk is kept only while small: an
-    /// open stream holds it for as long as it waits.
-    #[tokio::test]
-    async fn a_large_chunk_leaves_no_room_behind() {
-        use babelgate_store::{MemoryConfig, MemoryRunLog};
-        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
-        let mut sink = Sink::new();
-        sink.data("1");
-        rec.record(&sink, &mut Journal::default(), &mut Vec::new())
-            .await;
-        assert!(rec.parts.capacity() > 0 && rec.ids.capacity() > 0);
-        sink.clear();
-        for i in 0..500 {
-            sink.data(&i.to_string());
-        }
-        let mut client = Vec::new();
-        rec.record(&sink, &mut Journal::default(), &mut client)
-            .await;
-        assert_eq!(
-            client
-                .split(|&b| b == b'\n')
-                .filter(|l| l.starts_with(b"id: "))
-                .count(),
-            500
-        );
-        assert_eq!((rec.parts.capacity(), rec.ids.capacity()), (0, 0));
     }
 
     /// Steps handed over out of the output's order still go with their
