@@ -594,9 +594,7 @@ fn fast_event(data: &str) -> Option<Event> {
     Some(plain(kind, None, Map::new()))
 }
 
-/// An event of the fast paths, built where it is returned: an event is
-/// large, and each move of one is a copy of it.
-#[inline(always)]
+/// An event of the fast paths (no tag, AG-UI's origin).
 fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> Event {
     Event {
         kind,
@@ -734,7 +732,6 @@ fn fast_state_delta(data: &str) -> Option<Value> {
 impl AgUiDecoder {
     /// An event of the fast paths: no tag, so it closes the chunk lanes as
     /// `lane_effect` says for untagged events.
-    #[inline(always)]
     fn push_plain(&mut self, ev: Event, out: &mut Vec<Event>) {
         if !self.lanes.is_empty() {
             let closed = self.lanes.apply(&LaneEffect::Lane(None));

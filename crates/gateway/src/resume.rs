@@ -132,7 +132,20 @@ impl Recorder {
             // its span, and the steps after the last event make an entry of
             // their own.
             let mut from = 0;
-            let mut group = |event: Option<&[u8]>, to: usize, both: &mut Vec<u8>| {
+            // `event`: the event's span and bytes; `None` for what follows
+            // the last event.
+            let mut group = |event: Option<(usize, &[u8])>, both: &mut Vec<u8>| {
+                let to = match event {
+                    Some((at, _)) => {
+                        from + marks
+                            .get(from..)
+                            .unwrap_or_default()
+                            .iter()
+                            .take_while(|m| m.span <= at)
+                            .count()
+                    }
+                    None => marks.len(),
+                };
                 let core = journal.records(from, to);
                 let has_core = to > from;
                 from = to;
@@ -140,7 +153,7 @@ impl Recorder {
                     return;
                 }
                 let start = both.len();
-                both.extend_from_slice(event.unwrap_or_default());
+                both.extend_from_slice(event.map_or(&[][..], |(_, bytes)| bytes));
                 let split = both.len();
                 both.extend_from_slice(core);
                 // A chunk of events is far under 4 GiB; the store cuts a
@@ -153,23 +166,13 @@ impl Recorder {
                     has_core,
                 });
             };
-            let mut next = 0;
             for (i, span) in spans.iter().enumerate() {
-                if span.kind != SpanKind::Event {
-                    continue;
+                if span.kind == SpanKind::Event {
+                    let event = bytes.get(span.range.clone()).unwrap_or_default();
+                    group(Some((i, event)), &mut both);
                 }
-                let to = next
-                    + marks
-                        .get(next..)
-                        .unwrap_or_default()
-                        .iter()
-                        .take_while(|m| m.span <= i)
-                        .count();
-                next = to;
-                let event = bytes.get(span.range.clone()).unwrap_or_default();
-                group(Some(event), to, &mut both);
             }
-            group(None, marks.len(), &mut both);
+            group(None, &mut both);
             ids.reserve(parts.len());
             if let Err(e) = writer
                 .append_chunk(Bytes::from(both), &parts, &mut ids)
@@ -184,14 +187,14 @@ impl Recorder {
         client.reserve(bytes.len() + 26 * ids.len());
         // Events the log took carry their id; the rest (comments, and what
         // came after a store failure) go out without one.
-        let mut taken = ids.into_iter();
+        let mut ids = ids.into_iter();
         let mut at = 0;
         for span in spans {
             // What no span holds (an encoder that wrote between events) is
             // sent as it is.
             client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
             let id = match span.kind {
-                SpanKind::Event => taken.next().filter(|_| !self.binary),
+                SpanKind::Event => ids.next().filter(|_| !self.binary),
                 SpanKind::Comment => None,
             };
             let event = bytes.get(span.range.clone()).unwrap_or_default();
