@@ -54,6 +54,26 @@ fn now_us() -> u64 {
         .unwrap_or(0)
 }
 
+/// Grows the descriptor table to the soft limit (at most 65,536) before any
+/// thread starts. Linux grows it as descriptors are opened, and in a process
+/// of several threads each growth waits for an RCU grace period, up to 32 ms
+/// here: a client or upstream doing that while it measures would put its own
+/// stalls into every system's latency (docs/benchmarks.md).
+#[cfg(target_os = "linux")]
+fn reserve_descriptors() {
+    use rustix::process::{getrlimit, Resource};
+    let top = getrlimit(Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+        .min(1 << 16);
+    if let Ok(min) = i32::try_from(top.saturating_sub(1)) {
+        let _ = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), min);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve_descriptors() {}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = args.first() else {
@@ -70,6 +90,7 @@ fn main() -> ExitCode {
         };
         opts.insert(k.to_string(), v.clone());
     }
+    reserve_descriptors();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

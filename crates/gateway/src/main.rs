@@ -719,6 +719,36 @@ fn return_freed_memory() {
 #[cfg(target_env = "msvc")]
 fn return_freed_memory() {}
 
+/// Grows the descriptor table once, at start, to hold every connection the
+/// gateway may take (two descriptors each: client and upstream), within the
+/// soft `RLIMIT_NOFILE`. Linux grows it as descriptors are opened, doubling,
+/// and in a process of several threads each growth waits for an RCU grace
+/// period (`synchronize_rcu`): milliseconds in which the worker that
+/// accepted or connected runs no other stream. The table costs 8 bytes of
+/// kernel memory per descriptor, none of the process's own.
+#[cfg(target_os = "linux")]
+fn reserve_descriptors(max_connections: usize) {
+    use rustix::process::{getrlimit, Resource};
+    let want = u64::try_from(max_connections)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(2)
+        .saturating_add(64);
+    let top = getrlimit(Resource::Nofile)
+        .current
+        .map_or(want, |limit| limit.min(want));
+    // The lowest free descriptor at or above `top - 1`: the table grows to
+    // hold it, and keeps that size once it is closed.
+    let Ok(min) = i32::try_from(top.saturating_sub(1)) else {
+        return;
+    };
+    if let Err(e) = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), min) {
+        tracing::debug!(error = %e, "the descriptor table could not be grown ahead");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve_descriptors(_max_connections: usize) {}
+
 fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode {
     let config = match Config::load(&path) {
         Ok(c) => c,
@@ -728,6 +758,7 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
         }
     };
     init_tracing(log_json || config.log_format == LogFormat::Json);
+    reserve_descriptors(config.max_connections);
     return_freed_memory();
     runtime().block_on(async move {
         let addr = listen.unwrap_or(config.listen);

@@ -290,3 +290,27 @@ fn paths_in_the_config_are_relative_to_its_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A number from `/proc/<pid>/status` (`FDSize`) or `/proc/self/limits`.
+#[cfg(target_os = "linux")]
+fn proc_number(file: &str, key: &str, column: usize) -> u64 {
+    let text = std::fs::read_to_string(file).unwrap();
+    let line = text.lines().find(|l| l.starts_with(key)).unwrap();
+    let words: Vec<&str> = line[key.len()..].split_whitespace().collect();
+    words[column].parse().unwrap_or(u64::MAX) // "unlimited"
+}
+
+/// The descriptor table is grown at start for every connection allowed
+/// (two descriptors each), not doubling as streams arrive: each growth in a
+/// process of several threads held the worker that opened the descriptor
+/// for an RCU grace period, 4 to 32 ms on this machine.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_descriptor_table_is_grown_for_max_connections_at_start() {
+    let s = Server::start("fds", "max_connections = 3000", &route("/a"), 0, false).await;
+    let size = proc_number(&format!("/proc/{}/status", s.child.id()), "FDSize:", 0);
+    // The child inherits this process's soft limit.
+    let limit = proc_number("/proc/self/limits", "Max open files", 0);
+    let want = limit.min(2 * 3000 + 64);
+    assert!(size >= want, "FDSize {size}, wanted {want} (limit {limit})");
+}
