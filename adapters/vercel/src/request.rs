@@ -1201,7 +1201,11 @@ mod tests {
             "id": "c",
             "messages": [
                 {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
-                {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "old"}]}
+                {"id": "a1", "role": "assistant", "parts": [
+                    {"type": "text", "text": "old"},
+                    {"type": "tool-delete", "toolCallId": "tc-1", "state": "approval-responded",
+                     "input": {}, "approval": {"id": "ap-1", "approved": true}}
+                ]}
             ],
             "trigger": "regenerate-message",
             "messageId": "a1"
@@ -1210,6 +1214,9 @@ mod tests {
         assert_eq!(r.messages.len(), 1);
         assert_eq!(r.trigger, Some(Trigger::RegenerateMessage));
         assert_eq!(r.continue_message_id, None);
+        // The answer replaced holds calls and approvals; a regenerate
+        // continues none of them.
+        assert!(r.continued.is_empty());
         assert_eq!(r.extra.get("messageId"), Some(&json!("a1")));
         let built = build(&r);
         assert_eq!(built["trigger"], "regenerate-message");
