@@ -894,9 +894,19 @@ async fn watch_config(gateway: Arc<Gateway>, path: PathBuf) {
         match Config::load(&path) {
             Ok(config) => {
                 let routes = config.routes.len();
+                let max_connections = config.max_connections;
                 log_routes(&config);
                 match gateway.reload(config) {
-                    Ok(()) => tracing::info!(why, routes, "configuration reloaded"),
+                    Ok(()) => {
+                        // A raised `max_connections` gets its room now, as
+                        // at start, rather than a growth per doubling as
+                        // connections arrive. Off the workers: the growth
+                        // waits for an RCU grace period.
+                        drop(tokio::task::spawn_blocking(move || {
+                            reserve_descriptors(max_connections)
+                        }));
+                        tracing::info!(why, routes, "configuration reloaded")
+                    }
                     Err(e) => {
                         tracing::error!(why, error = %e, "reload refused; the running configuration stays")
                     }

@@ -314,3 +314,24 @@ async fn the_descriptor_table_is_grown_for_max_connections_at_start() {
     let want = limit.min(2 * 3000 + 64);
     assert!(size >= want, "FDSize {size}, wanted {want} (limit {limit})");
 }
+
+/// A reload that raises `max_connections` grows the table as a start with
+/// it would have, not as the new connections arrive.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_reload_that_raises_max_connections_grows_the_descriptor_table() {
+    let s = Server::start("fds-reload", "max_connections = 20", &route("/a"), 0, false).await;
+    let status = format!("/proc/{}/status", s.child.id());
+    let limit = proc_number("/proc/self/limits", "Max open files", 0);
+    let want = limit.min(2 * 3000 + 64);
+    let before = proc_number(&status, "FDSize:", 0);
+    assert!(before < want, "FDSize {before} at start, already {want}");
+    s.write_config("max_connections = 3000", &route("/a"), 0);
+    s.signal("HUP");
+    s.wait_log("configuration reloaded").await;
+    poll_until(
+        async || proc_number(&status, "FDSize:", 0) >= want,
+        "the table did not grow after the reload",
+    )
+    .await;
+}
