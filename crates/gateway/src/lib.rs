@@ -25,6 +25,7 @@ pub mod registry;
 pub mod resume;
 pub mod server;
 pub mod service;
+pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
 pub mod transport;

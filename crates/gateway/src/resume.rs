@@ -29,7 +29,6 @@ use babelgate_store::{EventId, LogItem, Part, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::registry;
 use crate::transport::{ProtoToSse, SseToProto, Transport};
@@ -403,7 +402,7 @@ impl Follow {
     /// Streams the log to the client: the replay, then the live tail, each
     /// event with its id; a lost run, a broken store or shutdown ends with the
     /// dialect's error, after closing what the client has open.
-    pub async fn run(self, tx: mpsc::Sender<Bytes>, shutdown: CancellationToken) {
+    pub async fn run(self, tx: mpsc::Sender<Bytes>, shutdown: crate::shutdown::Shutdown) {
         let Follow {
             runs,
             run_id,
@@ -442,13 +441,16 @@ impl Follow {
             }),
             _ => None,
         };
+        // Made once: polled at every entry.
+        let shutdown = shutdown.cancelled();
+        tokio::pin!(shutdown);
         let failure = loop {
             let item = tokio::select! {
                 item = log.next() => match item {
                     Some(item) => item,
                     None => break None,
                 },
-                () = shutdown.cancelled() => break Some(("the gateway is shutting down", "shutdown")),
+                () = &mut shutdown => break Some(("the gateway is shutting down", "shutdown")),
             };
             let at_start = std::mem::take(&mut first);
             match item {

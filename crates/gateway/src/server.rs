@@ -96,7 +96,7 @@ pub struct Gateway {
     metrics: Arc<Metrics>,
     /// Cancelled when the shutdown grace period is over: open streams end
     /// with their dialect's error.
-    shutdown: CancellationToken,
+    shutdown: crate::shutdown::Shutdown,
     /// Every stream pump, so that shutdown can wait for them.
     pumps: TaskTracker,
     /// Resumed streams being followed (`[store] max_followers`).
@@ -132,10 +132,10 @@ impl Gateway {
             .map_err(|e| GatewayError::internal(format!("rate limits: {e}")))?;
         let metrics = Arc::new(Metrics::default());
         let owner = babelgate_store::new_id();
-        let shutdown = CancellationToken::new();
+        let shutdown = crate::shutdown::Shutdown::default();
         let inspector = match &config.inspector {
             None => None,
-            Some(cfg) => Some(inspector(cfg, &config, &owner, &shutdown)?),
+            Some(cfg) => Some(inspector(cfg, &config, &owner, shutdown.token())?),
         };
         let telemetry = match &config.telemetry {
             Some(t) => Some(Arc::new(

@@ -15,7 +15,6 @@ use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::OnDisconnect;
 use crate::inspector::CaptureHandle;
@@ -72,7 +71,7 @@ pub(super) struct Pump {
     pub(super) thread_id: String,
     pub(super) new_from_client: Vec<Message>,
     /// The gateway is shutting down and the grace period is over.
-    pub(super) shutdown: CancellationToken,
+    pub(super) shutdown: crate::shutdown::Shutdown,
     pub(super) report: Option<Report>,
     /// Set before the pump lets go of `tx` when the client's dialect shows
     /// a failure only as a body that breaks off (`Encoder::aborts`).
@@ -353,9 +352,9 @@ impl Pump {
         let beat = tokio::time::sleep(beat_every);
         tokio::pin!(beat);
         // Made once: each made anew per read registered a waiter and
-        // dropped it again, every event.
-        let shutdown = self.shutdown.clone();
-        let shutdown = shutdown.cancelled();
+        // dropped it again, every event; and polled at every wake-up as a
+        // load, not the token's locks (see `shutdown.rs`).
+        let shutdown = self.shutdown.clone().cancelled();
         tokio::pin!(shutdown);
         let stop = self.recorder.as_ref().map(Recorder::stop_signal);
         let stop = async move {
@@ -790,7 +789,7 @@ mod tests {
             store: None,
             thread_id: "t".into(),
             new_from_client: Vec::new(),
-            shutdown: CancellationToken::new(),
+            shutdown: crate::shutdown::Shutdown::default(),
             report: None,
             abort: Arc::default(),
             capture: None,
