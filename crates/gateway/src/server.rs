@@ -135,7 +135,7 @@ impl Gateway {
         let shutdown = crate::shutdown::Shutdown::default();
         let inspector = match &config.inspector {
             None => None,
-            Some(cfg) => Some(inspector(cfg, &config, &owner, shutdown.token())?),
+            Some(cfg) => Some(inspector(cfg, &config, &owner, &shutdown.token())?),
         };
         let telemetry = match &config.telemetry {
             Some(t) => Some(Arc::new(

@@ -37,9 +37,11 @@ impl Shutdown {
         self.begun.load(Ordering::Acquire)
     }
 
-    /// The token, for waits that are not polled at every event.
-    pub fn token(&self) -> &CancellationToken {
-        &self.token
+    /// A token cancelled with this, for waits that are not polled at every
+    /// event. A child: cancelling it does not begin the shutdown, which only
+    /// [`Shutdown::cancel`] does (the streams' waits look at the flag).
+    pub fn token(&self) -> CancellationToken {
+        self.token.child_token()
     }
 
     /// Resolves once cancelled. Cancel-safe; make it once per stream (of
@@ -188,6 +190,10 @@ mod tests {
         assert!(!shutdown.is_cancelled());
         shutdown.cancel();
         assert!(shutdown.is_cancelled() && shutdown.token().is_cancelled());
+        // A token handed out cannot begin it.
+        let other = Shutdown::default();
+        other.token().cancel();
+        assert!(!other.is_cancelled() && !other.token().is_cancelled());
         tokio::time::timeout(std::time::Duration::from_secs(5), wait)
             .await
             .expect("the wait never saw the shutdown")
