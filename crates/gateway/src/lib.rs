@@ -30,4 +30,5 @@ pub mod telemetry;
 pub mod tls;
 pub mod transport;
 pub mod upstream;
+pub mod wake;
 pub mod ws;
