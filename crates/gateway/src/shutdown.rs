@@ -94,19 +94,9 @@ impl<F: Future> Future for Rare<'_, F> {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
 
     use super::*;
-
-    /// Counts its wakes.
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::wake::tests::Count;
 
     /// A future that counts its polls and is ready once `ready` is set.
     struct Polls<'a> {

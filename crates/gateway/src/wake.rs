@@ -86,14 +86,14 @@ impl<F: Future> Future for OnWake<F> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
 
-    /// Counts its wakes.
+    /// Counts its wakes (`shutdown.rs`'s tests use it too).
     #[derive(Default)]
-    struct Count(AtomicUsize);
+    pub(crate) struct Count(pub(crate) AtomicUsize);
 
     impl Wake for Count {
         fn wake(self: Arc<Self>) {

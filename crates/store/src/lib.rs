@@ -139,6 +139,8 @@ mod flag;
 pub mod limits;
 mod memory;
 mod redis_store;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 use std::fmt;

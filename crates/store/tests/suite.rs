@@ -681,78 +681,6 @@ async fn stop_request_reaches_the_owner(kind: Kind) {
     assert!(log.stop_requested("r2").await.unwrap());
 }
 
-/// A run log that counts the calls made to it.
-struct Counting {
-    log: Arc<dyn RunLog>,
-    stop_checks: std::sync::atomic::AtomicUsize,
-    stop_waits: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl RunLog for Counting {
-    async fn begin(
-        &self,
-        key: &str,
-        run_id: &str,
-        owner: &str,
-        lease: Duration,
-    ) -> Result<Option<RunInfo>, StoreError> {
-        self.log.begin(key, run_id, owner, lease).await
-    }
-    async fn append_entries(
-        &self,
-        run_id: &str,
-        entries: Vec<Entry>,
-        ids: &mut Vec<EventId>,
-    ) -> Result<(), StoreError> {
-        self.log.append_entries(run_id, entries, ids).await
-    }
-    async fn renew(&self, run_id: &str, owner: &str, lease: Duration) -> Result<(), StoreError> {
-        self.log.renew(run_id, owner, lease).await
-    }
-    async fn end(&self, run_id: &str, o: RunOutcome, r: Duration) -> Result<(), StoreError> {
-        self.log.end(run_id, o, r).await
-    }
-    async fn latest(&self, key: &str) -> Result<Option<RunInfo>, StoreError> {
-        self.log.latest(key).await
-    }
-    async fn info(&self, run_id: &str) -> Result<Option<RunInfo>, StoreError> {
-        self.log.info(run_id).await
-    }
-    async fn last_id(&self, run_id: &str) -> Result<Option<EventId>, StoreError> {
-        self.log.last_id(run_id).await
-    }
-    fn read(
-        &self,
-        run_id: &str,
-        after: Option<EventId>,
-    ) -> BoxStream<'static, Result<LogItem, StoreError>> {
-        self.log.read(run_id, after)
-    }
-    async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError> {
-        self.log.request_stop(run_id).await
-    }
-    async fn stop_requested(&self, run_id: &str) -> Result<bool, StoreError> {
-        self.stop_checks
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.log.stop_requested(run_id).await
-    }
-    async fn keep_input(&self, run_id: &str, messages: &[Message]) -> Result<(), StoreError> {
-        self.log.keep_input(run_id, messages).await
-    }
-    async fn input(&self, run_id: &str) -> Result<Vec<Message>, StoreError> {
-        self.log.input(run_id).await
-    }
-    async fn wait_stop(&self, run_id: &str) {
-        self.stop_waits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.log.wait_stop(run_id).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.log.ping().await
-    }
-}
-
 /// Calls of `command` the server has answered (`INFO commandstats`).
 async fn redis_calls(url: &str, command: &str) -> u64 {
     let client = redis::Client::open(url).unwrap();
@@ -773,11 +701,7 @@ async fn waiting_for_a_stop_polls_nothing(kind: Kind) {
     use std::sync::atomic::Ordering::Relaxed;
     let b = Backend::default(kind).await;
     let url = b.server.as_ref().map(|s| s.url());
-    let counting = Arc::new(Counting {
-        log: b.runs(),
-        stop_checks: Default::default(),
-        stop_waits: Default::default(),
-    });
+    let counting = Arc::new(babelgate_store::testing::Counting::new(b.runs()));
     let log: Arc<dyn RunLog> = counting.clone();
     const RUNS: usize = 5;
     let leases = Leases::new(log.clone());

@@ -1124,116 +1124,6 @@ mod tests {
         }
     }
 
-    /// The memory store, with the polls of its stop waits counted.
-    struct CountedStop {
-        inner: babelgate_store::MemoryRunLog,
-        polls: Arc<std::sync::atomic::AtomicUsize>,
-    }
-
-    #[async_trait::async_trait]
-    impl babelgate_store::RunLog for CountedStop {
-        async fn begin(
-            &self,
-            key: &str,
-            run_id: &str,
-            owner: &str,
-            lease: Duration,
-        ) -> Result<Option<babelgate_store::RunInfo>, babelgate_store::StoreError> {
-            self.inner.begin(key, run_id, owner, lease).await
-        }
-        async fn append_entries(
-            &self,
-            run_id: &str,
-            entries: Vec<babelgate_store::Entry>,
-            ids: &mut Vec<babelgate_store::EventId>,
-        ) -> Result<(), babelgate_store::StoreError> {
-            self.inner.append_entries(run_id, entries, ids).await
-        }
-        async fn append_chunk(
-            &self,
-            run_id: &str,
-            chunk: Bytes,
-            parts: &[babelgate_store::Part],
-            ids: &mut Vec<babelgate_store::EventId>,
-        ) -> Result<(), babelgate_store::StoreError> {
-            self.inner.append_chunk(run_id, chunk, parts, ids).await
-        }
-        async fn renew(
-            &self,
-            run_id: &str,
-            owner: &str,
-            lease: Duration,
-        ) -> Result<(), babelgate_store::StoreError> {
-            self.inner.renew(run_id, owner, lease).await
-        }
-        async fn end(
-            &self,
-            run_id: &str,
-            outcome: RunOutcome,
-            retention: Duration,
-        ) -> Result<(), babelgate_store::StoreError> {
-            self.inner.end(run_id, outcome, retention).await
-        }
-        async fn latest(
-            &self,
-            key: &str,
-        ) -> Result<Option<babelgate_store::RunInfo>, babelgate_store::StoreError> {
-            self.inner.latest(key).await
-        }
-        async fn info(
-            &self,
-            run_id: &str,
-        ) -> Result<Option<babelgate_store::RunInfo>, babelgate_store::StoreError> {
-            self.inner.info(run_id).await
-        }
-        async fn last_id(
-            &self,
-            run_id: &str,
-        ) -> Result<Option<babelgate_store::EventId>, babelgate_store::StoreError> {
-            self.inner.last_id(run_id).await
-        }
-        fn read(
-            &self,
-            run_id: &str,
-            after: Option<babelgate_store::EventId>,
-        ) -> futures_util::stream::BoxStream<
-            'static,
-            Result<babelgate_store::LogItem, babelgate_store::StoreError>,
-        > {
-            self.inner.read(run_id, after)
-        }
-        async fn request_stop(&self, run_id: &str) -> Result<bool, babelgate_store::StoreError> {
-            self.inner.request_stop(run_id).await
-        }
-        async fn keep_input(
-            &self,
-            run_id: &str,
-            messages: &[babelgate_core::request::Message],
-        ) -> Result<(), babelgate_store::StoreError> {
-            self.inner.keep_input(run_id, messages).await
-        }
-        async fn input(
-            &self,
-            run_id: &str,
-        ) -> Result<Vec<babelgate_core::request::Message>, babelgate_store::StoreError> {
-            self.inner.input(run_id).await
-        }
-        async fn stop_requested(&self, run_id: &str) -> Result<bool, babelgate_store::StoreError> {
-            self.inner.stop_requested(run_id).await
-        }
-        async fn wait_stop(&self, run_id: &str) {
-            let mut wait = self.inner.wait_stop(run_id);
-            std::future::poll_fn(|cx| {
-                self.polls.fetch_add(1, Ordering::SeqCst);
-                wait.as_mut().poll(cx)
-            })
-            .await
-        }
-        async fn ping(&self) -> Result<(), babelgate_store::StoreError> {
-            self.inner.ping().await
-        }
-    }
-
     /// The store's wait for a stop request is polled when it wakes, not at
     /// each event of the stream (each poll of the memory store's took its
     /// lock: 1.4% of the gateway's CPU at 20 events/s a stream), and a stop
@@ -1241,11 +1131,10 @@ mod tests {
     #[tokio::test]
     async fn the_stop_wait_is_polled_when_it_wakes_not_at_each_event() {
         use babelgate_store::RunLog;
-        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let log: Arc<dyn RunLog> = Arc::new(CountedStop {
-            inner: babelgate_store::MemoryRunLog::default(),
-            polls: polls.clone(),
-        });
+        let counting = Arc::new(babelgate_store::testing::Counting::new(Arc::new(
+            babelgate_store::MemoryRunLog::default(),
+        )));
+        let log: Arc<dyn RunLog> = counting.clone();
         let (mut p, slot) = pump(Duration::from_secs(100), None);
         let writer = crate::resume::test_writer(&log).await;
         p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
@@ -1264,7 +1153,7 @@ mod tests {
             let chunk = rx.recv().await.unwrap();
             assert!(String::from_utf8_lossy(&chunk).contains(&format!("{i} ")));
         }
-        let polled = polls.load(Ordering::SeqCst);
+        let polled = counting.stop_polls.load(Ordering::SeqCst);
         assert!(
             polled <= 2,
             "the stop wait was polled {polled} times for 102 events"
