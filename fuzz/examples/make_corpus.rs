@@ -141,6 +141,23 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
         "regression-backslash-before-multibyte",
         "\u{1}{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"\\é\"}".as_bytes(),
     ),
+    // A subagent's chunk, then an untagged end of what it opened: the AG-UI
+    // encoder wrote the end, and the client's lane ended the item again at
+    // the run's end, so the run's end went out rejected (adapters/ag-ui test
+    // `an_untagged_end_of_what_a_subagents_chunk_holds_is_left_to_the_lane`).
+    (
+        "decode_ag_ui",
+        "regression-untagged-end-of-a-subagent-chunk.sse",
+        "data: {\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"a\",\"delta\":\"x\",\"subagentRunId\":\"s\"}\n\n\
+         data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"a\"}\n\n"
+            .as_bytes(),
+    ),
+    (
+        "fast_ag_ui",
+        "regression-untagged-end-of-a-subagent-chunk",
+        "\u{1}{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"a\",\"delta\":\"x\",\"subagentRunId\":\"s\"}\n{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"a\"}"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

@@ -528,7 +528,11 @@ impl AgUiEncoder {
                     return;
                 }
                 self.view.close_lane(&t);
-                if self.view.text_open(message_id) {
+                // Still held by a lane (another producer's): the client ends
+                // it when that lane closes, and refuses a second end then.
+                if self.view.text_open(message_id)
+                    && !self.view.lanes.holds(ChunkKind::Text, message_id)
+                {
                     let mut o = base(TEXT_MESSAGE_END, Some(ev));
                     o.insert("messageId".into(), message_id.clone().into());
                     put_extras(&mut o, ev);
@@ -582,7 +586,10 @@ impl AgUiEncoder {
                     return;
                 }
                 self.view.close_lane(&t);
-                if self.view.reasoning_open(message_id) {
+                // As for text: a lane's item is the lane's to end.
+                if self.view.reasoning_open(message_id)
+                    && !self.view.lanes.holds(ChunkKind::Reasoning, message_id)
+                {
                     let mut o = base(REASONING_MESSAGE_END, Some(ev));
                     o.insert("messageId".into(), message_id.clone().into());
                     put_extras(&mut o, ev);
@@ -654,7 +661,10 @@ impl AgUiEncoder {
                     return;
                 }
                 self.view.close_lane(&t);
-                if self.view.tool_open(tool_call_id) {
+                // As for text: a lane's item is the lane's to end.
+                if self.view.tool_open(tool_call_id)
+                    && !self.view.lanes.holds(ChunkKind::Tool, tool_call_id)
+                {
                     let mut o = base(TOOL_CALL_END, Some(ev));
                     o.insert("toolCallId".into(), tool_call_id.clone().into());
                     put_extras(&mut o, ev);

@@ -170,6 +170,47 @@ mod tests {
         verify_stream(&got).unwrap();
     }
 
+    /// A subagent's chunk, then an untagged end of what it opened (found by
+    /// the fuzzer). The client's untagged end closes the item but not the
+    /// subagent's lane, which ends the item again once the run ends, and
+    /// the client refuses that: the run's end went out as a rejected CUSTOM
+    /// event, and the run never ended. The lane's own end is the client's.
+    #[test]
+    fn an_untagged_end_of_what_a_subagents_chunk_holds_is_left_to_the_lane() {
+        let cases = [
+            [
+                json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"a","delta":"x","subagentRunId":"s"}),
+                json!({"type":"TEXT_MESSAGE_END","messageId":"a"}),
+            ],
+            [
+                json!({"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"f","delta":"{}","subagentRunId":"s"}),
+                json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
+            ],
+            [
+                json!({"type":"REASONING_MESSAGE_CHUNK","messageId":"r","delta":"hm","subagentRunId":"s"}),
+                json!({"type":"REASONING_MESSAGE_END","messageId":"r"}),
+            ],
+        ];
+        for lines in cases {
+            let bytes: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+            let events = frames_to_events(bytes.as_bytes(), usize::MAX);
+            for shaped in [false, true] {
+                let events = if shaped {
+                    babelgate_core::shape::Shaper::shape_all(&events)
+                } else {
+                    events.clone()
+                };
+                let out = encode_events(&events);
+                let got = payloads(&out);
+                let text = String::from_utf8_lossy(&out);
+                let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                assert_eq!(view.phase, crate::verify::RunPhase::Finished, "{text}");
+                assert!(!text.contains("babelgate.rejected_event"), "{text}");
+                assert_eq!(got[1], lines[0], "the chunk as it came\n{text}");
+            }
+        }
+    }
+
     #[test]
     fn a_lone_chunk_continuation_in_another_dialects_stream_is_written_out_in_full() {
         // Core events carrying a chunk marker whose lane the encoder never
