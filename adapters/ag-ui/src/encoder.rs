@@ -1331,6 +1331,21 @@ impl Encoder for AgUiEncoder {
         self.unframed
     }
 
+    /// An explicit end of what a chunk lane holds is refused by
+    /// `@ag-ui/client` even from its own upstream: the lane ends the item
+    /// itself, when this end closes it or later, and the end comes twice.
+    /// On a same-dialect route such a frame is written as mapped, which is
+    /// not at all (see the ends in `encode_kind`).
+    fn passes(&self, event: &Event) -> bool {
+        let held = |kind, id: &str| self.view.lanes.holds(kind, id);
+        match &event.kind {
+            EventKind::TextEnd { message_id } => !held(ChunkKind::Text, message_id),
+            EventKind::ReasoningEnd { message_id } => !held(ChunkKind::Reasoning, message_id),
+            EventKind::ToolCallEnd { tool_call_id } => !held(ChunkKind::Tool, tool_call_id),
+            _ => true,
+        }
+    }
+
     fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
         if self.finished {
             return;

@@ -175,9 +175,17 @@ mod tests {
     /// subagent's lane, which ends the item again once the run ends, and
     /// the client refuses that: the run's end went out as a rejected CUSTOM
     /// event, and the run never ended. The lane's own end is the client's.
+    /// The same for an end in the lane's own producer's name, which closes
+    /// the lane (a first end) and then ends the item again: `@ag-ui/client`
+    /// refuses both even straight from an upstream, so a same-dialect route
+    /// does not pass them through either (`passes`).
     #[test]
     fn an_untagged_end_of_what_a_subagents_chunk_holds_is_left_to_the_lane() {
         let cases = [
+            [
+                json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"a","delta":"x"}),
+                json!({"type":"TEXT_MESSAGE_END","messageId":"a"}),
+            ],
             [
                 json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"a","delta":"x","subagentRunId":"s"}),
                 json!({"type":"TEXT_MESSAGE_END","messageId":"a"}),
@@ -207,6 +215,39 @@ mod tests {
                 assert_eq!(view.phase, crate::verify::RunPhase::Finished, "{text}");
                 assert!(!text.contains("babelgate.rejected_event"), "{text}");
                 assert_eq!(got[1], lines[0], "the chunk as it came\n{text}");
+            }
+            // A same-dialect route: frames pass as received but for these
+            // ends, whether the upstream ends its run or is cut off.
+            for upstream_ends in [false, true] {
+                let mut t = babelgate_core::Translator::passthrough(
+                    SseFramer::default(),
+                    Box::new(AgUiDecoder::new()),
+                    Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
+                );
+                let mut input = format!(
+                    "data: {}\n\n",
+                    json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})
+                );
+                input.push_str(&bytes);
+                if upstream_ends {
+                    input.push_str(&format!(
+                        "data: {}\n\n",
+                        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
+                    ));
+                }
+                let mut out = Vec::new();
+                t.push(input.as_bytes(), &mut out).unwrap();
+                t.finish_live(&mut out).unwrap();
+                let got = payloads(&out);
+                let text = String::from_utf8_lossy(&out);
+                let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                let end = match upstream_ends {
+                    true => crate::verify::RunPhase::Finished,
+                    false => crate::verify::RunPhase::Errored,
+                };
+                assert_eq!(view.phase, end, "{text}");
+                assert_eq!(got[1], lines[0], "the chunk as it came\n{text}");
+                assert_eq!(got.len(), 3, "no end of the chunk's item\n{text}");
             }
         }
     }
