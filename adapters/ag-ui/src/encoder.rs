@@ -1336,7 +1336,14 @@ impl Encoder for AgUiEncoder {
     /// itself, when this end closes it or later, and the end comes twice.
     /// On a same-dialect route such a frame is written as mapped, which is
     /// not at all (see the ends in `encode_kind`).
+    ///
+    /// So is a stream that does not begin with RUN_STARTED ("First event must
+    /// be 'RUN_STARTED'"): until a run is running, events are written as
+    /// mapped, which begins one.
     fn passes(&self, event: &Event) -> bool {
+        if !self.running() && !matches!(event.kind, EventKind::RunStarted { .. }) {
+            return false;
+        }
         let held = |kind, id: &str| self.view.lanes.holds(kind, id);
         match &event.kind {
             EventKind::TextEnd { message_id } => !held(ChunkKind::Text, message_id),

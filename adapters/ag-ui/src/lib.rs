@@ -252,6 +252,50 @@ mod tests {
         }
     }
 
+    /// A same-dialect route whose upstream does not begin with RUN_STARTED:
+    /// `@ag-ui/client` refuses that straight from the upstream ("First event
+    /// must be 'RUN_STARTED'"), so the frames before a run are written as
+    /// mapped, which begins one, and the rest pass as received.
+    #[test]
+    fn a_same_dialect_stream_without_run_started_gets_one() {
+        let lines = [
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi","future":1}),
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+        ];
+        for upstream_ends in [false, true] {
+            let mut t = babelgate_core::Translator::passthrough(
+                SseFramer::default(),
+                Box::new(AgUiDecoder::new()),
+                Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
+            );
+            let mut input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+            if upstream_ends {
+                input.push_str(&format!(
+                    "data: {}\n\n",
+                    json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
+                ));
+            }
+            let mut out = Vec::new();
+            t.push(input.as_bytes(), &mut out).unwrap();
+            t.finish_live(&mut out).unwrap();
+            let got = payloads(&out);
+            let text = String::from_utf8_lossy(&out);
+            let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert!(
+                matches!(
+                    view.phase,
+                    crate::verify::RunPhase::Finished | crate::verify::RunPhase::Errored
+                ),
+                "{text}"
+            );
+            assert_eq!(got[0]["type"], "RUN_STARTED", "{text}");
+            assert_eq!(got[1], lines[0], "{text}");
+            // Once the run is running, frames pass as they came.
+            assert_eq!(got[2], lines[1], "{text}");
+        }
+    }
+
     #[test]
     fn a_lone_chunk_continuation_in_another_dialects_stream_is_written_out_in_full() {
         // Core events carrying a chunk marker whose lane the encoder never
