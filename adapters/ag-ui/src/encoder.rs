@@ -1339,10 +1339,13 @@ impl Encoder for AgUiEncoder {
     ///
     /// So is a stream that does not begin with RUN_STARTED ("First event must
     /// be 'RUN_STARTED'"): until a run is running, events are written as
-    /// mapped, which begins one.
+    /// mapped, which begins one; and a RUN_STARTED inside a running run
+    /// ("Cannot send 'RUN_STARTED' while a run is still active"), mapped to
+    /// nothing.
     fn passes(&self, event: &Event) -> bool {
-        if !self.running() && !matches!(event.kind, EventKind::RunStarted { .. }) {
-            return false;
+        let start = matches!(event.kind, EventKind::RunStarted { .. });
+        if start || !self.running() {
+            return start && !self.running();
         }
         let held = |kind, id: &str| self.view.lanes.holds(kind, id);
         match &event.kind {

@@ -256,6 +256,8 @@ mod tests {
     /// `@ag-ui/client` refuses that straight from the upstream ("First event
     /// must be 'RUN_STARTED'"), so the frames before a run are written as
     /// mapped, which begins one, and the rest pass as received.
+    /// A RUN_STARTED of its own after a frame that began the run (a RAW
+    /// first, say) is a second start, which the client refuses too: dropped.
     #[test]
     fn a_same_dialect_stream_without_run_started_gets_one() {
         let lines = [
@@ -263,6 +265,28 @@ mod tests {
             json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi","future":1}),
             json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
         ];
+        let raw_first = [
+            json!({"type":"RAW","event":{"a":1}}),
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        ];
+        let mut got = Vec::new();
+        for piece in [&raw_first[..], &lines[..]] {
+            let bytes: String = piece.iter().map(|v| format!("data: {v}\n\n")).collect();
+            got.push(bytes);
+        }
+        let mut t = babelgate_core::Translator::passthrough(
+            SseFramer::default(),
+            Box::new(AgUiDecoder::new()),
+            Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
+        );
+        let mut out = Vec::new();
+        t.push(got.concat().as_bytes(), &mut out).unwrap();
+        t.finish_live(&mut out).unwrap();
+        let text = String::from_utf8_lossy(&out);
+        let got = payloads(&out);
+        verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let starts = got.iter().filter(|v| v["type"] == "RUN_STARTED").count();
+        assert_eq!(starts, 1, "{text}");
         for upstream_ends in [false, true] {
             let mut t = babelgate_core::Translator::passthrough(
                 SseFramer::default(),
