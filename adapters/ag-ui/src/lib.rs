@@ -100,6 +100,27 @@ mod tests {
         assert!(s.is_empty() || s.ends_with("\n\n"));
     }
 
+    /// `lines` through a same-dialect route's translator (frames pass as
+    /// received; `finish_live` at the end): what the client gets, its run's
+    /// phase (the test fails if the client refuses the stream), the text.
+    fn through_passthrough(lines: &[Value]) -> (Vec<Value>, crate::verify::RunPhase, String) {
+        let input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+        let mut t = babelgate_core::Translator::passthrough(
+            SseFramer::default(),
+            Box::new(AgUiDecoder::new()),
+            Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
+        );
+        let mut out = Vec::new();
+        t.push(input.as_bytes(), &mut out).unwrap();
+        t.finish_live(&mut out).unwrap();
+        let got = payloads(&out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let phase = verify_stream(&got)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+            .phase;
+        (got, phase, text)
+    }
+
     #[test]
     fn fixtures_come_back_identical() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ag-ui");
@@ -219,33 +240,17 @@ mod tests {
             // A same-dialect route: frames pass as received but for these
             // ends, whether the upstream ends its run or is cut off.
             for upstream_ends in [false, true] {
-                let mut t = babelgate_core::Translator::passthrough(
-                    SseFramer::default(),
-                    Box::new(AgUiDecoder::new()),
-                    Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
-                );
-                let mut input = format!(
-                    "data: {}\n\n",
-                    json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})
-                );
-                input.push_str(&bytes);
+                let mut input = vec![json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})];
+                input.extend(lines.iter().cloned());
                 if upstream_ends {
-                    input.push_str(&format!(
-                        "data: {}\n\n",
-                        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
-                    ));
+                    input.push(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}));
                 }
-                let mut out = Vec::new();
-                t.push(input.as_bytes(), &mut out).unwrap();
-                t.finish_live(&mut out).unwrap();
-                let got = payloads(&out);
-                let text = String::from_utf8_lossy(&out);
-                let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                let (got, phase, text) = through_passthrough(&input);
                 let end = match upstream_ends {
                     true => crate::verify::RunPhase::Finished,
                     false => crate::verify::RunPhase::Errored,
                 };
-                assert_eq!(view.phase, end, "{text}");
+                assert_eq!(phase, end, "{text}");
                 assert_eq!(got[1], lines[0], "the chunk as it came\n{text}");
                 assert_eq!(got.len(), 3, "no end of the chunk's item\n{text}");
             }
@@ -269,46 +274,20 @@ mod tests {
             json!({"type":"RAW","event":{"a":1}}),
             json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
         ];
-        let mut got = Vec::new();
-        for piece in [&raw_first[..], &lines[..]] {
-            let bytes: String = piece.iter().map(|v| format!("data: {v}\n\n")).collect();
-            got.push(bytes);
-        }
-        let mut t = babelgate_core::Translator::passthrough(
-            SseFramer::default(),
-            Box::new(AgUiDecoder::new()),
-            Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
-        );
-        let mut out = Vec::new();
-        t.push(got.concat().as_bytes(), &mut out).unwrap();
-        t.finish_live(&mut out).unwrap();
-        let text = String::from_utf8_lossy(&out);
-        let got = payloads(&out);
-        verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let mut input = raw_first.to_vec();
+        input.extend(lines.iter().cloned());
+        let (got, _, text) = through_passthrough(&input);
         let starts = got.iter().filter(|v| v["type"] == "RUN_STARTED").count();
         assert_eq!(starts, 1, "{text}");
         for upstream_ends in [false, true] {
-            let mut t = babelgate_core::Translator::passthrough(
-                SseFramer::default(),
-                Box::new(AgUiDecoder::new()),
-                Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
-            );
-            let mut input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+            let mut input = lines.to_vec();
             if upstream_ends {
-                input.push_str(&format!(
-                    "data: {}\n\n",
-                    json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
-                ));
+                input.push(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}));
             }
-            let mut out = Vec::new();
-            t.push(input.as_bytes(), &mut out).unwrap();
-            t.finish_live(&mut out).unwrap();
-            let got = payloads(&out);
-            let text = String::from_utf8_lossy(&out);
-            let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let (got, phase, text) = through_passthrough(&input);
             assert!(
                 matches!(
-                    view.phase,
+                    phase,
                     crate::verify::RunPhase::Finished | crate::verify::RunPhase::Errored
                 ),
                 "{text}"
