@@ -158,6 +158,24 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
         "\u{1}{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"a\",\"delta\":\"x\",\"subagentRunId\":\"s\"}\n{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"a\"}"
             .as_bytes(),
     ),
+    // A same-dialect route (the gateway's passthrough translator) passed a
+    // deprecated THINKING_TEXT_MESSAGE_CONTENT as received, then closed the
+    // reasoning its decoder had minted, which the client never saw: the
+    // client refused the end (adapters/ag-ui test
+    // `deprecated_thinking_events_reach_a_same_dialect_client_as_reasoning`).
+    (
+        "decode_ag_ui",
+        "regression-same-dialect-thinking-content.sse",
+        "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"a\",\"runId\":\"a\"}\n\n\
+         data: {\"type\":\"THINKING_TEXT_MESSAGE_CONTENT\",\"delta\":\"a\"}\n\n"
+            .as_bytes(),
+    ),
+    (
+        "fast_ag_ui",
+        "regression-same-dialect-thinking-content",
+        "\u{1}{\"type\":\"RUN_STARTED\",\"threadId\":\"a\",\"runId\":\"a\"}\n{\"type\":\"THINKING_TEXT_MESSAGE_CONTENT\",\"delta\":\"a\"}"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

@@ -141,17 +141,41 @@ struct Translated {
     messages: Vec<babelgate_core::request::Message>,
 }
 
+/// Which translator a pair gets.
+#[derive(Clone, Copy)]
+enum Build {
+    /// Decoded and encoded, whatever the pair (what `translate` gives a
+    /// same-dialect pair too).
+    Mapped,
+    /// What the gateway builds ([`babelgate_registry::translator`]): a
+    /// same-dialect pair passes the upstream's frames as received.
+    Gateway,
+}
+
 fn translate(from: Dialect, to: Dialect, pieces: &[&[u8]], drive: Drive) -> Translated {
+    translate_with(Build::Mapped, from, to, pieces, drive)
+}
+
+fn translate_with(
+    build: Build,
+    from: Dialect,
+    to: Dialect,
+    pieces: &[&[u8]],
+    drive: Drive,
+) -> Translated {
     let mut ctx = EncodeContext::deterministic();
     if let Drive::Live = drive {
         ctx.thread_id = Some("thread-1".into());
         ctx.run_id = Some("run-1".into());
     }
-    let mut t = Translator::new(
-        SseFramer::new(DECODE_LIMIT),
-        decoder(from),
-        encoder(to, ctx),
-    );
+    let mut t = match build {
+        Build::Mapped => Translator::new(
+            SseFramer::new(DECODE_LIMIT),
+            decoder(from),
+            encoder(to, ctx),
+        ),
+        Build::Gateway => babelgate_registry::translator(from, to, ctx, DECODE_LIMIT),
+    };
     if let Drive::Live = drive {
         t = t.with_assembler(MessageAssembler::new(Some("asst-1".into())));
     }
@@ -219,6 +243,71 @@ pub fn check_decode(from: Dialect, input: &[u8]) {
         for d in Dialect::ALL {
             let _ = requests(d).build_request(&request);
         }
+    }
+    check_same_dialect_route(from, input, cut);
+}
+
+/// A same-dialect route, as the gateway builds it: the upstream's frames
+/// pass as received, so an input the client refuses may reach it refused.
+/// What must hold: the output does not depend on the chunking, re-frames
+/// cleanly, and an input that the dialect's client accepts (as far as it
+/// goes: a cut stream included) reaches it accepted and ended. For AG-UI
+/// that is `@ag-ui/client`'s rules ([`babelgate_ag_ui::verify`]); the other
+/// dialects' clients read any typed JSON event, so there every event of the
+/// input must be one.
+fn check_same_dialect_route(dialect: Dialect, input: &[u8], cut: usize) {
+    for drive in [Drive::Offline, Drive::Live] {
+        let whole = translate_with(Build::Gateway, dialect, dialect, &[input], drive);
+        let split = translate_with(
+            Build::Gateway,
+            dialect,
+            dialect,
+            &[&input[..cut], &input[cut..]],
+            drive,
+        );
+        assert!(
+            split.out == whole.out,
+            "{dialect} passthrough: output depends on the cut at {cut}\nwhole:\n{}\nsplit:\n{}",
+            String::from_utf8_lossy(&whole.out),
+            String::from_utf8_lossy(&split.out)
+        );
+        let text = String::from_utf8_lossy(&whole.out);
+        frame_pieces(DEFAULT_MAX_EVENT_BYTES, [whole.out.as_slice()])
+            .unwrap_or_else(|e| panic!("{dialect} passthrough output does not frame: {e}\n{text}"));
+        if client_accepts_input(dialect, input) {
+            check_output(dialect, &whole.out);
+        }
+    }
+}
+
+/// Whether `input` frames within the fuzz limit and every event is one the
+/// dialect's client takes: a typed JSON object (the `[DONE]` marker last,
+/// for the dialects that have one), and for AG-UI a stream that
+/// `@ag-ui/client` accepts so far, for Vercel one whose chunks the `ai`
+/// client's schema takes.
+fn client_accepts_input(dialect: Dialect, input: &[u8]) -> bool {
+    let Ok(frames) = frame_pieces(DECODE_LIMIT, [input]) else {
+        return false;
+    };
+    let mut values = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        if f.is_done() && i + 1 == frames.len() && dialect != Dialect::AgUi {
+            continue;
+        }
+        match serde_json::from_str::<Value>(&f.data) {
+            Ok(v) if is_typed(&v) => values.push(v),
+            _ => return false,
+        }
+    }
+    match dialect {
+        Dialect::AgUi => babelgate_ag_ui::verify::verify_stream(&values).is_ok(),
+        Dialect::Vercel => {
+            use babelgate_vercel::wire::{client_accepts, is_kept_whole};
+            values.iter().all(|v| {
+                !is_kept_whole(v["type"].as_str().unwrap_or_default(), v) || client_accepts(v)
+            })
+        }
+        _ => true,
     }
 }
 

@@ -27,6 +27,13 @@ pub struct AgUiDecoder {
     minted: u64,
     thinking_span: Option<String>,
     thinking_message: Option<String>,
+    /// The frame last decoded was a deprecated THINKING_* event: on a
+    /// same-dialect route it is written as mapped, not as received (see
+    /// [`Decoder::frame_passes`]). The client's compatibility boundary
+    /// upgrades those with ids of its own minting, so that the ends the
+    /// gateway writes for a cut stream named reasoning the client never
+    /// saw, and refused ends and content it had no start for.
+    deprecated: bool,
 }
 
 impl AgUiDecoder {
@@ -461,17 +468,20 @@ impl AgUiDecoder {
             // boundary does (their ids are minted; THINKING_START.title has no
             // place in 1.0 and is dropped there too).
             THINKING_START => {
+                self.deprecated = true;
                 f.o.remove("title");
                 let id = self.mint();
                 self.thinking_span = Some(id.clone());
                 EventKind::ReasoningPhaseStart { message_id: id }
             }
             THINKING_TEXT_MESSAGE_START => {
+                self.deprecated = true;
                 let id = self.mint();
                 self.thinking_message = Some(id.clone());
                 EventKind::ReasoningStart { message_id: id }
             }
             THINKING_TEXT_MESSAGE_CONTENT => {
+                self.deprecated = true;
                 let delta = f.req_str("delta")?;
                 let mut made = Vec::new();
                 let id = match &self.thinking_message {
@@ -494,14 +504,20 @@ impl AgUiDecoder {
                 }));
                 return Ok(made);
             }
-            THINKING_TEXT_MESSAGE_END => match self.thinking_message.take() {
-                Some(id) => EventKind::ReasoningEnd { message_id: id },
-                None => return Ok(Vec::new()),
-            },
-            THINKING_END => match self.thinking_span.take() {
-                Some(id) => EventKind::ReasoningPhaseEnd { message_id: id },
-                None => return Ok(Vec::new()),
-            },
+            THINKING_TEXT_MESSAGE_END => {
+                self.deprecated = true;
+                match self.thinking_message.take() {
+                    Some(id) => EventKind::ReasoningEnd { message_id: id },
+                    None => return Ok(Vec::new()),
+                }
+            }
+            THINKING_END => {
+                self.deprecated = true;
+                match self.thinking_span.take() {
+                    Some(id) => EventKind::ReasoningPhaseEnd { message_id: id },
+                    None => return Ok(Vec::new()),
+                }
+            }
             other => {
                 return Err(DecodeError::new(format!(
                     "{other}: not an event this decoder maps"
@@ -609,7 +625,12 @@ impl Decoder for AgUiDecoder {
         Dialect::AgUi
     }
 
+    fn frame_passes(&self) -> bool {
+        !self.deprecated
+    }
+
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        self.deprecated = false;
         if self.skip(frame) {
             return Ok(());
         }
@@ -637,6 +658,7 @@ impl Decoder for AgUiDecoder {
     /// read in place (their strings borrowed from the message), the rest
     /// decoded to their JSON form and taken as a frame's JSON is.
     fn decode_binary(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        self.deprecated = false;
         if self.done {
             return Ok(());
         }

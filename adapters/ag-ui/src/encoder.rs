@@ -1339,19 +1339,25 @@ impl Encoder for AgUiEncoder {
     ///
     /// So is a stream that does not begin with RUN_STARTED ("First event must
     /// be 'RUN_STARTED'"): until a run is running, events are written as
-    /// mapped, which begins one; and a RUN_STARTED inside a running run
+    /// mapped, which begins one; a RUN_STARTED inside a running run
     /// ("Cannot send 'RUN_STARTED' while a run is still active"), mapped to
-    /// nothing.
+    /// nothing; and a RUN_FINISHED while a message, tool call, reasoning
+    /// span, step or subagent that no chunk lane holds is open ("Cannot send
+    /// 'RUN_FINISHED' while ... are still active"), mapped after what is
+    /// open is closed.
     fn passes(&self, event: &Event) -> bool {
-        let start = matches!(event.kind, EventKind::RunStarted { .. });
-        if start || !self.running() {
-            return start && !self.running();
-        }
         let held = |kind, id: &str| self.view.lanes.holds(kind, id);
-        match &event.kind {
-            EventKind::TextEnd { message_id } => !held(ChunkKind::Text, message_id),
-            EventKind::ReasoningEnd { message_id } => !held(ChunkKind::Reasoning, message_id),
-            EventKind::ToolCallEnd { tool_call_id } => !held(ChunkKind::Tool, tool_call_id),
+        match (&event.kind, self.running()) {
+            (EventKind::RunStarted { .. }, running) => !running,
+            (_, false) => false,
+            (EventKind::TextEnd { message_id }, _) => !held(ChunkKind::Text, message_id),
+            (EventKind::ReasoningEnd { message_id }, _) => !held(ChunkKind::Reasoning, message_id),
+            (EventKind::ToolCallEnd { tool_call_id }, _) => !held(ChunkKind::Tool, tool_call_id),
+            (EventKind::RunFinished { .. }, _) => {
+                // Once a run, so the view's copy costs nothing per event.
+                let mut view = self.view.clone();
+                view.accept(&base(RUN_FINISHED, None)).is_ok()
+            }
             _ => true,
         }
     }

@@ -257,6 +257,132 @@ mod tests {
         }
     }
 
+    /// A same-dialect route whose upstream speaks the deprecated THINKING_*
+    /// events: `@ag-ui/client` takes them only through its compatibility
+    /// boundary, which upgrades them to REASONING_* with ids of its own
+    /// minting. Passed as received, the reasoning the gateway closed for a
+    /// cut stream named ids the client never saw, and content or ends with
+    /// no THINKING opener before them were refused. So they are written as
+    /// mapped: REASONING_* events with the decoder's ids, whatever the rest
+    /// of the stream, and nothing for an end with nothing open.
+    #[test]
+    fn deprecated_thinking_events_reach_a_same_dialect_client_as_reasoning() {
+        let start = json!({"type":"RUN_STARTED","threadId":"t","runId":"r"});
+        let end = json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"});
+        let text = [
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi","future":1}),
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+        ];
+        let thinking = [
+            json!({"type":"THINKING_START","title":"plan"}),
+            json!({"type":"THINKING_TEXT_MESSAGE_START"}),
+            json!({"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"x"}),
+            json!({"type":"THINKING_TEXT_MESSAGE_END"}),
+            json!({"type":"THINKING_END"}),
+        ];
+        let cases: Vec<(&str, Vec<Value>)> = vec![
+            ("whole", {
+                let mut v = vec![start.clone()];
+                v.extend(thinking.iter().cloned());
+                v.extend(text.iter().cloned());
+                v.push(end.clone());
+                v
+            }),
+            ("cut while reasoning", {
+                let mut v = vec![start.clone()];
+                v.extend(thinking[..3].iter().cloned());
+                v
+            }),
+            (
+                "content with no opener, then the run's end",
+                vec![start.clone(), thinking[2].clone(), end.clone()],
+            ),
+            (
+                "ends with nothing open",
+                vec![
+                    start.clone(),
+                    thinking[3].clone(),
+                    thinking[4].clone(),
+                    end.clone(),
+                ],
+            ),
+        ];
+        for (case, input) in cases {
+            let (got, phase, out) = through_passthrough(&input);
+            assert!(
+                matches!(
+                    phase,
+                    crate::verify::RunPhase::Finished | crate::verify::RunPhase::Errored
+                ),
+                "{case}\n{out}"
+            );
+            assert!(
+                !out.contains("THINKING"),
+                "{case}: passed as received\n{out}"
+            );
+            if case == "whole" {
+                let types: Vec<_> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
+                assert_eq!(
+                    types,
+                    [
+                        "RUN_STARTED",
+                        "REASONING_START",
+                        "REASONING_MESSAGE_START",
+                        "REASONING_MESSAGE_CONTENT",
+                        "REASONING_MESSAGE_END",
+                        "REASONING_END",
+                        "TEXT_MESSAGE_START",
+                        "TEXT_MESSAGE_CONTENT",
+                        "TEXT_MESSAGE_END",
+                        "RUN_FINISHED"
+                    ],
+                    "{out}"
+                );
+                // The frames after them still pass as received.
+                assert_eq!(got[7], text[1], "{out}");
+            }
+        }
+    }
+
+    /// A same-dialect upstream that ends its run with a message, step or
+    /// other item still open: the client refuses that RUN_FINISHED ("Cannot
+    /// send 'RUN_FINISHED' while steps are still active"), straight from
+    /// the upstream too. Written as mapped, it closes them first; its own
+    /// fields stay.
+    #[test]
+    fn a_same_dialect_run_finished_with_items_open_closes_them_first() {
+        let input = [
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}),
+            json!({"type":"STEP_STARTED","stepName":"s"}),
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","result":{"x":1}}),
+        ];
+        let (got, phase, out) = through_passthrough(&input);
+        assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
+        let types: Vec<_> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "STEP_STARTED",
+                "TEXT_MESSAGE_END",
+                "STEP_FINISHED",
+                "RUN_FINISHED"
+            ],
+            "{out}"
+        );
+        assert_eq!(got[5]["result"], json!({"x":1}), "{out}");
+        // With nothing open it passes as received.
+        let closed = [
+            input[0].clone(),
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","future":true}),
+        ];
+        let (got, _, out) = through_passthrough(&closed);
+        assert_eq!(got[1], closed[1], "{out}");
+    }
+
     /// A same-dialect route whose upstream does not begin with RUN_STARTED:
     /// `@ag-ui/client` refuses that straight from the upstream ("First event
     /// must be 'RUN_STARTED'"), so the frames before a run are written as

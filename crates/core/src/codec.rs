@@ -31,6 +31,17 @@ pub trait Decoder: Send {
         Err(DecodeError::new("this dialect has no binary form"))
     }
 
+    /// On a same-dialect route (see `Translator::passthrough`), whether the
+    /// frame (or binary message) last decoded may reach the client as
+    /// received, as far as the decoder can tell. A decoder says no for a
+    /// form its dialect's real client only takes through a shim of its own,
+    /// whose state the gateway cannot follow (AG-UI's deprecated THINKING_*
+    /// events, whose ids the client mints); the frame is then written as
+    /// the encoder maps its events, and not at all when there are none.
+    fn frame_passes(&self) -> bool {
+        true
+    }
+
     /// The input ended. Emit what the dialect implies at its end (an AG-Kit
     /// `[DONE]` ends the run), never error for a mere early end: the encoder's
     /// `finish` closes what is open.

@@ -425,7 +425,9 @@ impl Translator {
                     // failed AG-Kit run, whose client takes `[DONE]` for
                     // success; a Vercel encoder writes its own at `finish`).
                     self.end_marker_from_observed(out);
-                } else if self.events.iter().all(|e| self.encoder.passes(e)) {
+                } else if self.decoder.frame_passes()
+                    && self.events.iter().all(|e| self.encoder.passes(e))
+                {
                     // Observed, then written as received.
                     self.observe_pending(out.spans().len());
                     out.data(&frame.data);
@@ -462,7 +464,8 @@ impl Translator {
                 break;
             }
             if self.passthrough {
-                if self.events.iter().all(|e| self.encoder.passes(e)) {
+                if self.decoder.frame_passes() && self.events.iter().all(|e| self.encoder.passes(e))
+                {
                     self.observe_pending(out.spans().len());
                     out.message(&message);
                 } else {

@@ -1,0 +1,172 @@
+// @ag-ui/client's HttpAgent -> babelgate (an AG-UI route to an AG-UI
+// upstream) -> scripted upstreams whose streams the client refuses when it
+// reads them straight. On a same-dialect route the gateway passes frames as
+// received, except those the client refuses even from its own upstream
+// (`Encoder::passes`, `Decoder::frame_passes`): it writes those as mapped,
+// so that every one of these runs reaches the client accepted and ended.
+//
+// Each scenario is also fed to the same client straight, without the
+// gateway, and must be refused there: so each test shows the gateway
+// repairing something, not a stream that needed nothing.
+
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { HttpAgent } from '@ag-ui/client';
+import { SSE_HEAD, chunk, frame, hostileUpstream, startGateway, toml } from './lib/adversary.mjs';
+import { stopProc } from './lib/stack.mjs';
+
+// The client reports what it dropped or converted only when this is unset.
+delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
+
+const T = { timeout: 60_000 }; // per test: only fires when something hangs
+const endChunked = (sock) => sock.end('0\r\n\r\n');
+
+const started = (req) => ({ type: 'RUN_STARTED', threadId: req.json?.threadId ?? 't', runId: req.json?.runId ?? 'r' });
+const finished = (req) => ({ type: 'RUN_FINISHED', threadId: req.json?.threadId ?? 't', runId: req.json?.runId ?? 'r' });
+const text = [
+  { type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' },
+  { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: 'hello' },
+  { type: 'TEXT_MESSAGE_END', messageId: 'm1' },
+];
+const thinking = [
+  { type: 'THINKING_START', title: 'plan' },
+  { type: 'THINKING_TEXT_MESSAGE_START' },
+  { type: 'THINKING_TEXT_MESSAGE_CONTENT', delta: 'thinking it over' },
+  { type: 'THINKING_TEXT_MESSAGE_END' },
+  { type: 'THINKING_END' },
+];
+
+/**
+ * What each upstream sends: its events, and whether it then ends its body
+ * (`cut: false`) or closes the connection mid-run (`cut: true`). `ends`:
+ * what the client must see last through the gateway.
+ */
+const SCENARIOS = {
+  // An agent of the deprecated THINKING_* events (pre-1.0 integrations).
+  // The client upgrades them itself, with a warning per event, which a
+  // gateway that passes them on leaves it to print.
+  thinking: { events: (req) => [started(req), ...thinking, ...text, finished(req)], ends: 'RUN_FINISHED' },
+  // The same, cut while it reasons: the reasoning the gateway closes must be
+  // the reasoning the client has open.
+  'thinking-cut': { events: (req) => [started(req), ...thinking.slice(0, 3)], cut: true, ends: 'RUN_ERROR' },
+  // Reasoning content with no THINKING opener before it.
+  'thinking-no-opener': { events: (req) => [started(req), thinking[2], finished(req)], ends: 'RUN_FINISHED' },
+  // A run that ends with a message and a step still open.
+  'open-at-finish': {
+    events: (req) => [started(req), text[0], text[1], { type: 'STEP_STARTED', stepName: 'search' }, finished(req)],
+    ends: 'RUN_FINISHED',
+  },
+  // No RUN_STARTED at all.
+  'no-run-started': { events: (req) => [...text, finished(req)], ends: 'RUN_FINISHED' },
+  // A chunk-built message, then an explicit end of it, which the client's
+  // chunk lane also writes.
+  'chunk-then-end': {
+    events: (req) => [
+      started(req),
+      { type: 'TEXT_MESSAGE_CHUNK', messageId: 'c1', delta: 'chunked' },
+      { type: 'TEXT_MESSAGE_END', messageId: 'c1' },
+      finished(req),
+    ],
+    ends: 'RUN_FINISHED',
+  },
+};
+
+const upstreamScenarios = Object.fromEntries(
+  Object.entries(SCENARIOS).map(([name, sc]) => [
+    name,
+    async (sock, req) => {
+      sock.write(SSE_HEAD);
+      await chunk(sock, sc.events(req).map(frame).join(''));
+      if (sc.cut) sock.destroy();
+      else endChunked(sock);
+    },
+  ]),
+);
+
+let upstream;
+let gw;
+
+before(async () => {
+  upstream = await hostileUpstream(upstreamScenarios);
+  gw = await startGateway('same-dialect', (port) =>
+    [
+      `[server]\nlisten = ${toml(`127.0.0.1:${port}`)}\nshutdown_grace_ms = 500\n`,
+      ...Object.keys(SCENARIOS).map(
+        (name) => `
+[[routes]]
+path = ${toml(`/ag-ui/${name}`)}
+client = "ag-ui"
+upstream = ${toml(`http://127.0.0.1:${upstream.port}/${name}`)}
+upstream_protocol = "ag-ui"
+heartbeat_ms = 0
+`,
+      ),
+    ].join('\n'),
+  );
+});
+
+after(async () => {
+  if (gw) await stopProc(gw.proc);
+  await upstream?.close();
+});
+
+/**
+ * runAgent with console output captured: what the run ended with, every
+ * warning or error the client printed, and whether runAgent rejected.
+ */
+async function run(agent) {
+  const seen = { last: null, events: [], lines: [], rejected: null };
+  const saved = { warn: console.warn, error: console.error };
+  console.warn = (...a) => seen.lines.push(`console.warn: ${a.map(String).join(' ')}`);
+  console.error = (...a) => seen.lines.push(`console.error: ${a.map(String).join(' ')}`);
+  try {
+    await agent.runAgent({ runId: `run-${randomBytes(4).toString('hex')}` }, {
+      onEvent: ({ event }) => {
+        seen.events.push(event.type);
+        seen.last = event.type;
+      },
+    });
+  } catch (e) {
+    seen.rejected = e?.message ?? String(e);
+  } finally {
+    Object.assign(console, saved);
+  }
+  return seen;
+}
+
+/** The upstream's bytes, fed to the client straight (no gateway). */
+function straightAgent(name) {
+  const sc = SCENARIOS[name];
+  const req = { json: { threadId: 't', runId: 'r' } };
+  const body = sc.events(req).map(frame).join('');
+  return new HttpAgent({
+    url: 'http://upstream.invalid/agent',
+    fetch: async () => new Response(body, { headers: { 'content-type': 'text/event-stream' } }),
+  });
+}
+
+describe('an AG-UI route to an AG-UI upstream: streams the client refuses straight reach it accepted', () => {
+  for (const [name, sc] of Object.entries(SCENARIOS)) {
+    test(name, T, async () => {
+      const straight = await run(straightAgent(name));
+      assert.ok(
+        straight.rejected !== null || straight.lines.length > 0,
+        `the client took this stream straight without a word; the scenario shows nothing: ${JSON.stringify(straight)}`,
+      );
+
+      const agent = new HttpAgent({ url: `${gw.base}/ag-ui/${name}`, threadId: `thread-${randomBytes(4).toString('hex')}` });
+      const seen = await run(agent);
+      assert.deepEqual(seen.lines, [], `the client printed warnings or errors: ${JSON.stringify(seen)}`);
+      if (sc.ends === 'RUN_ERROR') {
+        // The client rethrows a RUN_ERROR as runAgent's rejection; the error
+        // must be the gateway's, not the client's own verification.
+        assert.equal(seen.last, 'RUN_ERROR', JSON.stringify(seen));
+      } else {
+        assert.equal(seen.rejected, null, JSON.stringify(seen));
+        assert.equal(seen.last, 'RUN_FINISHED', JSON.stringify(seen));
+      }
+      assert.ok(!seen.events.some((t) => t.startsWith('THINKING')), JSON.stringify(seen));
+    });
+  }
+});
