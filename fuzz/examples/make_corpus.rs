@@ -176,6 +176,22 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
         "\u{1}{\"type\":\"RUN_STARTED\",\"threadId\":\"a\",\"runId\":\"a\"}\n{\"type\":\"THINKING_TEXT_MESSAGE_CONTENT\",\"delta\":\"a\"}"
             .as_bytes(),
     ),
+    // A Vercel upstream's text part ended twice passed a same-dialect route
+    // as received, and the `ai` client throws on the second end (adapters/
+    // vercel test
+    // `a_same_dialect_upstreams_orphan_parts_are_started_and_stray_ends_dropped`).
+    (
+        "decode_vercel",
+        "regression-same-dialect-text-ended-twice.sse",
+        "data: {\"type\":\"start\"}\n\n\
+         data: {\"type\":\"text-start\",\"id\":\"t1\"}\n\n\
+         data: {\"type\":\"text-delta\",\"id\":\"t1\",\"delta\":\"hi\"}\n\n\
+         data: {\"type\":\"text-end\",\"id\":\"t1\"}\n\n\
+         data: {\"type\":\"text-end\",\"id\":\"t1\"}\n\n\
+         data: {\"type\":\"finish\"}\n\n\
+         data: [DONE]\n\n"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

@@ -8,7 +8,9 @@
 //! - [`check_decode`]: a stream of one dialect, translated to each of the four
 //!   dialects, gives the same bytes whatever the chunking, and the output
 //!   re-frames cleanly, decodes with the target's own decoder and ends the way
-//!   the target dialect's clients need.
+//!   the target dialect's clients need (for AG-UI and Vercel, in an order
+//!   their clients take); through the gateway's same-dialect translator, an
+//!   input the client takes reaches it taken and ended.
 //! - [`fast::check_fast_ag_ui`], [`fast::check_fast_json`]: the hand-written
 //!   fast paths (the AG-UI decoder's, the JSON writers') agree with
 //!   serde_json; [`decoders::check_fast_decoders`]: the Vercel, AG-Kit and
@@ -386,6 +388,9 @@ fn check_output(to: Dialect, out: &[u8]) {
                     assert!(client_accepts(v), "the ai client would reject {v}\n{text}");
                 }
             }
+            if let Err(e) = vercel_parts_in_order(&values) {
+                panic!("the ai client would throw: {e}\n{text}");
+            }
         }
         // A failed AG-Kit run ends with its error frame and no [DONE] (the
         // legacy client would take [DONE] for success; the gateway breaks
@@ -398,6 +403,34 @@ fn check_output(to: Dialect, out: &[u8]) {
             )
         }
     }
+}
+
+/// What `processUIMessageStream` (the `ai` client's state machine) throws
+/// on: a text or reasoning delta or end whose part was not started (or has
+/// ended), tool input of a call whose `tool-input-start` did not come.
+fn vercel_parts_in_order(chunks: &[Value]) -> Result<(), String> {
+    use std::collections::HashSet;
+    let (mut text, mut reasoning, mut calls) = (HashSet::new(), HashSet::new(), HashSet::new());
+    for c in chunks {
+        let id = || c["id"].as_str().unwrap_or_default().to_string();
+        let call = || c["toolCallId"].as_str().unwrap_or_default().to_string();
+        let ty = c["type"].as_str().unwrap_or_default();
+        let ok = match ty {
+            "text-start" => text.insert(id()) || true,
+            "reasoning-start" => reasoning.insert(id()) || true,
+            "text-delta" => text.contains(&id()),
+            "reasoning-delta" => reasoning.contains(&id()),
+            "text-end" => text.remove(&id()),
+            "reasoning-end" => reasoning.remove(&id()),
+            "tool-input-start" => calls.insert(call()) || true,
+            "tool-input-delta" => calls.contains(&call()),
+            _ => true,
+        };
+        if !ok {
+            return Err(format!("{c} names a part or call it has not open"));
+        }
+    }
+    Ok(())
 }
 
 // ---- request parsers ----------------------------------------------------------

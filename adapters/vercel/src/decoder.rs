@@ -718,7 +718,10 @@ impl VercelDecoder {
             }
             Phase::End => {
                 if !open.remove(&id) {
-                    out.push(ev(start(id.clone()), Extra::new()));
+                    // For the balance of the core stream only: a Vercel
+                    // client's encoder writes neither it nor the stray end.
+                    let made_up = marked(marker::SYNTHESIZED, Value::Bool(true));
+                    out.push(ev(start(id.clone()), made_up));
                 }
                 let kind = if reasoning {
                     EventKind::ReasoningEnd { message_id: id }

@@ -760,7 +760,9 @@ impl Encoder for VercelEncoder {
                 } else {
                     self.tracker.text_open(message_id)
                 };
-                if !open {
+                // A start the Vercel decoder made up for a stray end.
+                let made_up = note(event, marker::SYNTHESIZED).is_some();
+                if !open && !made_up {
                     self.ensure_step(out, from_vercel, false);
                     let mut c = chunk(if reasoning {
                         "reasoning-start"
@@ -807,6 +809,16 @@ impl Encoder for VercelEncoder {
             }
             EventKind::TextEnd { message_id } | EventKind::ReasoningEnd { message_id } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningEnd { .. });
+                let open = if reasoning {
+                    self.tracker.reasoning_open(message_id)
+                } else {
+                    self.tracker.text_open(message_id)
+                };
+                if !open {
+                    // The end of a part never started, or ended already:
+                    // the client throws on it (see `passes`).
+                    return;
+                }
                 let mut c = chunk(if reasoning {
                     "reasoning-end"
                 } else {
@@ -1218,9 +1230,23 @@ impl Encoder for VercelEncoder {
 
     /// The `ai` client fails on a chunk type it does not know, even from a
     /// Vercel upstream: such a frame is wrapped (see `EventKind::Unknown`
-    /// above) rather than passed through.
+    /// above) rather than passed through. It also throws on a text or
+    /// reasoning delta or end whose part it has no start for ("Received
+    /// text-delta for missing text part"), and on tool input of a call it
+    /// was never told of: such a frame is written as mapped. The decoder
+    /// starts what a delta needs (a call as `unknown`), and the start it
+    /// makes up for a stray end is written no more than the end.
     fn passes(&self, event: &Event) -> bool {
-        !matches!(event.kind, EventKind::Unknown { .. })
+        match &event.kind {
+            EventKind::Unknown { .. } => false,
+            EventKind::TextDelta { message_id, .. } | EventKind::TextEnd { message_id } => {
+                self.tracker.text_open(message_id)
+            }
+            EventKind::ReasoningDelta { message_id, .. }
+            | EventKind::ReasoningEnd { message_id } => self.tracker.reasoning_open(message_id),
+            EventKind::ToolCallArgs { tool_call_id, .. } => self.calls.contains_key(tool_call_id),
+            _ => true,
+        }
     }
 
     fn headers(&self) -> &'static [(&'static str, &'static str)] {

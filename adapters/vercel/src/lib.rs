@@ -130,6 +130,94 @@ mod tests {
         }
     }
 
+    /// A same-dialect route: frames pass as received, but the `ai` client
+    /// throws on a delta or end of a part it has no start for, and on tool
+    /// input of a call never announced, even straight from a Vercel
+    /// upstream. Those are written as mapped: the part (or the call, as
+    /// `unknown`) started before its delta, a stray end dropped. What the
+    /// client accepts as is still passes as it came.
+    #[test]
+    fn a_same_dialect_upstreams_orphan_parts_are_started_and_stray_ends_dropped() {
+        use serde_json::json;
+        let through = |lines: &[Value]| {
+            let input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+            let mut t = babelgate_core::Translator::passthrough(
+                SseFramer::default(),
+                Box::new(VercelDecoder::new()),
+                Box::new(VercelEncoder::new(EncodeContext::deterministic())),
+            );
+            let mut out = Vec::new();
+            t.push(format!("{input}data: [DONE]\n\n").as_bytes(), &mut out)
+                .unwrap();
+            t.finish(&mut out).unwrap();
+            payloads(&out)
+        };
+        // What the client's state machine checks of these chunks.
+        let accepted = |got: &[Value]| {
+            let (mut parts, mut calls) = (Vec::new(), Vec::new());
+            for c in got {
+                let (ty, id) = (c["type"].as_str().unwrap_or(""), &c["id"]);
+                match ty {
+                    "text-start" | "reasoning-start" => parts.push((ty.split('-').next(), id)),
+                    "text-delta" | "reasoning-delta" | "text-end" | "reasoning-end" => {
+                        let key = (ty.split('-').next(), id);
+                        assert!(parts.contains(&key), "{c} with no start: {got:?}");
+                        if ty.ends_with("-end") {
+                            parts.retain(|p| *p != key);
+                        }
+                    }
+                    "tool-input-start" => calls.push(&c["toolCallId"]),
+                    "tool-input-delta" => assert!(calls.contains(&&c["toolCallId"]), "{got:?}"),
+                    _ => {}
+                }
+            }
+        };
+        let start = json!({"type":"start"});
+        let finish = json!({"type":"finish"});
+        let kept = json!({"type":"text-start","id":"t2","providerMetadata":{"p":{"a":1}}});
+        let cases = [
+            vec![
+                start.clone(),
+                json!({"type":"text-delta","id":"t1","delta":"hi"}),
+                finish.clone(),
+            ],
+            vec![
+                start.clone(),
+                json!({"type":"reasoning-delta","id":"r1","delta":"hm"}),
+                json!({"type":"reasoning-end","id":"r1"}),
+                kept.clone(),
+                json!({"type":"text-delta","id":"t2","delta":"ok"}),
+                json!({"type":"text-end","id":"t2"}),
+                json!({"type":"text-end","id":"t2"}),
+                finish.clone(),
+            ],
+            vec![
+                start.clone(),
+                json!({"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":"{}"}),
+                finish.clone(),
+            ],
+        ];
+        for input in &cases {
+            let got = through(input);
+            accepted(&got);
+            // Nothing the upstream said is lost.
+            for v in input.iter().filter(|v| v.get("delta").is_some()) {
+                assert!(got.contains(v), "{v} missing: {got:?}");
+            }
+        }
+        let got = through(&cases[1]);
+        assert!(
+            got.contains(&kept),
+            "a frame the client takes passes as it came"
+        );
+        let ends = got.iter().filter(|v| v["type"] == "text-end").count();
+        assert_eq!(ends, 1, "{got:?}");
+        let got = through(&cases[2]);
+        assert!(got
+            .iter()
+            .any(|v| v["type"] == "tool-input-start" && v["toolName"] == "unknown"));
+    }
+
     /// With BABELGATE_VERCEL_CORPUS=<dir> (tests/run.sh sets it), writes each
     /// fixture after a trip through the decoder and encoder there, for the
     /// real `ai` client (`tests/node/validate-vercel.mjs --dump`).

@@ -1,9 +1,12 @@
-// @ag-ui/client's HttpAgent -> babelgate (an AG-UI route to an AG-UI
-// upstream) -> scripted upstreams whose streams the client refuses when it
-// reads them straight. On a same-dialect route the gateway passes frames as
-// received, except those the client refuses even from its own upstream
-// (`Encoder::passes`, `Decoder::frame_passes`): it writes those as mapped,
-// so that every one of these runs reaches the client accepted and ended.
+// Real clients -> babelgate on a same-dialect route -> scripted upstreams
+// whose streams the client refuses when it reads them straight:
+// @ag-ui/client's HttpAgent on an AG-UI route to an AG-UI upstream, and the
+// `ai` client path of useChat (DefaultChatTransport, readUIMessageStream) on
+// a Vercel route to a Vercel upstream. On such a route the gateway passes
+// frames as received, except those the client refuses even from its own
+// upstream (`Encoder::passes`, `Decoder::frame_passes`): it writes those as
+// mapped, so that every one of these runs reaches the client accepted and
+// ended.
 //
 // Each scenario is also fed to the same client straight, without the
 // gateway, and must be refused there: so each test shows the gateway
@@ -13,6 +16,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { SSE_HEAD, chunk, frame, hostileUpstream, startGateway, toml } from './lib/adversary.mjs';
 import { stopProc } from './lib/stack.mjs';
 
@@ -72,36 +76,78 @@ const SCENARIOS = {
   },
 };
 
-const upstreamScenarios = Object.fromEntries(
-  Object.entries(SCENARIOS).map(([name, sc]) => [
-    name,
-    async (sock, req) => {
-      sock.write(SSE_HEAD);
-      await chunk(sock, sc.events(req).map(frame).join(''));
-      if (sc.cut) sock.destroy();
-      else endChunked(sock);
-    },
-  ]),
-);
+/** Vercel UI message streams the `ai` client throws on, as SCENARIOS. */
+const VERCEL_SCENARIOS = {
+  // Text with no text-start before it.
+  'text-no-start': {
+    events: () => [{ type: 'start' }, { type: 'text-delta', id: 't1', delta: 'hello' }, { type: 'finish' }],
+    ends: 'finish',
+  },
+  // Reasoning with no reasoning-start, then its end.
+  'reasoning-no-start': {
+    events: () => [
+      { type: 'start' },
+      { type: 'reasoning-delta', id: 'r1', delta: 'hmm' },
+      { type: 'reasoning-end', id: 'r1' },
+      { type: 'text-start', id: 't1' },
+      { type: 'text-delta', id: 't1', delta: 'hello' },
+      { type: 'text-end', id: 't1' },
+      { type: 'finish' },
+    ],
+    ends: 'finish',
+  },
+  // A text part ended twice.
+  'text-ended-twice': {
+    events: () => [
+      { type: 'start' },
+      { type: 'text-start', id: 't1' },
+      { type: 'text-delta', id: 't1', delta: 'hello' },
+      { type: 'text-end', id: 't1' },
+      { type: 'text-end', id: 't1' },
+      { type: 'finish' },
+    ],
+    ends: 'finish',
+  },
+  // Tool input of a call never announced.
+  'tool-input-no-start': {
+    events: () => [{ type: 'start' }, { type: 'tool-input-delta', toolCallId: 'c1', inputTextDelta: '{"q":1}' }, { type: 'finish' }],
+    ends: 'finish',
+  },
+};
+
+const serve = (sc) => async (sock, req) => {
+  sock.write(SSE_HEAD);
+  const body = sc.events(req).map(frame).join('') + (sc.done ? 'data: [DONE]\n\n' : '');
+  await chunk(sock, body);
+  if (sc.cut) sock.destroy();
+  else endChunked(sock);
+};
+for (const sc of Object.values(VERCEL_SCENARIOS)) sc.done = true;
+
+const upstreamScenarios = {
+  ...Object.fromEntries(Object.entries(SCENARIOS).map(([name, sc]) => [name, serve(sc)])),
+  ...Object.fromEntries(Object.entries(VERCEL_SCENARIOS).map(([name, sc]) => [`vercel/${name}`, serve(sc)])),
+};
 
 let upstream;
 let gw;
+
+const route = (path, dialect, scenario) => `
+[[routes]]
+path = ${toml(path)}
+client = ${toml(dialect)}
+upstream = ${toml(`http://127.0.0.1:${upstream.port}/${scenario}`)}
+upstream_protocol = ${toml(dialect)}
+heartbeat_ms = 0
+`;
 
 before(async () => {
   upstream = await hostileUpstream(upstreamScenarios);
   gw = await startGateway('same-dialect', (port) =>
     [
       `[server]\nlisten = ${toml(`127.0.0.1:${port}`)}\nshutdown_grace_ms = 500\n`,
-      ...Object.keys(SCENARIOS).map(
-        (name) => `
-[[routes]]
-path = ${toml(`/ag-ui/${name}`)}
-client = "ag-ui"
-upstream = ${toml(`http://127.0.0.1:${upstream.port}/${name}`)}
-upstream_protocol = "ag-ui"
-heartbeat_ms = 0
-`,
-      ),
+      ...Object.keys(SCENARIOS).map((name) => route(`/ag-ui/${name}`, 'ag-ui', name)),
+      ...Object.keys(VERCEL_SCENARIOS).map((name) => route(`/vercel/${name}`, 'vercel', `vercel/${name}`)),
     ].join('\n'),
   );
 });
@@ -167,6 +213,61 @@ describe('an AG-UI route to an AG-UI upstream: streams the client refuses straig
         assert.equal(seen.last, 'RUN_FINISHED', JSON.stringify(seen));
       }
       assert.ok(!seen.events.some((t) => t.startsWith('THINKING')), JSON.stringify(seen));
+    });
+  }
+});
+
+/**
+ * useChat's client path (DefaultChatTransport: SSE parsing and the chunk
+ * schema; readUIMessageStream: the state machine the Chat class runs,
+ * stopping at the first error), against `url`, or against `body` served
+ * straight: the chunks it took, the message it built and its first error.
+ */
+async function runVercel({ url, body }) {
+  const transport = new DefaultChatTransport({
+    api: url ?? 'http://upstream.invalid/api/chat',
+    fetch: body === undefined ? undefined : async () => new Response(body, { headers: { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' } }),
+  });
+  const stream = await transport.sendMessages({
+    chatId: `chat-${randomBytes(4).toString('hex')}`,
+    trigger: 'submit-message',
+    messageId: undefined,
+    messages: [{ id: 'user-1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }],
+    abortSignal: undefined,
+  });
+  const chunks = [];
+  const tapped = stream.pipeThrough(
+    new TransformStream({
+      transform(c, controller) {
+        chunks.push(c);
+        controller.enqueue(c);
+      },
+    }),
+  );
+  const errors = [];
+  let message;
+  try {
+    for await (const m of readUIMessageStream({ stream: tapped, terminateOnError: true, onError: (e) => errors.push(e) })) message = m;
+  } catch (e) {
+    if (!errors.includes(e)) errors.push(e);
+  }
+  return { chunks, message, error: errors[0] };
+}
+
+describe('a Vercel route to a Vercel upstream: streams the ai client throws on straight reach it accepted', () => {
+  for (const [name, sc] of Object.entries(VERCEL_SCENARIOS)) {
+    test(name, T, async () => {
+      const body = sc.events({}).map(frame).join('') + 'data: [DONE]\n\n';
+      const straight = await runVercel({ body });
+      assert.ok(straight.error, `the client took this stream straight; the scenario shows nothing: ${JSON.stringify(straight.chunks)}`);
+
+      const seen = await runVercel({ url: `${gw.base}/vercel/${name}` });
+      assert.equal(seen.error, undefined, `${seen.error}\n${JSON.stringify(seen.chunks)}`);
+      assert.equal(seen.chunks.at(-1)?.type, sc.ends, JSON.stringify(seen.chunks));
+      // What the upstream said reached the message.
+      const said = sc.events({}).flatMap((c) => [c.delta, c.inputTextDelta]).filter(Boolean);
+      const parts = JSON.stringify(seen.message?.parts ?? []);
+      for (const d of said) assert.ok(parts.includes(JSON.stringify(d).slice(1, -1)), `${d} is not in the message: ${parts}`);
     });
   }
 });
