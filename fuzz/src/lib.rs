@@ -407,7 +407,10 @@ fn check_output(to: Dialect, out: &[u8]) {
 
 /// What `processUIMessageStream` (the `ai` client's state machine) throws
 /// on: a text or reasoning delta or end whose part was not started (or has
-/// ended), tool input of a call whose `tool-input-start` did not come.
+/// ended), tool input of a call whose `tool-input-start` did not come, an
+/// output, error or denial of a call the message does not hold. (An
+/// approval request for such a call is left out: a same-dialect route
+/// still passes one as received.)
 fn vercel_parts_in_order(chunks: &[Value]) -> Result<(), String> {
     use std::collections::HashSet;
     let (mut text, mut reasoning, mut calls) = (HashSet::new(), HashSet::new(), HashSet::new());
@@ -422,8 +425,13 @@ fn vercel_parts_in_order(chunks: &[Value]) -> Result<(), String> {
             "reasoning-delta" => reasoning.contains(&id()),
             "text-end" => text.remove(&id()),
             "reasoning-end" => reasoning.remove(&id()),
-            "tool-input-start" => calls.insert(call()) || true,
+            "tool-input-start" | "tool-input-available" | "tool-input-error" => {
+                calls.insert(call()) || true
+            }
             "tool-input-delta" => calls.contains(&call()),
+            "tool-output-available" | "tool-output-error" | "tool-output-denied" => {
+                calls.contains(&call())
+            }
             _ => true,
         };
         if !ok {

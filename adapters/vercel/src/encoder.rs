@@ -1233,7 +1233,9 @@ impl Encoder for VercelEncoder {
     /// above) rather than passed through. It also throws on a text or
     /// reasoning delta or end whose part it has no start for ("Received
     /// text-delta for missing text part"), and on tool input of a call it
-    /// was never told of: such a frame is written as mapped. The decoder
+    /// was never told of, or an output, error or denial of a call its
+    /// message does not hold: such a frame is written as mapped (a call is
+    /// announced first, under the name `unknown`, as on any route). The decoder
     /// starts what a delta needs (a call as `unknown`), and the start it
     /// makes up for a stray end is written no more than the end.
     fn passes(&self, event: &Event) -> bool {
@@ -1245,6 +1247,13 @@ impl Encoder for VercelEncoder {
             EventKind::ReasoningDelta { message_id, .. }
             | EventKind::ReasoningEnd { message_id } => self.tracker.reasoning_open(message_id),
             EventKind::ToolCallArgs { tool_call_id, .. } => self.calls.contains_key(tool_call_id),
+            // An output, error or denial of a call the client's message
+            // lacks ("No tool invocation found"): announced first.
+            EventKind::ToolCallResult { tool_call_id, .. }
+            | EventKind::ToolCallError { tool_call_id, .. }
+            | EventKind::ToolCallDenied { tool_call_id } => {
+                self.calls.contains_key(tool_call_id) || self.held_calls.contains(tool_call_id)
+            }
             _ => true,
         }
     }

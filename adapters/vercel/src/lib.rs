@@ -131,11 +131,12 @@ mod tests {
     }
 
     /// A same-dialect route: frames pass as received, but the `ai` client
-    /// throws on a delta or end of a part it has no start for, and on tool
-    /// input of a call never announced, even straight from a Vercel
-    /// upstream. Those are written as mapped: the part (or the call, as
-    /// `unknown`) started before its delta, a stray end dropped. What the
-    /// client accepts as is still passes as it came.
+    /// throws on a delta or end of a part it has no start for, on tool
+    /// input of a call never announced and on an output or error of a call
+    /// its message lacks, even straight from a Vercel upstream. Those are
+    /// written as mapped: the part (or the call, as `unknown`) started or
+    /// announced first, a stray end dropped. What the client accepts as is
+    /// still passes as it came.
     #[test]
     fn a_same_dialect_upstreams_orphan_parts_are_started_and_stray_ends_dropped() {
         use serde_json::json;
@@ -166,8 +167,10 @@ mod tests {
                             parts.retain(|p| *p != key);
                         }
                     }
-                    "tool-input-start" => calls.push(&c["toolCallId"]),
-                    "tool-input-delta" => assert!(calls.contains(&&c["toolCallId"]), "{got:?}"),
+                    "tool-input-start" | "tool-input-available" => calls.push(&c["toolCallId"]),
+                    "tool-input-delta" | "tool-output-available" | "tool-output-error" => {
+                        assert!(calls.contains(&&c["toolCallId"]), "{c}: {got:?}")
+                    }
                     _ => {}
                 }
             }
@@ -196,6 +199,12 @@ mod tests {
                 json!({"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":"{}"}),
                 finish.clone(),
             ],
+            vec![
+                start.clone(),
+                json!({"type":"tool-output-available","toolCallId":"c2","output":{"ok":true}}),
+                json!({"type":"tool-output-error","toolCallId":"c3","errorText":"no"}),
+                finish.clone(),
+            ],
         ];
         for input in &cases {
             let got = through(input);
@@ -216,6 +225,11 @@ mod tests {
         assert!(got
             .iter()
             .any(|v| v["type"] == "tool-input-start" && v["toolName"] == "unknown"));
+        let got = through(&cases[3]);
+        assert!(
+            got.contains(&cases[3][1]) && got.contains(&cases[3][2]),
+            "{got:?}"
+        );
     }
 
     /// With BABELGATE_VERCEL_CORPUS=<dir> (tests/run.sh sets it), writes each

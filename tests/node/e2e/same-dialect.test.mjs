@@ -113,6 +113,12 @@ const VERCEL_SCENARIOS = {
     events: () => [{ type: 'start' }, { type: 'tool-input-delta', toolCallId: 'c1', inputTextDelta: '{"q":1}' }, { type: 'finish' }],
     ends: 'finish',
   },
+  // An output of a call the message does not hold (the request continues
+  // no message here).
+  'output-of-an-unknown-call': {
+    events: () => [{ type: 'start' }, { type: 'tool-output-available', toolCallId: 'c9', output: { text: 'sunny' } }, { type: 'finish' }],
+    ends: 'finish',
+  },
 };
 
 const serve = (sc) => async (sock, req) => {
@@ -265,7 +271,7 @@ describe('a Vercel route to a Vercel upstream: streams the ai client throws on s
       assert.equal(seen.error, undefined, `${seen.error}\n${JSON.stringify(seen.chunks)}`);
       assert.equal(seen.chunks.at(-1)?.type, sc.ends, JSON.stringify(seen.chunks));
       // What the upstream said reached the message.
-      const said = sc.events({}).flatMap((c) => [c.delta, c.inputTextDelta]).filter(Boolean);
+      const said = sc.events({}).flatMap((c) => [c.delta, c.inputTextDelta, c.output?.text]).filter(Boolean);
       const parts = JSON.stringify(seen.message?.parts ?? []);
       for (const d of said) assert.ok(parts.includes(JSON.stringify(d).slice(1, -1)), `${d} is not in the message: ${parts}`);
     });
