@@ -1341,23 +1341,59 @@ impl Encoder for AgUiEncoder {
     /// be 'RUN_STARTED'"): until a run is running, events are written as
     /// mapped, which begins one; a RUN_STARTED inside a running run
     /// ("Cannot send 'RUN_STARTED' while a run is still active"), mapped to
-    /// nothing; and a RUN_FINISHED while a message, tool call, reasoning
-    /// span, step or subagent that no chunk lane holds is open ("Cannot send
+    /// nothing; a RUN_FINISHED while a message, tool call, reasoning span,
+    /// step or subagent that no chunk lane holds is open ("Cannot send
     /// 'RUN_FINISHED' while ... are still active"), mapped after what is
-    /// open is closed.
+    /// open is closed; and a start of what is open, or content or an end of
+    /// what is not ("No active text message found"; a STEP_FINISHED for a
+    /// step not started), mapped to nothing for a start or an end and to a
+    /// `babelgate.rejected_event` CUSTOM event (nothing lost) for content.
+    /// What a chunk lane expands is the client's own doing: it passes.
     fn passes(&self, event: &Event) -> bool {
-        let held = |kind, id: &str| self.view.lanes.holds(kind, id);
+        use EventKind as K;
+        let v = &self.view;
+        let held = |kind, id: &str| v.lanes.holds(kind, id);
+        let chunked = || note(event, NOTE_CHUNK).is_some() || note(event, NOTE_DERIVED).is_some();
         match (&event.kind, self.running()) {
-            (EventKind::RunStarted { .. }, running) => !running,
+            (K::RunStarted { .. }, running) => !running,
             (_, false) => false,
-            (EventKind::TextEnd { message_id }, _) => !held(ChunkKind::Text, message_id),
-            (EventKind::ReasoningEnd { message_id }, _) => !held(ChunkKind::Reasoning, message_id),
-            (EventKind::ToolCallEnd { tool_call_id }, _) => !held(ChunkKind::Tool, tool_call_id),
-            (EventKind::RunFinished { .. }, _) => {
+            (K::TextEnd { message_id: id }, _) => !held(ChunkKind::Text, id) && v.text_open(id),
+            (K::ReasoningEnd { message_id: id }, _) => {
+                !held(ChunkKind::Reasoning, id) && v.reasoning_open(id)
+            }
+            (K::ToolCallEnd { tool_call_id: id }, _) => {
+                !held(ChunkKind::Tool, id) && v.tool_open(id)
+            }
+            (K::RunFinished { .. }, _) => {
                 // Once a run, so the view's copy costs nothing per event.
-                let mut view = self.view.clone();
+                let mut view = v.clone();
                 view.accept(&base(RUN_FINISHED, None)).is_ok()
             }
+            _ if chunked() => true,
+            (K::TextStart { message_id: id, .. }, _) => !v.text_open(id),
+            (K::TextDelta { message_id: id, .. }, _) => {
+                v.text_open(id) && !held(ChunkKind::Text, id)
+            }
+            (K::ReasoningStart { message_id: id }, _) => !v.reasoning_open(id),
+            (K::ReasoningDelta { message_id: id, .. }, _) => {
+                v.reasoning_open(id) && !held(ChunkKind::Reasoning, id)
+            }
+            (K::ReasoningPhaseStart { message_id: id }, _) => !v.span_open(id),
+            (K::ReasoningPhaseEnd { message_id: id }, _) => v.span_open(id),
+            (
+                K::ToolCallStart {
+                    tool_call_id: id, ..
+                },
+                _,
+            ) => !v.tool_open(id),
+            (
+                K::ToolCallArgs {
+                    tool_call_id: id, ..
+                },
+                _,
+            ) => v.tool_open(id) && !held(ChunkKind::Tool, id),
+            (K::StepFinished { name: Some(name) }, _) => v.step_open(&tag(event), name),
+            (K::StepFinished { name: None }, _) => false,
             _ => true,
         }
     }

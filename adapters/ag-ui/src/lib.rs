@@ -345,6 +345,52 @@ mod tests {
         }
     }
 
+    /// A same-dialect upstream that starts what is open, or sends content or
+    /// an end of what is not: `@ag-ui/client` refuses each straight from
+    /// the upstream ("No active text message found with ID"), so each is
+    /// written as mapped: a repeated start or a stray end as nothing,
+    /// orphan content as a `babelgate.rejected_event` that keeps it. The
+    /// frames around it still pass as received.
+    #[test]
+    fn a_same_dialect_upstreams_events_out_of_order_are_mapped() {
+        let start = json!({"type":"RUN_STARTED","threadId":"t","runId":"r"});
+        let end = json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"});
+        let m = json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant","x":1});
+        let m_end = json!({"type":"TEXT_MESSAGE_END","messageId":"m"});
+        let cases = [
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"o","delta":"orphan"}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}),
+            json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"hm"}),
+            m_end.clone(),
+            m.clone(),
+            json!({"type":"STEP_FINISHED","stepName":"never"}),
+            json!({"type":"REASONING_END","messageId":"never"}),
+            json!({"type":"TOOL_CALL_END","toolCallId":"never"}),
+        ];
+        for bad in cases {
+            let input = [
+                start.clone(),
+                m.clone(),
+                m_end.clone(),
+                bad.clone(),
+                end.clone(),
+            ];
+            let (got, phase, out) = through_passthrough(&input);
+            assert_eq!(phase, crate::verify::RunPhase::Finished, "{bad}\n{out}");
+            assert_eq!(
+                got[1], m,
+                "a frame the client takes passes as it came\n{out}"
+            );
+            if let Some(delta) = bad.get("delta") {
+                let kept = got.iter().any(|v| {
+                    v["name"] == "babelgate.rejected_event"
+                        && v["value"]["event"]["delta"] == *delta
+                });
+                assert!(kept, "{bad} lost\n{out}");
+            }
+        }
+    }
+
     /// A same-dialect upstream that ends its run with a message, step or
     /// other item still open: the client refuses that RUN_FINISHED ("Cannot
     /// send 'RUN_FINISHED' while steps are still active"), straight from

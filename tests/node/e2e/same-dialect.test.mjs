@@ -61,6 +61,12 @@ const SCENARIOS = {
     events: (req) => [started(req), text[0], text[1], { type: 'STEP_STARTED', stepName: 'search' }, finished(req)],
     ends: 'RUN_FINISHED',
   },
+  // Content of a message never started, and a message ended twice.
+  'content-no-start': {
+    events: (req) => [started(req), { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm0', delta: 'orphan' }, ...text, finished(req)],
+    ends: 'RUN_FINISHED',
+  },
+  'ended-twice': { events: (req) => [started(req), ...text, text[2], finished(req)], ends: 'RUN_FINISHED' },
   // No RUN_STARTED at all.
   'no-run-started': { events: (req) => [...text, finished(req)], ends: 'RUN_FINISHED' },
   // A chunk-built message, then an explicit end of it, which the client's
