@@ -92,6 +92,46 @@ fn put_extras(o: &mut Obj, ev: &Event) {
     }
 }
 
+fn s_of<'a>(o: &'a Obj, key: &str) -> Option<&'a str> {
+    o.get(key).and_then(Value::as_str)
+}
+
+fn s<'a>(o: &'a Obj, key: &str) -> &'a str {
+    s_of(o, key).unwrap_or_default()
+}
+
+/// The start that content `o` needs when what it continues is not open: a
+/// text message (the assistant's), a reasoning message, or a tool call
+/// under the name the shape stage gives a call never announced. Its
+/// `subagentRunId` goes with it.
+fn start_for(o: &Obj) -> Option<Obj> {
+    let (ty, key, extra): (_, _, (&str, Value)) = match o.get("type").and_then(Value::as_str)? {
+        TEXT_MESSAGE_CONTENT => (
+            TEXT_MESSAGE_START,
+            "messageId",
+            ("role", "assistant".into()),
+        ),
+        REASONING_MESSAGE_CONTENT => (
+            REASONING_MESSAGE_START,
+            "messageId",
+            ("role", "reasoning".into()),
+        ),
+        TOOL_CALL_ARGS => (
+            TOOL_CALL_START,
+            "toolCallId",
+            ("toolCallName", babelgate_core::shape::UNKNOWN_TOOL.into()),
+        ),
+        _ => return None,
+    };
+    let mut start = base(ty, None);
+    start.insert(key.into(), o.get(key)?.clone());
+    start.insert(extra.0.into(), extra.1);
+    if let Some(t) = o.get("subagentRunId") {
+        start.insert("subagentRunId".into(), t.clone());
+    }
+    Some(start)
+}
+
 fn tag(ev: &Event) -> Option<String> {
     ev.extra_from(Dialect::AgUi)
         .and_then(|x| x.get("subagentRunId"))
@@ -188,6 +228,21 @@ impl AgUiEncoder {
             Ok(()) => return self.write(o, out),
             Err(reason) => reason,
         };
+        // Content of what is not open (a same-dialect upstream's, which no
+        // shape stage saw): started first, as the shape stage starts it on
+        // a translated route, so that what was said reaches the message.
+        // Not arguments of a call that ended: complete, as the shape stage
+        // has them (a second call of that id would be made up).
+        let ended_call = s(&o, "type") == TOOL_CALL_ARGS
+            && s_of(&o, "toolCallId").is_some_and(|id| self.view.tool_seen(id));
+        if let Some(start) = start_for(&o).filter(|_| !ended_call) {
+            if self.view.accept(&start).is_ok() {
+                self.write(start, out);
+                if self.view.accept(&o).is_ok() {
+                    return self.write(o, out);
+                }
+            }
+        }
         if o.remove("subagentRunId").is_some() && self.view.accept(&o).is_ok() {
             return self.write(o, out);
         }
@@ -1346,8 +1401,8 @@ impl Encoder for AgUiEncoder {
     /// 'RUN_FINISHED' while ... are still active"), mapped after what is
     /// open is closed; and a start of what is open, or content or an end of
     /// what is not ("No active text message found"; a STEP_FINISHED for a
-    /// step not started), mapped to nothing for a start or an end and to a
-    /// `babelgate.rejected_event` CUSTOM event (nothing lost) for content.
+    /// step not started), mapped to nothing for a start or an end, and for
+    /// content to a start of what it continues, then the content (`emit`).
     /// What a chunk lane expands is the client's own doing: it passes.
     fn passes(&self, event: &Event) -> bool {
         use EventKind as K;

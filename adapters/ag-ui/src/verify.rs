@@ -187,6 +187,10 @@ impl ClientView {
     pub fn tool_open(&self, id: &str) -> bool {
         self.tools.contains(id)
     }
+    /// Whether a tool call of this id was ever started in this stream.
+    pub fn tool_seen(&self, id: &str) -> bool {
+        self.owners.tool_call.contains_key(id)
+    }
     pub fn reasoning_open(&self, id: &str) -> bool {
         self.reasoning.contains(id)
     }

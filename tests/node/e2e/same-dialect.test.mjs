@@ -65,6 +65,7 @@ const SCENARIOS = {
   'content-no-start': {
     events: (req) => [started(req), { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm0', delta: 'orphan' }, ...text, finished(req)],
     ends: 'RUN_FINISHED',
+    said: ['orphan', 'hello'],
   },
   'ended-twice': { events: (req) => [started(req), ...text, text[2], finished(req)], ends: 'RUN_FINISHED' },
   // No RUN_STARTED at all.
@@ -225,6 +226,9 @@ describe('an AG-UI route to an AG-UI upstream: streams the client refuses straig
         assert.equal(seen.last, 'RUN_FINISHED', JSON.stringify(seen));
       }
       assert.ok(!seen.events.some((t) => t.startsWith('THINKING')), JSON.stringify(seen));
+      // What the upstream said reached the client's messages.
+      const messages = JSON.stringify(agent.messages);
+      for (const said of sc.said ?? []) assert.ok(messages.includes(said), `${said} is not in ${messages}`);
     });
   }
 });
