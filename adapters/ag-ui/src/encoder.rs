@@ -1402,22 +1402,31 @@ impl Encoder for AgUiEncoder {
     /// open is closed; and a start of what is open, or content or an end of
     /// what is not ("No active text message found"; a STEP_FINISHED for a
     /// step not started), mapped to nothing for a start or an end, and for
-    /// content to a start of what it continues, then the content (`emit`).
+    /// content to a start of what it continues, then the content (`emit`);
+    /// content or an end tagged with another subagent than the one that
+    /// opened its item, written untagged.
     /// What a chunk lane expands is the client's own doing: it passes.
     fn passes(&self, event: &Event) -> bool {
         use EventKind as K;
         let v = &self.view;
         let held = |kind, id: &str| v.lanes.holds(kind, id);
+        // What continues an item must say the subagent that opened it, or
+        // none ("subagentRunId ... does not match the ... opener's").
+        let fits = |kind, id: &str| v.tag_fits(kind, id, &tag(event));
         let chunked = || note(event, NOTE_CHUNK).is_some() || note(event, NOTE_DERIVED).is_some();
         match (&event.kind, self.running()) {
             (K::RunStarted { .. }, running) => !running,
             (_, false) => false,
-            (K::TextEnd { message_id: id }, _) => !held(ChunkKind::Text, id) && v.text_open(id),
+            (K::TextEnd { message_id: id }, _) => {
+                !held(ChunkKind::Text, id) && v.text_open(id) && fits(ChunkKind::Text, id)
+            }
             (K::ReasoningEnd { message_id: id }, _) => {
-                !held(ChunkKind::Reasoning, id) && v.reasoning_open(id)
+                !held(ChunkKind::Reasoning, id)
+                    && v.reasoning_open(id)
+                    && fits(ChunkKind::Reasoning, id)
             }
             (K::ToolCallEnd { tool_call_id: id }, _) => {
-                !held(ChunkKind::Tool, id) && v.tool_open(id)
+                !held(ChunkKind::Tool, id) && v.tool_open(id) && fits(ChunkKind::Tool, id)
             }
             (K::RunFinished { .. }, _) => {
                 // Once a run, so the view's copy costs nothing per event.
@@ -1427,11 +1436,13 @@ impl Encoder for AgUiEncoder {
             _ if chunked() => true,
             (K::TextStart { message_id: id, .. }, _) => !v.text_open(id),
             (K::TextDelta { message_id: id, .. }, _) => {
-                v.text_open(id) && !held(ChunkKind::Text, id)
+                v.text_open(id) && !held(ChunkKind::Text, id) && fits(ChunkKind::Text, id)
             }
             (K::ReasoningStart { message_id: id }, _) => !v.reasoning_open(id),
             (K::ReasoningDelta { message_id: id, .. }, _) => {
-                v.reasoning_open(id) && !held(ChunkKind::Reasoning, id)
+                v.reasoning_open(id)
+                    && !held(ChunkKind::Reasoning, id)
+                    && fits(ChunkKind::Reasoning, id)
             }
             (K::ReasoningPhaseStart { message_id: id }, _) => !v.span_open(id),
             (K::ReasoningPhaseEnd { message_id: id }, _) => v.span_open(id),
@@ -1446,7 +1457,7 @@ impl Encoder for AgUiEncoder {
                     tool_call_id: id, ..
                 },
                 _,
-            ) => v.tool_open(id) && !held(ChunkKind::Tool, id),
+            ) => v.tool_open(id) && !held(ChunkKind::Tool, id) && fits(ChunkKind::Tool, id),
             (K::StepFinished { name: Some(name) }, _) => v.step_open(&tag(event), name),
             (K::StepFinished { name: None }, _) => false,
             _ => true,

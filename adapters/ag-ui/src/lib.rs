@@ -410,6 +410,22 @@ mod tests {
             .filter(|v| v["type"] == "TOOL_CALL_START")
             .count();
         assert_eq!(starts, 1, "{out}");
+        // Content tagged with a subagent other than the one that opened its
+        // message: refused straight ("does not match the text message 'm'
+        // opener's subagent"), written untagged here.
+        let input = [
+            start.clone(),
+            json!({"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"helper"}),
+            m.clone(),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"mine","subagentRunId":"s1"}),
+            m_end.clone(),
+            json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}),
+            end.clone(),
+        ];
+        let (got, phase, out) = through_passthrough(&input);
+        assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
+        let content = got.iter().find(|v| v["type"] == "TEXT_MESSAGE_CONTENT");
+        assert_eq!(content.map(|c| &c["delta"]), Some(&json!("mine")), "{out}");
     }
 
     /// A same-dialect upstream that ends its run with a message, step or

@@ -187,6 +187,17 @@ impl ClientView {
     pub fn tool_open(&self, id: &str) -> bool {
         self.tools.contains(id)
     }
+    /// Whether an event tagged `tag` (a `subagentRunId`, or none) may
+    /// continue the text message, tool call or reasoning message `id`: an
+    /// untagged one continues anything, a tagged one only its own subagent's.
+    pub fn tag_fits(&self, kind: ChunkKind, id: &str, tag: &Owner) -> bool {
+        let owners = match kind {
+            ChunkKind::Text => &self.owners.message,
+            ChunkKind::Tool => &self.owners.tool_call,
+            ChunkKind::Reasoning => &self.owners.reasoning,
+        };
+        tag_error("", tag, owners.get(id), "", id).is_ok()
+    }
     /// Whether a tool call of this id was ever started in this stream.
     pub fn tool_seen(&self, id: &str) -> bool {
         self.owners.tool_call.contains_key(id)

@@ -68,6 +68,20 @@ const SCENARIOS = {
     said: ['orphan', 'hello'],
   },
   'ended-twice': { events: (req) => [started(req), ...text, text[2], finished(req)], ends: 'RUN_FINISHED' },
+  // Content of the parent's message tagged with a subagent's run id.
+  'wrong-subagent-tag': {
+    events: (req) => [
+      started(req),
+      { type: 'SUBAGENT_STARTED', subagentRunId: 's1', name: 'helper' },
+      text[0],
+      { ...text[1], subagentRunId: 's1' },
+      text[2],
+      { type: 'SUBAGENT_FINISHED', subagentRunId: 's1' },
+      finished(req),
+    ],
+    ends: 'RUN_FINISHED',
+    said: ['hello'],
+  },
   // No RUN_STARTED at all.
   'no-run-started': { events: (req) => [...text, finished(req)], ends: 'RUN_FINISHED' },
   // A chunk-built message, then an explicit end of it, which the client's
