@@ -21,7 +21,7 @@
 // cut_mid_message snapshot), which is why the gateway has to say it.
 
 import fs from 'node:fs';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { runUseChatPath, serving } from './lib/vercel-client.mjs';
 import {
   ERROR_ALLOWED, ERROR_REQUIRED, checkSnapshot, collectFiles, describeError, listFiles, normalizeIds, runAll,
 } from './lib/common.mjs';
@@ -35,44 +35,7 @@ const FIXTURE_EXPECTATIONS = {
   cut_mid_message: { cut: true },
 };
 
-const HEADERS = { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' };
-
-async function runClient(bytes) {
-  const transport = new DefaultChatTransport({
-    api: 'http://gateway.invalid/api/chat',
-    fetch: async () => new Response(bytes, { status: 200, headers: HEADERS }),
-  });
-  const stream = await transport.sendMessages({
-    chatId: 'chat-1',
-    trigger: 'submit-message',
-    messageId: undefined,
-    messages: [{ id: 'user-1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }],
-    abortSignal: undefined,
-  });
-
-  // Tap the validated chunks so an error can be attributed: an `error` chunk
-  // arrives here first, a rejected chunk never does.
-  const chunks = [];
-  const tapped = stream.pipeThrough(
-    new TransformStream({
-      transform(chunk, controller) {
-        chunks.push(chunk);
-        controller.enqueue(chunk);
-      },
-    }),
-  );
-
-  const errors = [];
-  let message;
-  try {
-    for await (const m of readUIMessageStream({ stream: tapped, terminateOnError: true, onError: (e) => errors.push(e) })) {
-      message = m;
-    }
-  } catch (e) {
-    if (!errors.includes(e)) errors.push(e);
-  }
-  return { message, chunks, error: errors[0] };
-}
+const runClient = (bytes) => runUseChatPath({ fetch: serving(bytes) });
 
 async function check({ file, name }) {
   const bytes = fs.readFileSync(file);

@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { runUseChatPath, serving } from '../lib/vercel-client.mjs';
 import { SSE_HEAD, chunk, frame, hostileUpstream, startGateway, toml } from './lib/adversary.mjs';
 import { stopProc } from './lib/stack.mjs';
 
@@ -247,42 +247,9 @@ describe('an AG-UI route to an AG-UI upstream: streams the client refuses straig
   }
 });
 
-/**
- * useChat's client path (DefaultChatTransport: SSE parsing and the chunk
- * schema; readUIMessageStream: the state machine the Chat class runs,
- * stopping at the first error), against `url`, or against `body` served
- * straight: the chunks it took, the message it built and its first error.
- */
-async function runVercel({ url, body }) {
-  const transport = new DefaultChatTransport({
-    api: url ?? 'http://upstream.invalid/api/chat',
-    fetch: body === undefined ? undefined : async () => new Response(body, { headers: { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' } }),
-  });
-  const stream = await transport.sendMessages({
-    chatId: `chat-${randomBytes(4).toString('hex')}`,
-    trigger: 'submit-message',
-    messageId: undefined,
-    messages: [{ id: 'user-1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }],
-    abortSignal: undefined,
-  });
-  const chunks = [];
-  const tapped = stream.pipeThrough(
-    new TransformStream({
-      transform(c, controller) {
-        chunks.push(c);
-        controller.enqueue(c);
-      },
-    }),
-  );
-  const errors = [];
-  let message;
-  try {
-    for await (const m of readUIMessageStream({ stream: tapped, terminateOnError: true, onError: (e) => errors.push(e) })) message = m;
-  } catch (e) {
-    if (!errors.includes(e)) errors.push(e);
-  }
-  return { chunks, message, error: errors[0] };
-}
+/** useChat's client path against `url`, or against `body` served straight. */
+const runVercel = ({ url, body }) =>
+  runUseChatPath(url ? { api: url, chatId: `chat-${randomBytes(4).toString('hex')}` } : { fetch: serving(body) });
 
 describe('a Vercel route to a Vercel upstream: streams the ai client throws on straight reach it accepted', () => {
   for (const [name, sc] of Object.entries(VERCEL_SCENARIOS)) {

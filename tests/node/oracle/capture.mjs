@@ -31,7 +31,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { runUseChatPath, serving } from '../lib/vercel-client.mjs';
 import { HttpAgent } from '@ag-ui/client';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -129,30 +129,12 @@ async function post(url, body, accept = 'text/event-stream') {
 // --- the real clients -----------------------------------------------------------
 
 export async function vercelClient(bytes) {
-  const transport = new DefaultChatTransport({
-    api: 'http://oracle.invalid/api/chat',
-    fetch: async () => new Response(bytes, {
-      status: 200, headers: { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' },
-    }),
+  const { message, chunks, error } = await runUseChatPath({
+    api: 'http://oracle.invalid/api/chat', fetch: serving(bytes), chatId: 'conv-oracle', text: 'x',
   });
-  const stream = await transport.sendMessages({
-    chatId: 'conv-oracle', trigger: 'submit-message', messageId: undefined,
-    messages: [{ id: 'user-1', role: 'user', parts: [{ type: 'text', text: 'x' }] }], abortSignal: undefined,
-  });
-  const chunks = [];
-  const tapped = stream.pipeThrough(new TransformStream({ transform(c, ctl) { chunks.push(c); ctl.enqueue(c); } }));
-  const errors = [];
-  let message;
-  try {
-    for await (const m of readUIMessageStream({ stream: tapped, terminateOnError: true, onError: (e) => errors.push(e) })) {
-      message = m;
-    }
-  } catch (e) {
-    if (!errors.includes(e)) errors.push(e);
-  }
   return {
     message: message ? structuredClone(message) : null,
-    error: errors[0] ? String(errors[0]?.message ?? errors[0]) : null,
+    error: error ? String(error?.message ?? error) : null,
     chunkTypes: chunks.map((c) => c.type),
   };
 }
