@@ -388,7 +388,7 @@ fn check_output(to: Dialect, out: &[u8]) {
                     assert!(client_accepts(v), "the ai client would reject {v}\n{text}");
                 }
             }
-            if let Err(e) = vercel_parts_in_order(&values) {
+            if let Err(e) = babelgate_vercel::wire::parts_in_order(&values) {
                 panic!("the ai client would throw: {e}\n{text}");
             }
         }
@@ -403,42 +403,6 @@ fn check_output(to: Dialect, out: &[u8]) {
             )
         }
     }
-}
-
-/// What `processUIMessageStream` (the `ai` client's state machine) throws
-/// on: a text or reasoning delta or end whose part was not started (or has
-/// ended), tool input of a call whose `tool-input-start` did not come, an
-/// output, error or denial of a call the message does not hold. (An
-/// approval request for such a call is left out: a same-dialect route
-/// still passes one as received.)
-fn vercel_parts_in_order(chunks: &[Value]) -> Result<(), String> {
-    use std::collections::HashSet;
-    let (mut text, mut reasoning, mut calls) = (HashSet::new(), HashSet::new(), HashSet::new());
-    for c in chunks {
-        let id = || c["id"].as_str().unwrap_or_default().to_string();
-        let call = || c["toolCallId"].as_str().unwrap_or_default().to_string();
-        let ty = c["type"].as_str().unwrap_or_default();
-        let ok = match ty {
-            "text-start" => text.insert(id()) || true,
-            "reasoning-start" => reasoning.insert(id()) || true,
-            "text-delta" => text.contains(&id()),
-            "reasoning-delta" => reasoning.contains(&id()),
-            "text-end" => text.remove(&id()),
-            "reasoning-end" => reasoning.remove(&id()),
-            "tool-input-start" | "tool-input-available" | "tool-input-error" => {
-                calls.insert(call()) || true
-            }
-            "tool-input-delta" => calls.contains(&call()),
-            "tool-output-available" | "tool-output-error" | "tool-output-denied" => {
-                calls.contains(&call())
-            }
-            _ => true,
-        };
-        if !ok {
-            return Err(format!("{c} names a part or call it has not open"));
-        }
-    }
-    Ok(())
 }
 
 // ---- request parsers ----------------------------------------------------------

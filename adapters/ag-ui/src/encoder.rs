@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use crate::chunks::{Chunk, ChunkKind};
 use crate::request::messages_to_wire_with;
-use crate::verify::{ClientView, Plain, RunPhase};
+use crate::verify::{s, ClientView, Plain, RunPhase};
 use crate::wire::*;
 
 type Obj = Map<String, Value>;
@@ -92,20 +92,12 @@ fn put_extras(o: &mut Obj, ev: &Event) {
     }
 }
 
-fn s_of<'a>(o: &'a Obj, key: &str) -> Option<&'a str> {
-    o.get(key).and_then(Value::as_str)
-}
-
-fn s<'a>(o: &'a Obj, key: &str) -> &'a str {
-    s_of(o, key).unwrap_or_default()
-}
-
 /// The start that content `o` needs when what it continues is not open: a
 /// text message (the assistant's), a reasoning message, or a tool call
 /// under the name the shape stage gives a call never announced. Its
 /// `subagentRunId` goes with it.
 fn start_for(o: &Obj) -> Option<Obj> {
-    let (ty, key, extra): (_, _, (&str, Value)) = match o.get("type").and_then(Value::as_str)? {
+    let (ty, key, extra): (_, _, (&str, Value)) = match s(o, "type") {
         TEXT_MESSAGE_CONTENT => (
             TEXT_MESSAGE_START,
             "messageId",
@@ -233,8 +225,8 @@ impl AgUiEncoder {
         // a translated route, so that what was said reaches the message.
         // Not arguments of a call that ended: complete, as the shape stage
         // has them (a second call of that id would be made up).
-        let ended_call = s(&o, "type") == TOOL_CALL_ARGS
-            && s_of(&o, "toolCallId").is_some_and(|id| self.view.tool_seen(id));
+        let ended_call =
+            s(&o, "type") == TOOL_CALL_ARGS && self.view.tool_seen(s(&o, "toolCallId"));
         if let Some(start) = start_for(&o).filter(|_| !ended_call) {
             if self.view.accept(&start).is_ok() {
                 self.write(start, out);

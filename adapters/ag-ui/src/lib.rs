@@ -394,6 +394,21 @@ mod tests {
                 assert!(!out.contains("babelgate.rejected_event"), "{delta}\n{out}");
             }
         }
+        // A start of a message that is open: the second is not written.
+        let input = [
+            start.clone(),
+            m.clone(),
+            m.clone(),
+            m_end.clone(),
+            end.clone(),
+        ];
+        let (got, phase, out) = through_passthrough(&input);
+        assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
+        let starts = got
+            .iter()
+            .filter(|v| v["type"] == "TEXT_MESSAGE_START")
+            .count();
+        assert_eq!(starts, 1, "{out}");
         // Arguments after their call ended are complete: no second call of
         // that id is made up for them.
         let input = [

@@ -141,7 +141,8 @@ pub struct ClientView {
     owners: Owners,
 }
 
-fn s<'a>(o: &'a Map<String, Value>, k: &str) -> &'a str {
+/// A string field of `o`, "" when absent or not a string.
+pub(crate) fn s<'a>(o: &'a Map<String, Value>, k: &str) -> &'a str {
     o.get(k).and_then(Value::as_str).unwrap_or("")
 }
 

@@ -566,6 +566,15 @@ impl VercelEncoder {
                     .is_some_and(|id| self.approvals.contains(id)))
     }
 
+    /// Whether the client has the text (or reasoning) part `id` open.
+    fn part_open(&self, reasoning: bool, id: &str) -> bool {
+        if reasoning {
+            self.tracker.reasoning_open(id)
+        } else {
+            self.tracker.text_open(id)
+        }
+    }
+
     /// Before a chunk that refers to a call (output, error, denial, approval):
     /// the client must have its tool part with its input. A call never seen
     /// is announced under the name `unknown`, unless the continued answer
@@ -755,11 +764,7 @@ impl Encoder for VercelEncoder {
             EventKind::TextStart { message_id, .. } | EventKind::ReasoningStart { message_id } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningStart { .. });
                 self.begin(out);
-                let open = if reasoning {
-                    self.tracker.reasoning_open(message_id)
-                } else {
-                    self.tracker.text_open(message_id)
-                };
+                let open = self.part_open(reasoning, message_id);
                 // A start the Vercel decoder made up for a stray end.
                 let made_up = note(event, marker::SYNTHESIZED).is_some();
                 if !open && !made_up {
@@ -809,11 +814,7 @@ impl Encoder for VercelEncoder {
             }
             EventKind::TextEnd { message_id } | EventKind::ReasoningEnd { message_id } => {
                 let reasoning = matches!(event.kind, EventKind::ReasoningEnd { .. });
-                let open = if reasoning {
-                    self.tracker.reasoning_open(message_id)
-                } else {
-                    self.tracker.text_open(message_id)
-                };
+                let open = self.part_open(reasoning, message_id);
                 if !open {
                     // The end of a part never started, or ended already:
                     // the client throws on it (see `passes`).
@@ -1232,20 +1233,20 @@ impl Encoder for VercelEncoder {
     /// Vercel upstream: such a frame is wrapped (see `EventKind::Unknown`
     /// above) rather than passed through. It also throws on a text or
     /// reasoning delta or end whose part it has no start for ("Received
-    /// text-delta for missing text part"), and on tool input of a call it
-    /// was never told of, or an output, error or denial of a call its
-    /// message does not hold: such a frame is written as mapped (a call is
-    /// announced first, under the name `unknown`, as on any route). The decoder
-    /// starts what a delta needs (a call as `unknown`), and the start it
-    /// makes up for a stray end is written no more than the end.
+    /// text-delta for missing text part"), on tool input of a call it was
+    /// never told of, and on an output, error or denial of a call its
+    /// message does not hold. Such a frame is written as mapped: the
+    /// decoder starts what a delta needs, the encoder announces a call
+    /// before its output (as on any route, as `unknown`), and the start the
+    /// decoder makes up for a stray end is written no more than the end.
     fn passes(&self, event: &Event) -> bool {
         match &event.kind {
             EventKind::Unknown { .. } => false,
             EventKind::TextDelta { message_id, .. } | EventKind::TextEnd { message_id } => {
-                self.tracker.text_open(message_id)
+                self.part_open(false, message_id)
             }
             EventKind::ReasoningDelta { message_id, .. }
-            | EventKind::ReasoningEnd { message_id } => self.tracker.reasoning_open(message_id),
+            | EventKind::ReasoningEnd { message_id } => self.part_open(true, message_id),
             EventKind::ToolCallArgs { tool_call_id, .. } => self.calls.contains_key(tool_call_id),
             // An output, error or denial of a call the client's message
             // lacks ("No tool invocation found"): announced first.

@@ -55,6 +55,50 @@ pub fn is_kept_whole(ty: &str, raw: &Value) -> bool {
         || (ty == "tool-output-available" && is_preliminary(raw))
 }
 
+/// Whether `chunks`, in order, keep the part order the `ai` client's
+/// `processUIMessageStream` throws on breaking: a text or reasoning delta or
+/// end whose part was not started (or has ended), tool input of a call
+/// whose `tool-input-start` did not come, an output, error or denial of a
+/// call the message does not hold. For checks of the encoder's output (its
+/// tests, the fuzz targets); an approval request is not looked at (a
+/// same-dialect route still passes one as received). The error names the
+/// first chunk that breaks it.
+pub fn parts_in_order(chunks: &[Value]) -> Result<(), String> {
+    use std::collections::HashSet;
+    let (mut text, mut reasoning, mut calls) = (HashSet::new(), HashSet::new(), HashSet::new());
+    for c in chunks {
+        let id = || c["id"].as_str().unwrap_or_default().to_string();
+        let call = || c["toolCallId"].as_str().unwrap_or_default().to_string();
+        let ok = match c["type"].as_str().unwrap_or_default() {
+            "text-start" => {
+                text.insert(id());
+                true
+            }
+            "reasoning-start" => {
+                reasoning.insert(id());
+                true
+            }
+            "text-delta" => text.contains(&id()),
+            "reasoning-delta" => reasoning.contains(&id()),
+            "text-end" => text.remove(&id()),
+            "reasoning-end" => reasoning.remove(&id()),
+            "tool-input-start" | "tool-input-available" | "tool-input-error" => {
+                calls.insert(call());
+                true
+            }
+            "tool-input-delta"
+            | "tool-output-available"
+            | "tool-output-error"
+            | "tool-output-denied" => calls.contains(&call()),
+            _ => true,
+        };
+        if !ok {
+            return Err(format!("{c} names a part or call that is not open"));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `raw`, a chunk [kept whole](is_kept_whole), has the fields the 7.x client's chunk schema asks of its type. The client
 /// rejects the whole stream at the first chunk that fails, and a chunk kept
 /// unknown may come from anywhere (an AG-Kit `unknown` envelope can carry any

@@ -68,6 +68,7 @@ const SCENARIOS = {
     said: ['orphan', 'hello'],
   },
   'ended-twice': { events: (req) => [started(req), ...text, text[2], finished(req)], ends: 'RUN_FINISHED' },
+  'started-twice': { events: (req) => [started(req), text[0], ...text, finished(req)], ends: 'RUN_FINISHED', said: ['hello'] },
   // Content of the parent's message tagged with a subagent's run id.
   'wrong-subagent-tag': {
     events: (req) => [
