@@ -629,6 +629,12 @@ impl Decoder for AgUiDecoder {
         !self.deprecated
     }
 
+    fn finish(&mut self, _out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        // Nothing is held for the end: what the last frame said is written.
+        self.deprecated = false;
+        Ok(())
+    }
+
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         self.deprecated = false;
         if self.skip(frame) {

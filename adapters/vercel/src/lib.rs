@@ -212,6 +212,101 @@ mod tests {
         );
     }
 
+    /// A same-dialect route holds an approval request (and the step that
+    /// closes after it) for the run's end, where the encoder writes it, as
+    /// on every route: as received, one for a call the client's message
+    /// lacks made the `ai` client throw, and one the stream answers went
+    /// out twice. A request of a call the message holds comes out as it
+    /// came, in the same place.
+    #[test]
+    fn a_same_dialect_upstreams_approval_requests_reach_the_client_once_and_in_order() {
+        use serde_json::json;
+        let through = |lines: &[Value], done: bool| {
+            let mut input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+            if done {
+                input.push_str("data: [DONE]\n\n");
+            }
+            let mut t = babelgate_core::Translator::passthrough(
+                SseFramer::default(),
+                Box::new(VercelDecoder::new()),
+                Box::new(VercelEncoder::new(EncodeContext::deterministic())),
+            );
+            let mut out = Vec::new();
+            t.push(input.as_bytes(), &mut out).unwrap();
+            t.finish(&mut out).unwrap();
+            // The chunks, `[DONE]` aside.
+            let mut got = payloads(&out);
+            got.retain(Value::is_object);
+            got
+        };
+        let types = |got: &[Value]| -> Vec<String> {
+            got.iter()
+                .map(|v| v["type"].as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        let request = json!({"type":"tool-approval-request","approvalId":"ap-1","toolCallId":"c1"});
+        let head = [json!({"type":"start"}), json!({"type":"start-step"})];
+        let tail = [
+            json!({"type":"finish-step"}),
+            json!({"type":"finish","finishReason":"tool-calls"}),
+        ];
+
+        // A call the message lacks: announced, then its request, in its step.
+        let unknown: Vec<Value> = head
+            .iter()
+            .cloned()
+            .chain([request.clone()])
+            .chain(tail.clone())
+            .collect();
+        for done in [true, false] {
+            let got = through(&unknown, done);
+            wire::parts_in_order(&got).unwrap_or_else(|e| panic!("{e}: {got:?}"));
+            assert_eq!(
+                types(&got),
+                [
+                    "start",
+                    "start-step",
+                    "tool-input-start",
+                    "tool-input-available",
+                    "tool-approval-request",
+                    "finish-step",
+                    "finish",
+                ],
+                "{got:?}"
+            );
+            assert!(got.contains(&request), "{got:?}");
+        }
+
+        // Cut after the request: still announced and asked, the run ended.
+        let cut: Vec<Value> = head.iter().cloned().chain([request.clone()]).collect();
+        let got = through(&cut, false);
+        wire::parts_in_order(&got).unwrap_or_else(|e| panic!("{e}: {got:?}"));
+        assert!(got.contains(&request), "{got:?}");
+        assert_eq!(got.last().map(|v| v["type"].clone()), Some(json!("finish")));
+
+        // A call the message holds: byte for byte as it came.
+        let input =
+            json!({"type":"tool-input-available","toolCallId":"c1","toolName":"rm","input":{}});
+        let known: Vec<Value> = head
+            .iter()
+            .cloned()
+            .chain([input.clone(), request.clone()])
+            .chain(tail.clone())
+            .collect();
+        assert_eq!(through(&known, true), known);
+
+        // Answered in the stream: the request once, before its answer.
+        let answer = json!({"type":"tool-approval-response","approvalId":"ap-1","approved":true});
+        let answered: Vec<Value> = head
+            .iter()
+            .cloned()
+            .chain([input, request.clone(), answer.clone()])
+            .chain(tail)
+            .collect();
+        let got = through(&answered, true);
+        assert_eq!(got, answered);
+    }
+
     /// With BABELGATE_VERCEL_CORPUS=<dir> (tests/run.sh sets it), writes each
     /// fixture after a trip through the decoder and encoder there, for the
     /// real `ai` client (`tests/node/validate-vercel.mjs --dump`).

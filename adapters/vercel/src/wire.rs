@@ -59,10 +59,9 @@ pub fn is_kept_whole(ty: &str, raw: &Value) -> bool {
 /// `processUIMessageStream` throws on breaking: a text or reasoning delta or
 /// end whose part was not started (or has ended), tool input of a call
 /// whose `tool-input-start` did not come, an output, error or denial of a
-/// call the message does not hold. For checks of the encoder's output (its
-/// tests, the fuzz targets); an approval request is not looked at (a
-/// same-dialect route still passes one as received). The error names the
-/// first chunk that breaks it.
+/// call the message does not hold, an approval request for such a call.
+/// For checks of the encoder's output (its tests, the fuzz targets). The
+/// error names the first chunk that breaks it.
 pub fn parts_in_order(chunks: &[Value]) -> Result<(), String> {
     use std::collections::HashSet;
     let (mut text, mut reasoning, mut calls) = (HashSet::new(), HashSet::new(), HashSet::new());
@@ -89,7 +88,8 @@ pub fn parts_in_order(chunks: &[Value]) -> Result<(), String> {
             "tool-input-delta"
             | "tool-output-available"
             | "tool-output-error"
-            | "tool-output-denied" => calls.contains(&call()),
+            | "tool-output-denied"
+            | "tool-approval-request" => calls.contains(&call()),
             _ => true,
         };
         if !ok {

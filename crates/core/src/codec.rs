@@ -38,6 +38,8 @@ pub trait Decoder: Send {
     /// whose state the gateway cannot follow (AG-UI's deprecated THINKING_*
     /// events, whose ids the client mints); the frame is then written as
     /// the encoder maps its events, and not at all when there are none.
+    /// After [`finish`](Self::finish): whether what it emitted came from
+    /// frames already written (no when it held a frame back for the end).
     fn frame_passes(&self) -> bool {
         true
     }

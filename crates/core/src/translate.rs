@@ -390,12 +390,16 @@ impl Translator {
                 .map_err(TranslateError::from)
         });
         if self.passthrough {
-            // What the decoder held back came from frames already written;
-            // but an end marker the encoder writes for what the dialect
-            // implies at the end (AG-Kit: a run waiting on an interrupt
-            // ends) is still the client's.
+            // What the decoder held back came from frames already written,
+            // unless it says otherwise (a Vercel approval request, held for
+            // the run's end and not written where it came); and an end
+            // marker the encoder writes for what the dialect implies at the
+            // end (AG-Kit: a run waiting on an interrupt ends) is still the
+            // client's.
             if self.sealed {
                 self.observe_pending(out.spans().len());
+            } else if !self.decoder.frame_passes() {
+                self.encode_pending(out);
             } else {
                 self.end_marker_from_observed(out);
             }

@@ -141,6 +141,19 @@ const VERCEL_SCENARIOS = {
     events: () => [{ type: 'start' }, { type: 'tool-output-available', toolCallId: 'c9', output: { text: 'sunny' } }, { type: 'finish' }],
     ends: 'finish',
   },
+  // An approval request for a call the message does not hold ("No tool
+  // invocation found"): the run waits on it, so the request must arrive.
+  'approval-of-an-unknown-call': {
+    events: () => [
+      { type: 'start' },
+      { type: 'start-step' },
+      { type: 'tool-approval-request', approvalId: 'ap-7', toolCallId: 'c7' },
+      { type: 'finish-step' },
+      { type: 'finish', finishReason: 'tool-calls' },
+    ],
+    ends: 'finish',
+    has: ['"approval-requested"', '"ap-7"'],
+  },
 };
 
 const serve = (sc) => async (sock, req) => {
@@ -266,6 +279,7 @@ describe('a Vercel route to a Vercel upstream: streams the ai client throws on s
       const said = sc.events({}).flatMap((c) => [c.delta, c.inputTextDelta, c.output?.text]).filter(Boolean);
       const parts = JSON.stringify(seen.message?.parts ?? []);
       for (const d of said) assert.ok(parts.includes(JSON.stringify(d).slice(1, -1)), `${d} is not in the message: ${parts}`);
+      for (const h of sc.has ?? []) assert.ok(parts.includes(h), `${h} is not in the message: ${parts}`);
     });
   }
 });
