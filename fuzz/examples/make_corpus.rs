@@ -192,6 +192,19 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
          data: [DONE]\n\n"
             .as_bytes(),
     ),
+    // After a Vercel upstream's `error`, a same-dialect route passed what
+    // followed as received (a new step, a text start), so the stream no
+    // longer ended at the error, where every other route ends it (adapters/
+    // vercel test `a_same_dialect_upstreams_failed_run_ends_at_its_error`).
+    (
+        "decode_vercel",
+        "regression-same-dialect-content-after-error.sse",
+        "data: {\"type\":\"start\"}\n\n\
+         data: {\"type\":\"error\",\"errorText\":\"boom\"}\n\n\
+         data: {\"type\":\"start-step\"}\n\n\
+         data: [DONE]\n\n"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

@@ -1240,6 +1240,13 @@ impl Encoder for VercelEncoder {
     /// before its output (as on any route, as `unknown`), and the start the
     /// decoder makes up for a stray end is written no more than the end.
     fn passes(&self, event: &Event) -> bool {
+        if self.phase == Phase::Errored {
+            // The run failed (an `error` chunk ended it): as on every route,
+            // nothing of it follows. Frames the decoder reads as nothing
+            // (the closing `finish-step` and `finish` of a failed run) still
+            // pass as received.
+            return false;
+        }
         match &event.kind {
             EventKind::Unknown { .. } => false,
             EventKind::TextDelta { message_id, .. } | EventKind::TextEnd { message_id } => {

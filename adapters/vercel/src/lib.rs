@@ -212,6 +212,43 @@ mod tests {
         );
     }
 
+    /// A same-dialect route ends a failed run at its `error`, as every
+    /// route does: what the upstream sends after it is not passed on, but
+    /// for the step and message closes of a failed run, which pass as they
+    /// came (the `ai` package's own failed streams stay byte for byte).
+    #[test]
+    fn a_same_dialect_upstreams_failed_run_ends_at_its_error() {
+        let through = |input: &str| {
+            let mut t = babelgate_core::Translator::passthrough(
+                SseFramer::default(),
+                Box::new(VercelDecoder::new()),
+                Box::new(VercelEncoder::new(EncodeContext::deterministic())),
+            );
+            let mut out = Vec::new();
+            t.push(input.as_bytes(), &mut out).unwrap();
+            t.finish(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let head = "data: {\"type\":\"start\"}\n\n\
+                    data: {\"type\":\"start-step\"}\n\n\
+                    data: {\"type\":\"error\",\"errorText\":\"boom\"}\n\n";
+        let closes = "data: {\"type\":\"finish-step\"}\n\n\
+                      data: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\n\
+                      data: [DONE]\n\n";
+        let own = format!("{head}{closes}");
+        assert_eq!(through(&own), own);
+        let late = format!(
+            "{head}data: {{\"type\":\"start-step\"}}\n\n\
+             data: {{\"type\":\"text-start\",\"id\":\"t\"}}\n\n\
+             data: {{\"type\":\"text-delta\",\"id\":\"t\",\"delta\":\"late\"}}\n\n\
+             data: [DONE]\n\n"
+        );
+        assert_eq!(through(&late), format!("{head}data: [DONE]\n\n"));
+        let got = fixture_dir().join("run_error.sse");
+        let fixture = std::fs::read_to_string(got).unwrap();
+        assert_eq!(through(&fixture), fixture);
+    }
+
     /// A same-dialect route holds an approval request (and the step that
     /// closes after it) for the run's end, where the encoder writes it, as
     /// on every route: as received, one for a call the client's message
