@@ -205,6 +205,33 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
          data: [DONE]\n\n"
             .as_bytes(),
     ),
+    // A same-dialect AG-UI route passed a TOOL_CALL_RESULT that came before
+    // its call's TOOL_CALL_END as received, while the encoder ended the call
+    // there: the upstream's end then went out as nothing and the client
+    // refused RUN_FINISHED (adapters/ag-ui test
+    // `a_same_dialect_result_before_its_calls_end_ends_the_call_first`).
+    (
+        "decode_ag_ui",
+        "regression-same-dialect-result-before-end.sse",
+        "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+         data: {\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c\",\"toolCallName\":\"f\"}\n\n\
+         data: {\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"m\",\"toolCallId\":\"c\",\"content\":\"ok\"}\n\n\
+         data: {\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"c\"}\n\n\
+         data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n"
+            .as_bytes(),
+    ),
+    // A same-dialect AG-Kit route passed a frame after an interrupt as
+    // received, though it ends the interrupt's run: the upstream's `[DONE]`
+    // then found the run over, and the client got none (adapters/agkit test
+    // `a_same_dialect_frame_after_interrupts_ends_the_stream_there`).
+    (
+        "decode_agkit",
+        "regression-same-dialect-frame-after-interrupt.sse",
+        "data: {\"type\":\"interrupt\",\"id\":\"a\",\"reason\":\"r\",\"payload\":{}}\n\n\
+         data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c\"}\n\n\
+         data: [DONE]\n\n"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

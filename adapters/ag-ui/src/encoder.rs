@@ -1450,6 +1450,15 @@ impl Encoder for AgUiEncoder {
                 },
                 _,
             ) => v.tool_open(id) && !held(ChunkKind::Tool, id) && fits(ChunkKind::Tool, id),
+            // A result of a call the client still has open: the encoder
+            // ends the call first, as its view does (the client keeps the
+            // call open until its TOOL_CALL_END, and refused the run's end).
+            (
+                K::ToolCallResult {
+                    tool_call_id: id, ..
+                },
+                _,
+            ) => !v.tool_open(id),
             (K::StepFinished { name: Some(name) }, _) => v.step_open(&tag(event), name),
             (K::StepFinished { name: None }, _) => false,
             _ => true,

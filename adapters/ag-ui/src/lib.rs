@@ -443,6 +443,44 @@ mod tests {
         assert_eq!(content.map(|c| &c["delta"]), Some(&json!("mine")), "{out}");
     }
 
+    /// A same-dialect upstream's TOOL_CALL_RESULT before its call's
+    /// TOOL_CALL_END: the client takes it and keeps the call open until the
+    /// end, but the encoder ends a call at its result (as every route does),
+    /// so written as received the two parted: the upstream's end went out as
+    /// nothing, and the client refused the run's end ("while tool calls are
+    /// still active"). Written as mapped, the call ends before its result.
+    #[test]
+    fn a_same_dialect_result_before_its_calls_end_ends_the_call_first() {
+        let result =
+            json!({"type":"TOOL_CALL_RESULT","messageId":"t1","toolCallId":"c","content":"ok"});
+        let input = [
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+            json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}),
+            result.clone(),
+            json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        ];
+        // The client takes it straight.
+        verify_stream(&input).unwrap();
+        let (got, phase, out) = through_passthrough(&input);
+        assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
+        let types: Vec<&str> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "TOOL_CALL_RESULT",
+                "RUN_FINISHED"
+            ],
+            "{out}"
+        );
+        assert_eq!(got[4], result, "{out}");
+    }
+
     /// A same-dialect upstream that ends its run with a message, step or
     /// other item still open: the client refuses that RUN_FINISHED ("Cannot
     /// send 'RUN_FINISHED' while steps are still active"), straight from

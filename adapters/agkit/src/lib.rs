@@ -227,6 +227,38 @@ mod tests {
         )
     }
 
+    /// A same-dialect route (frames as received): a frame after interrupts
+    /// ends their run first, so the stream ends there with `[DONE]`, as on
+    /// every route; that frame and what follows are not passed on. Written
+    /// as received, the run's end went out as nothing, the upstream's own
+    /// `[DONE]` then found the run over, and the client got no `[DONE]`.
+    #[test]
+    fn a_same_dialect_frame_after_interrupts_ends_the_stream_there() {
+        let through = |input: &str| {
+            let mut t = babelgate_core::Translator::passthrough(
+                SseFramer::default(),
+                Box::new(AgKitDecoder::new()),
+                Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
+            );
+            let mut out = Vec::new();
+            t.push(input.as_bytes(), &mut out).unwrap();
+            t.finish(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let head = "data: {\"type\":\"tool-call-start\",\"toolCallId\":\"c\",\"toolCallName\":\"n\"}\n\n\
+                    data: {\"type\":\"tool-call-end\",\"toolCallId\":\"c\"}\n\n\
+                    data: {\"type\":\"interrupt\",\"id\":\"a\",\"reason\":\"r\",\"payload\":{}}\n\n";
+        // As the server sends it: unchanged.
+        let own = format!("{head}data: [DONE]\n\n");
+        assert_eq!(through(&own), own);
+        let late = format!(
+            "{head}data: {{\"type\":\"tool-call-end\",\"toolCallId\":\"c\"}}\n\n\
+             data: {{\"type\":\"text\",\"content\":\"late\"}}\n\n\
+             data: [DONE]\n\n"
+        );
+        assert_eq!(through(&late), own);
+    }
+
     #[test]
     fn chunking_does_not_change_the_output() {
         let Some((_, bytes)) = fixtures().into_iter().find(|(n, _)| n == "chat") else {

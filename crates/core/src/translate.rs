@@ -432,9 +432,17 @@ impl Translator {
                 } else if self.decoder.frame_passes()
                     && self.events.iter().all(|e| self.encoder.passes(e))
                 {
-                    // Observed, then written as received.
-                    self.observe_pending(out.spans().len());
-                    out.data(&frame.data);
+                    // Observed, then written as received; unless the
+                    // encoder ended the stream on it with its end marker
+                    // (any AG-Kit frame after interrupts ends their run
+                    // first): the marker then, and nothing after it, as on
+                    // every route.
+                    if self.observe_pending(out.spans().len()) {
+                        out.done();
+                        self.sealed = true;
+                    } else {
+                        out.data(&frame.data);
+                    }
                 } else {
                     self.encode_pending(out);
                 }
@@ -534,14 +542,17 @@ impl Translator {
     }
 
     /// Passthrough: the encoder sees the pending events, its bytes dropped;
-    /// `at`: the index of the next span of the caller's sink.
-    fn observe_pending(&mut self, at: usize) {
+    /// `at`: the index of the next span of the caller's sink. Whether the
+    /// encoder ended the stream with its end marker on them.
+    fn observe_pending(&mut self, at: usize) -> bool {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.observe_at = Some(at);
         self.encode_pending(&mut scratch);
         self.observe_at = None;
+        let ended = scratch.bytes().ends_with(DONE);
         scratch.clear();
         self.scratch = scratch;
+        ended
     }
 
     /// One shaped event to the encoder (and the assembler), and to the
