@@ -232,6 +232,16 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
          data: [DONE]\n\n"
             .as_bytes(),
     ),
+    // The same with that frame malformed: what it left was not written, the
+    // end marker of the run it ended included (fuzz, decode_agkit).
+    (
+        "decode_agkit",
+        "regression-same-dialect-malformed-frame-after-interrupt.sse",
+        "data: {\"type\":\"interrupt\",\"id\":\"a\",\"reason\":\"r\",\"payload\":{}}\n\n\
+         data: {\"type\":\"tool-call-end\",\"tooltoolsCallId\":\"c\"}\n\n\
+         data: [DONE]\n\n"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

@@ -257,6 +257,17 @@ mod tests {
              data: [DONE]\n\n"
         );
         assert_eq!(through(&late), own);
+        // A malformed frame there: the run ended before its fault.
+        let mut t = babelgate_core::Translator::passthrough(
+            SseFramer::default(),
+            Box::new(AgKitDecoder::new()),
+            Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
+        );
+        let mut out = Vec::new();
+        let bad = format!("{head}data: {{\"type\":\"tool-call-end\"}}\n\ndata: [DONE]\n\n");
+        assert!(t.push(bad.as_bytes(), &mut out).is_err());
+        t.finish(&mut out).ok();
+        assert_eq!(String::from_utf8(out).unwrap(), own);
     }
 
     #[test]

@@ -452,8 +452,13 @@ impl Translator {
         frames.clear();
         self.frames = frames;
         if self.passthrough {
-            // What a frame that failed to decode left is not written.
-            self.observe_pending(out.spans().len());
+            // What a frame that failed to decode left is not written, but
+            // for the end marker of a run it ended before its fault (an
+            // AG-Kit frame after interrupts): the run did end.
+            if self.observe_pending(out.spans().len()) && !self.sealed {
+                out.done();
+                self.sealed = true;
+            }
         }
         self.encode_pending(out);
         result
