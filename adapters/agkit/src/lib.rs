@@ -227,6 +227,15 @@ mod tests {
         )
     }
 
+    /// The translator of a same-dialect route, as the gateway builds it.
+    fn same_dialect() -> babelgate_core::Translator {
+        babelgate_core::Translator::passthrough(
+            SseFramer::default(),
+            Box::new(AgKitDecoder::new()),
+            Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
+        )
+    }
+
     /// A same-dialect route (frames as received): a frame after interrupts
     /// ends their run first, so the stream ends there with `[DONE]`, as on
     /// every route; that frame and what follows are not passed on. Written
@@ -235,11 +244,7 @@ mod tests {
     #[test]
     fn a_same_dialect_frame_after_interrupts_ends_the_stream_there() {
         let through = |input: &str| {
-            let mut t = babelgate_core::Translator::passthrough(
-                SseFramer::default(),
-                Box::new(AgKitDecoder::new()),
-                Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
-            );
+            let mut t = same_dialect();
             let mut out = Vec::new();
             t.push(input.as_bytes(), &mut out).unwrap();
             t.finish(&mut out).unwrap();
@@ -258,11 +263,7 @@ mod tests {
         );
         assert_eq!(through(&late), own);
         // A malformed frame there: the run ended before its fault.
-        let mut t = babelgate_core::Translator::passthrough(
-            SseFramer::default(),
-            Box::new(AgKitDecoder::new()),
-            Box::new(AgKitEncoder::new(EncodeContext::deterministic())),
-        );
+        let mut t = same_dialect();
         let mut out = Vec::new();
         let bad = format!("{head}data: {{\"type\":\"tool-call-end\"}}\n\ndata: [DONE]\n\n");
         assert!(t.push(bad.as_bytes(), &mut out).is_err());

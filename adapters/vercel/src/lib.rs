@@ -130,6 +130,15 @@ mod tests {
         }
     }
 
+    /// The translator of a same-dialect route, as the gateway builds it.
+    fn same_dialect() -> babelgate_core::Translator {
+        babelgate_core::Translator::passthrough(
+            SseFramer::default(),
+            Box::new(VercelDecoder::new()),
+            Box::new(VercelEncoder::new(EncodeContext::deterministic())),
+        )
+    }
+
     /// A same-dialect route: frames pass as received, but the `ai` client
     /// throws on a delta or end of a part it has no start for, on tool
     /// input of a call never announced and on an output or error of a call
@@ -142,11 +151,7 @@ mod tests {
         use serde_json::json;
         let through = |lines: &[Value]| {
             let input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
-            let mut t = babelgate_core::Translator::passthrough(
-                SseFramer::default(),
-                Box::new(VercelDecoder::new()),
-                Box::new(VercelEncoder::new(EncodeContext::deterministic())),
-            );
+            let mut t = same_dialect();
             let mut out = Vec::new();
             t.push(format!("{input}data: [DONE]\n\n").as_bytes(), &mut out)
                 .unwrap();
@@ -219,11 +224,7 @@ mod tests {
     #[test]
     fn a_same_dialect_upstreams_failed_run_ends_at_its_error() {
         let through = |input: &str| {
-            let mut t = babelgate_core::Translator::passthrough(
-                SseFramer::default(),
-                Box::new(VercelDecoder::new()),
-                Box::new(VercelEncoder::new(EncodeContext::deterministic())),
-            );
+            let mut t = same_dialect();
             let mut out = Vec::new();
             t.push(input.as_bytes(), &mut out).unwrap();
             t.finish(&mut out).unwrap();
@@ -263,11 +264,7 @@ mod tests {
             if done {
                 input.push_str("data: [DONE]\n\n");
             }
-            let mut t = babelgate_core::Translator::passthrough(
-                SseFramer::default(),
-                Box::new(VercelDecoder::new()),
-                Box::new(VercelEncoder::new(EncodeContext::deterministic())),
-            );
+            let mut t = same_dialect();
             let mut out = Vec::new();
             t.push(input.as_bytes(), &mut out).unwrap();
             t.finish(&mut out).unwrap();
