@@ -100,6 +100,11 @@ mod tests {
         assert!(s.is_empty() || s.ends_with("\n\n"));
     }
 
+    /// How many of `events` are of type `ty`.
+    fn count(events: &[Value], ty: &str) -> usize {
+        events.iter().filter(|v| v["type"] == ty).count()
+    }
+
     /// `lines` through a same-dialect route's translator (frames pass as
     /// received; `finish_live` at the end): what the client gets, its run's
     /// phase (the test fails if the client refuses the stream), the text.
@@ -404,10 +409,7 @@ mod tests {
         ];
         let (got, phase, out) = through_passthrough(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
-        let starts = got
-            .iter()
-            .filter(|v| v["type"] == "TEXT_MESSAGE_START")
-            .count();
+        let starts = count(&got, "TEXT_MESSAGE_START");
         assert_eq!(starts, 1, "{out}");
         // Arguments after their call ended are complete: no second call of
         // that id is made up for them.
@@ -420,10 +422,7 @@ mod tests {
         ];
         let (got, phase, out) = through_passthrough(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
-        let starts = got
-            .iter()
-            .filter(|v| v["type"] == "TOOL_CALL_START")
-            .count();
+        let starts = count(&got, "TOOL_CALL_START");
         assert_eq!(starts, 1, "{out}");
         // Content tagged with a subagent other than the one that opened its
         // message: refused straight ("does not match the text message 'm'
@@ -539,7 +538,7 @@ mod tests {
         let mut input = raw_first.to_vec();
         input.extend(lines.iter().cloned());
         let (got, _, text) = through_passthrough(&input);
-        let starts = got.iter().filter(|v| v["type"] == "RUN_STARTED").count();
+        let starts = count(&got, "RUN_STARTED");
         assert_eq!(starts, 1, "{text}");
         for upstream_ends in [false, true] {
             let mut input = lines.to_vec();

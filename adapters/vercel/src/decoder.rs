@@ -240,11 +240,13 @@ impl Decoder for VercelDecoder {
         self.held = std::mem::take(&mut self.step_held);
         let from = out.len();
         let r = self.decode_frame(frame, out);
-        if self.holds()
-            && out
-                .iter()
-                .skip(from)
-                .any(|e| matches!(e.kind, EventKind::StepFinished { .. }))
+        // The frame's events first: a frame is one or two events, where
+        // the held interrupts are looked up one by one.
+        if out
+            .iter()
+            .skip(from)
+            .any(|e| matches!(e.kind, EventKind::StepFinished { .. }))
+            && self.holds()
         {
             // The step of a held request closes: with the request, where the
             // run ends (see `step_held`).

@@ -130,13 +130,23 @@ mod tests {
         }
     }
 
-    /// The translator of a same-dialect route, as the gateway builds it.
-    fn same_dialect() -> babelgate_core::Translator {
-        babelgate_core::Translator::passthrough(
+    /// `input` through the translator of a same-dialect route, as the
+    /// gateway builds it: what the client gets.
+    fn same_dialect(input: &str) -> Vec<u8> {
+        let mut t = babelgate_core::Translator::passthrough(
             SseFramer::default(),
             Box::new(VercelDecoder::new()),
             Box::new(VercelEncoder::new(EncodeContext::deterministic())),
-        )
+        );
+        let mut out = Vec::new();
+        t.push(input.as_bytes(), &mut out).unwrap();
+        t.finish(&mut out).unwrap();
+        out
+    }
+
+    /// SSE frames of `lines`, one chunk each.
+    fn frames_of(lines: &[Value]) -> String {
+        lines.iter().map(|v| format!("data: {v}\n\n")).collect()
     }
 
     /// A same-dialect route: frames pass as received, but the `ai` client
@@ -149,15 +159,8 @@ mod tests {
     #[test]
     fn a_same_dialect_upstreams_orphan_parts_are_started_and_stray_ends_dropped() {
         use serde_json::json;
-        let through = |lines: &[Value]| {
-            let input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
-            let mut t = same_dialect();
-            let mut out = Vec::new();
-            t.push(format!("{input}data: [DONE]\n\n").as_bytes(), &mut out)
-                .unwrap();
-            t.finish(&mut out).unwrap();
-            payloads(&out)
-        };
+        let through =
+            |lines: &[Value]| payloads(&same_dialect(&(frames_of(lines) + "data: [DONE]\n\n")));
         let start = json!({"type":"start"});
         let finish = json!({"type":"finish"});
         let kept = json!({"type":"text-start","id":"t2","providerMetadata":{"p":{"a":1}}});
@@ -223,13 +226,7 @@ mod tests {
     /// came (the `ai` package's own failed streams stay byte for byte).
     #[test]
     fn a_same_dialect_upstreams_failed_run_ends_at_its_error() {
-        let through = |input: &str| {
-            let mut t = same_dialect();
-            let mut out = Vec::new();
-            t.push(input.as_bytes(), &mut out).unwrap();
-            t.finish(&mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        };
+        let through = |input: &str| String::from_utf8(same_dialect(input)).unwrap();
         let head = "data: {\"type\":\"start\"}\n\n\
                     data: {\"type\":\"start-step\"}\n\n\
                     data: {\"type\":\"error\",\"errorText\":\"boom\"}\n\n";
@@ -260,16 +257,12 @@ mod tests {
     fn a_same_dialect_upstreams_approval_requests_reach_the_client_once_and_in_order() {
         use serde_json::json;
         let through = |lines: &[Value], done: bool| {
-            let mut input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
+            let mut input = frames_of(lines);
             if done {
                 input.push_str("data: [DONE]\n\n");
             }
-            let mut t = same_dialect();
-            let mut out = Vec::new();
-            t.push(input.as_bytes(), &mut out).unwrap();
-            t.finish(&mut out).unwrap();
             // The chunks, `[DONE]` aside.
-            let mut got = payloads(&out);
+            let mut got = payloads(&same_dialect(&input));
             got.retain(Value::is_object);
             got
         };

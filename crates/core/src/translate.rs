@@ -437,10 +437,7 @@ impl Translator {
                     // (any AG-Kit frame after interrupts ends their run
                     // first): the marker then, and nothing after it, as on
                     // every route.
-                    if self.observe_pending(out.spans().len()) {
-                        out.done();
-                        self.sealed = true;
-                    } else {
+                    if !self.end_marker_from_observed(out) {
                         out.data(&frame.data);
                     }
                 } else {
@@ -455,9 +452,10 @@ impl Translator {
             // What a frame that failed to decode left is not written, but
             // for the end marker of a run it ended before its fault (an
             // AG-Kit frame after interrupts): the run did end.
-            if self.observe_pending(out.spans().len()) && !self.sealed {
-                out.done();
-                self.sealed = true;
+            if self.sealed {
+                self.observe_pending(out.spans().len());
+            } else {
+                self.end_marker_from_observed(out);
             }
         }
         self.encode_pending(out);
@@ -532,18 +530,15 @@ impl Translator {
     }
 
     /// Passthrough: the encoder sees the pending events, its bytes dropped
-    /// but for the end marker, when it ends the stream with one.
-    fn end_marker_from_observed(&mut self, out: &mut Sink) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        self.observe_at = Some(out.spans().len());
-        self.encode_pending(&mut scratch);
-        self.observe_at = None;
-        if scratch.bytes().ends_with(DONE) {
+    /// but for the end marker, when it ends the stream with one (then
+    /// nothing follows). Whether it did.
+    fn end_marker_from_observed(&mut self, out: &mut Sink) -> bool {
+        let ended = self.observe_pending(out.spans().len());
+        if ended {
             out.done();
             self.sealed = true;
         }
-        scratch.clear();
-        self.scratch = scratch;
+        ended
     }
 
     /// Passthrough: the encoder sees the pending events, its bytes dropped;
