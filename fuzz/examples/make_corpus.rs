@@ -242,6 +242,29 @@ const REGRESSIONS: &[(&str, &str, &[u8])] = &[
          data: [DONE]\n\n"
             .as_bytes(),
     ),
+    // A frame after an upstream `error` frame: the run had failed, so it is
+    // dropped, not passed (adapters/agkit `a_same_dialect_frame_after_an_
+    // error_is_not_passed`; fuzz, decode_agkit).
+    (
+        "decode_agkit",
+        "regression-same-dialect-frame-after-error.sse",
+        "data: {\"type\":\"error\",\"error\":\"e\"}\n\n\
+         data: {\"type\":\"text\",\"content\":\"late\"}\n\n"
+            .as_bytes(),
+    ),
+    // A held BUSINESS_DATA_START passed as received after the run finished,
+    // then a malformed frame: the encoder sees the start before the failure
+    // (adapters/hai `a_same_dialect_failure_after_a_held_start_ends_what_
+    // the_client_saw`; fuzz, decode_hai).
+    (
+        "decode_hai",
+        "regression-same-dialect-failure-after-held-start.sse",
+        "data: {\"type\":\"RUN_STARTED\",\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n\
+         data: {\"type\":\"RUN_FINISHED\"}\n\n\
+         data: {\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m2\",\"role\":\"assistant\"}\n\n\
+         data: {\"type\":\"BUSINESS_DATA_CONTENT\",\"messageId\":\"m2\"}\n\n"
+            .as_bytes(),
+    ),
     // Tool input `555…5` (39 digits) left the Vercel encoder one unit off
     // (serde_json parsed numbers approximately; now `float_roundtrip`):
     // adapters/vercel/tests/direct_writing.rs

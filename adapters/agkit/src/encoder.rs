@@ -623,6 +623,15 @@ impl Encoder for AgKitEncoder {
         self.failed
     }
 
+    /// On a same-dialect route: nothing after the stream's end. After
+    /// `[DONE]` the translator writes nothing anyway; after a failed run's
+    /// error frame (no `[DONE]` follows) a frame the upstream still sends
+    /// would reach a client whose run has ended, and it is dropped as on
+    /// every route.
+    fn passes(&self, _event: &Event) -> bool {
+        !self.done
+    }
+
     /// Closes open tool calls, writes held results and `[DONE]`, once.
     fn finish_to(&mut self, out: &mut Sink) {
         if !self.done {

@@ -271,6 +271,27 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), own);
     }
 
+    /// A same-dialect route: an upstream `error` frame ends the run (no
+    /// `[DONE]`, the body breaks off), so a frame the upstream sends after
+    /// it is dropped, as on every route. Passed as received, it reached a
+    /// client whose stream had ended in an error, and the stream ended on
+    /// it (fuzz decode_agkit).
+    #[test]
+    fn a_same_dialect_frame_after_an_error_is_not_passed() {
+        let error = "data: {\"type\":\"error\",\"error\":\"boom\"}\n\n";
+        let input = format!(
+            "data: {{\"type\":\"text\",\"content\":\"a\"}}\n\n{error}\
+             data: {{\"type\":\"text\",\"content\":\"late\"}}\n\n"
+        );
+        let mut t = same_dialect();
+        let mut out = Vec::new();
+        t.push(input.as_bytes(), &mut out).unwrap();
+        t.finish(&mut out).unwrap();
+        let want = format!("data: {{\"type\":\"text\",\"content\":\"a\"}}\n\n{error}");
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert!(t.encoder().aborts(), "the body must break off");
+    }
+
     #[test]
     fn chunking_does_not_change_the_output() {
         let Some((_, bytes)) = fixtures().into_iter().find(|(n, _)| n == "chat") else {

@@ -1327,6 +1327,12 @@ impl Decoder for HaiDecoder {
         self.decode_raw(raw, out)
     }
 
+    fn release_passed(&mut self, out: &mut Vec<Event>) {
+        // The held START went out as received: its message is open for the
+        // client, whatever failed after it.
+        self.flush_starts(None, out);
+    }
+
     fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         // A START held back when the input stopped still has to go out; the
         // encoder's finish closes what is open.

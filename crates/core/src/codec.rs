@@ -44,6 +44,15 @@ pub trait Decoder: Send {
         true
     }
 
+    /// On a same-dialect route, before the run's failure is written: emit
+    /// what the decoder holds back from frames the client already has (a
+    /// HAI `BUSINESS_DATA_START` waits for its first content), so that the
+    /// encoder knows what the client saw open and ends it with its error.
+    /// A failed input gives no `finish`. Emits nothing by default.
+    fn release_passed(&mut self, out: &mut Vec<Event>) {
+        let _ = out;
+    }
+
     /// The input ended. Emit what the dialect implies at its end (an AG-Kit
     /// `[DONE]` ends the run), never error for a mere early end: the encoder's
     /// `finish` closes what is open.

@@ -354,6 +354,12 @@ impl Translator {
             if self.sealed {
                 self.observe_pending(out.spans().len());
             } else {
+                if self.passthrough {
+                    // What the client has as received, the encoder sees
+                    // before it writes the failure (not written again).
+                    self.decoder.release_passed(&mut self.events);
+                    self.observe_pending(out.spans().len());
+                }
                 self.encode_pending(out);
                 let before = out.spans().len();
                 self.encoder.fail_to(message, code, out);
