@@ -302,6 +302,63 @@ pub fn allowed_origin<'a>(cors: &Cors, headers: &'a HeaderMap) -> Option<&'a Hea
         .then_some(origin)
 }
 
+/// Where a browser request comes from, by its `Origin`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// No `Origin`: not a browser's cross-origin or upgrade request.
+    Absent,
+    /// The gateway's own origin, by a name that can be believed.
+    Own,
+    /// One the route's `[routes.cors]` allows.
+    Allowed,
+    /// `Origin` names the `Host`, but on a route without auth whose `Host`
+    /// is not this machine's: what a page that rebound its own name to the
+    /// gateway's address sends (see [`crate::host`]). A route with auth asks
+    /// for the credential such a page does not have.
+    Rebound,
+    /// Another origin.
+    Foreign,
+}
+
+/// The route's view of the request's `Origin`.
+pub fn origin<B>(route: &Route, req: &http::Request<B>) -> Origin {
+    let headers = req.headers();
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return Origin::Absent;
+    };
+    if route
+        .cors
+        .as_ref()
+        .is_some_and(|c| allowed_origin(c, headers).is_some())
+    {
+        return Origin::Allowed;
+    }
+    let host = crate::host::authority(req);
+    match (crate::host::origin_authority(origin), host) {
+        (Some(a), Some(host)) if host.eq_ignore_ascii_case(a) => {
+            if route.auth.is_some() || crate::host::is_local(&host, &[]) {
+                Origin::Own
+            } else {
+                Origin::Rebound
+            }
+        }
+        _ => Origin::Foreign,
+    }
+}
+
+/// Refuses a request from a rebound page ([`Origin::Rebound`]): 403
+/// `origin_not_allowed`. Other origins are CORS's to judge.
+pub fn refuse_rebound<B>(route: &Route, req: &http::Request<B>) -> Result<(), GatewayError> {
+    if origin(route, req) == Origin::Rebound {
+        return Err(GatewayError::client(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this route has no auth and answers pages of its own origin only by a loopback name or `localhost` (list others in `[routes.cors]`)",
+        ));
+    }
+    Ok(())
+}
+
 /// Adds the CORS response headers for an allowed origin.
 pub fn decorate(route: Option<&Route>, req_headers: &HeaderMap, resp: &mut Response<Body>) {
     let Some(cors) = route.and_then(|r| r.cors.as_ref()) else {

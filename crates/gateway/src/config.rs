@@ -39,6 +39,8 @@ struct RawInspector {
     max_runs: Option<Spanned<u64>>,
     max_run_bytes: Option<Spanned<u64>>,
     sample: Option<Spanned<f64>>,
+    #[serde(default)]
+    allowed_hosts: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -53,6 +55,8 @@ struct RawServer {
     max_connections: Option<usize>,
     shutdown_grace_ms: Option<u64>,
     log_format: Option<Spanned<String>>,
+    #[serde(default)]
+    trusted_proxies: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,6 +189,9 @@ pub struct Config {
     /// with their dialect's error.
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` names the client (for
+    /// per-address limits); empty: the peer is the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub store: Store,
     pub demo_agent: Option<DemoAgent>,
     /// `[inspector]`: off when absent.
@@ -208,6 +215,9 @@ pub struct Inspector {
     pub max_run_bytes: usize,
     /// The share of runs captured, 0 to 1.
     pub sample: f64,
+    /// Names besides loopback addresses and `localhost` that a request's
+    /// `Host` may give without auth (see `crate::host`).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Where conversation histories and run logs live.
@@ -514,6 +524,65 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
+/// Why a route or page at `path` could never be asked for, if so: clients
+/// resolve `.` and `..` segments before they send a path, and the query and
+/// fragment are not part of it.
+fn unreachable_path(path: &str) -> Option<&'static str> {
+    if path.split('/').any(|seg| seg == "." || seg == "..") {
+        Some("has a `.` or `..` segment, which clients resolve away: no request can name it")
+    } else if path.contains(['?', '#']) || path.chars().any(char::is_whitespace) {
+        Some("is not a plain path (no `?`, `#` or spaces)")
+    } else {
+        None
+    }
+}
+
+/// The most of one quoted value a message repeats.
+const MAX_QUOTED: usize = 200;
+
+/// `message` with every quoted value (between backticks or double quotes)
+/// longer than [`MAX_QUOTED`] bytes cut, saying how long it was, and the
+/// whole at most a few times that: a 10 MB value in the file is not echoed
+/// by `check` or into the log on reload. Every config error goes through it.
+fn clip_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4 * MAX_QUOTED));
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        let mut chars = from.chars();
+        let q = chars.next().unwrap_or('`');
+        let inner = chars.as_str();
+        let Some((value, after)) = inner.split_once(q) else {
+            rest = from;
+            break;
+        };
+        out.push(q);
+        out.push_str(cut(value, MAX_QUOTED));
+        if value.len() > MAX_QUOTED {
+            out.push_str(&format!("... ({} bytes)", value.len()));
+        }
+        out.push(q);
+        rest = after;
+    }
+    // What is left: unquoted, or an unclosed quote.
+    let room = (4 * MAX_QUOTED).saturating_sub(out.len()).max(MAX_QUOTED);
+    out.push_str(cut(rest, room));
+    if rest.len() > room {
+        out.push_str(&format!("... ({} bytes)", rest.len()));
+    }
+    out
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or_default()
+}
+
 fn position(src: &str, offset: usize) -> (usize, usize) {
     let before = src.get(..offset).unwrap_or(src);
     let line = before.matches('\n').count() + 1;
@@ -535,7 +604,7 @@ impl Collector<'_> {
         self.errors.push(ConfigError {
             line,
             column,
-            message: message.into(),
+            message: clip_quoted(&message.into()),
         });
     }
 
@@ -674,11 +743,8 @@ impl Collector<'_> {
                             p.get_ref()
                         ),
                     );
-                } else if v.contains(['?', '#', ' ']) {
-                    self.at(
-                        p,
-                        format!("inspector.path: `{}` is not a plain path", p.get_ref()),
-                    );
+                } else if let Some(why) = unreachable_path(&v) {
+                    self.at(p, format!("inspector.path: `{}` {why}", p.get_ref()));
                 }
                 v
             }
@@ -714,12 +780,31 @@ impl Collector<'_> {
             }
             Some(v) => *v.get_ref(),
         };
+        let allowed_hosts = raw
+            .allowed_hosts
+            .iter()
+            .filter_map(|h| {
+                let name = h.get_ref().trim();
+                // A name as `Host` gives it, without a port: `gw.internal`.
+                let ok = !name.is_empty()
+                    && !name.contains([':', '@', '/', '*'])
+                    && name.parse::<http::uri::Authority>().is_ok();
+                if !ok {
+                    self.at(
+                        h,
+                        format!("inspector.allowed_hosts: `{name}` is not a host name (no port, no wildcard)"),
+                    );
+                }
+                ok.then(|| name.to_ascii_lowercase())
+            })
+            .collect();
         Inspector {
             path,
             auth,
             max_runs,
             max_run_bytes,
             sample,
+            allowed_hosts,
         }
     }
 
@@ -974,7 +1059,7 @@ impl Config {
             vec![ConfigError {
                 line,
                 column,
-                message: e.message().to_string(),
+                message: clip_quoted(e.message()),
             }]
         })?;
         let mut c = Collector {
@@ -1078,6 +1163,26 @@ impl Config {
                 LogFormat::Text
             }
         };
+        let trusted_proxies = raw
+            .server
+            .trusted_proxies
+            .iter()
+            .filter_map(|p| {
+                let v = p.get_ref().trim();
+                // A bare address is a network of one.
+                let net = v
+                    .parse::<ipnet::IpNet>()
+                    .ok()
+                    .or_else(|| v.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from));
+                if net.is_none() {
+                    c.at(
+                        p,
+                        format!("server.trusted_proxies: `{v}` is not an address or a network like 10.0.0.0/8"),
+                    );
+                }
+                net
+            })
+            .collect();
         let demo_agent = raw.demo_agent.as_ref().and_then(|d| {
             let listen = c.addr(&d.listen, "demo_agent.listen");
             let protocol = c.dialect(&d.protocol, "demo_agent.protocol");
@@ -1101,6 +1206,8 @@ impl Config {
                     &r.path,
                     format!("routes.path: `{path}` must start with `/`"),
                 );
+            } else if let Some(why) = unreachable_path(path) {
+                c.at(&r.path, format!("routes.path: `{path}` {why}"));
             } else if seen_paths.contains(&path.as_str()) {
                 c.at(
                     &r.path,
@@ -1395,6 +1502,7 @@ impl Config {
             max_connections: raw.server.max_connections.unwrap_or(10_000).max(1),
             shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms.unwrap_or(30_000)),
             log_format,
+            trusted_proxies,
             store,
             demo_agent,
             inspector,

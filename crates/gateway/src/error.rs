@@ -71,6 +71,18 @@ impl GatewayError {
         }
     }
 
+    /// A store request failed: 503 `store_unavailable` when the store did
+    /// not answer (worth a retry), else 500. The detail may name the store's
+    /// host: the caller logs it, the client never sees it.
+    pub fn store(e: &babelgate_store::StoreError) -> Self {
+        let mut g = GatewayError::internal("the store failed");
+        if e.is_unavailable() {
+            g.status = StatusCode::SERVICE_UNAVAILABLE;
+            g.code = "store_unavailable";
+        }
+        g
+    }
+
     pub fn into_response(self) -> Response<Body> {
         let mut error = json!({
             "type": self.fault.as_str(),

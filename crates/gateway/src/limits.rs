@@ -8,22 +8,21 @@
 //! reaches the service (its body is not even read).
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use babelgate_store::Limiter;
-use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
-use sha2::{Digest, Sha256};
+use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use crate::access::Caller;
 use crate::config::{RateLimit, Route};
 use crate::conn::peer_of;
 use crate::error::{Body, GatewayError};
+use crate::host::ClientAddr;
 use crate::metrics::Metrics;
 
 /// How long a concurrent-stream lease lasts without renewal: a dead
@@ -31,29 +30,15 @@ use crate::metrics::Metrics;
 const LEASE: Duration = Duration::from_secs(30);
 const RENEW_EVERY: Duration = Duration::from_secs(10);
 
-/// Who an unauthenticated request counts against: its bearer credential (a
-/// digest of it, never the token) when it sends one, else its address. On a
-/// route with auth, [`Limits::admit`] uses the caller's owner instead.
-pub fn caller_key(headers: &HeaderMap, peer: SocketAddr) -> String {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        })
-        .filter(|t| !t.is_empty());
-    match bearer {
-        Some(token) => {
-            let digest = Sha256::digest(token.as_bytes());
-            let mut key = String::with_capacity(4 + 32);
-            key.push_str("key:");
-            for b in digest.iter().take(16) {
-                let _ = write!(key, "{b:02x}");
-            }
-            key
-        }
-        None => format!("ip:{}", peer.ip()),
+/// Who a request counts against: the owner of its verified credential, or
+/// on a route without auth its client address ([`crate::host::client_addr`]).
+/// A bearer token nobody verified is not a caller: one invented per request
+/// would otherwise never be limited.
+pub fn caller_key(caller: &Caller, client: IpAddr) -> String {
+    if caller.is_anonymous() {
+        format!("ip:{client}")
+    } else {
+        caller.owner.clone()
     }
 }
 
@@ -82,21 +67,14 @@ impl Limits {
         &self,
         policy: &Policy,
         caller: &Caller,
-        headers: &HeaderMap,
-        peer: SocketAddr,
+        client: IpAddr,
     ) -> Result<Admitted, Refused> {
         let slot = self.route_slot(policy)?;
         let Some(rl) = &policy.rate_limit else {
             return Ok(Admitted { slot, lease: None });
         };
-        // An authenticated caller is its credential's owner (all tokens of
-        // one JWT subject share its limits); otherwise a bearer digest or
-        // the address.
-        let caller = if caller.is_anonymous() {
-            caller_key(headers, peer)
-        } else {
-            caller.owner.clone()
-        };
+        // All tokens of one JWT subject share its limits.
+        let caller = caller_key(caller, client);
         let key = format!("{}|{caller}", policy.path);
         if let Some(per_s) = rl.requests_per_s {
             match self.limiter.take(&key, per_s, rl.burst).await {
@@ -212,7 +190,7 @@ impl Policy {
 /// `rate_limited` / `too_many_streams`), all with `retry-after`.
 ///
 /// The caller is the request's [`Caller`] extension (set by auth), else its
-/// bearer digest or its [`PeerAddr`]. The inner service's response carries
+/// [`ClientAddr`] (or [`crate::conn::PeerAddr`]). The inner service's response carries
 /// the stream's slots until its body is dropped.
 #[derive(Clone)]
 pub struct StreamLimitLayer {
@@ -277,8 +255,11 @@ where
                 .get::<Caller>()
                 .cloned()
                 .unwrap_or_default();
-            let peer = peer_of(&req);
-            match limits.admit(&policy, &caller, req.headers(), peer).await {
+            let client = req
+                .extensions()
+                .get::<ClientAddr>()
+                .map_or_else(|| peer_of(&req).ip(), |c| c.0);
+            match limits.admit(&policy, &caller, client).await {
                 Err(Refused(resp)) => Ok(*resp),
                 Ok(admitted) => inner.call(req).await.map(|r| admitted.attach(r)),
             }
@@ -373,26 +354,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_caller_is_a_digest_of_the_bearer_else_the_address() {
-        let peer: SocketAddr = "10.1.2.3:4567".parse().unwrap();
-        let mut h = HeaderMap::new();
-        assert_eq!(caller_key(&h, peer), "ip:10.1.2.3");
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer s3cret-token"),
-        );
-        let k = caller_key(&h, peer);
-        assert!(k.starts_with("key:") && k.len() == 36, "{k}");
-        assert!(!k.contains("s3cret"), "never the token itself");
-        let other: SocketAddr = "10.9.9.9:1".parse().unwrap();
-        assert_eq!(caller_key(&h, other), k, "the same key from anywhere");
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("bearer s3cret-token2"),
-        );
-        assert_ne!(caller_key(&h, peer), k);
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert_eq!(caller_key(&h, peer), "ip:10.1.2.3");
+    fn the_caller_is_its_verified_owner_else_its_address() {
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(caller_key(&Caller::anonymous(), ip), "ip:10.1.2.3");
+        let owner = Caller {
+            owner: "key:abc".into(),
+        };
+        assert_eq!(caller_key(&owner, ip), "key:abc");
+        assert_eq!(caller_key(&owner, "10.9.9.9".parse().unwrap()), "key:abc");
     }
 
     fn layer(policy: Policy) -> StreamLimitLayer {

@@ -97,20 +97,14 @@ fn pick_subprotocol(headers: &HeaderMap) -> Result<Option<&'static str>, Gateway
 /// run a route that its `fetch` could not. So a browser's upgrade (it sends
 /// `Origin`) must come from the gateway's own origin or from one the
 /// route's `[routes.cors]` allows. Non-browser clients send no `Origin`.
-fn origin_allowed(route: &Route, h: &HeaderMap) -> bool {
-    let Some(origin) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return true;
-    };
-    let same = match (origin.split_once("://"), h.get(header::HOST)) {
-        (Some((_, authority)), Some(host)) => host
-            .to_str()
-            .is_ok_and(|host| host.eq_ignore_ascii_case(authority)),
-        _ => false,
-    };
-    same || route
-        .cors
-        .as_ref()
-        .is_some_and(|c| crate::access::allowed_origin(c, h).is_some())
+///
+/// "Own origin" must be believable: see [`crate::access::Origin::Rebound`].
+fn origin_allowed<B>(route: &Route, req: &Request<B>) -> bool {
+    use crate::access::Origin;
+    matches!(
+        crate::access::origin(route, req),
+        Origin::Absent | Origin::Own | Origin::Allowed
+    )
 }
 
 /// Limits of one client session, from its route.
@@ -146,7 +140,7 @@ pub(crate) fn accept<B>(
             "a WebSocket upgrade needs Sec-WebSocket-Key",
         ));
     };
-    if !origin_allowed(route, h) {
+    if !origin_allowed(route, req) {
         return Err(GatewayError::client(
             StatusCode::FORBIDDEN,
             "origin_not_allowed",

@@ -122,3 +122,63 @@ fn check_reports_a_route_without_resume_that_keeps_its_runs_at_its_line() {
     assert!(out.contains("ok"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `check` on `text`, written to a file of its own: (exit code, stderr).
+fn check_text(name: &str, text: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("babelgate-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.toml");
+    std::fs::write(&file, text).unwrap();
+    let (code, _, err) = babelgate(&["check", "--config", file.to_str().unwrap()], b"");
+    std::fs::remove_dir_all(&dir).unwrap();
+    (code, err)
+}
+
+#[test]
+fn check_refuses_a_route_path_no_request_can_name_at_its_line() {
+    for path in ["/a/../b", "/a/./b", "/..", "/a?x=1"] {
+        let (code, err) = check_text(
+            "check-dots",
+            &format!("[[routes]]\npath = \"{path}\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n"),
+        );
+        assert_eq!(code, 1, "{path}: {err}");
+        assert!(
+            err.contains("gateway.toml:2:8: routes.path"),
+            "{path}: {err}"
+        );
+    }
+    let (code, err) = check_text(
+        "check-dots-inspector",
+        "[inspector]\npath = \"/x/../inspect\"\n",
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("gateway.toml:2:8: inspector.path"), "{err}");
+}
+
+#[test]
+fn check_quotes_at_most_a_few_hundred_bytes_of_a_huge_value() {
+    let huge = "x".repeat(10 << 20);
+    for (what, text) in [
+        // Refused by the compiler (a route path without `/`) ...
+        (
+            "path",
+            format!("[[routes]]\npath = \"{huge}\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n"),
+        ),
+        // ... by a dialect name ...
+        (
+            "client",
+            format!("[[routes]]\npath = \"/a\"\nclient = \"{huge}\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n"),
+        ),
+        // ... and by the TOML reader (a string where a number goes).
+        (
+            "type",
+            format!("[server]\nmax_connections = \"{huge}\"\n"),
+        ),
+        ("key", format!("[server]\n{huge} = 1\n")),
+    ] {
+        let (code, err) = check_text("check-huge", &text);
+        assert_eq!(code, 1, "{what}");
+        assert!(err.contains("gateway.toml:"), "{what}: located: {}", &err[..err.len().min(500)]);
+        assert!(err.len() < 2048, "{what}: {} bytes of output", err.len());
+    }
+}

@@ -291,6 +291,7 @@ async fn only_loopback_clients_unless_auth_is_set() {
     let routes = route("/chat", Dialect::AgUi, agent, Dialect::AgUi, "");
     let get = |path: &str| {
         http::Request::get(path)
+            .header("host", "127.0.0.1:8080")
             .body(http_body_util::Full::new(Bytes::new()))
             .unwrap()
     };

@@ -335,3 +335,16 @@ async fn a_reload_that_raises_max_connections_grows_the_descriptor_table() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_refused_reload_logs_a_few_hundred_bytes_of_a_huge_value() {
+    let s = Server::start("reload-huge", "", &route("/a"), 0, false).await;
+    let before = s.log().len();
+    let huge = "y".repeat(10 << 20);
+    // A route path without its `/`: the message quotes the path.
+    s.write_config("", &route(&huge), 0);
+    s.wait_log("reload refused").await;
+    let logged = s.log().len() - before;
+    assert!(logged < 4096, "{logged} bytes logged for the refusal");
+    assert_eq!(s.status_of("/a").await, 200, "the old routes stay");
+}

@@ -193,7 +193,7 @@ impl Inspector {
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "inspector: the shared board does not answer");
-                    return Err(GatewayError::internal("the shared store does not answer"));
+                    return Err(GatewayError::store(&e));
                 }
             }
         }
@@ -210,24 +210,22 @@ impl Inspector {
         method: &Method,
         path: &str,
         headers: &http::HeaderMap,
+        authority: Option<&str>,
         peer: SocketAddr,
     ) -> Result<Response<Body>, GatewayError> {
         match &self.cfg.auth {
             Some(auth) => {
                 access::authorize_with(Some(auth), headers).await?;
             }
-            None => {
-                let ip = peer.ip();
-                let loopback = ip.is_loopback()
-                    || matches!(ip, std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
-                if !loopback {
-                    return Err(GatewayError::client(
-                        StatusCode::FORBIDDEN,
-                        "inspector_forbidden",
-                        "the inspector answers loopback clients only (set `[inspector.auth]` to open it to others)",
-                    ));
-                }
-            }
+            // Trusted for being on this machine: the peer and the name it
+            // asked for (a rebound page asks for its own).
+            None => crate::host::loopback_only(
+                peer,
+                headers,
+                authority,
+                &self.cfg.allowed_hosts,
+                "without `[inspector.auth]` the inspector",
+            )?,
         }
         if method != Method::GET && method != Method::HEAD {
             return Err(GatewayError::client(

@@ -217,7 +217,7 @@ impl Gateway {
             let fut: std::pin::Pin<
                 Box<dyn std::future::Future<Output = Result<Response<Body>, Infallible>> + Send>,
             > = Box::pin(async move {
-                let resp = gw.handle(req, peer).await;
+                let resp = gw.answer(req, peer).await;
                 Ok::<_, Infallible>(resp.map(|b| conn::guarded(b, active)))
             });
             fut
@@ -253,6 +253,26 @@ impl Gateway {
         }
     }
 
+    /// Answers a request read off the wire, by hyper or by [`lean`]: the
+    /// HTTP/1 `Host` rules hyper does not apply (RFC 9112 section 3.2: 400
+    /// and the connection closed), then the gateway.
+    async fn answer<B>(self: &Arc<Self>, req: Request<B>, peer: SocketAddr) -> Response<Body>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<super::BoxError>,
+    {
+        if let Err(e) = crate::host::check_http1(&req) {
+            tracing::debug!(%peer, error = %e.message, "request refused before routing");
+            let mut resp = e.into_response();
+            resp.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return resp;
+        }
+        self.handle(req, peer).await
+    }
+
     /// Answers a request taken by [`lean`], as the service given to hyper
     /// below answers one.
     async fn serve_lean<I>(
@@ -272,7 +292,7 @@ impl Gateway {
         request.extensions_mut().insert(slot.clone());
         // Boxed, as for hyper below: the request's future is large and
         // done once the head is out, the response streams for long.
-        let response = Box::pin(self.handle(request, peer)).await;
+        let response = Box::pin(self.answer(request, peer)).await;
         let response = response.map(|b| conn::guarded(b, active));
         lean::respond(io, response, close).await
     }

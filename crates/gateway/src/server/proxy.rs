@@ -62,6 +62,9 @@ impl Gateway {
         let req_headers = req.headers().clone();
         let request_id = access::request_id(&req_headers, &mut IdGen::default());
         let routes = self.routes.load_full();
+        // Who the request counts as, decided once (limits read it).
+        let client = crate::host::client_addr(peer, &req_headers, &routes.config.trusted_proxies);
+        req.extensions_mut().insert(crate::host::ClientAddr(client));
         let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
         let http1 = req.version() < http::Version::HTTP_2;
         // A session's upgrade, or a request that came in one.
@@ -160,8 +163,15 @@ impl Gateway {
         }
         if let Some(ins) = self.inspector.as_ref().filter(|i| i.owns(&path)) {
             let peer = conn::peer_of(&req);
+            let authority = crate::host::authority(&req);
             return ins
-                .serve(req.method(), &path, req.headers(), peer)
+                .serve(
+                    req.method(),
+                    &path,
+                    req.headers(),
+                    authority.as_deref(),
+                    peer,
+                )
                 .await
                 .map(|r| (None, r))
                 .map_err(|e| (None, e));
@@ -210,6 +220,9 @@ impl Gateway {
                 Ok(c) => c,
                 Err(e) => return Err((rp, e)),
             };
+            if let Err(e) = access::refuse_rebound(route, &req) {
+                return Err((rp, e));
+            }
             req.extensions_mut().insert(caller.clone());
             // The limits, then the body, then the upstream: each a layer.
             let proxy = {
@@ -276,6 +289,9 @@ impl Gateway {
                 Ok(c) => c,
                 Err(e) => return Err((rp, e)),
             };
+            if let Err(e) = access::refuse_rebound(route, &req) {
+                return Err((rp, e));
+            }
             if !route.resume {
                 // Nothing of this route's runs is kept: say so rather than
                 // answer as if no run were there (204, 404 no_active_run).
@@ -913,12 +929,7 @@ fn sub_route<'a, 'p>(config: &'a Config, path: &'p str) -> Option<(&'a Route, &'
 fn store_error(e: StoreError) -> GatewayError {
     // The detail may name the store's host: for the log only.
     tracing::warn!(error = %e, "store request failed");
-    let mut g = GatewayError::internal("the store failed");
-    if e.is_unavailable() {
-        g.status = StatusCode::SERVICE_UNAVAILABLE;
-        g.code = "store_unavailable";
-    }
-    g
+    GatewayError::store(&e)
 }
 
 /// 404 `resume_disabled`: `{path}/{id}/stream` or `/stop` on a route with
