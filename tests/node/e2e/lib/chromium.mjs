@@ -11,13 +11,14 @@ const CHROMIUM_ARGS = [
   '--disable-sync', '--no-first-run', '--disable-quic',
 ];
 
-/** A headless Chromium, or an error that says what is missing. */
-export async function launchChromium() {
+/** A headless Chromium (with `extraArgs` besides the usual flags), or an
+ *  error that says what is missing. */
+export async function launchChromium(extraArgs = []) {
   if (!fs.existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} is missing: install Debian's chromium (tests/run.sh does, through APT_PACKAGES)`);
   }
   try {
-    return await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+    return await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...extraArgs], timeout: 60_000 });
   } catch (e) {
     throw new Error(`headless Chromium (${CHROMIUM}) could not be launched: ${e.message}`);
   }
