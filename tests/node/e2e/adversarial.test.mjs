@@ -584,6 +584,17 @@ describe('limits: 503/429 with retry-after', () => {
       }
     });
 
+    test('a bearer token on a route without auth names no caller: one invented per request is still limited', T, async () => {
+      const rs = await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          exchange(`invented #${i + 1}`, `${s.rate.base}/rate`, { headers: bearer(`invented-${i}-${Date.now()}`), body: runBody('ag-ui', `t-invented-${i}`) }),
+        ),
+      );
+      const limited = rs.filter((r) => r.status === 429);
+      assert.ok(limited.length >= 1, `six requests at once, six tokens, burst 2: statuses ${rs.map((r) => r.status)}`);
+      for (const r of limited) assert.equal(jsonError(r, 429).code, 'rate_limited');
+    });
+
     test('concurrent_streams per key: 429 too_many_streams for the same key, another key served', T, async () => {
       const a = await openStream('conc A1', `${s.rate.base}/conc`, { headers: bearer(SECRETS.keyA), body: runBody('ag-ui', 't-conc-1') });
       let b;
