@@ -472,3 +472,34 @@ async fn a_run_lookup_while_redis_is_frozen_is_503_store_unavailable() {
     assert_eq!(v["error"]["code"], "store_unavailable", "{v}");
     frozen.store(false, Ordering::Relaxed);
 }
+
+// ---- the new keys, checked with their place -------------------------------------
+
+#[test]
+fn trusted_proxies_and_allowed_hosts_are_checked_with_their_place() {
+    use babelgate::config::Config;
+    let ok = Config::parse(
+        "[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\", \"192.0.2.7\"]\n[inspector]\nallowed_hosts = [\"gw.internal\"]\n",
+    )
+    .unwrap();
+    assert_eq!(ok.trusted_proxies.len(), 3);
+    assert_eq!(ok.inspector.unwrap().allowed_hosts, vec!["gw.internal"]);
+    let errors = Config::parse(
+        "[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"proxy.example\"]\n[inspector]\nallowed_hosts = [\"gw.internal:8080\", \"*.example\"]\n",
+    )
+    .unwrap_err();
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(text.len(), 3, "{text:?}");
+    assert!(
+        text[0].starts_with("2:34: server.trusted_proxies"),
+        "{text:?}"
+    );
+    assert!(
+        text[1].starts_with("4:18: inspector.allowed_hosts"),
+        "{text:?}"
+    );
+    assert!(
+        text[2].starts_with("4:38: inspector.allowed_hosts"),
+        "{text:?}"
+    );
+}
