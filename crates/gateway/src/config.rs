@@ -441,8 +441,8 @@ pub enum UpstreamTransport {
     Auto,
 }
 
-/// Per-caller limits of a route: the caller is its bearer credential, or
-/// its address when it sends none.
+/// Per-caller limits of a route: the caller is its verified credential's
+/// owner, or on a route without auth its address (see `limits::caller_key`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimit {
     /// Requests per second, refilled continuously; `None`: not limited.

@@ -40,8 +40,8 @@ pub struct ReadDeadline(pub Instant);
 pub struct PeerAddr(pub std::net::SocketAddr);
 
 /// The client's address, as the accept loop or the embedding server set it
-/// (unspecified without it: every caller without a bearer then shares one
-/// per-address limit).
+/// (unspecified without it: every caller of a route without auth then
+/// shares one per-address limit).
 pub fn peer_of<B>(req: &http::Request<B>) -> std::net::SocketAddr {
     req.extensions()
         .get::<PeerAddr>()

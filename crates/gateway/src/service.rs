@@ -26,7 +26,7 @@ pub struct GatewayService(Arc<Gateway>);
 impl Gateway {
     /// This gateway as a `tower::Service`. The client address used for
     /// per-address rate limits is the request's [`crate::conn::PeerAddr`] extension
-    /// (unspecified without it: every caller without a bearer then shares
+    /// (unspecified without it: every caller of a route without auth then shares
     /// one limit).
     pub fn into_service(self: Arc<Self>) -> GatewayService {
         GatewayService(self)
