@@ -16,6 +16,10 @@ use toml::Spanned;
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// `client_stall_timeout_ms` of a route that does not set it; also the
+/// deadline of answers that are not a route's (health, errors, inspector).
+pub const DEFAULT_CLIENT_STALL_TIMEOUT_MS: u64 = 30_000;
+
 // ---- raw, as written ------------------------------------------------------
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +146,7 @@ struct RawRoute {
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
+    client_stall_timeout_ms: Option<u64>,
     response_timeout_ms: Option<u64>,
     max_streams: Option<usize>,
     rate_limit: Option<RawRateLimit>,
@@ -404,6 +409,10 @@ pub struct Route {
     /// An SSE comment is sent after this long without output, so that load
     /// balancers keep the stream open. `None` turns it off (`heartbeat_ms = 0`).
     pub heartbeat: Option<Duration>,
+    /// A client that accepts no bytes for this long while output waits has
+    /// left (`client_stall_timeout_ms`); `None`: waited for as long as its
+    /// connection lives (`0`).
+    pub client_stall_timeout: Option<Duration>,
     /// The upstream's response head must arrive within this long (504).
     pub response_timeout: Duration,
     /// Concurrent client streams on the route; 0: unlimited.
@@ -1342,6 +1351,13 @@ impl Config {
                     connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
                     idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
                     heartbeat: match r.heartbeat_ms.unwrap_or(15_000) {
+                        0 => None,
+                        ms => Some(Duration::from_millis(ms)),
+                    },
+                    client_stall_timeout: match r
+                        .client_stall_timeout_ms
+                        .unwrap_or(DEFAULT_CLIENT_STALL_TIMEOUT_MS)
+                    {
                         0 => None,
                         ms => Some(Duration::from_millis(ms)),
                     },
