@@ -1604,6 +1604,24 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
     }
 
     #[test]
+    fn client_stall_timeout_is_30_s_unless_set_and_0_turns_it_off() {
+        let c = Config::parse(ISSUE_EXAMPLE).unwrap();
+        let r = c.route("/api/chat").unwrap();
+        assert_eq!(r.client_stall_timeout, Some(Duration::from_secs(30)));
+        let with = |v: &str| {
+            let src = format!("{ISSUE_EXAMPLE}client_stall_timeout_ms = {v}\n");
+            Config::parse(&src)
+                .unwrap()
+                .route("/api/chat")
+                .unwrap()
+                .client_stall_timeout
+        };
+        assert_eq!(with("300"), Some(Duration::from_millis(300)));
+        assert_eq!(with("0"), None);
+        assert!(Config::parse(&format!("{ISSUE_EXAMPLE}client_stall_timeout_ms = -1\n")).is_err());
+    }
+
+    #[test]
     fn unknown_keys_are_rejected_with_their_position() {
         let errs = Config::parse("[server]\nlisten = \"127.0.0.1:1\"\nlistn = 3\n").unwrap_err();
         assert_eq!(errs.len(), 1);

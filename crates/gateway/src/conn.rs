@@ -804,6 +804,83 @@ mod tests {
         );
     }
 
+    /// A socket whose writes find it full until `open`.
+    struct Blocked {
+        open: bool,
+    }
+
+    impl AsyncWrite for Blocked {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            match self.open {
+                true => Poll::Ready(Ok(b.len())),
+                false => Poll::Pending,
+            }
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn blocked(stall_ms: u64) -> (Watched<Blocked>, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::default());
+        let s = ConnState::new(
+            Timeouts {
+                read: Duration::from_secs(10),
+                keepalive: Duration::from_secs(60),
+            },
+            metrics.clone(),
+        );
+        s.stall_ms.store(stall_ms, Ordering::Relaxed);
+        (Watched::new(Blocked { open: false }, s), metrics)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_makes_no_progress_for_the_deadline_fails_for_good() {
+        use tokio::io::AsyncWriteExt;
+        let (mut io, metrics) = blocked(300);
+        let t0 = Instant::now();
+        let early = tokio::time::timeout(Duration::from_millis(299), io.write(b"x")).await;
+        assert!(early.is_err(), "still waiting before the deadline");
+        let e = io.write(b"x").await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(
+            t0.elapsed(),
+            Duration::from_millis(300),
+            "from the first blocked write"
+        );
+        io.io.open = true;
+        assert!(io.write(b"x").await.is_err(), "given up on for good");
+        assert!(metrics
+            .render()
+            .contains("babelgate_client_stalls_total{reason=\"socket\"} 1"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_restarts_the_deadline_and_none_means_no_deadline() {
+        use tokio::io::AsyncWriteExt;
+        let (mut io, _) = blocked(300);
+        let slow = tokio::time::timeout(Duration::from_millis(200), io.write(b"x")).await;
+        assert!(slow.is_err());
+        io.io.open = true;
+        assert_eq!(io.write(b"xy").await.unwrap(), 2);
+        io.io.open = false;
+        let t1 = Instant::now();
+        assert!(io.write(b"x").await.is_err());
+        assert_eq!(t1.elapsed(), Duration::from_millis(300));
+
+        let (mut io, metrics) = blocked(STALL_OFF);
+        let w = tokio::time::timeout(Duration::from_secs(3600), io.write(b"x")).await;
+        assert!(w.is_err(), "waits as long as the connection lives");
+        assert!(!metrics.render().contains("client_stalls_total{"));
+    }
+
     #[test]
     fn the_timeout_answer_is_well_formed() {
         let text = std::str::from_utf8(TIMEOUT_ANSWER).unwrap();

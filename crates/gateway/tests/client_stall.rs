@@ -234,6 +234,40 @@ async fn a_kept_run_goes_on_without_a_client_that_stopped_reading() {
 }
 
 #[tokio::test]
+async fn with_the_deadline_off_a_client_that_stops_reading_is_waited_for() {
+    let (up, seen) = upstream(None).await;
+    let (addr, gw) = gateway(&format!(
+        "[[routes]]\npath = \"/r\"\nclient = \"ag-ui\"\nupstream = \"http://{up}/agent\"\nupstream_protocol = \"ag-ui\"\nclient_stall_timeout_ms = 0\n"
+    ))
+    .await;
+    let mut c = small_client(addr).await;
+    post_raw(&mut c, "t-off", false).await;
+    // The writes stall (nothing written for a while), then it is still open
+    // well past the deadline the other tests use.
+    let mut last = u64::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = seen.written.load(Ordering::SeqCst);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!seen.closed.load(Ordering::SeqCst));
+    assert!(!gw.metrics().render().contains("client_stalls_total{"));
+    // And it goes on when the client reads again.
+    let mut buf = vec![0u8; 64 * 1024];
+    while seen.written.load(Ordering::SeqCst) == last {
+        let n = tokio::time::timeout(Duration::from_secs(30), c.read(&mut buf))
+            .await
+            .expect("the stream goes on")
+            .unwrap();
+        assert!(n > 0, "the stream ended");
+    }
+}
+
+#[tokio::test]
 async fn a_websocket_client_that_stops_reading_is_given_up_on() {
     let (up, seen) = upstream(None).await;
     let (addr, gw) = stall_gateway(up, "").await;
@@ -335,7 +369,7 @@ async fn a_websocket_upstream_that_reads_no_request_is_a_504_in_time() {
         messages: vec![babelgate_core::request::Message::text_message(
             "u1",
             babelgate_core::Role::User,
-            &"x".repeat(24 << 20),
+            "x".repeat(24 << 20),
         )],
         ..Default::default()
     };
