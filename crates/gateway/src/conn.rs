@@ -692,14 +692,19 @@ impl http_body::Body for StreamWatch {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
         let s = &self.shared;
         s.waiting.store(false, Ordering::Relaxed);
-        let r = match s.body().as_mut() {
-            Some(b) => Pin::new(b).poll_frame(cx),
-            None => return Poll::Ready(Some(Err(stalled_error()))),
+        let mut body = s.body();
+        let Some(b) = body.as_mut() else {
+            return Poll::Ready(Some(Err(stalled_error())));
         };
+        let r = Pin::new(&mut *b).poll_frame(cx);
+        // A body whose last frame this is (an answer in one piece) needs
+        // no watchdog: there is nothing more to hold for the client.
+        let more = !b.is_end_stream();
+        drop(body);
         if let Poll::Ready(Some(Ok(_))) = &r {
             s.handed.fetch_add(1, Ordering::Relaxed);
             s.waiting.store(true, Ordering::Relaxed);
-            if !self.watched {
+            if !self.watched && more {
                 self.watched = true;
                 let (weak, limit) = (Arc::downgrade(&self.shared), self.shared.limit);
                 tokio::spawn(StreamShared::watchdog(weak, limit));
