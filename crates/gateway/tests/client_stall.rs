@@ -203,6 +203,59 @@ async fn the_same_on_a_connection_served_by_hyper() {
 }
 
 #[tokio::test]
+async fn the_same_over_tls() {
+    use tokio_rustls::rustls;
+    let (up, seen) = upstream(None).await;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.path().join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
+    let toml = format!(
+        "[server]\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n[[routes]]\npath = \"/r\"\nclient = \"ag-ui\"\nupstream = \"http://{up}/agent\"\nupstream_protocol = \"ag-ui\"\nclient_stall_timeout_ms = 300\n"
+    );
+    let config = babelgate::config::Config::parse_with(&toml, dir.path(), &|_| None).unwrap();
+    let acceptor = babelgate::tls::acceptor(config.tls.as_ref().unwrap()).unwrap();
+    let (l, addr) = listener().await;
+    let gw = Arc::new(babelgate::server::Gateway::new(config).unwrap());
+    tokio::spawn(
+        gw.clone()
+            .serve_until(l, Some(acceptor), std::future::pending()),
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+        .connect(name, small_client(addr).await)
+        .await
+        .unwrap();
+    let body = agui_hi("t-tls");
+    let mut req = format!(
+        "POST /r HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    tls.write_all(&req).await.unwrap();
+    let mut first = vec![0u8; 1024];
+    let n = tls.read(&mut first).await.unwrap();
+    assert!(first[..n].starts_with(b"HTTP/1.1 200"));
+    eventually("the upstream is cancelled", 30, || {
+        seen.closed.load(Ordering::SeqCst)
+    })
+    .await;
+    assert!(stalls(&gw, "socket"), "{}", gw.metrics().render());
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), tls.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the connection is still open");
+}
+
+#[tokio::test]
 async fn a_kept_run_goes_on_without_a_client_that_stopped_reading() {
     // Enough to fill the buffers between the two, then the run goes on
     // (silently) until the gateway lets go.
