@@ -133,6 +133,15 @@ fn stalls(gw: &babelgate::server::Gateway, reason: &str) -> bool {
     ))
 }
 
+/// The largest a kernel lets a TCP buffer grow to by itself (`tcp_wmem`'s
+/// third field), or `fallback` where that cannot be read.
+fn tcp_buffer_max(which: &str, fallback: u64) -> u64 {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{which}"))
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or(fallback)
+}
+
 /// Sends the AG-UI request for thread `t` on a raw HTTP/1.1 connection:
 /// whole in one write (the lean path takes it) or with a chunked body
 /// (hyper's HTTP/1 server does).
@@ -257,9 +266,12 @@ async fn the_same_over_tls() {
 
 #[tokio::test]
 async fn a_kept_run_goes_on_without_a_client_that_stopped_reading() {
-    // Enough to fill the buffers between the two, then the run goes on
-    // (silently) until the gateway lets go.
-    let (up, seen) = upstream(Some(16 << 20)).await;
+    // Enough to fill what lies between the gateway and the client (the
+    // gateway's send buffer may grow to the sysctl's maximum; the client's
+    // receive buffer is pinned small), then the run goes on (silently)
+    // until the gateway lets go.
+    let send_max = tcp_buffer_max("tcp_wmem", 4 << 20);
+    let (up, seen) = upstream(Some((4 * send_max).max(16 << 20))).await;
     let (addr, gw) = stall_gateway(up, "on_disconnect = \"keep\"\n").await;
     let mut c = small_client(addr).await;
     post_raw(&mut c, "t-keep", false).await;
