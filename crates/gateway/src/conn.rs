@@ -665,7 +665,13 @@ impl StreamShared {
             }
             quiet += tick;
             if quiet >= limit {
-                let body = s.body().take();
+                let mut held = s.body();
+                // Polled meanwhile (the lock waited for it): not stalled.
+                if !s.waiting.load(Ordering::Relaxed) || s.handed.load(Ordering::Relaxed) != last {
+                    continue;
+                }
+                let body = held.take();
+                drop(held);
                 if body.is_some() {
                     s.metrics.client_stalled("flow_control");
                     tracing::info!(
