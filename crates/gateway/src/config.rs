@@ -16,6 +16,10 @@ use toml::Spanned;
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// `client_stall_timeout_ms` of a route that does not set it; also the
+/// deadline of answers that are not a route's (health, errors, inspector).
+pub const DEFAULT_CLIENT_STALL_TIMEOUT_MS: u64 = 30_000;
+
 // ---- raw, as written ------------------------------------------------------
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +150,7 @@ struct RawRoute {
     connect_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
+    client_stall_timeout_ms: Option<u64>,
     response_timeout_ms: Option<u64>,
     max_streams: Option<usize>,
     rate_limit: Option<RawRateLimit>,
@@ -414,6 +419,10 @@ pub struct Route {
     /// An SSE comment is sent after this long without output, so that load
     /// balancers keep the stream open. `None` turns it off (`heartbeat_ms = 0`).
     pub heartbeat: Option<Duration>,
+    /// A client that accepts no bytes for this long while output waits has
+    /// left (`client_stall_timeout_ms`); `None`: waited for as long as its
+    /// connection lives (`0`).
+    pub client_stall_timeout: Option<Duration>,
     /// The upstream's response head must arrive within this long (504).
     pub response_timeout: Duration,
     /// Concurrent client streams on the route; 0: unlimited.
@@ -1452,6 +1461,13 @@ impl Config {
                         0 => None,
                         ms => Some(Duration::from_millis(ms)),
                     },
+                    client_stall_timeout: match r
+                        .client_stall_timeout_ms
+                        .unwrap_or(DEFAULT_CLIENT_STALL_TIMEOUT_MS)
+                    {
+                        0 => None,
+                        ms => Some(Duration::from_millis(ms)),
+                    },
                     response_timeout: Duration::from_millis(
                         r.response_timeout_ms.unwrap_or(60_000).max(1),
                     ),
@@ -1693,6 +1709,24 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
         );
         let bad = src.replace("requests_per_s = 1.5", "requests_per_s = -1.0");
         assert!(Config::parse(&bad).is_err());
+    }
+
+    #[test]
+    fn client_stall_timeout_is_30_s_unless_set_and_0_turns_it_off() {
+        let c = Config::parse(ISSUE_EXAMPLE).unwrap();
+        let r = c.route("/api/chat").unwrap();
+        assert_eq!(r.client_stall_timeout, Some(Duration::from_secs(30)));
+        let with = |v: &str| {
+            let src = format!("{ISSUE_EXAMPLE}client_stall_timeout_ms = {v}\n");
+            Config::parse(&src)
+                .unwrap()
+                .route("/api/chat")
+                .unwrap()
+                .client_stall_timeout
+        };
+        assert_eq!(with("300"), Some(Duration::from_millis(300)));
+        assert_eq!(with("0"), None);
+        assert!(Config::parse(&format!("{ISSUE_EXAMPLE}client_stall_timeout_ms = -1\n")).is_err());
     }
 
     #[test]

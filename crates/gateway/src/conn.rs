@@ -13,10 +13,18 @@
 //! watchdog asks [`Watched`] to write a 408 `request_timeout` on the socket
 //! and then end the read side, so hyper (which owns the socket and answers
 //! an incomplete head with nothing) sees the end of its input.
+//!
+//! A client that stops reading is given up on here too, as one that left:
+//! every write to the connection goes through [`Watched`], and a write that
+//! makes no progress for the route's `client_stall_timeout_ms` fails, which
+//! ends the connection (hyper's, the lean path's or a WebSocket's) and drops
+//! the response body: the stream then ends as on a disconnect. An HTTP/2
+//! stream whose flow-control window stays closed blocks no socket write, so
+//! each such response is watched on its own ([`respond`]).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -29,6 +37,22 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Body;
+use crate::metrics::Metrics;
+
+/// A response's client stall deadline (a response extension, set for the
+/// responses of a route: its `client_stall_timeout_ms`, `None` when off).
+/// Responses without one get [`crate::config::DEFAULT_CLIENT_STALL_TIMEOUT_MS`].
+#[derive(Debug, Clone, Copy)]
+pub struct ClientStall(pub Option<Duration>);
+
+/// The stall deadline kept as milliseconds; this value means none.
+const STALL_OFF: u64 = u64::MAX;
+
+fn stall_ms(limit: Option<Duration>) -> u64 {
+    limit.map_or(STALL_OFF, |d| {
+        u64::try_from(d.as_millis()).unwrap_or(STALL_OFF).max(1)
+    })
+}
 
 /// When the body of a request must have arrived whole (a request extension).
 #[derive(Debug, Clone, Copy)]
@@ -89,10 +113,25 @@ pub(crate) struct ConnState {
     answer_timeout: AtomicBool,
     /// The task reading the socket, woken to write that answer.
     reader: AtomicWaker,
+    /// How long a write may make no progress (ms; [`STALL_OFF`]: forever):
+    /// the deadline of the response being written (see [`respond`]).
+    stall_ms: AtomicU64,
+    /// An HTTP/2 response has set `stall_ms` (later ones only lengthen it).
+    h2_stall_set: AtomicBool,
+    metrics: MetricsRef,
+}
+
+/// The gateway's metrics, as a connection keeps them (shown as nothing).
+struct MetricsRef(Arc<Metrics>);
+
+impl std::fmt::Debug for MetricsRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
 }
 
 impl ConnState {
-    pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
+    pub fn new(timeouts: Timeouts, metrics: Arc<Metrics>) -> Arc<ConnState> {
         let now = Instant::now();
         Arc::new(ConnState {
             inner: Mutex::new(Inner {
@@ -109,7 +148,18 @@ impl ConnState {
             timeouts,
             answer_timeout: AtomicBool::new(false),
             reader: AtomicWaker::new(),
+            stall_ms: AtomicU64::new(crate::config::DEFAULT_CLIENT_STALL_TIMEOUT_MS),
+            h2_stall_set: AtomicBool::new(false),
+            metrics: MetricsRef(metrics),
         })
+    }
+
+    /// How long a write may make no progress, if there is a limit.
+    fn stall_limit(&self) -> Option<Duration> {
+        match self.stall_ms.load(Ordering::Relaxed) {
+            STALL_OFF => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -217,6 +267,13 @@ pub(crate) struct Watched<T> {
     state: Arc<ConnState>,
     /// How much of [`TIMEOUT_ANSWER`] is written.
     answered: usize,
+    /// Armed when a write finds the socket full, until one makes progress;
+    /// made at the first such write and kept (most connections never have
+    /// one, and a timer per write would cost every write).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    blocked: bool,
+    /// The client was given up on: every later write fails too.
+    stalled: bool,
 }
 
 impl<T> Watched<T> {
@@ -225,8 +282,59 @@ impl<T> Watched<T> {
             io,
             state,
             answered: 0,
+            stall: None,
+            blocked: false,
+            stalled: false,
         }
     }
+
+    /// A write's result, under the stall deadline: the first write that
+    /// finds the socket full arms it, any progress disarms it, and a write
+    /// still blocked when it passes fails (the writer, woken by the timer
+    /// with the same waker, tries again and sees it).
+    fn watch_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        match r {
+            Poll::Pending => {}
+            Poll::Ready(Ok(n)) if n > 0 => {
+                self.blocked = false;
+                return r;
+            }
+            r => return r,
+        }
+        let Some(limit) = self.state.stall_limit() else {
+            self.blocked = false;
+            return Poll::Pending;
+        };
+        let now = Instant::now();
+        let sleep = self
+            .stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(now + limit)));
+        if !self.blocked {
+            self.blocked = true;
+            sleep.as_mut().reset(now + limit);
+        }
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.stalled = true;
+        self.state.metrics.0.client_stalled("socket");
+        tracing::info!(
+            timeout_ms = limit.as_millis() as u64,
+            "the client accepted no bytes in time: its connection is closed as a client that left"
+        );
+        Poll::Ready(Err(stalled_error()))
+    }
+}
+
+fn stalled_error() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the client accepted no bytes within client_stall_timeout_ms",
+    )
 }
 
 /// How an HTTP/2 (prior knowledge) connection starts.
@@ -275,8 +383,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<T> {
     }
 }
 
-/// Writes go straight to the wrapped `io`: the wrappers here only watch or
-/// replay reads.
+/// Writes go straight to the wrapped `io`: [`Prepend`] only replays reads.
 macro_rules! write_through {
     ($wrapper:ident) => {
         impl<T: AsyncWrite + Unpin> AsyncWrite for $wrapper<T> {
@@ -317,7 +424,43 @@ macro_rules! write_through {
     };
 }
 
-write_through!(Watched);
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.stalled {
+            return Poll::Ready(Err(stalled_error()));
+        }
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.watch_write(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.stalled {
+            return Poll::Ready(Err(stalled_error()));
+        }
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.watch_write(cx, r)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
 
 /// What [`sniff`] reads at most: hyper's own first read.
 const SNIFF_READ: usize = 8 * 1024;
@@ -431,6 +574,166 @@ pub(crate) async fn refuse_busy(mut stream: tokio::net::TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
+/// `resp` as the connection sends it: its body holds `active` until it is
+/// dropped, and its route's client stall deadline ([`ClientStall`]) is in
+/// force. On HTTP/1 (and the WebSocket an upgrade makes of it) that is the
+/// deadline of the connection's writes; HTTP/2 streams share the socket, so
+/// its writes get the longest of their deadlines, and each stream's window
+/// is watched on its own ([`StreamWatch`]).
+pub(crate) fn respond(
+    resp: http::Response<Body>,
+    active: ActiveRequest,
+    h2: bool,
+) -> http::Response<Body> {
+    let limit = resp.extensions().get::<ClientStall>().map_or(
+        Some(Duration::from_millis(
+            crate::config::DEFAULT_CLIENT_STALL_TIMEOUT_MS,
+        )),
+        |c| c.0,
+    );
+    let state = active.0.clone();
+    let ms = stall_ms(limit);
+    if h2 && state.h2_stall_set.swap(true, Ordering::Relaxed) {
+        state.stall_ms.fetch_max(ms, Ordering::Relaxed);
+    } else {
+        state.stall_ms.store(ms, Ordering::Relaxed);
+    }
+    let resp = resp.map(|b| guarded(b, active));
+    match limit.filter(|_| h2) {
+        Some(limit) => resp.map(|b| StreamWatch::new(b, limit, state.metrics.0.clone()).boxed()),
+        None => resp,
+    }
+}
+
+/// An HTTP/2 response body under its stream's stall deadline. hyper polls a
+/// body only when the stream may send, so a body handed a frame and not
+/// polled again is waiting on the client's window; a watchdog task (made
+/// at the first frame) gives up on it once that has lasted the deadline:
+/// the body is dropped, as when the client resets the stream (a stream ends
+/// as a client that left), and hyper, if it ever polls again, gets an error
+/// and resets the stream.
+struct StreamWatch {
+    shared: Arc<StreamShared>,
+    watched: bool,
+}
+
+struct StreamShared {
+    /// `None` once given up on.
+    body: Mutex<Option<Body>>,
+    /// A frame was handed over and the body has not been polled since.
+    waiting: AtomicBool,
+    /// Frames handed over (progress, as the watchdog sees it).
+    handed: AtomicU64,
+    limit: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl StreamWatch {
+    fn new(body: Body, limit: Duration, metrics: Arc<Metrics>) -> Self {
+        StreamWatch {
+            shared: Arc::new(StreamShared {
+                body: Mutex::new(Some(body)),
+                waiting: AtomicBool::new(false),
+                handed: AtomicU64::new(0),
+                limit,
+                metrics,
+            }),
+            watched: false,
+        }
+    }
+}
+
+impl StreamShared {
+    fn body(&self) -> std::sync::MutexGuard<'_, Option<Body>> {
+        self.body.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Checks every quarter of the deadline: given up on between one and
+    /// one and a quarter deadlines after the window closed.
+    async fn watchdog(shared: std::sync::Weak<StreamShared>, limit: Duration) {
+        let tick = (limit / 4).max(Duration::from_millis(1));
+        let mut last = u64::MAX;
+        let mut quiet = Duration::ZERO;
+        loop {
+            tokio::time::sleep(tick).await;
+            let Some(s) = shared.upgrade() else { return };
+            let handed = s.handed.load(Ordering::Relaxed);
+            if !s.waiting.load(Ordering::Relaxed) || handed != last {
+                last = handed;
+                quiet = Duration::ZERO;
+                continue;
+            }
+            quiet += tick;
+            if quiet >= limit {
+                let mut held = s.body();
+                // Polled meanwhile (the lock waited for it): not stalled.
+                if !s.waiting.load(Ordering::Relaxed) || s.handed.load(Ordering::Relaxed) != last {
+                    continue;
+                }
+                let body = held.take();
+                drop(held);
+                if body.is_some() {
+                    s.metrics.client_stalled("flow_control");
+                    tracing::info!(
+                        timeout_ms = s.limit.as_millis() as u64,
+                        "the client's HTTP/2 window stayed closed: the stream ends as a client that left"
+                    );
+                }
+                // Dropped outside the lock: a stream's body hands its run
+                // on as on a disconnect.
+                drop(body);
+                return;
+            }
+        }
+    }
+}
+
+impl http_body::Body for StreamWatch {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        let s = &self.shared;
+        s.waiting.store(false, Ordering::Relaxed);
+        let mut body = s.body();
+        let Some(b) = body.as_mut() else {
+            return Poll::Ready(Some(Err(stalled_error())));
+        };
+        let r = Pin::new(&mut *b).poll_frame(cx);
+        // A body whose last frame this is (an answer in one piece) needs
+        // no watchdog: there is nothing more to hold for the client.
+        let more = !b.is_end_stream();
+        drop(body);
+        if let Poll::Ready(Some(Ok(_))) = &r {
+            s.handed.fetch_add(1, Ordering::Relaxed);
+            s.waiting.store(true, Ordering::Relaxed);
+            if !self.watched && more {
+                self.watched = true;
+                let (weak, limit) = (Arc::downgrade(&self.shared), self.shared.limit);
+                tokio::spawn(StreamShared::watchdog(weak, limit));
+            }
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.shared
+            .body()
+            .as_ref()
+            .is_some_and(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.shared
+            .body()
+            .as_ref()
+            .map_or_else(http_body::SizeHint::default, |b| b.size_hint())
+    }
+}
+
 /// `body`, holding `guard` until the body is dropped (hyper drops it once
 /// sent, or when the client goes away): ties a permit to a response's life.
 pub(crate) fn guarded<G: Send + Sync + Unpin + 'static>(body: Body, guard: G) -> Body {
@@ -471,10 +774,13 @@ mod tests {
     use super::*;
 
     fn state() -> Arc<ConnState> {
-        ConnState::new(Timeouts {
-            read: Duration::from_secs(10),
-            keepalive: Duration::from_secs(60),
-        })
+        ConnState::new(
+            Timeouts {
+                read: Duration::from_secs(10),
+                keepalive: Duration::from_secs(60),
+            },
+            Arc::default(),
+        )
     }
 
     #[tokio::test(start_paused = true)]
@@ -507,6 +813,83 @@ mod tests {
             Some((Instant::now() + Duration::from_secs(10), Expired::Read)),
             "a next HTTP/1 head has 10 s from its first byte"
         );
+    }
+
+    /// A socket whose writes find it full until `open`.
+    struct Blocked {
+        open: bool,
+    }
+
+    impl AsyncWrite for Blocked {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            match self.open {
+                true => Poll::Ready(Ok(b.len())),
+                false => Poll::Pending,
+            }
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn blocked(stall_ms: u64) -> (Watched<Blocked>, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::default());
+        let s = ConnState::new(
+            Timeouts {
+                read: Duration::from_secs(10),
+                keepalive: Duration::from_secs(60),
+            },
+            metrics.clone(),
+        );
+        s.stall_ms.store(stall_ms, Ordering::Relaxed);
+        (Watched::new(Blocked { open: false }, s), metrics)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_makes_no_progress_for_the_deadline_fails_for_good() {
+        use tokio::io::AsyncWriteExt;
+        let (mut io, metrics) = blocked(300);
+        let t0 = Instant::now();
+        let early = tokio::time::timeout(Duration::from_millis(299), io.write(b"x")).await;
+        assert!(early.is_err(), "still waiting before the deadline");
+        let e = io.write(b"x").await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(
+            t0.elapsed(),
+            Duration::from_millis(300),
+            "from the first blocked write"
+        );
+        io.io.open = true;
+        assert!(io.write(b"x").await.is_err(), "given up on for good");
+        assert!(metrics
+            .render()
+            .contains("babelgate_client_stalls_total{reason=\"socket\"} 1"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_restarts_the_deadline_and_none_means_no_deadline() {
+        use tokio::io::AsyncWriteExt;
+        let (mut io, _) = blocked(300);
+        let slow = tokio::time::timeout(Duration::from_millis(200), io.write(b"x")).await;
+        assert!(slow.is_err());
+        io.io.open = true;
+        assert_eq!(io.write(b"xy").await.unwrap(), 2);
+        io.io.open = false;
+        let t1 = Instant::now();
+        assert!(io.write(b"x").await.is_err());
+        assert_eq!(t1.elapsed(), Duration::from_millis(300));
+
+        let (mut io, metrics) = blocked(STALL_OFF);
+        let w = tokio::time::timeout(Duration::from_secs(3600), io.write(b"x")).await;
+        assert!(w.is_err(), "waits as long as the connection lives");
+        assert!(!metrics.render().contains("client_stalls_total{"));
     }
 
     #[test]

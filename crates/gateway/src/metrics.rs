@@ -69,6 +69,9 @@ pub struct Metrics {
     /// Streams whose translation panicked (a bug; the client got `internal`).
     pub stream_panics: Counter,
     pub rejected: Family<ReasonLabels, Counter>,
+    /// Clients that accepted no bytes for `client_stall_timeout_ms`, by
+    /// reason (see [`Metrics::client_stalled`]).
+    pub client_stalls: Family<ReasonLabels, Counter>,
     /// Streams a limit refused, by route and reason.
     pub streams_refused: Family<RouteReasonLabels, Counter>,
     /// Resumed streams, by route and mode.
@@ -155,6 +158,12 @@ impl Default for Metrics {
             "Connections and requests refused by a limit, by reason (server_busy, route_busy, rate_limited, too_many_streams, request_timeout)",
             rejected.clone(),
         );
+        let client_stalls = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "client_stalls",
+            "Responses ended as a client that left because the client accepted no bytes for client_stall_timeout_ms, by reason (socket: its connection took no bytes; flow_control: an HTTP/2 stream's window stayed closed)",
+            client_stalls.clone(),
+        );
         let streams_refused = Family::<RouteReasonLabels, Counter>::default();
         registry.register(
             "streams_refused",
@@ -213,6 +222,7 @@ impl Default for Metrics {
             upstream_errors,
             stream_panics,
             rejected,
+            client_stalls,
             streams_refused,
             resumed,
             resume_events,
@@ -245,6 +255,17 @@ impl Metrics {
     /// A connection or request refused by a limit.
     pub fn rejected(&self, reason: &str) {
         self.rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// A client that stopped reading was given up on: `socket` (its
+    /// connection's writes made no progress) or `flow_control` (an HTTP/2
+    /// stream's window stayed closed).
+    pub fn client_stalled(&self, reason: &str) {
+        self.client_stalls
             .get_or_create(&ReasonLabels {
                 reason: reason.to_string(),
             })

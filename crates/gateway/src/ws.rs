@@ -630,12 +630,24 @@ pub(crate) async fn open_upstream(
         .headers()
         .get(header::SEC_WEBSOCKET_PROTOCOL)
         .is_some_and(|p| p.as_bytes() == SUBPROTOCOL_PROTO.as_bytes());
-    if ws.send(Message::text(body)).await.is_err() {
-        return Err(GatewayError::upstream(
-            StatusCode::BAD_GATEWAY,
-            "upstream_unreachable",
-            "the upstream closed the WebSocket before the request",
-        ));
+    // An upstream that accepted the socket but reads nothing would hold a
+    // request larger than the socket's buffers here forever.
+    match tokio::time::timeout(route.response_timeout, ws.send(Message::text(body))).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => {
+            return Err(GatewayError::upstream(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                "the upstream closed the WebSocket before the request",
+            ))
+        }
+        Err(_) => {
+            return Err(GatewayError::upstream(
+                StatusCode::GATEWAY_TIMEOUT,
+                "upstream_timeout",
+                "the upstream did not take the request in time",
+            ))
+        }
     }
     Ok(UpstreamWs {
         ws: Some(ws),

@@ -98,7 +98,7 @@ impl Gateway {
                     slot: Arc::new(slot),
                     tasks,
                 };
-                let state = ConnState::new(timeouts);
+                let state = ConnState::new(timeouts, gw.metrics.clone());
                 let io = conn::Watched::new(stream, state.clone());
                 // Each kind boxed on its own: the task would otherwise be as
                 // large as the largest (a TLS connection and its handshake,
@@ -208,7 +208,8 @@ impl Gateway {
         let st = state.clone();
         let svc = service_fn(move |mut req: Request<Incoming>| {
             let gw = gw.clone();
-            let (active, deadline) = st.begin(req.version() == http::Version::HTTP_2);
+            let h2 = req.version() == http::Version::HTTP_2;
+            let (active, deadline) = st.begin(h2);
             req.extensions_mut().insert(deadline);
             req.extensions_mut().insert(slot.clone());
             // Boxed: hyper keeps room for the largest in-flight future
@@ -218,7 +219,7 @@ impl Gateway {
                 Box<dyn std::future::Future<Output = Result<Response<Body>, Infallible>> + Send>,
             > = Box::pin(async move {
                 let resp = gw.answer(req, peer).await;
-                Ok::<_, Infallible>(resp.map(|b| conn::guarded(b, active)))
+                Ok::<_, Infallible>(conn::respond(resp, active, h2))
             });
             fut
         });
@@ -293,7 +294,7 @@ impl Gateway {
         // Boxed, as for hyper below: the request's future is large and
         // done once the head is out, the response streams for long.
         let response = Box::pin(self.answer(request, peer)).await;
-        let response = response.map(|b| conn::guarded(b, active));
+        let response = conn::respond(response, active, false);
         lean::respond(io, response, close).await
     }
 

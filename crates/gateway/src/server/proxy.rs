@@ -104,11 +104,13 @@ impl Gateway {
         {
             self.metrics.request(rp, resp.status().as_u16());
         }
-        access::decorate(
-            route_path.as_deref().and_then(|p| routes.config.route(p)),
-            &req_headers,
-            &mut resp,
-        );
+        let route = route_path.as_deref().and_then(|p| routes.config.route(p));
+        if let Some(r) = route {
+            // How long its client may take no bytes (see `conn::respond`).
+            resp.extensions_mut()
+                .insert(conn::ClientStall(r.client_stall_timeout));
+        }
+        access::decorate(route, &req_headers, &mut resp);
         if let Ok(v) = HeaderValue::from_str(&request_id) {
             resp.headers_mut().insert("x-request-id", v);
         }
