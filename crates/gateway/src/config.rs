@@ -146,6 +146,7 @@ struct RawRoute {
     max_streams: Option<usize>,
     rate_limit: Option<RawRateLimit>,
     extension_frames: Option<Spanned<bool>>,
+    drop_raw: Option<bool>,
     upstream_transport: Option<Spanned<String>>,
     upstream_ca: Option<Spanned<String>>,
 }
@@ -413,6 +414,9 @@ pub struct Route {
     /// AG-Kit clients: also frames the AG-Kit server never sends, for what
     /// AG-Kit cannot say (off: those events are dropped and counted).
     pub extension_frames: bool,
+    /// `drop_raw`: the upstream's RAW events are not passed on (translated
+    /// routes; see `EncodeContext::drop_raw`).
+    pub drop_raw: bool,
     /// How the upstream's stream is asked for (`upstream_transport`).
     pub upstream_transport: UpstreamTransport,
     /// Extra roots for the upstream's certificate (`upstream_ca`).
@@ -1351,6 +1355,7 @@ impl Config {
                     max_streams: r.max_streams.unwrap_or(0),
                     rate_limit,
                     extension_frames,
+                    drop_raw: r.drop_raw.unwrap_or(false),
                     upstream_transport,
                     upstream_ca,
                 });

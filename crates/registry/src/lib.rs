@@ -68,7 +68,12 @@ pub fn translator(
     if from == to {
         Translator::passthrough(framer, decoder(from), encoder(to, ctx))
     } else {
-        Translator::new(framer, decoder(from), encoder(to, ctx))
+        let drop_raw = ctx.drop_raw;
+        let mut t = Translator::new(framer, decoder(from), encoder(to, ctx));
+        if drop_raw {
+            t.drop_raw();
+        }
+        t
     }
 }
 
