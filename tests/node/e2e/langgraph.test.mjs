@@ -155,12 +155,27 @@ async function gatewayTurns(turns) {
       errors.push(chat.error?.message);
       chat.clearError();
     }
+    const answered = new Set();
     for (let guard = 0; guard < 3; guard++) {
       const last = chat.messages.at(-1);
       const asking = last?.parts.filter((p) => p.state === 'approval-requested') ?? [];
-      if (!asking.length) break;
-      for (const p of asking) await chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+      // An interrupt that is no tool approval (LangGraph's `interrupt()`):
+      // a `data-interrupt` part, answered with `resume` in the body.
+      const interrupts = (last?.parts ?? []).filter((p) => p.type === 'data-interrupt' && !answered.has(p.id));
+      if (asking.length) {
+        for (const p of asking) await chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+      } else if (interrupts.length) {
+        for (const p of interrupts) answered.add(p.id);
+        const resume = interrupts.map((p) => ({ interruptId: p.id, status: 'resolved', payload: { approved: true } }));
+        await chat.sendMessage(undefined, { body: { resume } });
+      } else {
+        break;
+      }
       await settle();
+      if (chat.status === 'error') {
+        errors.push(chat.error?.message);
+        chat.clearError();
+      }
     }
   }
   return { chatId, messages: chat.messages, errors, bodies };
@@ -257,6 +272,13 @@ describe('LangGraph (ag-ui-langgraph) natively vs useChat through babelgate', ()
     assertSame(r);
     assert.ok(r.conversation.gateway.some((x) => x[0] === 'call' && x[2] === BACKGROUND.name && x[4]?.result), 'the front-end result is in');
     assert.equal(r.viaGateway.bodies.length, 3, 'turn 1, its continuation with the result, turn 2');
+  });
+  test('an interrupt in a server tool, approved and resumed, then a second turn', RUN_GUARD, async () => {
+    const r = await compare(['approve please', 'thanks']);
+    assertSame(r);
+    const call = r.conversation.gateway.find((x) => x[0] === 'call' && x[2] === 'delete_file');
+    assert.deepEqual(call?.[4], { result: 'deleted /tmp/x' }, 'the resumed call has its result, once');
+    assert.equal(r.conversation.gateway.filter((x) => x[0] === 'call').length, 1, 'the call shows once');
   });
   test('state updates, then a second turn', RUN_GUARD, async () => {
     assertSame(await compare(['counter please', 'counter again']));
