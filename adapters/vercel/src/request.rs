@@ -1096,6 +1096,58 @@ mod tests {
         assert!(matches!(a2.content[1], Part::Other { .. }));
     }
 
+    /// What `ai`'s client sends back after a LangGraph answer through the
+    /// gateway: each part names the upstream message it came from
+    /// (`providerMetadata`, `callProviderMetadata`, `resultProviderMetadata`),
+    /// so the history goes upstream under the upstream's ids, one message per
+    /// upstream message; a step that held only the state carries nothing and
+    /// is not sent.
+    #[test]
+    fn parts_naming_upstream_messages_go_back_under_those_ids() {
+        let ids = |id: &str| json!({"babelgate": {"messageId": id}});
+        let body = json!({
+            "id": "chat-1",
+            "trigger": "submit-message",
+            "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "weather?"}]},
+                {"id": "ui-a", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "data-state", "id": "state", "data": {"n": 1}},
+                    {"type": "text", "text": "Let me look.", "state": "done", "providerMetadata": ids("lc-1")},
+                    {"type": "tool-get_weather", "toolCallId": "c1", "state": "output-available",
+                     "input": {"city": "Paris"}, "output": "Sunny",
+                     "callProviderMetadata": ids("lc-1"), "resultProviderMetadata": ids("tm-1")},
+                    {"type": "step-start"},
+                    {"type": "text", "text": "Sunny in Paris.", "state": "done", "providerMetadata": ids("lc-2")},
+                ]},
+                {"id": "ui-b", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "data-state", "id": "state", "data": {"n": 2}},
+                ]},
+                {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "thanks"}]},
+            ],
+        });
+        let r = parse(body).unwrap();
+        let got: Vec<_> = r
+            .messages
+            .iter()
+            .map(|m| (m.id.as_str(), m.role, m.text()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("u1", Role::User, "weather?".to_string()),
+                ("lc-1", Role::Assistant, "Let me look.".to_string()),
+                ("tm-1", Role::Tool, "Sunny".to_string()),
+                ("lc-2", Role::Assistant, "Sunny in Paris.".to_string()),
+                ("u2", Role::User, "thanks".to_string()),
+            ]
+        );
+        assert_eq!(r.messages[1].tool_calls().next().map(|c| c.id.as_str()), Some("c1"));
+        // the latest state is still the request's
+        assert_eq!(r.state, Some(json!({"n": 2})));
+    }
+
     #[test]
     fn parse_build_parse_is_stable() {
         let first = parse(continuation_body()).unwrap();
