@@ -1593,6 +1593,20 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
     }
 
     #[test]
+    fn drop_raw_is_off_unless_the_route_sets_it() {
+        let c = Config::parse(ISSUE_EXAMPLE).unwrap();
+        assert!(!c.route("/api/chat").unwrap().drop_raw);
+        let src = format!("{ISSUE_EXAMPLE}drop_raw = true\n");
+        assert!(
+            Config::parse(&src)
+                .unwrap()
+                .route("/api/chat")
+                .unwrap()
+                .drop_raw
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_rejected_with_their_position() {
         let errs = Config::parse("[server]\nlisten = \"127.0.0.1:1\"\nlistn = 3\n").unwrap_err();
         assert_eq!(errs.len(), 1);

@@ -108,6 +108,41 @@ mod tests {
             .collect()
     }
 
+    /// `drop_raw` (a route key): the upstream's RAW events reach no client
+    /// of a translated route; without it they come as the dialect carries
+    /// them (a Vercel client: transient `data-raw`).
+    #[test]
+    fn drop_raw_leaves_raw_events_out() {
+        let input = concat!(
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+            "data: {\"type\":\"RAW\",\"event\":{\"event\":\"on_chain_start\",\"data\":{\"big\":\"x\"}}}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+        );
+        let with = |drop_raw: bool, to: Dialect| {
+            let ctx = EncodeContext {
+                drop_raw,
+                ..EncodeContext::deterministic()
+            };
+            let mut t = translator(Dialect::AgUi, to, ctx, 1 << 20);
+            let mut out = Vec::new();
+            t.push(input.as_bytes(), &mut out).unwrap();
+            t.finish(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(types(&with(false, Dialect::Vercel)).contains(&"data-raw".to_string()));
+        let dropped = with(true, Dialect::Vercel);
+        assert!(!dropped.contains("on_chain_start"), "{dropped}");
+        assert!(
+            types(&dropped).contains(&"text-delta".to_string()),
+            "{dropped}"
+        );
+        let hai = with(true, Dialect::Hai);
+        assert!(!hai.contains("on_chain_start"), "{hai}");
+    }
+
     /// An AG-UI client of an AG-UI upstream hears the upstream as it spoke:
     /// no TEXT_MESSAGE_END slipped in before its RUN_ERROR, unknown events
     /// and extra fields kept, spacing included.

@@ -125,10 +125,14 @@ function flatNative(messages) {
 async function gatewayTurns(turns) {
   const chatId = `vercel-${randomUUID()}`;
   const bodies = [];
+  const responses = [];
   const recording = async (url, init) => {
     bodies.push(JSON.parse(init.body));
     if (bodies.length > 12) throw new Error('the chat kept posting (more than 12 requests)');
-    return fetch(url, init);
+    const res = await fetch(url, init);
+    // A copy of the stream the chat reads, for what reached the browser.
+    responses.push(res.clone().text());
+    return res;
   };
   let chat;
   chat = new Chat({
@@ -178,7 +182,7 @@ async function gatewayTurns(turns) {
       }
     }
   }
-  return { chatId, messages: chat.messages, errors, bodies };
+  return { chatId, messages: chat.messages, errors, bodies, responses: await Promise.all(responses) };
 }
 
 /** The same of a Vercel chat. */
@@ -284,6 +288,17 @@ describe('LangGraph (ag-ui-langgraph) natively vs useChat through babelgate', ()
     assertSame(await compare(['counter please', 'counter again']));
   });
   test('three turns with and without tools', RUN_GUARD, async () => {
-    assertSame(await compare(['weather please', 'text please', 'two please']));
+    const r = await compare(['weather please', 'text please', 'two please']);
+    assertSame(r);
+    // Traffic: the recipe's route sets drop_raw, so none of
+    // ag-ui-langgraph's RAW events reach the browser; the state part is
+    // one per answer (replaced in place, its latest kept).
+    const streamed = r.viaGateway.responses.join('');
+    assert.ok(streamed.includes('"type":"data-state"'), 'the state reaches the client');
+    assert.ok(!streamed.includes('"type":"data-raw"'), 'no RAW event reaches the client');
+    for (const m of r.viaGateway.messages) {
+      assert.ok(m.parts.filter((p) => p.type === 'data-state').length <= 1, `one state part per message: ${JSON.stringify(m.parts.map((p) => p.type))}`);
+    }
+    console.log(`# traffic: ${r.viaGateway.responses.length} streams, ${Buffer.byteLength(streamed)} bytes to the browser; last request ${Buffer.byteLength(JSON.stringify(r.viaGateway.bodies.at(-1)))} bytes`);
   });
 });
