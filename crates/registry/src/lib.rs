@@ -141,6 +141,8 @@ mod tests {
         );
         let hai = with(true, Dialect::Hai);
         assert!(!hai.contains("on_chain_start"), "{hai}");
+        // a same-dialect route passes the upstream's frames as they came
+        assert_eq!(with(true, Dialect::AgUi), input);
     }
 
     /// An AG-UI client of an AG-UI upstream hears the upstream as it spoke:
