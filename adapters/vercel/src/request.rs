@@ -1143,7 +1143,10 @@ mod tests {
                 ("u2", Role::User, "thanks".to_string()),
             ]
         );
-        assert_eq!(r.messages[1].tool_calls().next().map(|c| c.id.as_str()), Some("c1"));
+        assert_eq!(
+            r.messages[1].tool_calls().next().map(|c| c.id.as_str()),
+            Some("c1")
+        );
         // the latest state is still the request's
         assert_eq!(r.state, Some(json!({"n": 2})));
     }
