@@ -27,7 +27,8 @@
 // foldhash: ids are hashed per event; SipHash showed in the profile.
 use foldhash::{HashMap, HashMapExt, HashSet};
 
-use babelgate_core::event::SourceKind;
+use babelgate_core::event::{Role, SourceKind};
+use babelgate_core::request::Message;
 use babelgate_core::{
     Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenList, OpenTracker, Outcome, Sink,
 };
@@ -77,6 +78,9 @@ struct Call {
     resolved: bool,
     /// The run it belongs to (finish reasons look at the current run only).
     run: u64,
+    /// The upstream's id of the tool message holding the result, as written
+    /// (a snapshot naming another one writes the result again).
+    result_id: Option<String>,
 }
 
 pub struct VercelEncoder {
@@ -88,10 +92,11 @@ pub struct VercelEncoder {
     start_written: bool,
     done: bool,
     step: Step,
-    /// Nesting of core steps from dialects with named, nested steps.
-    core_step_depth: u32,
     /// A chunk the client stores was written after the first step opened.
     committed: bool,
+    /// The upstream message the current step's calls belong to: text of
+    /// another message is the next model call, so the next step.
+    step_calls_of: Option<String>,
     calls: HashMap<String, Call>,
     /// Calls whose input is still streaming, in the order they started.
     open_inputs: OpenList<()>,
@@ -117,8 +122,8 @@ impl VercelEncoder {
             start_written: false,
             done: false,
             step: Step::NoneYet,
-            core_step_depth: 0,
             committed: false,
+            step_calls_of: None,
             calls: HashMap::new(),
             open_inputs: OpenList::default(),
             state: json!({}),
@@ -282,6 +287,7 @@ impl VercelEncoder {
     fn open_step(&mut self, out: &mut Sink) {
         self.emit(out, chunk("start-step"), None);
         self.step = Step::Open { output: false };
+        self.step_calls_of = None;
     }
 
     fn flush_finish_step(&mut self, out: &mut Sink) {
@@ -459,6 +465,8 @@ impl VercelEncoder {
 
     // ---- tool calls ------------------------------------------------------
 
+    /// `parent`: the upstream message holding the call, kept on the part.
+    #[allow(clippy::too_many_arguments)]
     fn start_call(
         &mut self,
         out: &mut Sink,
@@ -467,12 +475,17 @@ impl VercelEncoder {
         write: bool,
         event: Option<&Event>,
         trailer: bool,
+        parent: Option<&str>,
     ) {
         self.ensure_step(out, event.is_some_and(is_vercel), trailer);
         if write {
             let mut c = chunk("tool-input-start");
             c.insert("toolCallId".into(), s(id));
             c.insert("toolName".into(), s(name));
+            if let Some(p) = parent {
+                c.insert("providerMetadata".into(), wire::id_metadata(p));
+                self.step_calls_of = Some(p.to_string());
+            }
             self.emit(out, c, event);
         }
         self.calls.insert(
@@ -484,6 +497,7 @@ impl VercelEncoder {
                 input_done: false,
                 resolved: false,
                 run: self.run_seq,
+                result_id: None,
             },
         );
         self.open_inputs.push(id.to_string(), ());
@@ -583,7 +597,7 @@ impl VercelEncoder {
         match self.calls.get(id) {
             None => {
                 if !self.held_calls.contains(id) {
-                    self.start_call(out, id, UNKNOWN_TOOL_NAME, true, None, trailer);
+                    self.start_call(out, id, UNKNOWN_TOOL_NAME, true, None, trailer, None);
                     self.end_call(out, id, None);
                 }
             }
@@ -597,6 +611,49 @@ impl VercelEncoder {
             c.resolved = true;
         }
         self.step_output();
+    }
+
+    /// A snapshot of the conversation settles the calls of this response it
+    /// holds results for: a call the stream left open gets its result (an
+    /// upstream may say a tool failed only there: ag-ui-langgraph), and a
+    /// result written under another message id is written again with the
+    /// snapshot's id, the one the upstream keeps.
+    fn settle_from_snapshot(&mut self, out: &mut Sink, messages: &[Message]) {
+        for m in messages.iter().filter(|m| m.role == Role::Tool) {
+            let Some(call_id) = m.tool_call_id.as_deref() else {
+                continue;
+            };
+            let Some(call) = self.calls.get(call_id) else {
+                continue;
+            };
+            if !call.input_done || (call.resolved && call.result_id.as_deref() == Some(&m.id)) {
+                continue;
+            }
+            let fresh = !call.resolved;
+            let text = m.text();
+            let mut c = match &m.error {
+                Some(error) => {
+                    let mut c = chunk("tool-output-error");
+                    let shown = if text.is_empty() { error } else { &text };
+                    c.insert("errorText".into(), s(shown));
+                    c
+                }
+                None => {
+                    let mut c = chunk("tool-output-available");
+                    c.insert("output".into(), output_value(&Value::String(text), false));
+                    c
+                }
+            };
+            c.insert("toolCallId".into(), s(call_id));
+            c.insert("providerMetadata".into(), wire::id_metadata(&m.id));
+            self.emit(out, c, None);
+            if let Some(call) = self.calls.get_mut(call_id) {
+                call.result_id = Some(m.id.clone());
+            }
+            if fresh {
+                self.resolve(call_id);
+            }
+        }
     }
 
     // ---- parts carried as data-<name> ------------------------------------
@@ -731,12 +788,12 @@ impl Encoder for VercelEncoder {
                 if from_vercel {
                     self.emit(out, chunk("start-step"), Some(event));
                     self.step = Step::Open { output: false };
-                } else {
-                    self.core_step_depth += 1;
-                    if !self.step_open() {
-                        self.open_step(out);
-                    }
                 }
+                // Another dialect's steps are not model calls (LangGraph's
+                // are graph nodes): a Vercel step is one model call, opened
+                // by content and after tool results (`ensure_step`), so the
+                // client's step checks (`lastAssistantMessageIsComplete...`)
+                // see the calls in the last step.
             }
             EventKind::StepFinished { .. } => {
                 self.begin(out);
@@ -753,11 +810,6 @@ impl Encoder for VercelEncoder {
                         // No step to close: written at once, the state kept.
                         write_finish_step(out, extra);
                     }
-                } else {
-                    self.core_step_depth = self.core_step_depth.saturating_sub(1);
-                    if self.core_step_depth == 0 && self.step_open() {
-                        self.step = Step::Closing(Extra::new());
-                    }
                 }
             }
 
@@ -768,6 +820,12 @@ impl Encoder for VercelEncoder {
                 // A start the Vercel decoder made up for a stray end.
                 let made_up = note(event, marker::SYNTHESIZED).is_some();
                 if !open && !made_up {
+                    if !from_vercel && self.step_calls_of.as_ref().is_some_and(|p| p != message_id)
+                    {
+                        // The calls' results may come late (or only in a
+                        // snapshot): this is the next model call all the same.
+                        self.step_output();
+                    }
                     self.ensure_step(out, from_vercel, false);
                     let mut c = chunk(if reasoning {
                         "reasoning-start"
@@ -775,6 +833,9 @@ impl Encoder for VercelEncoder {
                         "text-start"
                     });
                     c.insert("id".into(), s(message_id));
+                    if !from_vercel {
+                        c.insert("providerMetadata".into(), wire::id_metadata(message_id));
+                    }
                     self.emit(out, c, Some(event));
                     self.tracker.observe(event);
                 }
@@ -846,13 +907,42 @@ impl Encoder for VercelEncoder {
             EventKind::ToolCallStart {
                 tool_call_id,
                 tool_name,
-                ..
+                parent_message_id,
             } => {
                 self.begin(out);
-                if !self.calls.contains_key(tool_call_id) {
-                    let write = note(event, marker::SYNTHESIZED).is_none();
-                    self.start_call(out, tool_call_id, tool_name, write, Some(event), false);
+                if self.calls.contains_key(tool_call_id) {
+                    return;
                 }
+                if self.held_calls.contains(tool_call_id) {
+                    // A call the continued message holds already (an
+                    // upstream resuming after an interrupt starts it again):
+                    // a second part would show it twice, once without its
+                    // result. Its input is complete; its result may follow.
+                    self.calls.insert(
+                        tool_call_id.clone(),
+                        Call {
+                            name: tool_name.clone(),
+                            args: String::new(),
+                            start_written: true,
+                            input_done: true,
+                            resolved: false,
+                            run: self.run_seq,
+                            result_id: None,
+                        },
+                    );
+                    return;
+                }
+                let write = note(event, marker::SYNTHESIZED).is_none();
+                let parent = parent_message_id.as_deref().filter(|_| !from_vercel);
+                self.start_call(
+                    out,
+                    tool_call_id,
+                    tool_name,
+                    write,
+                    Some(event),
+                    false,
+                    parent,
+                );
             }
             EventKind::ToolCallArgs {
                 tool_call_id,
@@ -907,13 +997,19 @@ impl Encoder for VercelEncoder {
             EventKind::ToolCallResult {
                 tool_call_id,
                 content,
-                ..
+                message_id,
             } => {
                 self.begin(out);
                 self.ensure_known(out, tool_call_id, false);
                 let mut c = chunk("tool-output-available");
                 c.insert("toolCallId".into(), s(tool_call_id));
                 c.insert("output".into(), output_value(content, from_vercel));
+                if let Some(id) = message_id.as_deref().filter(|_| !from_vercel) {
+                    c.insert("providerMetadata".into(), wire::id_metadata(id));
+                    if let Some(call) = self.calls.get_mut(tool_call_id) {
+                        call.result_id = Some(id.to_string());
+                    }
+                }
                 self.emit(out, c, Some(event));
                 // (A preliminary output is no result: kept whole, it comes
                 // as `Unknown`.)
@@ -928,7 +1024,15 @@ impl Encoder for VercelEncoder {
                 if *input_invalid {
                     // tool-input-error makes the part itself if need be.
                     if !self.calls.contains_key(tool_call_id) {
-                        self.start_call(out, tool_call_id, UNKNOWN_TOOL_NAME, false, None, false);
+                        self.start_call(
+                            out,
+                            tool_call_id,
+                            UNKNOWN_TOOL_NAME,
+                            false,
+                            None,
+                            false,
+                            None,
+                        );
                     }
                     if let Some(call) = self.calls.get_mut(tool_call_id) {
                         call.input_done = true;
@@ -999,6 +1103,9 @@ impl Encoder for VercelEncoder {
             }
             EventKind::MessagesSnapshot { messages } => {
                 self.begin(out);
+                if !from_vercel {
+                    self.settle_from_snapshot(out, messages);
+                }
                 let data = json!({"messages": core_to_ui_messages(messages)});
                 self.data_part(out, event, "messages-snapshot", data, None, true);
             }
@@ -1697,14 +1804,14 @@ pub(crate) mod tests {
             stream(&[
                 r#"{"type":"start"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"tool-input-start","toolCallId":"tc-1","toolName":"get_weather"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"tc-1","toolName":"get_weather","providerMetadata":{"babelgate":{"messageId":"msg-1"}}}"#,
                 r#"{"type":"tool-input-delta","toolCallId":"tc-1","inputTextDelta":"{\"city\":"}"#,
                 r#"{"type":"tool-input-delta","toolCallId":"tc-1","inputTextDelta":"\"北京\"}"}"#,
                 r#"{"type":"tool-input-available","toolCallId":"tc-1","toolName":"get_weather","input":{"city":"北京"}}"#,
-                r#"{"type":"tool-output-available","toolCallId":"tc-1","output":{"city":"北京","temperature":22}}"#,
+                r#"{"type":"tool-output-available","toolCallId":"tc-1","output":{"city":"北京","temperature":22},"providerMetadata":{"babelgate":{"messageId":"msg-tool"}}}"#,
                 r#"{"type":"finish-step"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"msg-2"}"#,
+                r#"{"type":"text-start","id":"msg-2","providerMetadata":{"babelgate":{"messageId":"msg-2"}}}"#,
                 r#"{"type":"text-delta","id":"msg-2","delta":"北京今天晴"}"#,
                 r#"{"type":"text-end","id":"msg-2"}"#,
                 r#"{"type":"finish-step"}"#,
@@ -1731,7 +1838,7 @@ pub(crate) mod tests {
             stream(&[
                 r#"{"type":"start","messageId":"msg-1"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"msg-3"}"#,
+                r#"{"type":"text-start","id":"msg-3","providerMetadata":{"babelgate":{"messageId":"msg-3"}}}"#,
                 r#"{"type":"text-delta","id":"msg-3","delta":"Done, it is red now."}"#,
                 r#"{"type":"text-end","id":"msg-3"}"#,
                 r#"{"type":"finish-step"}"#,
@@ -1804,10 +1911,10 @@ pub(crate) mod tests {
             stream(&[
                 r#"{"type":"start"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"msg-1"}"#,
+                r#"{"type":"text-start","id":"msg-1","providerMetadata":{"babelgate":{"messageId":"msg-1"}}}"#,
                 r#"{"type":"text-delta","id":"msg-1","delta":"This answer is cut "}"#,
                 r#"{"type":"text-delta","id":"msg-1","delta":"off"}"#,
-                r#"{"type":"tool-input-start","toolCallId":"tc-9","toolName":"half"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"tc-9","toolName":"half","providerMetadata":{"babelgate":{"messageId":"msg-1"}}}"#,
                 r#"{"type":"tool-input-delta","toolCallId":"tc-9","inputTextDelta":"{\"a\":"}"#,
                 r#"{"type":"text-end","id":"msg-1"}"#,
                 r#"{"type":"tool-input-error","toolCallId":"tc-9","toolName":"half","input":"{\"a\":","errorText":"the stream ended before the call's input was complete"}"#,
@@ -1824,7 +1931,7 @@ pub(crate) mod tests {
             stream(&[
                 r#"{"type":"start"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"msg-1"}"#,
+                r#"{"type":"text-start","id":"msg-1","providerMetadata":{"babelgate":{"messageId":"msg-1"}}}"#,
                 r#"{"type":"text-delta","id":"msg-1","delta":"Let me look"}"#,
                 r#"{"type":"text-end","id":"msg-1"}"#,
                 r#"{"type":"error","errorText":"upstream model timed out","code":"UPSTREAM_TIMEOUT"}"#,
@@ -1859,14 +1966,14 @@ pub(crate) mod tests {
             stream(&[
                 r#"{"type":"start"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"reasoning-start","id":"r1"}"#,
+                r#"{"type":"reasoning-start","id":"r1","providerMetadata":{"babelgate":{"messageId":"r1"}}}"#,
                 r#"{"type":"reasoning-delta","id":"r1","delta":"thinking"}"#,
                 r#"{"type":"reasoning-end","id":"r1"}"#,
                 r#"{"type":"data-reasoning-encrypted","data":{"subtype":"message","entity_id":"r1","value":"enc"},"transient":true}"#,
-                r#"{"type":"text-start","id":"m"}"#,
+                r#"{"type":"text-start","id":"m","providerMetadata":{"babelgate":{"messageId":"m"}}}"#,
                 r#"{"type":"text-delta","id":"m","delta":"Hello"}"#,
                 r#"{"type":"text-end","id":"m"}"#,
-                r#"{"type":"text-start","id":"m"}"#,
+                r#"{"type":"text-start","id":"m","providerMetadata":{"babelgate":{"messageId":"m"}}}"#,
                 r#"{"type":"text-delta","id":"m","delta":" again"}"#,
                 r#"{"type":"text-end","id":"m"}"#,
                 r#"{"type":"finish-step"}"#,
@@ -1889,8 +1996,6 @@ pub(crate) mod tests {
                 r#"{"type":"file","url":"https://example.com/a.png","mediaType":"image/png"}"#,
                 r#"{"type":"data-weather","id":"w1","data":{"t":22}}"#,
                 r#"{"type":"message-metadata","messageMetadata":{"model":"acme-1"}}"#,
-                r#"{"type":"finish-step"}"#,
-                r#"{"type":"start-step"}"#,
                 r#"{"type":"data-activity-snapshot","id":"act-1","data":{"message_id":"act-1","activity_type":"plan","content":{"steps":["a"]}}}"#,
                 r#"{"type":"data-activity-snapshot","id":"act-1","data":{"message_id":"act-1","activity_type":"plan","content":{"steps":["a","b"]}}}"#,
                 r#"{"type":"data-collab-start","data":{"message_id":"c1","from":"planner","to":"coder"},"transient":true}"#,
@@ -1903,7 +2008,7 @@ pub(crate) mod tests {
                 r#"{"type":"data-unknown","data":{"type":"FUTURE_EVENT","x":1},"transient":true}"#,
                 r#"{"type":"tool-input-start","toolCallId":"never-seen","toolName":"unknown"}"#,
                 r#"{"type":"tool-input-available","toolCallId":"never-seen","toolName":"unknown","input":{}}"#,
-                r#"{"type":"tool-output-available","toolCallId":"never-seen","output":{"ok":true}}"#,
+                r#"{"type":"tool-output-available","toolCallId":"never-seen","output":{"ok":true},"providerMetadata":{"babelgate":{"messageId":"msg-tool"}}}"#,
                 r#"{"type":"finish-step"}"#,
                 r#"{"type":"start-step"}"#,
                 r#"{"type":"tool-input-start","toolCallId":"never-seen-2","toolName":"unknown"}"#,
@@ -1932,13 +2037,13 @@ pub(crate) mod tests {
             stream(&[
                 r#"{"type":"start"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"m1"}"#,
+                r#"{"type":"text-start","id":"m1","providerMetadata":{"babelgate":{"messageId":"m1"}}}"#,
                 r#"{"type":"text-delta","id":"m1","delta":"one"}"#,
                 r#"{"type":"text-end","id":"m1"}"#,
                 r#"{"type":"finish-step"}"#,
                 r#"{"type":"finish","finishReason":"stop"}"#,
                 r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"m2"}"#,
+                r#"{"type":"text-start","id":"m2","providerMetadata":{"babelgate":{"messageId":"m2"}}}"#,
                 r#"{"type":"text-delta","id":"m2","delta":"two"}"#,
                 r#"{"type":"text-end","id":"m2"}"#,
                 r#"{"type":"abort","reason":"user stop"}"#,
@@ -1991,10 +2096,111 @@ pub(crate) mod tests {
             out,
             stream(&[
                 r#"{"type":"start","messageId":"a1"}"#,
-                r#"{"type":"tool-output-available","toolCallId":"tc-old","output":"done"}"#,
+                r#"{"type":"tool-output-available","toolCallId":"tc-old","output":"done","providerMetadata":{"babelgate":{"messageId":"msg-tool"}}}"#,
                 r#"{"type":"start-step"}"#,
                 r#"{"type":"text-start","id":"txt-1"}"#,
                 r#"{"type":"text-end","id":"txt-1"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    /// Resuming after an interrupt, ag-ui-langgraph starts the call the
+    /// continued message holds again: no second part (which would show the
+    /// call twice, once without its result), only its result.
+    #[test]
+    fn a_call_the_continued_message_holds_is_not_started_again() {
+        let mut ctx = EncodeContext::deterministic();
+        ctx.message_id = Some("a1".into());
+        ctx.continued.tool_calls = vec!["tc-old".into()];
+        let mut events = vec![run_started()];
+        events.extend(tool("tc-old", "delete_file", &[r#"{"path":"/x"}"#]));
+        events.push(result("tc-old", json!("deleted")));
+        events.extend(text("msg-2", &["Deleted."]));
+        events.push(run_finished(Outcome::Unspecified));
+        let out = encode_with(ctx, &events);
+        assert!(
+            !out.contains("tool-input"),
+            "the call was started again: {out}"
+        );
+        assert_eq!(
+            out,
+            stream(&[
+                r#"{"type":"start","messageId":"a1"}"#,
+                r#"{"type":"tool-output-available","toolCallId":"tc-old","output":"deleted","providerMetadata":{"babelgate":{"messageId":"msg-tool"}}}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"msg-2","providerMetadata":{"babelgate":{"messageId":"msg-2"}}}"#,
+                r#"{"type":"text-delta","id":"msg-2","delta":"Deleted."}"#,
+                r#"{"type":"text-end","id":"msg-2"}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"finish","finishReason":"stop"}"#,
+            ])
+        );
+    }
+
+    /// LangGraph's node steps (`__start__`, `model`, `tools`) are not model
+    /// calls: a step holding only the state written after a node would be
+    /// the message's last step, and `ai`'s
+    /// `lastAssistantMessageIsCompleteWithToolCalls` would never see the
+    /// front-end call in it. A Vercel step is one model call: the text of
+    /// another upstream message after calls is the next one, even when the
+    /// calls' results come only with the closing snapshot.
+    #[test]
+    fn another_dialects_steps_are_not_model_steps() {
+        let step = |started: bool, name: &str| {
+            let name = Some(name.to_string());
+            if started {
+                EventKind::StepStarted { name }
+            } else {
+                EventKind::StepFinished { name }
+            }
+        };
+        let mut tool_msg = Message::text_message("msg-tool", Role::Tool, "it broke");
+        tool_msg.tool_call_id = Some("tc-1".into());
+        tool_msg.error = Some("error".into());
+        let mut events = vec![run_started(), step(true, "model")];
+        events.extend(tool("tc-1", "flaky", &["{}"]));
+        events.push(EventKind::StateSnapshot {
+            snapshot: json!({"n": 1}),
+        });
+        events.extend([
+            step(false, "model"),
+            step(true, "tools"),
+            step(false, "tools"),
+            step(true, "model"),
+        ]);
+        events.extend(text("msg-2", &["Sorry."]));
+        events.extend([
+            step(false, "model"),
+            EventKind::MessagesSnapshot {
+                messages: vec![tool_msg],
+            },
+        ]);
+        events.push(run_finished(Outcome::Unspecified));
+        let out = encode_with(EncodeContext::deterministic(), &events);
+        let chunks: Vec<&str> = out
+            .split("\n\n")
+            .filter(|c| !c.contains("data-messages-snapshot"))
+            .collect();
+        assert_eq!(
+            chunks.join("\n\n"),
+            stream(&[
+                r#"{"type":"start"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"tool-input-start","toolCallId":"tc-1","toolName":"flaky","providerMetadata":{"babelgate":{"messageId":"msg-1"}}}"#,
+                r#"{"type":"tool-input-delta","toolCallId":"tc-1","inputTextDelta":"{}"}"#,
+                r#"{"type":"tool-input-available","toolCallId":"tc-1","toolName":"flaky","input":{}}"#,
+                r#"{"type":"data-state","id":"state","data":{"n":1}}"#,
+                r#"{"type":"finish-step"}"#,
+                r#"{"type":"start-step"}"#,
+                r#"{"type":"text-start","id":"msg-2","providerMetadata":{"babelgate":{"messageId":"msg-2"}}}"#,
+                r#"{"type":"text-delta","id":"msg-2","delta":"Sorry."}"#,
+                r#"{"type":"text-end","id":"msg-2"}"#,
+                // the snapshot settles the call (the shape stage), then the
+                // encoder writes it again with the id the upstream keeps
+                r#"{"type":"tool-output-error","toolCallId":"tc-1","errorText":"it broke"}"#,
+                r#"{"type":"tool-output-error","errorText":"it broke","toolCallId":"tc-1","providerMetadata":{"babelgate":{"messageId":"msg-tool"}}}"#,
                 r#"{"type":"finish-step"}"#,
                 r#"{"type":"finish","finishReason":"stop"}"#,
             ])

@@ -15,6 +15,8 @@ use babelgate_core::request::{
     ToolCall, Trigger,
 };
 use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
+
+use crate::wire;
 use serde_json::{json, Map, Value};
 
 /// Body fields this translator models; the rest go to `forwarded_props`.
@@ -384,12 +386,28 @@ fn content_part(p: &Value, ppath: &str) -> Result<Option<Part>, RequestError> {
 struct Block {
     content: Vec<Part>,
     results: Vec<Message>,
+    /// The upstream's id of the message this block was (see
+    /// `wire::IDS_KEY`), when its parts name one.
+    upstream_id: Option<String>,
 }
 
 impl Block {
-    fn is_empty(&self) -> bool {
-        self.content.is_empty() && self.results.is_empty()
+    /// Whether the block says nothing an upstream could take: only data
+    /// parts (a step that held a `data-state` part) or nothing at all.
+    fn carries_nothing(&self) -> bool {
+        self.results.is_empty()
+            && self.content.iter().all(|p| {
+                matches!(p, Part::Other { value }
+                    if value.get("type").and_then(Value::as_str).is_some_and(|t| t.starts_with("data-")))
+            })
     }
+}
+
+/// The upstream message id a part names in its metadata (text and reasoning
+/// `providerMetadata`, a tool part's `callProviderMetadata`).
+fn part_upstream_id(p: &Value) -> Option<&str> {
+    wire::metadata_id(p.get("providerMetadata"))
+        .or_else(|| wire::metadata_id(p.get("callProviderMetadata")))
 }
 
 /// The id of the `n`-th (0-based) step message of assistant message `id`.
@@ -413,12 +431,17 @@ fn assistant_to_core(
     let mut emitted = 0usize;
     let mut block = Block::default();
     let mut flush = |block: &mut Block, out: &mut Vec<Message>, metadata: &mut Option<Value>| {
-        if block.is_empty() {
+        if block.carries_nothing() {
+            // Not sent: an empty assistant message is no message to an
+            // upstream (some refuse it; one that merges by id appends it).
+            *block = Block::default();
             return;
         }
         let taken = std::mem::take(block);
         let mut msg = Message {
-            id: step_message_id(id, emitted),
+            id: taken
+                .upstream_id
+                .unwrap_or_else(|| step_message_id(id, emitted)),
             role: Role::Assistant,
             content_is_parts: true,
             content: taken.content,
@@ -440,6 +463,16 @@ fn assistant_to_core(
         .any(|p| p.get("type").and_then(Value::as_str) == Some("step-start"));
     for (j, p) in parts.iter().enumerate() {
         let ppath = format!("{mpath}.parts[{j}]");
+        // A part of another upstream message starts the next message: the
+        // upstream gets its history back one message per message it wrote.
+        if let Some(up) = part_upstream_id(p) {
+            if block.upstream_id.as_deref().is_some_and(|b| b != up) {
+                flush(&mut block, out, &mut metadata);
+            }
+            if block.upstream_id.is_none() {
+                block.upstream_id = Some(up.to_string());
+            }
+        }
         if let Some(part) = content_part(p, &ppath)? {
             if !has_steps && !block.results.is_empty() {
                 flush(&mut block, out, &mut metadata);
@@ -462,7 +495,12 @@ fn assistant_to_core(
         }
     }
     flush(&mut block, out, &mut metadata);
-    if emitted == 0 {
+    let only_data = parts.iter().any(|p| {
+        p.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with("data-"))
+    });
+    if emitted == 0 && !only_data {
         // An answer with nothing in it (it failed before any part) still
         // holds the message's place.
         let mut msg = Message {
@@ -515,8 +553,12 @@ fn tool_part(
         extra.insert("dynamic".into(), Value::Bool(true));
     }
     let approval = obj.get("approval").and_then(Value::as_object);
+    // The upstream's id of the result's tool message, when it named one.
+    let result_id = wire::metadata_id(obj.get("resultProviderMetadata"))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{call_id}-result"));
     let result = |content: String, error: Option<String>| Message {
-        id: format!("{call_id}-result"),
+        id: result_id.clone(),
         role: Role::Tool,
         content: vec![Part::Text { text: content }],
         tool_call_id: Some(call_id.clone()),
@@ -1052,6 +1094,61 @@ mod tests {
         let a2 = &r.messages[4];
         assert_eq!(a2.text(), "Done.");
         assert!(matches!(a2.content[1], Part::Other { .. }));
+    }
+
+    /// What `ai`'s client sends back after a LangGraph answer through the
+    /// gateway: each part names the upstream message it came from
+    /// (`providerMetadata`, `callProviderMetadata`, `resultProviderMetadata`),
+    /// so the history goes upstream under the upstream's ids, one message per
+    /// upstream message; a step that held only the state carries nothing and
+    /// is not sent.
+    #[test]
+    fn parts_naming_upstream_messages_go_back_under_those_ids() {
+        let ids = |id: &str| json!({"babelgate": {"messageId": id}});
+        let body = json!({
+            "id": "chat-1",
+            "trigger": "submit-message",
+            "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "weather?"}]},
+                {"id": "ui-a", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "data-state", "id": "state", "data": {"n": 1}},
+                    {"type": "text", "text": "Let me look.", "state": "done", "providerMetadata": ids("lc-1")},
+                    {"type": "tool-get_weather", "toolCallId": "c1", "state": "output-available",
+                     "input": {"city": "Paris"}, "output": "Sunny",
+                     "callProviderMetadata": ids("lc-1"), "resultProviderMetadata": ids("tm-1")},
+                    {"type": "step-start"},
+                    {"type": "text", "text": "Sunny in Paris.", "state": "done", "providerMetadata": ids("lc-2")},
+                ]},
+                {"id": "ui-b", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "data-state", "id": "state", "data": {"n": 2}},
+                ]},
+                {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "thanks"}]},
+            ],
+        });
+        let r = parse(body).unwrap();
+        let got: Vec<_> = r
+            .messages
+            .iter()
+            .map(|m| (m.id.as_str(), m.role, m.text()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("u1", Role::User, "weather?".to_string()),
+                ("lc-1", Role::Assistant, "Let me look.".to_string()),
+                ("tm-1", Role::Tool, "Sunny".to_string()),
+                ("lc-2", Role::Assistant, "Sunny in Paris.".to_string()),
+                ("u2", Role::User, "thanks".to_string()),
+            ]
+        );
+        assert_eq!(
+            r.messages[1].tool_calls().next().map(|c| c.id.as_str()),
+            Some("c1")
+        );
+        // the latest state is still the request's
+        assert_eq!(r.state, Some(json!({"n": 2})));
     }
 
     #[test]

@@ -208,6 +208,24 @@ pub const UNKNOWN_TOOL_NAME: &str = "unknown";
 /// The id of the one `data-state` part that holds the current state.
 pub const STATE_PART_ID: &str = "state";
 
+/// The `providerMetadata` key under which a part carries the upstream's id
+/// of the message it belongs to (`{"babelgate": {"messageId": ...}}`): the
+/// client keeps it on the part (text and reasoning `providerMetadata`, tool
+/// `callProviderMetadata`/`resultProviderMetadata`) and sends it back with
+/// the history, so an upstream that merges its history by id gets its own
+/// ids back, one message per upstream message.
+pub const IDS_KEY: &str = "babelgate";
+
+/// `providerMetadata` naming the upstream message `id`.
+pub fn id_metadata(id: &str) -> serde_json::Value {
+    serde_json::json!({ IDS_KEY: { "messageId": id } })
+}
+
+/// The upstream message id a part's metadata names (see [`IDS_KEY`]).
+pub fn metadata_id(metadata: Option<&serde_json::Value>) -> Option<&str> {
+    metadata?.get(IDS_KEY)?.get("messageId")?.as_str()
+}
+
 /// Keys of `Event::extra` that are not wire fields but notes the decoder leaves
 /// for the encoder of its own dialect, so that a Vercel stream comes back
 /// unchanged. They start with `$` (`babelgate_core::event::NOTE_PREFIX`, one

@@ -174,6 +174,10 @@ pub struct EncodeContext {
     /// (AG-Kit: reasoning, steps, state...), where the dialect has them;
     /// off, such events are dropped and counted (`Encoder::dropped`).
     pub extension_frames: bool,
+    /// Leave out `Raw` events (an upstream's own events, which AG-UI servers
+    /// such as ag-ui-langgraph send by default, often many times the size of
+    /// the content) on translated routes.
+    pub drop_raw: bool,
 }
 
 impl EncodeContext {

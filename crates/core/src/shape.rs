@@ -26,6 +26,8 @@
 //! - a text message starts with its first content: one that ends empty
 //!   never reaches the encoder (an AG-UI upstream opens and closes an empty
 //!   message as the parent of its tool calls);
+//! - a `MessagesSnapshot` that holds the result of a call the stream left
+//!   open gives it that result (or error) first;
 //! - tool calls with no result by the end of the run are the client's to
 //!   answer: a `RunFinished` that says nothing of its outcome gets
 //!   `Outcome::Success { pending_tool_call_ids }`.
@@ -309,6 +311,11 @@ impl Shaper {
                 self.tool_names.remove(tool_call_id);
                 Keep::Event
             }
+            EventKind::MessagesSnapshot { messages } => {
+                self.ensure_run(out);
+                self.settle_from_snapshot(messages, ev.timestamp, out);
+                Keep::Event
+            }
             EventKind::CollabEnd { message_id } => {
                 let open = self.open.collab_open(message_id);
                 self.if_open(open)
@@ -319,6 +326,49 @@ impl Shaper {
                 self.ensure_run(out);
                 Keep::Event
             }
+        }
+    }
+
+    /// A snapshot holding the result of a call the stream left without one
+    /// settles it: the result (or the error, where the snapshot says the tool
+    /// failed) goes ahead of the snapshot, as if the stream had said it. Some
+    /// upstreams say a failure only there (ag-ui-langgraph sends no
+    /// `TOOL_CALL_RESULT` for a tool message with an error status), and a
+    /// client that reads results from the stream would keep the call open.
+    fn settle_from_snapshot(
+        &mut self,
+        messages: &[crate::request::Message],
+        timestamp: Option<i64>,
+        out: &mut Vec<Event>,
+    ) {
+        for m in messages.iter().filter(|m| m.role == Role::Tool) {
+            let Some(id) = m.tool_call_id.as_deref() else {
+                continue;
+            };
+            if !self.pending.contains(id) {
+                continue;
+            }
+            if self.open.tool_call_open(id) {
+                out.push(Event::new(EventKind::ToolCallEnd {
+                    tool_call_id: id.to_string(),
+                }));
+            }
+            let text = m.text();
+            let kind = match &m.error {
+                Some(error) => EventKind::ToolCallError {
+                    tool_call_id: id.to_string(),
+                    error: if text.is_empty() { error.clone() } else { text },
+                    input_invalid: false,
+                },
+                None => EventKind::ToolCallResult {
+                    tool_call_id: id.to_string(),
+                    message_id: Some(m.id.clone()),
+                    content: serde_json::Value::String(text),
+                },
+            };
+            out.push(Event::new(kind).with_timestamp(timestamp));
+            self.pending.remove_all(id);
+            self.tool_names.remove(id);
         }
     }
 
@@ -663,6 +713,69 @@ mod tests {
         assert_eq!(
             out.last(),
             Some(&finished(Outcome::Cancelled { reason: None }))
+        );
+    }
+
+    #[test]
+    fn a_snapshot_settles_the_calls_the_stream_left_open() {
+        // ag-ui-langgraph: a tool that failed has no TOOL_CALL_RESULT; its
+        // tool message (with `error`) is only in the MESSAGES_SNAPSHOT.
+        let tool = |id: &str, call: &str, text: &str, error: Option<&str>| {
+            let mut m = crate::request::Message::text_message(id, Role::Tool, text);
+            m.tool_call_id = Some(call.into());
+            m.error = error.map(str::to_string);
+            m
+        };
+        let snapshot = EventKind::MessagesSnapshot {
+            messages: vec![
+                tool("m-a", "a", "Error: it broke", Some("error")),
+                tool("m-b", "b", "fine", None),
+                // settled in the stream already: not again
+                tool("m-c", "c", "done", None),
+            ],
+        };
+        let out = shaped(vec![
+            start(),
+            tool_start("a"),
+            EventKind::ToolCallEnd {
+                tool_call_id: "a".into(),
+            },
+            tool_start("b"),
+            tool_start("c"),
+            EventKind::ToolCallResult {
+                tool_call_id: "c".into(),
+                message_id: None,
+                content: "done".into(),
+            },
+            snapshot.clone(),
+            finished(Outcome::Unspecified),
+        ]);
+        let settled: Vec<&EventKind> = out
+            .iter()
+            .skip_while(|k| !matches!(k, EventKind::ToolCallResult { tool_call_id, .. } if tool_call_id == "c"))
+            .skip(1)
+            .collect();
+        assert_eq!(
+            settled,
+            [
+                &EventKind::ToolCallError {
+                    tool_call_id: "a".into(),
+                    error: "Error: it broke".into(),
+                    input_invalid: false,
+                },
+                // the call's arguments end before its result
+                &EventKind::ToolCallEnd {
+                    tool_call_id: "b".into(),
+                },
+                &EventKind::ToolCallResult {
+                    tool_call_id: "b".into(),
+                    message_id: Some("m-b".into()),
+                    content: "fine".into(),
+                },
+                &snapshot,
+                // nothing left for the client: no pending calls
+                &finished(Outcome::Unspecified),
+            ]
         );
     }
 

@@ -3,7 +3,7 @@
 
 use crate::assemble::MessageAssembler;
 use crate::codec::{DecodeError, Decoder, Encoder};
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::journal::{Journal, Setup, Step};
 use crate::length::{FramingError, LengthFramer};
 use crate::shape::{Keep, Shaper};
@@ -89,6 +89,8 @@ pub struct Translator {
     observe_at: Option<usize>,
     /// The encoder's context as it was built, the journal's first step.
     setup: Option<Setup>,
+    /// `Raw` events are left out (`EncodeContext::drop_raw`).
+    drop_raw: bool,
 }
 
 impl Translator {
@@ -114,7 +116,14 @@ impl Translator {
             journal: None,
             observe_at: None,
             setup: None,
+            drop_raw: false,
         }
+    }
+
+    /// Leaves `Raw` events out of a translated stream (a passthrough writes
+    /// the upstream's frames as they came).
+    pub fn drop_raw(&mut self) {
+        self.drop_raw = true;
     }
 
     /// The context the encoder was built with (see [`Setup`]), for the
@@ -519,6 +528,9 @@ impl Translator {
     /// One decoded event through the shape stage to the encoder.
     fn shape_and_deliver(&mut self, ev: &Event, out: &mut Sink) {
         self.events_translated += 1;
+        if self.drop_raw && !self.passthrough && matches!(ev.kind, EventKind::Raw { .. }) {
+            return;
+        }
         let Some(shaper) = &mut self.shaper else {
             return self.deliver(ev, out);
         };

@@ -155,6 +155,7 @@ struct RawRoute {
     max_streams: Option<usize>,
     rate_limit: Option<RawRateLimit>,
     extension_frames: Option<Spanned<bool>>,
+    drop_raw: Option<bool>,
     upstream_transport: Option<Spanned<String>>,
     upstream_ca: Option<Spanned<String>>,
 }
@@ -432,6 +433,9 @@ pub struct Route {
     /// AG-Kit clients: also frames the AG-Kit server never sends, for what
     /// AG-Kit cannot say (off: those events are dropped and counted).
     pub extension_frames: bool,
+    /// `drop_raw`: the upstream's RAW events are not passed on (translated
+    /// routes; see `EncodeContext::drop_raw`).
+    pub drop_raw: bool,
     /// How the upstream's stream is asked for (`upstream_transport`).
     pub upstream_transport: UpstreamTransport,
     /// Extra roots for the upstream's certificate (`upstream_ca`).
@@ -1474,6 +1478,7 @@ impl Config {
                     max_streams: r.max_streams.unwrap_or(0),
                     rate_limit,
                     extension_frames,
+                    drop_raw: r.drop_raw.unwrap_or(false),
                     upstream_transport,
                     upstream_ca,
                 });
@@ -1727,6 +1732,20 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
         assert_eq!(with("300"), Some(Duration::from_millis(300)));
         assert_eq!(with("0"), None);
         assert!(Config::parse(&format!("{ISSUE_EXAMPLE}client_stall_timeout_ms = -1\n")).is_err());
+    }
+
+    #[test]
+    fn drop_raw_is_off_unless_the_route_sets_it() {
+        let c = Config::parse(ISSUE_EXAMPLE).unwrap();
+        assert!(!c.route("/api/chat").unwrap().drop_raw);
+        let src = format!("{ISSUE_EXAMPLE}drop_raw = true\n");
+        assert!(
+            Config::parse(&src)
+                .unwrap()
+                .route("/api/chat")
+                .unwrap()
+                .drop_raw
+        );
     }
 
     #[test]

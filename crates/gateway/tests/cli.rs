@@ -94,6 +94,24 @@ fn check_accepts_the_shipped_config_and_reports_every_error_with_its_line() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Every recipe under examples/ ships a config `babelgate check` accepts.
+#[test]
+fn check_accepts_every_example_config() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(examples).unwrap() {
+        let config = entry.unwrap().path().join("gateway.toml");
+        if !config.exists() {
+            continue;
+        }
+        let (code, out, err) = babelgate(&["check", "--config", config.to_str().unwrap()], b"");
+        assert_eq!(code, 0, "{}: {err}", config.display());
+        assert!(out.contains("ok"), "{out}");
+        checked += 1;
+    }
+    assert!(checked > 0, "no example config found under {examples}");
+}
+
 #[test]
 fn check_reports_a_route_without_resume_that_keeps_its_runs_at_its_line() {
     let dir = std::env::temp_dir().join(format!("babelgate-check-resume-{}", std::process::id()));

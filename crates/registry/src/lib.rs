@@ -68,7 +68,12 @@ pub fn translator(
     if from == to {
         Translator::passthrough(framer, decoder(from), encoder(to, ctx))
     } else {
-        Translator::new(framer, decoder(from), encoder(to, ctx))
+        let drop_raw = ctx.drop_raw;
+        let mut t = Translator::new(framer, decoder(from), encoder(to, ctx));
+        if drop_raw {
+            t.drop_raw();
+        }
+        t
     }
 }
 
@@ -101,6 +106,43 @@ mod tests {
                 v => v["type"].as_str().unwrap_or("?").to_string(),
             })
             .collect()
+    }
+
+    /// `drop_raw` (a route key): the upstream's RAW events reach no client
+    /// of a translated route; without it they come as the dialect carries
+    /// them (a Vercel client: transient `data-raw`).
+    #[test]
+    fn drop_raw_leaves_raw_events_out() {
+        let input = concat!(
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+            "data: {\"type\":\"RAW\",\"event\":{\"event\":\"on_chain_start\",\"data\":{\"big\":\"x\"}}}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n",
+            "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+        );
+        let with = |drop_raw: bool, to: Dialect| {
+            let ctx = EncodeContext {
+                drop_raw,
+                ..EncodeContext::deterministic()
+            };
+            let mut t = translator(Dialect::AgUi, to, ctx, 1 << 20);
+            let mut out = Vec::new();
+            t.push(input.as_bytes(), &mut out).unwrap();
+            t.finish(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(types(&with(false, Dialect::Vercel)).contains(&"data-raw".to_string()));
+        let dropped = with(true, Dialect::Vercel);
+        assert!(!dropped.contains("on_chain_start"), "{dropped}");
+        assert!(
+            types(&dropped).contains(&"text-delta".to_string()),
+            "{dropped}"
+        );
+        let hai = with(true, Dialect::Hai);
+        assert!(!hai.contains("on_chain_start"), "{hai}");
+        // a same-dialect route passes the upstream's frames as they came
+        assert_eq!(with(true, Dialect::AgUi), input);
     }
 
     /// An AG-UI client of an AG-UI upstream hears the upstream as it spoke:

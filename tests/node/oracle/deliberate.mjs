@@ -7,12 +7,17 @@
 // An entry allows a difference at a JSON path of the compared values, in
 // one oracle test (`test`), optionally only in some scenarios and aspects.
 
+// Where a Vercel part carries the upstream's message id (`upstream-ids`).
+const UPSTREAM_IDS = /^\$\.message\.parts\[\d+\]\.(providerMetadata|callProviderMetadata|resultProviderMetadata)$/;
+
 export const DELIBERATE = [
   { id: 'wire-sequence', test: 'pydantic-ai', path: /^\$\.(eventTypes|chunkTypes)\b/ },
   { id: 'wire-sequence', test: 'mastra', path: /^\$\.(eventTypes|chunkTypes)\b/ },
   { id: 'message-metadata-chunk', test: 'pydantic-ai', path: /^\$\.message\.metadata$/ },
   { id: 'minted-ids', test: 'pydantic-ai', path: /\.metadata\.__pydantic_ai__\.ui_message_id$/ },
   { id: 'minted-ids', test: 'pydantic-ai', path: /\.run_id$/ },
+  { id: 'upstream-ids', test: 'pydantic-ai', aspects: ['vercel_client'], path: UPSTREAM_IDS },
+  { id: 'upstream-ids', test: 'mastra', aspects: ['vercel_client'], path: UPSTREAM_IDS },
   { id: 'tool-only-content', test: 'pydantic-ai', path: /^\$\.messages\[\d+\]\.content$/ },
   {
     id: 'tool-failure-agui', test: 'pydantic-ai', scenarios: ['retry', 'error_during'],

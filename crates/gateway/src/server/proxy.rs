@@ -589,6 +589,7 @@ impl Gateway {
             message_id: run.continue_message_id.clone(),
             continued: run.continued.clone(),
             extension_frames: route.extension_frames,
+            drop_raw: route.drop_raw,
             ..Default::default()
         };
         let setup = babelgate_core::journal::Setup::of(&ctx);
