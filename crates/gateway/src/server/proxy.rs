@@ -105,6 +105,7 @@ impl Gateway {
             self.metrics.request(rp, resp.status().as_u16());
         }
         access::decorate(
+            &routes.config,
             route_path.as_deref().and_then(|p| routes.config.route(p)),
             &req_headers,
             &mut resp,
@@ -325,6 +326,11 @@ impl Gateway {
                 SubAction::Stop => self.stop(route, &caller.scoped(id), id).await,
             };
             return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
+        }
+        if access::is_preflight(req.method(), req.headers()) {
+            if let Some(r) = access::preflight_unrouted(&routes.config, req.headers()) {
+                return Ok((None, r));
+            }
         }
         Err((
             None,
