@@ -169,6 +169,7 @@ impl Gateway {
                 .serve(
                     req.method(),
                     &path,
+                    req.uri().query(),
                     req.headers(),
                     authority.as_deref(),
                     peer,
@@ -400,6 +401,9 @@ impl Gateway {
                 }
             }
             trace.run(&run.thread_id, &run.run_id);
+            if let Some(c) = &capture {
+                c.run_ids(&run.thread_id, &run.run_id);
+            }
             // What the client said this turn, kept for dialects that send only that.
             let new_from_client = run.messages.clone();
             // Where this caller's run and history of this thread are kept.
