@@ -83,7 +83,9 @@ cd "$ROOT"
 OUT="$ROOT/target/bench"
 VENV="$ROOT/target/bench-venv"
 PY="$VENV/bin/python"
-BIN="$ROOT/target/release"
+# PROFILE=profiling: the same build with debug info, for perf and heaptrack.
+PROFILE="${PROFILE:-release}"
+BIN="$ROOT/target/$PROFILE"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.jsonl
 
@@ -169,10 +171,10 @@ fi
 
 step "build (release)"
 if [ "$ONLY" = load ]; then
-  cargo build --release -p babelgate -p babelgate-loadgen
-  if has "$WORKLOADS" store; then cargo build --release -p babelgate-bench --bin store-bench; fi
+  cargo build --profile "$PROFILE" -p babelgate -p babelgate-loadgen
+  if has "$WORKLOADS" store; then cargo build --profile "$PROFILE" -p babelgate-bench --bin store-bench; fi
 else
-  cargo build --release -p babelgate -p babelgate-bench -p babelgate-loadgen
+  cargo build --profile "$PROFILE" -p babelgate -p babelgate-bench -p babelgate-loadgen
 fi
 # report.py and the machine facts want a Python; with ONLY=load and no venv
 # the system one does (report.py then only prints, and needs no matplotlib).

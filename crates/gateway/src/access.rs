@@ -9,7 +9,7 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{DecodingKey, Validation};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Auth, Cors, Jwt, JwtKeys, Keys, Route};
+use crate::config::{Auth, Config, Cors, Jwt, JwtKeys, Keys, Route};
 use crate::error::{Body, GatewayError};
 
 /// Who made a request, as far as the route knows.
@@ -359,11 +359,34 @@ pub fn refuse_rebound<B>(route: &Route, req: &http::Request<B>) -> Result<(), Ga
     Ok(())
 }
 
-/// Adds the CORS response headers for an allowed origin.
-pub fn decorate(route: Option<&Route>, req_headers: &HeaderMap, resp: &mut Response<Body>) {
-    let Some(cors) = route.and_then(|r| r.cors.as_ref()) else {
-        return;
+/// Adds the CORS response headers for an allowed origin: the route's policy
+/// for its answers; for an error answer the route's policy does not cover
+/// (an unknown path, a refusal before any route), that of any route allowing
+/// the origin, so the page reads the error instead of a CORS failure.
+pub fn decorate(
+    config: &Config,
+    route: Option<&Route>,
+    req_headers: &HeaderMap,
+    resp: &mut Response<Body>,
+) {
+    let own = route
+        .and_then(|r| r.cors.as_ref())
+        .filter(|c| allowed_origin(c, req_headers).is_some());
+    let cors = match own {
+        Some(c) => Some(c.clone()),
+        None if resp.status().is_client_error() || resp.status().is_server_error() => {
+            any_route(config, req_headers)
+        }
+        None => None,
     };
+    if let Some(cors) = cors {
+        allow(&cors, req_headers, resp);
+    }
+}
+
+/// The response headers that let the request's origin read `resp`, when
+/// `cors` allows it.
+fn allow(cors: &Cors, req_headers: &HeaderMap, resp: &mut Response<Body>) {
     let Some(origin) = allowed_origin(cors, req_headers) else {
         return;
     };
@@ -374,6 +397,40 @@ pub fn decorate(route: Option<&Route>, req_headers: &HeaderMap, resp: &mut Respo
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
         HeaderValue::from_static("x-request-id, x-vercel-ai-ui-message-stream"),
     );
+    if cors.allow_credentials {
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+            HeaderValue::from_static("true"),
+        );
+    }
+}
+
+/// The policies of every route that allows the request's origin, as one:
+/// credentials when one of them allows them, the union of their headers.
+fn any_route(config: &Config, req_headers: &HeaderMap) -> Option<Cors> {
+    let mut out: Option<Cors> = None;
+    for c in config.routes.iter().filter_map(|r| r.cors.as_ref()) {
+        if allowed_origin(c, req_headers).is_none() {
+            continue;
+        }
+        let o = out.get_or_insert_with(|| Cors {
+            allow_origins: Vec::new(),
+            allow_headers: Vec::new(),
+            max_age: c.max_age,
+            allow_credentials: false,
+        });
+        o.allow_origins.extend(c.allow_origins.iter().cloned());
+        for h in &c.allow_headers {
+            if !o.allow_headers.contains(h) {
+                o.allow_headers.push(h.clone());
+            }
+        }
+        o.max_age = o.max_age.min(c.max_age);
+        // `*` never comes with credentials (`check` refuses it), so a
+        // wildcard route cannot lend credentials to an origin.
+        o.allow_credentials |= c.allow_credentials;
+    }
+    out
 }
 
 /// Answers a CORS preflight (`OPTIONS` with `access-control-request-method`).
@@ -385,6 +442,20 @@ pub fn preflight(route: &Route, req_headers: &HeaderMap) -> Result<Response<Body
             format!("{}: no CORS policy on this route", route.path),
         ));
     };
+    preflight_with(cors, req_headers)
+}
+
+/// A preflight for a path no route serves, from an origin some route allows:
+/// allowed, so the request that follows gets its 404 readable.
+pub fn preflight_unrouted(config: &Config, req_headers: &HeaderMap) -> Option<Response<Body>> {
+    let cors = any_route(config, req_headers)?;
+    let mut resp = preflight_with(&cors, req_headers).ok()?;
+    // `decorate` lends a policy to errors only; this answer is not one.
+    allow(&cors, req_headers, &mut resp);
+    Some(resp)
+}
+
+fn preflight_with(cors: &Cors, req_headers: &HeaderMap) -> Result<Response<Body>, GatewayError> {
     if allowed_origin(cors, req_headers).is_none() {
         return Err(GatewayError::client(
             StatusCode::FORBIDDEN,

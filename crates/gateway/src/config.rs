@@ -115,6 +115,7 @@ struct RawCors {
     #[serde(default)]
     allow_headers: Vec<Spanned<String>>,
     max_age_s: Option<u64>,
+    allow_credentials: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -379,6 +380,10 @@ pub struct Cors {
     pub allow_origins: Vec<String>,
     pub allow_headers: Vec<String>,
     pub max_age: Duration,
+    /// Answers `access-control-allow-credentials: true`, so pages may send
+    /// cookies; never with `*` (browsers refuse the pair, and it would let
+    /// any page act with the user's cookies).
+    pub allow_credentials: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -1319,6 +1324,15 @@ impl Config {
                         .collect()
                 },
                 max_age: Duration::from_secs(cors.max_age_s.unwrap_or(600)),
+                allow_credentials: match &cors.allow_credentials {
+                    Some(v) if *v.get_ref() => {
+                        if cors.allow_origins.iter().any(|o| o.get_ref() == "*") {
+                            c.at(v, "routes.cors.allow_credentials: not with `*` in allow_origins (list the origins)");
+                        }
+                        true
+                    }
+                    _ => false,
+                },
             });
             let on_disconnect = match r.on_disconnect.as_ref().map(|v| (v, v.get_ref().as_str())) {
                 None | Some((_, "cancel")) => OnDisconnect::Cancel,

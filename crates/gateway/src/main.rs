@@ -35,7 +35,7 @@ use babelgate::{demo, registry};
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Dialect, EncodeContext};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -106,6 +106,10 @@ enum Command {
         /// The captured stream; standard input when absent.
         file: Option<PathBuf>,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page of babelgate (roff, for `man -l -`).
+    Man,
 }
 
 /// `--from-transport` / `--to-transport`.
@@ -134,6 +138,30 @@ fn main() -> ExitCode {
             listen,
             log_json,
         } => serve(config, listen, log_json),
+        Command::Completions { shell } => {
+            use clap_complete::Generator;
+            let mut cmd = Cli::command();
+            cmd.set_bin_name("babelgate");
+            cmd.build();
+            // `try_`: a closed pipe (`| head`) is an error to report, not a panic.
+            match shell.try_generate(&cmd, &mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("babelgate: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        // The page lists the commands; `babelgate <command> --help` has each one's options.
+        Command::Man => {
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("babelgate: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Check { config } => match Config::load(&config) {
             Ok(c) => {
                 println!("{}: ok ({} routes)", config.display(), c.routes.len());

@@ -200,3 +200,51 @@ fn check_quotes_at_most_a_few_hundred_bytes_of_a_huge_value() {
         assert!(err.len() < 2048, "{what}: {} bytes of output", err.len());
     }
 }
+
+#[test]
+fn completions_are_printed_for_each_shell_and_bash_parses_its_script() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (code, out, err) = babelgate(&["completions", shell], b"");
+        assert_eq!(code, 0, "{shell}: {err}");
+        for word in ["serve", "check", "translate", "completions"] {
+            assert!(out.contains(word), "{shell} completes {word}");
+        }
+    }
+    let (_, script, _) = babelgate(&["completions", "bash"], b"");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("babelgate.bash");
+    std::fs::write(&file, &script).unwrap();
+    // Sourced, the script registers its completion function for `babelgate`.
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p babelgate",
+            file.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("babelgate"));
+    let (code, _, err) = babelgate(&["completions", "tcsh"], b"");
+    assert_eq!(code, 2, "an unknown shell is a usage error: {err}");
+    assert!(err.contains("tcsh"), "{err}");
+}
+
+#[test]
+fn the_man_page_is_roff_naming_every_command() {
+    let (code, out, err) = babelgate(&["man"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(".TH babelgate 1"), "{out}");
+    for cmd in [
+        "serve",
+        "check",
+        "demo-agent",
+        "translate",
+        "completions",
+        "man",
+    ] {
+        let listed = format!(r"babelgate\-{}(1)", cmd.replace('-', r"\-"));
+        assert!(out.contains(&listed), "{listed} in {out}");
+    }
+    assert!(out.contains(".SH SUBCOMMANDS"), "{out}");
+}

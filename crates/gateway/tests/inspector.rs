@@ -742,3 +742,83 @@ fn inspector_settings_are_checked_with_their_place() {
         "{errors:?}"
     );
 }
+
+fn body_with_ids(client: Dialect, thread: &str, run_id: &str) -> Vec<u8> {
+    let run = RunRequest {
+        thread_id: thread.into(),
+        run_id: run_id.into(),
+        messages: vec![Message::text_message("u1", Role::User, "hi")],
+        ..Default::default()
+    };
+    serde_json::to_vec(&registry::requests(client).build_request(&run).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_shows_and_filters_by_conversation_and_client_run() {
+    let agent = demo_agent(Dialect::AgUi).await;
+    let toml = String::from("[inspector]\n")
+        + &route("/ag", Dialect::AgUi, agent, Dialect::AgUi, "")
+        + &route("/v", Dialect::Vercel, agent, Dialect::AgUi, "");
+    let (gw, _g) = gateway(&toml).await;
+    for (path, client, thread, run_id) in [
+        ("/ag", Dialect::AgUi, "chat-alpha", "run-a1"),
+        ("/ag", Dialect::AgUi, "chat-alpha", "run-a2"),
+        ("/v", Dialect::Vercel, "chat-beta", "run-b1"),
+    ] {
+        let r = http()
+            .post(format!("http://{gw}{path}"))
+            .header("content-type", "application/json")
+            .body(body_with_ids(client, thread, run_id))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.bytes().await.unwrap();
+    }
+    let all = ended_runs(gw, 3).await;
+    let of = |list: &[Value]| {
+        let mut v: Vec<String> = list
+            .iter()
+            .map(|r| format!("{} {}", r["conversation"], r["client_run"]))
+            .collect();
+        v.sort();
+        v
+    };
+    let all = of(&all);
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(
+        all.contains(&r#""chat-alpha" "run-a1""#.to_string()),
+        "{all:?}"
+    );
+    assert!(
+        all.contains(&r#""chat-alpha" "run-a2""#.to_string()),
+        "{all:?}"
+    );
+    // A Vercel chat id is the conversation (its run id is the one the
+    // request carries, or one the gateway gave it).
+    assert!(
+        all.iter().any(|r| r.starts_with(r#""chat-beta" ""#)),
+        "{all:?}"
+    );
+    let filtered = |q: &'static str| async move {
+        of(
+            get_json(format!("http://{gw}/inspector/api/runs?{q}")).await["runs"]
+                .as_array()
+                .unwrap(),
+        )
+    };
+    assert_eq!(
+        filtered("conversation=chat-alpha").await,
+        [r#""chat-alpha" "run-a1""#, r#""chat-alpha" "run-a2""#]
+    );
+    assert_eq!(
+        filtered("conversation=chat-alpha&run=run-a2").await,
+        [r#""chat-alpha" "run-a2""#]
+    );
+    assert_eq!(filtered("run=run-a1").await, [r#""chat-alpha" "run-a1""#]);
+    // A part of an id finds it too; percent-encoding is decoded.
+    assert_eq!(filtered("conversation=%62eta").await.len(), 1);
+    assert!(filtered("conversation=nobody").await.is_empty());
+    // No filter, or an empty one, lists every run.
+    assert_eq!(filtered("conversation=&run=").await.len(), 3);
+}

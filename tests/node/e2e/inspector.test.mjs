@@ -222,8 +222,9 @@ test('inspector: the list follows a streaming run live, the detail shows what Ve
     const samePage = async () => assert.equal(await page.evaluate(() => window.inspectorTestMark), 'same page', 'the page was reloaded');
 
     // A real Vercel client sends; the upstream holds after three events.
+    const chatId = `chat-${randomUUID()}`;
     const chat = new Chat({
-      id: `chat-${randomUUID()}`,
+      id: chatId,
       transport: new DefaultChatTransport({ api: `${gateway}/chat`, headers: { authorization: SECRET }, fetch: recordingFetch(exchanges) }),
     });
     const sent = chat.sendMessage({ text: 'show me in the inspector' });
@@ -253,6 +254,15 @@ test('inspector: the list follows a streaming run live, the detail shows what Ve
     assert.equal(upstreamRequests.length, 1, 'one request reached the upstream');
     assert.equal(Number(await page.textContent(`${row} .events-in`)), 8, 'the upstream sent 8 events');
     assert.ok(Number(await page.textContent(`${row} .events-out`)) > 0);
+
+    // The row names the chat, and the filter box finds the run by it.
+    assert.match(await page.textContent(`${row} .conversation`), new RegExp(chatId));
+    await page.fill('#filter', chatId);
+    assert.ok(await page.isVisible(row), 'the chat id keeps its run listed');
+    await page.fill('#filter', 'chat-no-such-chat');
+    await page.waitForSelector(`${row}`, { state: 'hidden', ...WAIT });
+    await page.fill('#filter', '');
+    await page.waitForSelector(`${row}`, { state: 'visible', ...WAIT });
 
     // The detail: a click on the row (not on its link) opens it.
     await page.click(`${row} td.pair`);

@@ -195,6 +195,14 @@ pub struct Summary {
     pub error_code: Option<String>,
     pub instance: String,
     pub truncated: bool,
+    /// The conversation as the client named it (AG-UI thread id, Vercel
+    /// chat id), once its request is read. Defaults for captures published
+    /// by an older instance.
+    #[serde(default)]
+    pub conversation: Option<String>,
+    /// The client's run id (or the one the gateway gave a run without one).
+    #[serde(default)]
+    pub client_run: Option<String>,
 }
 
 /// Everything kept of one run.
@@ -256,6 +264,8 @@ impl Capture {
                 error_code: None,
                 instance: instance.to_string(),
                 truncated: false,
+                conversation: None,
+                client_run: None,
             },
             request,
             replay: None,
@@ -317,6 +327,14 @@ impl CaptureHandle {
             if c.take(sent.size()) {
                 c.request.upstream = Some(sent);
             }
+        });
+    }
+
+    /// Which conversation and client run this is, once the request is read.
+    pub fn run_ids(&self, conversation: &str, run: &str) {
+        self.with(|c| {
+            c.summary.conversation = Some(conversation.to_string());
+            c.summary.client_run = Some(run.to_string());
         });
     }
 

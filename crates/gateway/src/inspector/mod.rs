@@ -159,7 +159,8 @@ impl Inspector {
         published.retain(|id, _| seen.contains(id));
     }
 
-    async fn list(&self) -> serde_json::Value {
+    async fn list(&self, query: Option<&str>) -> serde_json::Value {
+        let filter = RunFilter::of(query);
         let mut runs: Vec<capture::Summary> =
             self.local().iter().map(|h| h.snapshot().summary).collect();
         if let Some(board) = &self.board {
@@ -174,6 +175,7 @@ impl Inspector {
                 Err(e) => tracing::warn!(error = %e, "inspector: the shared board does not answer"),
             }
         }
+        runs.retain(|r| filter.keeps(r));
         runs.sort_by(|a, b| b.started_ms.cmp(&a.started_ms).then(b.id.cmp(&a.id)));
         runs.truncate(self.cfg.max_runs);
         json!({
@@ -209,6 +211,7 @@ impl Inspector {
         &self,
         method: &Method,
         path: &str,
+        query: Option<&str>,
         headers: &http::HeaderMap,
         authority: Option<&str>,
         peer: SocketAddr,
@@ -247,7 +250,10 @@ impl Inspector {
             "/" | "/index.html" => Ok(asset(INDEX_HTML, "text/html; charset=utf-8")),
             "/assets/app.js" => Ok(asset(APP_JS, "text/javascript; charset=utf-8")),
             "/assets/app.css" => Ok(asset(APP_CSS, "text/css; charset=utf-8")),
-            "/api/runs" => Ok(no_store(json_response(StatusCode::OK, &self.list().await))),
+            "/api/runs" => Ok(no_store(json_response(
+                StatusCode::OK,
+                &self.list(query).await,
+            ))),
             _ => {
                 let Some(api) = rest.strip_prefix("/api/runs/") else {
                     return Err(not_found(path));
@@ -275,6 +281,37 @@ impl Inspector {
                 }
             }
         }
+    }
+}
+
+/// `?conversation=` and `?run=` of the run list: each keeps the runs whose
+/// conversation (or client run id) contains it; both must hold.
+#[derive(Default)]
+struct RunFilter {
+    conversation: Option<String>,
+    run: Option<String>,
+}
+
+impl RunFilter {
+    fn of(query: Option<&str>) -> RunFilter {
+        let mut f = RunFilter::default();
+        for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let v = (!v.is_empty()).then(|| v.into_owned());
+            match k.as_ref() {
+                "conversation" => f.conversation = v,
+                "run" => f.run = v,
+                _ => {}
+            }
+        }
+        f
+    }
+
+    fn keeps(&self, s: &capture::Summary) -> bool {
+        let has = |want: &Option<String>, got: &Option<String>| match want {
+            None => true,
+            Some(w) => got.as_deref().is_some_and(|g| g.contains(w.as_str())),
+        };
+        has(&self.conversation, &s.conversation) && has(&self.run, &s.client_run)
     }
 }
 

@@ -110,7 +110,7 @@ impl Gateway {
             resp.extensions_mut()
                 .insert(conn::ClientStall(r.client_stall_timeout));
         }
-        access::decorate(route, &req_headers, &mut resp);
+        access::decorate(&routes.config, route, &req_headers, &mut resp);
         if let Ok(v) = HeaderValue::from_str(&request_id) {
             resp.headers_mut().insert("x-request-id", v);
         }
@@ -170,6 +170,7 @@ impl Gateway {
                 .serve(
                     req.method(),
                     &path,
+                    req.uri().query(),
                     req.headers(),
                     authority.as_deref(),
                     peer,
@@ -328,6 +329,11 @@ impl Gateway {
             };
             return r.map(|r| (rp.clone(), r)).map_err(|e| (rp, e));
         }
+        if access::is_preflight(req.method(), req.headers()) {
+            if let Some(r) = access::preflight_unrouted(&routes.config, req.headers()) {
+                return Ok((None, r));
+            }
+        }
         Err((
             None,
             GatewayError::client(
@@ -396,6 +402,9 @@ impl Gateway {
                 }
             }
             trace.run(&run.thread_id, &run.run_id);
+            if let Some(c) = &capture {
+                c.run_ids(&run.thread_id, &run.run_id);
+            }
             // What the client said this turn, kept for dialects that send only that.
             let new_from_client = run.messages.clone();
             // Where this caller's run and history of this thread are kept.

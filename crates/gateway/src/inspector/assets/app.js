@@ -249,6 +249,7 @@
   const CELLS = [
     ['status', 'Status'],
     ['route', 'Route'],
+    ['conversation', 'Conversation / run'],
     ['pair', 'Upstream → client'],
     ['num events-in', 'In'],
     ['num events-out', 'Out'],
@@ -286,6 +287,8 @@
       if (run.kind === 'resume') link.append(' ', h('span', { class: 'badge kind', text: 'resume' }));
     }
     setText(tr.querySelector('.run-id'), run.id);
+    // The ids the client chose: what a person debugging "chat X" knows.
+    setText(c('conversation'), [run.conversation, run.client_run].filter(Boolean).join(' / '));
     setText(c('pair'), pair(run));
     setText(c('events-in'), String(run.events_in ?? 0));
     setText(c('events-out'), String(run.events_out ?? 0));
@@ -296,7 +299,7 @@
     const started = c('started');
     setText(started, fmtStarted(run.started_at));
     started.title = run.started_at ?? '';
-    tr.dataset.search = [run.id, run.route, run.status, STATUS_TEXT[run.status], run.error_code, pair(run), run.instance, run.kind]
+    tr.dataset.search = [run.id, run.route, run.conversation, run.client_run, run.status, STATUS_TEXT[run.status], run.error_code, pair(run), run.instance, run.kind]
       .filter(Boolean).join(' ').toLowerCase();
   }
 
