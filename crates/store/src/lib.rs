@@ -646,6 +646,27 @@ pub fn run_key(route_path: &str, conversation_id: &str) -> String {
     format!("{}:{}{}", route_path.len(), route_path, conversation_id)
 }
 
+/// A fresh run id for the conversation key `key`: `<tag>.<random>`, where
+/// the tag (16 hex digits) is a hash of the key. The Redis store names a
+/// run's keys by the part before the dot (its hash tag), so one
+/// conversation's runs and its latest pointer share a Redis Cluster slot and
+/// the run's scripts touch one slot only. Any other id still works: its keys
+/// are then tagged by the whole id (as before tags were minted).
+pub fn run_id(key: &str) -> String {
+    format!("{}.{}", key_tag(key), new_id())
+}
+
+/// The hash tag of a conversation key (FNV-1a, 64 bits, hex): stable across
+/// processes and versions, and free of braces whatever the key holds.
+pub fn key_tag(key: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 /// A fresh random id (32 hex digits) for instance ids and run ids.
 pub fn new_id() -> String {
     use std::collections::hash_map::RandomState;
@@ -783,6 +804,9 @@ impl Default for MemoryConfig {
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]`.
     pub url: String,
+    /// Seed nodes of a Redis Cluster (7.0 or later), any subset of them:
+    /// when not empty the store runs on the cluster and `url` is unused.
+    pub cluster: Vec<String>,
     /// Prefix of every key (instances sharing data must use the same).
     pub prefix: String,
     /// A conversation untouched this long expires.
@@ -813,6 +837,7 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            cluster: Vec::new(),
             prefix: "babelgate".to_string(),
             history_ttl: Duration::from_secs(24 * 3600),
             max_messages: 1_000,
@@ -823,6 +848,15 @@ impl RedisConfig {
             lost_retention: Duration::from_secs(600),
             op_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(1),
+        }
+    }
+
+    /// Defaults for everything but the seed nodes of a Redis Cluster.
+    pub fn cluster(urls: Vec<String>) -> Self {
+        RedisConfig {
+            url: urls.first().cloned().unwrap_or_default(),
+            cluster: urls,
+            ..RedisConfig::new("")
         }
     }
 }
