@@ -34,6 +34,8 @@ const MAX_BLOCK: Duration = Duration::from_secs(2);
 const MAX_REDIRECTS: u32 = 5;
 /// Pause of a reader between attempts while a cluster node is down.
 const RETRY_DELAY: Duration = Duration::from_millis(200);
+/// Runs whose last written id a store remembers (runs it writes at once).
+const MAX_WRITTEN: usize = 100_000;
 
 /// Lua shared by the scripts. `lost` records a running run whose lease ran
 /// out as lost: state, marker entry for readers, expiry.
@@ -80,7 +82,7 @@ const BEGIN: &str = r#"
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[2], 'key', ARGV[2], 'owner', ARGV[3], 'state', 'running',
   'lease_ms', ARGV[4], 'entries', 0, 'bytes', 0)
-redis.call('XADD', KEYS[1], '*', 'b', '1')
+local id = redis.call('XADD', KEYS[1], '*', 'b', '1')
 redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
 if KEYS[4] then
   if ARGV[6] == 'h' then
@@ -91,7 +93,7 @@ if KEYS[4] then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return 1
+return id
 "#;
 
 /// KEYS latest (a tag's hash); ARGV key run_id keep_ms. The pointer of an
@@ -101,25 +103,33 @@ point(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 return 1
 "#;
 
-/// KEYS log meta lease; ARGV max_entries max_bytes lost_ms cores, then
-/// each entry's data and core (`cores` has a `1` for each entry with a core
-/// part, `0` for one without, whose core argument is empty). Returns {0}
-/// unknown, {1} not running, {2, id...}. An entry's size is its data and its
+/// KEYS log meta lease; ARGV max_entries max_bytes lost_ms cores written,
+/// then each entry's data and core (`cores` has a `1` for each entry with a
+/// core part, `0` for one without, whose core argument is empty). Returns
+/// {0} unknown, {1} not running, {2, id...}. `written` is the id this
+/// writer last added (or empty): when the log no longer holds it, a
+/// failover promoted a replica that missed it, and the run is lost rather
+/// than go on with a hole that readers resuming before it would skip. An entry's size is its data and its
 /// core part together. A batch is one call: Lua's per-call cost, not the
 /// entries, was most of Redis's time on a stream (about 7 µs an event).
 const APPEND: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 if not st then return {0} end
 if st ~= 'running' then return {1} end
+local written = ARGV[5]
+if written ~= '' and #redis.call('XRANGE', KEYS[1], written, written) == 0 then
+  lost(KEYS[1], KEYS[2], ARGV[3])
+  return {1}
+end
 local cores = ARGV[4]
 local out = {2}
 local size = 0
 local count = string.len(cores)
 for i = 1, count do
-  local data = ARGV[3 + 2 * i]
+  local data = ARGV[4 + 2 * i]
   local id
   if string.byte(cores, i) == 49 then
-    local core = ARGV[4 + 2 * i]
+    local core = ARGV[5 + 2 * i]
     id = redis.call('XADD', KEYS[1], '*', 'd', data, 'c', core)
     size = size + string.len(data) + string.len(core)
   else
@@ -259,6 +269,9 @@ struct Inner {
     conn: Conn,
     scripts: Scripts,
     stops: Arc<StopHub>,
+    /// Run -> the id this store last added to its log (runs it writes),
+    /// which the next append checks is still there.
+    written: std::sync::Mutex<HashMap<String, String>>,
 }
 
 /// The runs of this store waiting for a stop, fed by one subscription to
@@ -576,6 +589,7 @@ impl RedisStore {
                 conn,
                 scripts: Scripts::new(),
                 stops: Arc::default(),
+                written: Default::default(),
             }),
         })
     }
@@ -612,6 +626,26 @@ impl Inner {
 
     fn conv_key(&self, thread: &str) -> String {
         format!("{}:conv:{{{thread}}}", self.cfg.prefix)
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the id last added to `run_id`'s log by this store; `None`
+    /// forgets the run (ended, lost, unknown).
+    fn note_written(&self, run_id: &str, id: Option<String>) {
+        let mut written = self.written();
+        match id {
+            // Bounded: past it, runs begun go unchecked.
+            Some(id) if written.len() < MAX_WRITTEN || written.contains_key(run_id) => {
+                written.insert(run_id.to_string(), id);
+            }
+            Some(_) => {}
+            None => {
+                written.remove(run_id);
+            }
+        }
     }
 
     fn lost_ms(&self) -> u64 {
@@ -851,7 +885,7 @@ impl RunLog for RedisStore {
             keys.push(&latest);
         }
         let layout: &[u8] = if cluster { b"h" } else { b"s" };
-        let _: i64 = inner
+        let begun: String = inner
             .script(
                 &inner.scripts.begin,
                 &keys,
@@ -874,6 +908,7 @@ impl RunLog for RedisStore {
                 )
                 .await?;
         }
+        inner.note_written(run_id, Some(begun));
         Ok(previous)
     }
 
@@ -898,12 +933,14 @@ impl RunLog for RedisStore {
             .iter()
             .map(|d| if d.core_bytes().is_some() { b'1' } else { b'0' })
             .collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(4 + 2 * data.len());
+        let written = inner.written().get(run_id).cloned().unwrap_or_default();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(5 + 2 * data.len());
         args.extend([
             max_entries.as_bytes(),
             max_bytes.as_bytes(),
             lost_ms.as_bytes(),
             &cores[..],
+            written.as_bytes(),
         ]);
         for d in &data {
             args.push(d.event_bytes());
@@ -915,13 +952,21 @@ impl RunLog for RedisStore {
         match answer {
             Value::Array(items) => match items.split_first() {
                 Some((Value::Int(2), got)) if got.len() == data.len() => {
+                    let mut last = None;
                     for id in got {
                         let id = text(id).ok_or_else(|| StoreError::Corrupt("XADD id".into()))?;
                         ids.push(parse_id(&id)?);
+                        last = Some(id);
+                    }
+                    if last.is_some() {
+                        inner.note_written(run_id, last);
                     }
                     Ok(())
                 }
-                Some((Value::Int(code), [])) => verdict(*code, run_id),
+                Some((Value::Int(code), [])) => {
+                    inner.note_written(run_id, None);
+                    verdict(*code, run_id)
+                }
                 _ => Err(StoreError::Corrupt("append answer".into())),
             },
             _ => Err(StoreError::Corrupt("append answer".into())),
@@ -1008,6 +1053,7 @@ impl RunLog for RedisStore {
                 ],
             )
             .await?;
+        inner.note_written(run_id, None);
         verdict(code, run_id)
     }
 
