@@ -10,7 +10,10 @@
 // - A killed mid-run: B's reader gets the dialect's error within the lease;
 // - Redis stopped and restarted: 503 and /readyz failing while it is down,
 //   the running stream unharmed, service back when Redis is.
-// - a stop asked of B ends the stream A proxies.
+// - a stop asked of B ends the stream A proxies;
+// - nginx (Debian's, with the configuration of docs/deploy.md) in front of
+//   A and B, round robin: a Vercel chat sent, dropped and resumed through
+//   it, whichever instance each request lands on.
 // resume-cluster.test.mjs runs all of it again on a Redis Cluster (three
 // primaries, three replicas; backend = "redis-cluster").
 
@@ -101,6 +104,32 @@ async function startRedis() {
 
 const stopRedis = () => Promise.all((s.redis ?? []).map(stopProc));
 
+function nginxPath() {
+  for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx']) if (fs.existsSync(p)) return p;
+  throw new Error('nginx is not installed: run ./tests/run.sh, which installs it with apt-get');
+}
+
+/** nginx with docs/deploy.md's configuration, its ports replaced: `listen` ours, the two servers A and B. */
+async function startNginx() {
+  const doc = fs.readFileSync(path.join(REPO_ROOT, 'docs', 'deploy.md'), 'utf8');
+  const block = doc.match(/```nginx\n([\s\S]*?)```/);
+  assert.ok(block, 'docs/deploy.md has an nginx block');
+  const port = await freePort();
+  const servers = [s.a, s.b].map((g) => new URL(g.base).port);
+  let n = 0;
+  const conf = block[1]
+    .replace(/listen 127\.0\.0\.1:\d+;/, `listen 127.0.0.1:${port};`)
+    .replace(/server 127\.0\.0\.1:\d+;/g, () => `server 127.0.0.1:${servers[n++]};`);
+  assert.equal(n, 2, 'two upstream servers in the example');
+  const dir = path.join(logDir, 'nginx');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'nginx.conf');
+  fs.writeFileSync(file, conf);
+  s.nginx = launch('nginx', nginxPath(), ['-p', dir, '-c', file, '-e', path.join(dir, 'error.log'), '-g', `daemon off; pid ${path.join(dir, 'nginx.pid')};`], logDir);
+  s.lb = `http://127.0.0.1:${port}`;
+  await waitReady(s.nginx, `${s.lb}/readyz`);
+}
+
 function gatewayToml(port) {
   const route = (p, client, upstream, extra = '') =>
     `[[routes]]\npath = "${p}"\nclient = "${client}"\nupstream = "${upstream}"\nupstream_protocol = "ag-ui"\non_disconnect = "keep"\nidle_timeout_ms = 60000\n${extra}\n`;
@@ -145,9 +174,11 @@ before(async () => {
   await waitReady(py, `${s.py.base}/healthz`);
   s.a = await startGateway('a');
   s.b = await startGateway('b');
+  await startNginx();
 });
 
 after(async () => {
+  if (s.nginx) await stopProc(s.nginx);
   await Promise.all([s.a, s.b].filter(Boolean).map((g) => stopProc(g.proc)));
   await Promise.all((s.procs ?? []).map(stopProc));
   await stopRedis();
@@ -413,4 +444,27 @@ test('A stop asked of B ends the stream A proxies with the dialect\'s error', HA
   assert.equal(last.code, 'stopped');
   const deltas = events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').map((e) => e.delta).join('');
   assert.ok(deltas.length < LONG_TEXT.length, 'stopped before the end of the answer');
+});
+
+test('Through nginx (docs/deploy.md): a Vercel chat sent, dropped and resumed through the balancer arrives whole', HANG_GUARD, async () => {
+  const id = `chat-${randomUUID()}`;
+  const transport = () => new DefaultChatTransport({ api: `${s.lb}/chat` });
+  const chatA = new Chat({ id, transport: transport() });
+  const sending = chatA.sendMessage({ text: 'a long answer please' });
+  // Unbuffered: part of the answer arrives while it is still being written.
+  for (let i = 0; i < 400; i++) {
+    const last = chatA.messages.at(-1);
+    if (last?.role === 'assistant' && last.parts.some((p) => p.type === 'text' && p.text.length > 40)) break;
+    await sleep(10);
+  }
+  const partial = chatA.messages.at(-1).parts.find((p) => p.type === 'text')?.text ?? '';
+  assert.ok(partial.length > 0 && partial.length < LONG_TEXT.length, `partial: ${partial.length}`);
+  await chatA.stop();
+  await sending.catch(() => {});
+  // Round robin sends the next requests to either instance: no stickiness.
+  const chatB = new Chat({ id, messages: [chatA.messages[0]], transport: transport() });
+  await chatB.resumeStream();
+  assert.equal(chatB.status, 'ready', String(chatB.error));
+  const text = chatB.messages.at(-1).parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  assert.equal(text, LONG_TEXT, 'the whole message, every delta once');
 });
