@@ -411,10 +411,7 @@ async fn a_caller_over_its_concurrent_streams_gets_429() {
 #[tokio::test]
 async fn rate_limits_hold_across_two_gateways_on_one_redis() {
     let redis = support::RedisServer::start();
-    let toml = format!(
-        "[store]\nbackend = \"redis\"\nurl = \"{}\"\n",
-        redis.url(),
-    );
+    let toml = format!("[store]\nbackend = \"redis\"\nurl = \"{}\"\n", redis.url(),);
     rate_limits_hold_across_two_gateways(&toml).await;
 }
 
