@@ -87,9 +87,12 @@
 //! Every key starts with the configured prefix `<p>` (`babelgate` by
 //! default); `<id>`, `<thread>` and `<key>` stand for a run id, a thread id
 //! and a conversation key. The braces are literal: Redis hash tags, keeping
-//! one run's keys together. Standalone Redis only (the scripts also touch the
-//! `latest` key by name, which Redis Cluster forbids); `docs/redis-cluster.md`
-//! says what Cluster would take.
+//! one run's keys together. On Redis Cluster ([`RedisConfig::cluster`]) a
+//! run's keys are `<p>:run:{<tag>}.<rest>:...` for an id `<tag>.<rest>` from
+//! [`run_id`] (its conversation's tag) and the latest pointer is the hash
+//! `<p>:latest:{<tag>}` (conversation key -> run id), so every script
+//! touches one slot, named in `KEYS`; the rest is as below
+//! (`docs/redis-cluster.md`).
 //!
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
@@ -647,11 +650,11 @@ pub fn run_key(route_path: &str, conversation_id: &str) -> String {
 }
 
 /// A fresh run id for the conversation key `key`: `<tag>.<random>`, where
-/// the tag (16 hex digits) is a hash of the key. The Redis store names a
-/// run's keys by the part before the dot (its hash tag), so one
-/// conversation's runs and its latest pointer share a Redis Cluster slot and
-/// the run's scripts touch one slot only. Any other id still works: its keys
-/// are then tagged by the whole id (as before tags were minted).
+/// the tag (16 hex digits) is a hash of the key. On Redis Cluster the store
+/// names a run's keys by the part before the dot (their hash tag), so one
+/// conversation's runs and its latest pointer share a slot and the run's
+/// scripts touch one slot only. Any other id still works (its keys are
+/// tagged by the whole id, as before).
 pub fn run_id(key: &str) -> String {
     format!("{}.{}", key_tag(key), new_id())
 }

@@ -556,13 +556,15 @@ fn run_tag(run_id: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// A run's log, meta and lease keys, `<p>:run:{<tag>}.<rest>:...`; an id
-/// without a dot keeps the names runs always had, `<p>:run:{<id>}:...`, so
-/// the ids of runs begun before tags were minted still find their keys.
-fn run_keys(prefix: &str, run_id: &str) -> [String; 3] {
+/// A run's log, meta and lease keys. On Cluster `<p>:run:{<tag>}.<rest>:...`,
+/// in its conversation's slot (an id without a dot: `<p>:run:{<id>}:...`).
+/// On one Redis, where slots do not matter, the names runs always had,
+/// `<p>:run:{<id>}:...`, whatever the id: instances of the version before
+/// and after tags share one Redis during an upgrade.
+fn run_keys(prefix: &str, run_id: &str, cluster: bool) -> [String; 3] {
     let name = match run_tag(run_id) {
-        (tag, Some(rest)) => format!("{prefix}:run:{{{tag}}}.{rest}"),
-        (tag, None) => format!("{prefix}:run:{{{tag}}}"),
+        (tag, Some(rest)) if cluster => format!("{prefix}:run:{{{tag}}}.{rest}"),
+        _ => format!("{prefix}:run:{{{run_id}}}"),
     };
     [
         format!("{name}:log"),
@@ -603,7 +605,7 @@ impl RedisStore {
 
 impl Inner {
     fn run_keys(&self, run_id: &str) -> [String; 3] {
-        run_keys(&self.cfg.prefix, run_id)
+        run_keys(&self.cfg.prefix, run_id, self.link.cluster)
     }
 
     /// The key's latest pointer: a string on one Redis, on Cluster the hash
@@ -1307,7 +1309,7 @@ async fn recheck(hub: &Weak<StopHub>, runs: &[String], conn: &Conn, cfg: &RedisC
     let flags: Vec<Option<String>> = if matches!(conn, Conn::Cluster(_)) {
         // The runs' meta keys are in many slots: one read each, together.
         let reads = runs.iter().map(|run_id| {
-            let [_, meta, _] = run_keys(&cfg.prefix, run_id);
+            let [_, meta, _] = run_keys(&cfg.prefix, run_id, true);
             let mut con = con.clone();
             async move {
                 redis::cmd("HGET")
@@ -1325,7 +1327,7 @@ async fn recheck(hub: &Weak<StopHub>, runs: &[String], conn: &Conn, cfg: &RedisC
     } else {
         let mut pipe = redis::pipe();
         for run_id in runs {
-            let [_, meta, _] = run_keys(&cfg.prefix, run_id);
+            let [_, meta, _] = run_keys(&cfg.prefix, run_id, false);
             pipe.cmd("HGET").arg(meta).arg("stop");
         }
         match tokio::time::timeout(cfg.op_timeout, pipe.query_async(&mut con)).await {
