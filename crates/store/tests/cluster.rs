@@ -378,7 +378,8 @@ async fn a_forced_failover_loses_nothing() {
     assert_eq!(datas(&again), sent);
 }
 
-/// The whole cluster down: calls fail with `Unavailable` within a bound;
+/// Slots without an owner: not ready. The whole cluster down: calls fail
+/// with `Unavailable` within a bound;
 /// the nodes restart from their `nodes.conf` with no data, and the same
 /// store serves again without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,6 +388,29 @@ async fn the_whole_cluster_down_and_back() {
     let cfg = config(&c);
     let s = Arc::new(stores(&cfg).await);
     until_a_new_run_works(&s, SOON).await;
+    // A primary and its replica gone: a third of the slots has no owner.
+    // Not ready once the others see it (cluster_state:fail), and no ping
+    // waits on the dead nodes.
+    let primary = c.owner_of_slot(0);
+    let replica = c.replica_of(primary);
+    c.kill(primary);
+    c.kill(replica);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = Instant::now();
+        let ping = s.ping().await;
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "a ping took {:?}",
+            t.elapsed()
+        );
+        if let Err(e) = ping {
+            assert!(e.is_unavailable(), "{e:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still ready with slots unowned");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     c.kill_all();
     let down = Instant::now();
     let key = "while-down";
