@@ -34,7 +34,7 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/target/py-venv"
 # Debian packages the tests need beyond Node 20, Python 3.11 and Rust.
-APT_PACKAGES="chromium redis-server"
+APT_PACKAGES="chromium redis-server nginx"
 
 step() { printf '\n==> %s\n' "$*"; }
 

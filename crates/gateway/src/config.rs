@@ -68,6 +68,7 @@ struct RawServer {
 struct RawStore {
     backend: Spanned<String>,
     url: Option<Spanned<String>>,
+    urls: Option<Spanned<Vec<Spanned<String>>>>,
     lease_ms: Option<u64>,
     history_ttl_s: Option<u64>,
     max_run_bytes: Option<Spanned<u64>>,
@@ -260,6 +261,10 @@ pub enum Backend {
     Redis {
         url: String,
     },
+    /// Seed nodes of a Redis Cluster (7.0 or later); redacted as `Redis`.
+    RedisCluster {
+        urls: Vec<String>,
+    },
 }
 
 impl fmt::Debug for Backend {
@@ -267,6 +272,9 @@ impl fmt::Debug for Backend {
         match self {
             Backend::Memory => f.write_str("Memory"),
             Backend::Redis { .. } => f.write_str("Redis { url: <redacted> }"),
+            Backend::RedisCluster { urls } => {
+                write!(f, "RedisCluster {{ urls: <{} redacted> }}", urls.len())
+            }
         }
     }
 }
@@ -1092,7 +1100,47 @@ impl Config {
         let store = match &raw.store {
             None => Store::default(),
             Some(st) => {
-                let backend = match (st.backend.get_ref().as_str(), &st.url) {
+                let name = st.backend.get_ref().as_str();
+                if let (Some(u), false) = (&st.urls, name == "redis-cluster") {
+                    c.at(u, "store.urls: only the redis-cluster backend takes urls");
+                }
+                let backend = match (name, &st.url) {
+                    ("redis-cluster", Some(u)) => {
+                        c.at(
+                            u,
+                            "store.url: the redis-cluster backend takes `urls`, a list of seed nodes",
+                        );
+                        Backend::Memory
+                    }
+                    ("redis-cluster", None) => match &st.urls {
+                        Some(list) if !list.get_ref().is_empty() => {
+                            let mut urls = Vec::new();
+                            for (i, u) in list.get_ref().iter().enumerate() {
+                                let key = format!("store.urls[{i}]");
+                                let Some(url) = c.interpolate(u, env, &key) else {
+                                    continue;
+                                };
+                                // No unix socket: a cluster's nodes name each
+                                // other by host and port.
+                                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                                    c.at(u, format!("{key}: expected redis://host:port"));
+                                }
+                                urls.push(url);
+                            }
+                            Backend::RedisCluster { urls }
+                        }
+                        Some(list) => {
+                            c.at(list, "store.urls: give at least one seed node");
+                            Backend::Memory
+                        }
+                        None => {
+                            c.at(
+                                &st.backend,
+                                "store.urls: the redis-cluster backend needs urls = [\"redis://host:port\", ...]",
+                            );
+                            Backend::Memory
+                        }
+                    },
                     ("memory", None) => Backend::Memory,
                     ("memory", Some(u)) => {
                         c.at(u, "store.url: only the redis backend takes a url");
@@ -1115,7 +1163,9 @@ impl Config {
                     (other, _) => {
                         c.at(
                             &st.backend,
-                            format!("store.backend: `{other}` is not memory or redis"),
+                            format!(
+                                "store.backend: `{other}` is not memory, redis or redis-cluster"
+                            ),
                         );
                         Backend::Memory
                     }
@@ -1817,6 +1867,55 @@ upstream_protocol = "ag-ui"
                 (8, "store.max_followers: must be at least 1")
             ],
             "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn redis_cluster_takes_a_list_of_seed_nodes_each_interpolated_and_checked_where_it_stands() {
+        let route = "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x\"\nupstream_protocol = \"ag-ui\"\n";
+        let env = |k: &str| (k == "PW").then(|| "s3cret-77".to_string());
+        let parse = |store: &str| {
+            Config::parse_with(&format!("{route}[store]\n{store}"), Path::new("."), &env)
+        };
+        let c = parse(
+            "backend = \"redis-cluster\"\nurls = [\"redis://:${PW}@10.0.0.1:7000\", \"rediss://10.0.0.2:7000\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.store.backend,
+            Backend::RedisCluster {
+                urls: vec![
+                    "redis://:s3cret-77@10.0.0.1:7000".into(),
+                    "rediss://10.0.0.2:7000".into()
+                ]
+            }
+        );
+        // Debug output (logged config) names no URL, so no password.
+        assert!(!format!("{:?}", c.store).contains("s3cret-77"));
+        let errs = parse(
+            "backend = \"redis-cluster\"\nurls = [\n  \"redis://a:1\",\n  \"http://b:2\",\n  \"redis://${NOPE}:3\",\n]\n",
+        )
+        .unwrap_err();
+        let got: Vec<_> = errs.iter().map(|e| (e.line, e.message.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (10, "store.urls[1]: expected redis://host:port"),
+                (11, "store.urls[2]: environment variable `NOPE` is not set"),
+            ],
+            "{errs:?}"
+        );
+        let errs = parse("backend = \"redis-cluster\"\nurls = []\n").unwrap_err();
+        assert_eq!(errs[0].message, "store.urls: give at least one seed node");
+        let errs = parse("backend = \"redis-cluster\"\nurl = \"redis://a:1\"\n").unwrap_err();
+        assert!(errs[0]
+            .message
+            .starts_with("store.url: the redis-cluster backend takes `urls`"));
+        let errs = parse("backend = \"redis\"\nurl = \"redis://a:1\"\nurls = [\"redis://a:1\"]\n")
+            .unwrap_err();
+        assert_eq!(
+            (errs[0].line, errs[0].message.as_str()),
+            (9, "store.urls: only the redis-cluster backend takes urls")
         );
     }
 

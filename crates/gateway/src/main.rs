@@ -824,9 +824,14 @@ fn serve(path: PathBuf, listen: Option<SocketAddr>, log_json: bool) -> ExitCode 
                 return ExitCode::from(1);
             }
         };
-        if let Err(e) = stores.ping().await {
+        match stores.ping().await {
+            Ok(()) => {}
+            // `redis` on a cluster node: not fatal either, but said loudly.
+            Err(e @ babelgate_store::StoreError::Config(_)) => {
+                tracing::error!(error = %e, "the store is misconfigured");
+            }
             // Not fatal: /readyz says so and service starts when it is back.
-            tracing::warn!(error = %e, "the store does not answer yet");
+            Err(e) => tracing::warn!(error = %e, "the store does not answer yet"),
         }
         let gateway = match Gateway::with_stores(config, stores) {
             Ok(g) => Arc::new(g),

@@ -258,5 +258,12 @@ pub fn store_config(config: &Config) -> StoreConfig {
             c.max_history_bytes = config.store.max_history_bytes;
             StoreConfig::Redis(c)
         }
+        Backend::RedisCluster { urls } => {
+            let mut c = babelgate_store::RedisConfig::cluster(urls.clone());
+            c.history_ttl = config.store.history_ttl;
+            c.max_run_bytes = config.store.max_run_bytes;
+            c.max_history_bytes = config.store.max_history_bytes;
+            StoreConfig::Redis(c)
+        }
     }
 }

@@ -422,12 +422,25 @@ async fn a_caller_over_its_concurrent_streams_gets_429() {
 #[tokio::test]
 async fn rate_limits_hold_across_two_gateways_on_one_redis() {
     let redis = support::RedisServer::start();
-    let agent = demo_agent().await;
+    let toml = format!("[store]\nbackend = \"redis\"\nurl = \"{}\"\n", redis.url(),);
+    rate_limits_hold_across_two_gateways(&toml).await;
+}
+
+/// The same on Redis Cluster (three primaries, three replicas), the
+/// gateways given a subset of the nodes as seeds.
+#[tokio::test]
+async fn rate_limits_hold_across_two_gateways_on_a_redis_cluster() {
+    let urls = support::cluster::shared().urls();
     let toml = format!(
-        "[store]\nbackend = \"redis\"\nurl = \"{}\"\n{}",
-        redis.url(),
-        route(agent, RATE)
+        "[store]\nbackend = \"redis-cluster\"\nurls = [\"{}\", \"{}\"]\n",
+        urls[0], urls[4]
     );
+    rate_limits_hold_across_two_gateways(&toml).await;
+}
+
+async fn rate_limits_hold_across_two_gateways(store: &str) {
+    let agent = demo_agent().await;
+    let toml = format!("{store}{}", route(agent, RATE));
     let (a, _) = gateway(&toml).await;
     let (b, _) = gateway(&toml).await;
     for gw in [a, b] {

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use redis::aio::ConnectionManager;
 use redis::Script;
 
+use crate::redis_store::Conn;
 use crate::{RedisConfig, StoreError};
 
 #[async_trait]
@@ -37,26 +37,29 @@ pub trait CaptureBoard: Send + Sync {
     async fn get(&self, id: &str) -> Result<Option<Bytes>, StoreError>;
 }
 
-/// KEYS index summary capture; ARGV id started_ms summary capture keep retention_ms prefix.
+/// KEYS index summary capture; ARGV id started_ms summary capture keep
+/// retention_ms. Returns the ids trimmed, whose captures the caller deletes:
+/// a key named in Lua is refused on Redis Cluster (and a crash between the
+/// two steps leaves captures that expire on their own).
 const PUT: &str = r#"
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[6])
 local n = redis.call('ZCARD', KEYS[1])
 local keep = tonumber(ARGV[5])
+local old = {}
 if n > keep then
-  local old = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+  old = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
   for _, id in ipairs(old) do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
-    redis.call('DEL', ARGV[7] .. id)
   end
 end
-return n
+return old
 "#;
 
 pub struct RedisBoard {
-    conn: ConnectionManager,
+    conn: Conn,
     prefix: String,
     op_timeout: Duration,
     retention: Duration,
@@ -112,9 +115,18 @@ impl CaptureBoard for RedisBoard {
             .arg(summary)
             .arg(capture)
             .arg(keep.max(1))
-            .arg(self.retention.as_millis().max(1) as u64)
-            .arg(capture_prefix);
-        let _: i64 = self.bounded(inv.invoke_async(&mut con)).await?;
+            .arg(self.retention.as_millis().max(1) as u64);
+        let trimmed: Vec<String> = self.bounded(inv.invoke_async(&mut con)).await?;
+        if !trimmed.is_empty() {
+            // All in the board's slot: one command.
+            let keys: Vec<String> = trimmed
+                .iter()
+                .map(|id| format!("{capture_prefix}{id}"))
+                .collect();
+            let _: i64 = self
+                .bounded(redis::cmd("DEL").arg(keys).query_async(&mut con))
+                .await?;
+        }
         Ok(())
     }
 

@@ -87,9 +87,12 @@
 //! Every key starts with the configured prefix `<p>` (`babelgate` by
 //! default); `<id>`, `<thread>` and `<key>` stand for a run id, a thread id
 //! and a conversation key. The braces are literal: Redis hash tags, keeping
-//! one run's keys together. Standalone Redis only (the scripts also touch the
-//! `latest` key by name, which Redis Cluster forbids); `docs/redis-cluster.md`
-//! says what Cluster would take.
+//! one run's keys together. On Redis Cluster ([`RedisConfig::cluster`]) a
+//! run's keys are `<p>:run:{<tag>}.<rest>:...` for an id `<tag>.<rest>` from
+//! [`run_id`] (its conversation's tag) and the latest pointer is the hash
+//! `<p>:latest:{<tag>}` (conversation key -> run id), so every script
+//! touches one slot, named in `KEYS`; the rest is as below
+//! (`docs/redis-cluster.md`).
 //!
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
@@ -646,6 +649,27 @@ pub fn run_key(route_path: &str, conversation_id: &str) -> String {
     format!("{}:{}{}", route_path.len(), route_path, conversation_id)
 }
 
+/// A fresh run id for the conversation key `key`: `<tag>.<random>`, where
+/// the tag (16 hex digits) is a hash of the key. On Redis Cluster the store
+/// names a run's keys by the part before the dot (their hash tag), so one
+/// conversation's runs and its latest pointer share a slot and the run's
+/// scripts touch one slot only. Any other id still works (its keys are
+/// tagged by the whole id, as before).
+pub fn run_id(key: &str) -> String {
+    format!("{}.{}", key_tag(key), new_id())
+}
+
+/// The hash tag of a conversation key (FNV-1a, 64 bits, hex): stable across
+/// processes and versions, and free of braces whatever the key holds.
+pub fn key_tag(key: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 /// A fresh random id (32 hex digits) for instance ids and run ids.
 pub fn new_id() -> String {
     use std::collections::hash_map::RandomState;
@@ -783,6 +807,9 @@ impl Default for MemoryConfig {
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]`.
     pub url: String,
+    /// Seed nodes of a Redis Cluster (7.0 or later), any subset of them:
+    /// when not empty the store runs on the cluster and `url` is unused.
+    pub cluster: Vec<String>,
     /// Prefix of every key (instances sharing data must use the same).
     pub prefix: String,
     /// A conversation untouched this long expires.
@@ -813,6 +840,7 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            cluster: Vec::new(),
             prefix: "babelgate".to_string(),
             history_ttl: Duration::from_secs(24 * 3600),
             max_messages: 1_000,
@@ -823,6 +851,15 @@ impl RedisConfig {
             lost_retention: Duration::from_secs(600),
             op_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(1),
+        }
+    }
+
+    /// Defaults for everything but the seed nodes of a Redis Cluster.
+    pub fn cluster(urls: Vec<String>) -> Self {
+        RedisConfig {
+            url: urls.first().cloned().unwrap_or_default(),
+            cluster: urls,
+            ..RedisConfig::new("")
         }
     }
 }

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
 use redis::Script;
 use tokio::time::Instant;
 
@@ -235,7 +234,7 @@ return 1
 "#;
 
 pub struct RedisLimiter {
-    conn: ConnectionManager,
+    conn: crate::redis_store::Conn,
     prefix: String,
     op_timeout: Duration,
     take: Script,

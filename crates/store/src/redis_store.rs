@@ -10,8 +10,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::streams::StreamReadReply;
-use redis::{AsyncConnectionConfig, ErrorKind, RedisError, Script, Value};
+use redis::{
+    AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError, RedisFuture, Script,
+    ServerErrorKind, Value,
+};
 use tokio::sync::oneshot;
 
 use crate::flag::Flag;
@@ -25,15 +30,38 @@ const READ_BATCH: usize = 256;
 /// Bounds of one `XREAD BLOCK` (a third of the lease in between).
 const MIN_BLOCK: Duration = Duration::from_millis(50);
 const MAX_BLOCK: Duration = Duration::from_secs(2);
+/// Redirections a reader follows in a row before it gives up.
+const MAX_REDIRECTS: u32 = 5;
+/// Pause of a reader between attempts while a cluster node is down.
+const RETRY_DELAY: Duration = Duration::from_millis(200);
+/// Runs whose last written id a store remembers (runs it writes at once).
+const MAX_WRITTEN: usize = 100_000;
 
 /// Lua shared by the scripts. `lost` records a running run whose lease ran
 /// out as lost: state, marker entry for readers, expiry.
 const PRELUDE: &str = r#"
+local function extend(key, keep_ms)
+  local ttl = redis.call('PTTL', key)
+  if ttl >= 0 and ttl < tonumber(keep_ms) then redis.call('PEXPIRE', key, keep_ms) end
+end
 local function lost(log, meta, keep_ms)
   redis.call('HSET', meta, 'state', 'lost')
   redis.call('XADD', log, '*', 'l', '1')
   redis.call('PEXPIRE', log, keep_ms)
   redis.call('PEXPIRE', meta, keep_ms)
+end
+-- Cluster: the pointers of a tag's conversations are one hash (key ->
+-- run id), so that a run's scripts name it in KEYS; its expiry only grows,
+-- as other keys with the same tag may point there too.
+local function point(latest, key, run_id, keep_ms)
+  redis.call('HSET', latest, key, run_id)
+  extend(latest, keep_ms)
+end
+-- Cluster: the pointer of the run's key keeps at least `keep_ms` while it
+-- names the run (run_id, meta as KEYS).
+local function keep_pointer(latest, meta, run_id, keep_ms)
+  local key = redis.call('HGET', meta, 'key')
+  if key and redis.call('HGET', latest, key) == run_id then extend(latest, keep_ms) end
 end
 -- The state of the run after applying its lease: false when unknown.
 local function settle(log, meta, lease, keep_ms)
@@ -46,38 +74,62 @@ local function settle(log, meta, lease, keep_ms)
 end
 "#;
 
-/// KEYS log meta lease latest; ARGV run_id key owner lease_ms keep_ms.
+/// KEYS log meta lease [latest]; ARGV run_id key owner lease_ms keep_ms
+/// layout. `latest` is the key's pointer: a string (layout `s`, one Redis)
+/// or the hash of its tag (layout `h`, Cluster); without it (an id not
+/// minted for its key: another slot) the caller points it in a second call.
 const BEGIN: &str = r#"
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[2], 'key', ARGV[2], 'owner', ARGV[3], 'state', 'running',
   'lease_ms', ARGV[4], 'entries', 0, 'bytes', 0)
-redis.call('XADD', KEYS[1], '*', 'b', '1')
+local id = redis.call('XADD', KEYS[1], '*', 'b', '1')
 redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
-redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[5])
+if KEYS[4] then
+  if ARGV[6] == 'h' then
+    point(KEYS[4], ARGV[2], ARGV[1], ARGV[5])
+  else
+    redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[5])
+  end
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return id
+"#;
+
+/// KEYS latest (a tag's hash); ARGV key run_id keep_ms. The pointer of an
+/// id whose tag is not its key's (Cluster only).
+const POINT: &str = r#"
+point(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 return 1
 "#;
 
-/// KEYS log meta lease; ARGV max_entries max_bytes lost_ms cores, then
-/// each entry's data and core (`cores` has a `1` for each entry with a core
-/// part, `0` for one without, whose core argument is empty). Returns {0}
-/// unknown, {1} not running, {2, id...}. An entry's size is its data and its
+/// KEYS log meta lease; ARGV max_entries max_bytes lost_ms cores written,
+/// then each entry's data and core (`cores` has a `1` for each entry with a
+/// core part, `0` for one without, whose core argument is empty). Returns
+/// {0} unknown, {1} not running, {2, id...}. `written` is the id this
+/// writer last added (or empty): when the log no longer holds it, a
+/// failover promoted a replica that missed it, and the run is lost rather
+/// than go on with a hole that readers resuming before it would skip. An entry's size is its data and its
 /// core part together. A batch is one call: Lua's per-call cost, not the
 /// entries, was most of Redis's time on a stream (about 7 µs an event).
 const APPEND: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 if not st then return {0} end
 if st ~= 'running' then return {1} end
+local written = ARGV[5]
+if written ~= '' and #redis.call('XRANGE', KEYS[1], written, written) == 0 then
+  lost(KEYS[1], KEYS[2], ARGV[3])
+  return {1}
+end
 local cores = ARGV[4]
 local out = {2}
 local size = 0
 local count = string.len(cores)
 for i = 1, count do
-  local data = ARGV[3 + 2 * i]
+  local data = ARGV[4 + 2 * i]
   local id
   if string.byte(cores, i) == 49 then
-    local core = ARGV[4 + 2 * i]
+    local core = ARGV[5 + 2 * i]
     id = redis.call('XADD', KEYS[1], '*', 'd', data, 'c', core)
     size = size + string.len(data) + string.len(core)
   else
@@ -110,8 +162,10 @@ end
 return out
 "#;
 
-/// KEYS log meta lease; ARGV owner lease_ms keep_ms run_id prefix lost_ms.
-/// Returns 0 unknown, 1 not running (or not the owner), 2 renewed.
+/// KEYS log meta lease [latest]; ARGV owner lease_ms keep_ms run_id prefix
+/// lost_ms. Returns 0 unknown, 1 not running (or not the owner), 2 renewed.
+/// With `latest` (Cluster) the pointer is that hash; else a string named
+/// from the meta hash.
 const RENEW: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[6])
 if not st then return 0 end
@@ -120,13 +174,18 @@ redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 redis.call('HSET', KEYS[2], 'lease_ms', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if KEYS[4] then
+  keep_pointer(KEYS[4], KEYS[2], ARGV[4], ARGV[3])
+  return 2
+end
 local latest = ARGV[5] .. ':latest:' .. redis.call('HGET', KEYS[2], 'key')
 if redis.call('GET', latest) == ARGV[4] then redis.call('PEXPIRE', latest, ARGV[3]) end
 return 2
 "#;
 
-/// KEYS log meta lease; ARGV outcome retention_ms run_id prefix lost_ms.
-/// Returns 0 unknown, 1 not running, 2 ended.
+/// KEYS log meta lease [latest]; ARGV outcome retention_ms run_id prefix
+/// lost_ms. Returns 0 unknown, 1 not running, 2 ended. `latest` as for
+/// RENEW.
 const END: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
 if not st then return 0 end
@@ -136,6 +195,10 @@ redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
 redis.call('DEL', KEYS[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if KEYS[4] then
+  keep_pointer(KEYS[4], KEYS[2], ARGV[3], ARGV[2])
+  return 2
+end
 local latest = ARGV[4] .. ':latest:' .. redis.call('HGET', KEYS[2], 'key')
 if redis.call('GET', latest) == ARGV[3] then redis.call('PEXPIRE', latest, ARGV[2]) end
 return 2
@@ -202,10 +265,13 @@ pub struct RedisStore {
 
 struct Inner {
     cfg: RedisConfig,
-    client: redis::Client,
-    conn: ConnectionManager,
+    link: Link,
+    conn: Conn,
     scripts: Scripts,
     stops: Arc<StopHub>,
+    /// Run -> the id this store last added to its log (runs it writes),
+    /// which the next append checks is still there.
+    written: std::sync::Mutex<HashMap<String, String>>,
 }
 
 /// The runs of this store waiting for a stop, fed by one subscription to
@@ -273,6 +339,7 @@ impl Drop for StopWait {
 
 struct Scripts {
     begin: Script,
+    point: Script,
     append: Script,
     renew: Script,
     end: Script,
@@ -287,6 +354,7 @@ impl Scripts {
         let s = |body: &str| Script::new(&format!("{PRELUDE}\n{body}"));
         Scripts {
             begin: s(BEGIN),
+            point: s(POINT),
             append: s(APPEND),
             renew: s(RENEW),
             end: s(END),
@@ -328,8 +396,17 @@ fn ms(d: Duration) -> u64 {
     (d.as_millis() as u64).max(1)
 }
 
+/// What `backend = "redis"` on a cluster node is told (no host named).
+const CLUSTER_NODE: &str = "store.url is a Redis Cluster node: keys of other slots answer MOVED \
+     and scripts CROSSSLOT; use backend = \"redis-cluster\" with urls = [...]";
+
 fn map_err(e: RedisError) -> StoreError {
     match e.kind() {
+        // One Redis that is a cluster node (on Cluster the client follows
+        // redirections itself): an outage for this call, named as what it is.
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::CrossSlot) => {
+            StoreError::Unavailable(format!("{CLUSTER_NODE} ({})", e.code().unwrap_or("")))
+        }
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => StoreError::Corrupt(e.to_string()),
         _ if e.code() == Some("WRONGTYPE") => StoreError::Corrupt(e.to_string()),
         _ => StoreError::Unavailable(e.to_string()),
@@ -345,22 +422,155 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// A client of `cfg.url` and a connection manager on it that connects on
-/// first use, each exchange bounded by the config's timeouts.
-pub(crate) fn lazy_connection(
-    cfg: &RedisConfig,
-) -> Result<(redis::Client, ConnectionManager), StoreError> {
-    let client = redis::Client::open(cfg.url.as_str())
-        // The URL may hold a password: never in an error.
-        .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
-    let manager = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(cfg.connect_timeout))
-        .set_response_timeout(Some(cfg.op_timeout))
-        .set_number_of_retries(1)
-        .set_max_delay(Duration::from_millis(500));
-    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
-        .map_err(|e| StoreError::Config(e.to_string()))?;
-    Ok((client, conn))
+/// The connection every call but blocking reads and the stop subscription
+/// goes through: a connection manager on one server, or on Cluster the
+/// `redis` crate's cluster connection, which routes each command (a script
+/// by its first key) to the slot's owner, follows `MOVED`/`ASK` and
+/// refreshes its slot map when the topology changes.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The servers a store talks to: one, or the seed nodes of a cluster (a
+/// client each, for the connections of their own: blocking reads and the
+/// stop subscription).
+#[derive(Clone)]
+pub(crate) struct Link {
+    seeds: Vec<redis::Client>,
+    cluster: bool,
+}
+
+impl Link {
+    /// A client of the node at `host:port` (from a `MOVED`), with the seed
+    /// nodes' credentials and TLS settings.
+    fn node(&self, addr: &str) -> Option<redis::Client> {
+        let (host, port) = addr.rsplit_once(':')?;
+        let port: u16 = port.parse().ok()?;
+        let seed = self.seeds.first()?.get_connection_info().clone();
+        let addr = match seed.addr() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => ConnectionAddr::Tcp(host.to_string(), port),
+        };
+        redis::Client::open(seed.set_addr(addr)).ok()
+    }
+}
+
+/// The clients of `cfg` (`url`, or the seed nodes of `cluster`) and a
+/// shared connection that connects on first use, each exchange bounded by
+/// the config's timeouts.
+pub(crate) fn lazy_connection(cfg: &RedisConfig) -> Result<(Link, Conn), StoreError> {
+    if cfg.cluster.is_empty() {
+        let client = redis::Client::open(cfg.url.as_str())
+            // The URL may hold a password: never in an error.
+            .map_err(|e| StoreError::Config(format!("store.url: {e}")))?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(cfg.connect_timeout))
+            .set_response_timeout(Some(cfg.op_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let link = Link {
+            seeds: vec![client],
+            cluster: false,
+        };
+        return Ok((link, Conn::Single(conn)));
+    }
+    let seeds = cfg
+        .cluster
+        .iter()
+        .enumerate()
+        .map(|(i, url)| {
+            redis::Client::open(url.as_str())
+                .map_err(|e| StoreError::Config(format!("store.urls[{i}]: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Retries (a MOVED, a failover) wait 50 ms to 0.5 s: within the op
+    // timeout that bounds every call, not the crate's default of seconds.
+    let client = ClusterClientBuilder::new(cfg.cluster.iter().map(String::as_str))
+        .connection_timeout(cfg.connect_timeout)
+        .response_timeout(cfg.op_timeout)
+        .retries(6)
+        .min_retry_wait(50)
+        .max_retry_wait(500)
+        .build()
+        .map_err(|e| StoreError::Config(format!("store.urls: {:?}", e.kind())))?;
+    // Connects in the background: the store opens while the cluster is down.
+    let conn = client.get_pending_async_connection_with_config(
+        ClusterConfig::new()
+            .set_connection_timeout(cfg.connect_timeout)
+            .set_response_timeout(cfg.op_timeout),
+    );
+    let link = Link {
+        seeds,
+        cluster: true,
+    };
+    Ok((link, Conn::Cluster(conn)))
+}
+
+/// A run id's hash tag: the part before the first dot (ids from
+/// [`crate::run_id`], tagged by their conversation), else the whole id.
+fn run_tag(run_id: &str) -> (&str, Option<&str>) {
+    match run_id.split_once('.') {
+        Some((tag, rest)) => (tag, Some(rest)),
+        None => (run_id, None),
+    }
+}
+
+/// A run's log, meta and lease keys. On Cluster `<p>:run:{<tag>}.<rest>:...`,
+/// in its conversation's slot (an id without a dot: `<p>:run:{<id>}:...`).
+/// On one Redis, where slots do not matter, the names runs always had,
+/// `<p>:run:{<id>}:...`, whatever the id: instances of the version before
+/// and after tags share one Redis during an upgrade.
+fn run_keys(prefix: &str, run_id: &str, cluster: bool) -> [String; 3] {
+    let name = match run_tag(run_id) {
+        (tag, Some(rest)) if cluster => format!("{prefix}:run:{{{tag}}}.{rest}"),
+        _ => format!("{prefix}:run:{{{run_id}}}"),
+    };
+    [
+        format!("{name}:log"),
+        format!("{name}:meta"),
+        format!("{name}:lease"),
+    ]
 }
 
 fn parse_id(s: &str) -> Result<EventId, StoreError> {
@@ -373,14 +583,15 @@ impl RedisStore {
     /// succeeds while Redis is down; fails only on a malformed URL. Must be
     /// called within a Tokio runtime.
     pub async fn open(cfg: RedisConfig) -> Result<Self, StoreError> {
-        let (client, conn) = lazy_connection(&cfg)?;
+        let (link, conn) = lazy_connection(&cfg)?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 cfg,
-                client,
+                link,
                 conn,
                 scripts: Scripts::new(),
                 stops: Arc::default(),
+                written: Default::default(),
             }),
         })
     }
@@ -394,20 +605,49 @@ impl RedisStore {
 
 impl Inner {
     fn run_keys(&self, run_id: &str) -> [String; 3] {
-        let p = &self.cfg.prefix;
-        [
-            format!("{p}:run:{{{run_id}}}:log"),
-            format!("{p}:run:{{{run_id}}}:meta"),
-            format!("{p}:run:{{{run_id}}}:lease"),
-        ]
+        run_keys(&self.cfg.prefix, run_id, self.link.cluster)
     }
 
+    /// The key's latest pointer: a string on one Redis, on Cluster the hash
+    /// of the key's tag (a field per key).
     fn latest_key(&self, key: &str) -> String {
-        format!("{}:latest:{key}", self.cfg.prefix)
+        if self.link.cluster {
+            format!("{}:latest:{{{}}}", self.cfg.prefix, crate::key_tag(key))
+        } else {
+            format!("{}:latest:{key}", self.cfg.prefix)
+        }
+    }
+
+    /// Cluster: the pointer hash in the run's slot (its tag's), which the
+    /// run's scripts name as their fourth key.
+    fn run_latest(&self, run_id: &str) -> Option<String> {
+        self.link
+            .cluster
+            .then(|| format!("{}:latest:{{{}}}", self.cfg.prefix, run_tag(run_id).0))
     }
 
     fn conv_key(&self, thread: &str) -> String {
         format!("{}:conv:{{{thread}}}", self.cfg.prefix)
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the id last added to `run_id`'s log by this store; `None`
+    /// forgets the run (ended, lost, unknown).
+    fn note_written(&self, run_id: &str, id: Option<String>) {
+        let mut written = self.written();
+        match id {
+            // Bounded: past it, runs begun go unchecked.
+            Some(id) if written.len() < MAX_WRITTEN || written.contains_key(run_id) => {
+                written.insert(run_id.to_string(), id);
+            }
+            Some(_) => {}
+            None => {
+                written.remove(run_id);
+            }
+        }
     }
 
     fn lost_ms(&self) -> u64 {
@@ -516,7 +756,7 @@ impl Inner {
         tokio::spawn(stop_subscriber(
             Arc::downgrade(&self.stops),
             rx,
-            self.client.clone(),
+            self.link.clone(),
             self.conn.clone(),
             self.cfg.clone(),
         ));
@@ -536,16 +776,28 @@ impl Inner {
         Ok(stop.is_some())
     }
 
-    /// A connection of a reader's own, for `XREAD BLOCK`.
-    async fn blocking_connection(&self) -> Result<MultiplexedConnection, StoreError> {
+    /// A connection of a reader's own, for `XREAD BLOCK`: to the server, or
+    /// on Cluster to `node` (the slot's owner, from a `MOVED`) when given
+    /// and up, else to the first seed node that answers (which redirects).
+    async fn blocking_connection(
+        &self,
+        node: Option<&str>,
+    ) -> Result<MultiplexedConnection, StoreError> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.cfg.connect_timeout))
             .set_response_timeout(Some(MAX_BLOCK + self.cfg.op_timeout));
-        self.call(
-            self.client
-                .get_multiplexed_async_connection_with_config(&config),
-        )
-        .await
+        let hinted = node.and_then(|n| self.link.node(n));
+        let mut last = None;
+        for client in hinted.iter().chain(&self.link.seeds) {
+            match self
+                .call(client.get_multiplexed_async_connection_with_config(&config))
+                .await
+            {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| StoreError::Config("no redis node configured".into())))
     }
 }
 
@@ -626,19 +878,39 @@ impl RunLog for RedisStore {
         let latest = inner.latest_key(key);
         let lease_ms = ms(lease).to_string();
         let keep_ms = (ms(lease) + inner.lost_ms()).to_string();
-        let _: i64 = inner
+        // On Cluster one script only when the id carries its key's tag (ids
+        // from `run_id`): else the pointer is in another slot and follows.
+        let cluster = inner.link.cluster;
+        let one_slot = !cluster || run_tag(run_id).0 == crate::key_tag(key);
+        let mut keys = vec![log.as_str(), meta.as_str(), lease_key.as_str()];
+        if one_slot {
+            keys.push(&latest);
+        }
+        let layout: &[u8] = if cluster { b"h" } else { b"s" };
+        let begun: String = inner
             .script(
                 &inner.scripts.begin,
-                &[&log, &meta, &lease_key, &latest],
+                &keys,
                 &[
                     run_id.as_bytes(),
                     key.as_bytes(),
                     owner.as_bytes(),
                     lease_ms.as_bytes(),
                     keep_ms.as_bytes(),
+                    layout,
                 ],
             )
             .await?;
+        if !one_slot {
+            let _: i64 = inner
+                .script(
+                    &inner.scripts.point,
+                    &[&latest],
+                    &[key.as_bytes(), run_id.as_bytes(), keep_ms.as_bytes()],
+                )
+                .await?;
+        }
+        inner.note_written(run_id, Some(begun));
         Ok(previous)
     }
 
@@ -663,12 +935,14 @@ impl RunLog for RedisStore {
             .iter()
             .map(|d| if d.core_bytes().is_some() { b'1' } else { b'0' })
             .collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(4 + 2 * data.len());
+        let written = inner.written().get(run_id).cloned().unwrap_or_default();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(5 + 2 * data.len());
         args.extend([
             max_entries.as_bytes(),
             max_bytes.as_bytes(),
             lost_ms.as_bytes(),
             &cores[..],
+            written.as_bytes(),
         ]);
         for d in &data {
             args.push(d.event_bytes());
@@ -680,13 +954,21 @@ impl RunLog for RedisStore {
         match answer {
             Value::Array(items) => match items.split_first() {
                 Some((Value::Int(2), got)) if got.len() == data.len() => {
+                    let mut last = None;
                     for id in got {
                         let id = text(id).ok_or_else(|| StoreError::Corrupt("XADD id".into()))?;
                         ids.push(parse_id(&id)?);
+                        last = Some(id);
+                    }
+                    if last.is_some() {
+                        inner.note_written(run_id, last);
                     }
                     Ok(())
                 }
-                Some((Value::Int(code), [])) => verdict(*code, run_id),
+                Some((Value::Int(code), [])) => {
+                    inner.note_written(run_id, None);
+                    verdict(*code, run_id)
+                }
                 _ => Err(StoreError::Corrupt("append answer".into())),
             },
             _ => Err(StoreError::Corrupt("append answer".into())),
@@ -727,10 +1009,13 @@ impl RunLog for RedisStore {
         let lease_ms = ms(lease).to_string();
         let keep_ms = (ms(lease) + inner.lost_ms()).to_string();
         let lost_ms = inner.lost_ms().to_string();
+        let pointer = inner.run_latest(run_id);
+        let mut keys = vec![log.as_str(), meta.as_str(), lease_key.as_str()];
+        keys.extend(pointer.as_deref());
         let code: i64 = inner
             .script(
                 &inner.scripts.renew,
-                &[&log, &meta, &lease_key],
+                &keys,
                 &[
                     owner.as_bytes(),
                     lease_ms.as_bytes(),
@@ -754,10 +1039,13 @@ impl RunLog for RedisStore {
         let [log, meta, lease] = inner.run_keys(run_id);
         let retention_ms = ms(retention.max(MIN_RETENTION)).to_string();
         let lost_ms = inner.lost_ms().to_string();
+        let pointer = inner.run_latest(run_id);
+        let mut keys = vec![log.as_str(), meta.as_str(), lease.as_str()];
+        keys.extend(pointer.as_deref());
         let code: i64 = inner
             .script(
                 &inner.scripts.end,
-                &[&log, &meta, &lease],
+                &keys,
                 &[
                     outcome.as_str().as_bytes(),
                     retention_ms.as_bytes(),
@@ -767,6 +1055,7 @@ impl RunLog for RedisStore {
                 ],
             )
             .await?;
+        inner.note_written(run_id, None);
         verdict(code, run_id)
     }
 
@@ -774,9 +1063,12 @@ impl RunLog for RedisStore {
         let inner = &self.inner;
         let mut con = inner.conn.clone();
         let latest = inner.latest_key(key);
-        let run_id: Option<String> = inner
-            .call(redis::cmd("GET").arg(&latest).query_async(&mut con))
-            .await?;
+        let lookup = if inner.link.cluster {
+            redis::cmd("HGET").arg(&latest).arg(key).to_owned()
+        } else {
+            redis::cmd("GET").arg(&latest).to_owned()
+        };
+        let run_id: Option<String> = inner.call(lookup.query_async(&mut con)).await?;
         match run_id {
             Some(run_id) => inner.info(&run_id).await,
             None => Ok(None),
@@ -826,7 +1118,12 @@ impl RunLog for RedisStore {
             run_id: run_id.to_string(),
             after,
             cursor: after.unwrap_or(EventId::ZERO).to_string(),
+            checked: false,
             conn: None,
+            node: None,
+            asking: false,
+            redirects: 0,
+            failing_since: None,
             block: MIN_BLOCK,
             finished: None,
             pending: VecDeque::new(),
@@ -840,9 +1137,13 @@ impl RunLog for RedisStore {
                 if r.done {
                     return None;
                 }
-                if let Err(e) = r.fill().await {
-                    r.pending.push_back(Err(e));
-                    r.done = true;
+                match r.fill().await {
+                    Ok(()) => {}
+                    Err(e) if r.retry(&e).await => {}
+                    Err(e) => {
+                        r.pending.push_back(Err(e));
+                        r.done = true;
+                    }
                 }
             }
         })
@@ -900,10 +1201,31 @@ impl RunLog for RedisStore {
         }
     }
 
+    /// One Redis: answers, and is not a cluster node (where most keys
+    /// would answer `MOVED`). Cluster: a node answers and says the cluster
+    /// is whole (`cluster_state:ok`: every slot has an owner that is up);
+    /// while some slots have none, not ready.
     async fn ping(&self) -> Result<(), StoreError> {
         let inner = &self.inner;
         let mut con = inner.conn.clone();
-        let _: String = inner.call(redis::cmd("PING").query_async(&mut con)).await?;
+        if inner.link.cluster {
+            let info: String = inner
+                .call(redis::cmd("CLUSTER").arg("INFO").query_async(&mut con))
+                .await?;
+            return match info.lines().find_map(|l| l.strip_prefix("cluster_state:")) {
+                Some("ok") => Ok(()),
+                _ => Err(StoreError::Unavailable(
+                    "redis cluster: some slots have no owner that is up (cluster_state is not ok)"
+                        .into(),
+                )),
+            };
+        }
+        let info: String = inner
+            .call(redis::cmd("INFO").arg("cluster").query_async(&mut con))
+            .await?;
+        if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
+            return Err(StoreError::Config(CLUSTER_NODE.into()));
+        }
         Ok(())
     }
 }
@@ -915,13 +1237,19 @@ impl RunLog for RedisStore {
 async fn stop_subscriber(
     hub: Weak<StopHub>,
     mut closed: oneshot::Receiver<()>,
-    client: redis::Client,
-    conn: ConnectionManager,
+    link: Link,
+    conn: Conn,
     cfg: RedisConfig,
 ) {
     let channel = format!("{}:stop", cfg.prefix);
+    // On Cluster a `PUBLISH` reaches every node: any seed serves, the next
+    // one after a failure.
+    let mut attempt = 0usize;
     loop {
+        let client = link.seeds.get(attempt % link.seeds.len().max(1)).cloned();
+        attempt = attempt.wrapping_add(1);
         let session = async {
+            let client = client?;
             let bound = cfg.connect_timeout + cfg.op_timeout;
             let mut pubsub = tokio::time::timeout(bound, client.get_async_pubsub())
                 .await
@@ -973,27 +1301,40 @@ async fn stop_subscriber(
 
 /// Reads the `stop` flag of `runs` in one round trip and wakes those
 /// stopped; false when Redis did not answer (subscribe again).
-async fn recheck(
-    hub: &Weak<StopHub>,
-    runs: &[String],
-    conn: &ConnectionManager,
-    cfg: &RedisConfig,
-) -> bool {
+async fn recheck(hub: &Weak<StopHub>, runs: &[String], conn: &Conn, cfg: &RedisConfig) -> bool {
     if runs.is_empty() {
         return true;
     }
-    let mut pipe = redis::pipe();
-    for run_id in runs {
-        pipe.cmd("HGET")
-            .arg(format!("{}:run:{{{run_id}}}:meta", cfg.prefix))
-            .arg("stop");
-    }
     let mut con = conn.clone();
-    let flags: Vec<Option<String>> =
+    let flags: Vec<Option<String>> = if matches!(conn, Conn::Cluster(_)) {
+        // The runs' meta keys are in many slots: one read each, together.
+        let reads = runs.iter().map(|run_id| {
+            let [_, meta, _] = run_keys(&cfg.prefix, run_id, true);
+            let mut con = con.clone();
+            async move {
+                redis::cmd("HGET")
+                    .arg(meta)
+                    .arg("stop")
+                    .query_async(&mut con)
+                    .await
+            }
+        });
+        let all = futures_util::future::try_join_all(reads);
+        match tokio::time::timeout(cfg.op_timeout, all).await {
+            Ok(Ok(flags)) => flags,
+            _ => return false,
+        }
+    } else {
+        let mut pipe = redis::pipe();
+        for run_id in runs {
+            let [_, meta, _] = run_keys(&cfg.prefix, run_id, false);
+            pipe.cmd("HGET").arg(meta).arg("stop");
+        }
         match tokio::time::timeout(cfg.op_timeout, pipe.query_async(&mut con)).await {
             Ok(Ok(flags)) => flags,
             _ => return false,
-        };
+        }
+    };
     let Some(h) = hub.upgrade() else { return true };
     for (run_id, flag) in runs.iter().zip(flags) {
         if flag.is_some() {
@@ -1009,8 +1350,19 @@ struct Reader {
     after: Option<EventId>,
     /// The last stream id read (or asked to start after).
     cursor: String,
-    /// Opened on the first fill.
+    /// Whether the run was looked at (the first fill).
+    checked: bool,
+    /// Opened on the first fill, again after a redirection or a failure.
     conn: Option<MultiplexedConnection>,
+    /// Cluster: the node that owns the run's slot, as a `MOVED` or `ASK`
+    /// named it.
+    node: Option<String>,
+    /// The next read follows an `ASK` (a slot being migrated).
+    asking: bool,
+    /// Redirections since the last answer, bounded.
+    redirects: u32,
+    /// Cluster: since when reads have failed (a node down, a failover).
+    failing_since: Option<tokio::time::Instant>,
     block: Duration,
     /// Set once the run was seen ended or lost: one more non-blocking read
     /// drains what came before the marker, then this is reported.
@@ -1045,11 +1397,35 @@ impl Reader {
         Ok(())
     }
 
+    /// On Cluster, whether to try again after `e`: while a node is down
+    /// or its slots move to a promoted replica, for about four leases (a
+    /// block is a third of one), from the last id read, on a new
+    /// connection. Ids survive the move, so nothing is lost or repeated.
+    async fn retry(&mut self, e: &StoreError) -> bool {
+        if !self.inner.link.cluster || !e.is_unavailable() {
+            return false;
+        }
+        let now = tokio::time::Instant::now();
+        let since = *self.failing_since.get_or_insert(now);
+        let window = (self.block * 12).max(self.inner.cfg.op_timeout);
+        if now.duration_since(since) >= window {
+            return false;
+        }
+        self.conn = None;
+        self.node = None;
+        tokio::time::sleep(RETRY_DELAY).await;
+        true
+    }
+
     /// Queues what is there to yield; at most one blocking read.
     async fn fill(&mut self) -> Result<(), StoreError> {
-        if self.conn.is_none() {
+        if !self.checked {
             self.check(true).await?;
-            self.conn = Some(self.inner.blocking_connection().await?);
+            self.checked = true;
+        }
+        if self.conn.is_none() {
+            let node = self.node.as_deref();
+            self.conn = Some(self.inner.blocking_connection(node).await?);
         }
         let [log, _, _] = self.inner.run_keys(&self.run_id);
         let mut cmd = redis::cmd("XREAD");
@@ -1063,15 +1439,35 @@ impl Reader {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        let reply: Option<StreamReadReply> =
-            match tokio::time::timeout(bound, cmd.query_async(conn)).await {
-                Ok(r) => r.map_err(map_err)?,
-                Err(_) => {
-                    return Err(StoreError::Unavailable(format!(
-                        "redis did not answer within {bound:?}"
-                    )))
+        let asking = std::mem::take(&mut self.asking);
+        let read = async {
+            if asking {
+                redis::cmd("ASKING").query_async::<()>(conn).await?;
+            }
+            cmd.query_async(conn).await
+        };
+        let reply: Option<StreamReadReply> = match tokio::time::timeout(bound, read).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => match e.redirect_node() {
+                // Cluster: the slot is served elsewhere (failover,
+                // resharding): read there from the same id.
+                Some((node, _)) if self.redirects < MAX_REDIRECTS => {
+                    self.redirects += 1;
+                    self.asking = e.kind() == ErrorKind::Server(ServerErrorKind::Ask);
+                    self.node = Some(node.to_string());
+                    self.conn = None;
+                    return Ok(());
                 }
-            };
+                _ => return Err(map_err(e)),
+            },
+            Err(_) => {
+                return Err(StoreError::Unavailable(format!(
+                    "redis did not answer within {bound:?}"
+                )))
+            }
+        };
+        self.redirects = 0;
+        self.failing_since = None;
         let entries: Vec<_> = reply
             .into_iter()
             .flat_map(|r| r.keys)

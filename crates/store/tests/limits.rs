@@ -1,6 +1,6 @@
-//! The per-caller limiter against both backends (memory, and Redis on a
-//! private `redis-server`): two limiters are two gateway instances, which
-//! share limits only through Redis.
+//! The per-caller limiter against every backend (memory, Redis on a
+//! private `redis-server`, Redis Cluster): two limiters are two gateway
+//! instances, which share limits only through Redis.
 
 mod support;
 
@@ -18,6 +18,7 @@ const LONG: Duration = Duration::from_secs(60);
 enum Kind {
     Memory,
     Redis,
+    Cluster,
 }
 
 /// Two instances: with Redis, two clients of one server; in memory, one.
@@ -46,10 +47,20 @@ fn pair(kind: Kind) -> Pair {
                 _server: Some(server),
             }
         }
+        Kind::Cluster => {
+            let mut cfg = RedisConfig::cluster(support::cluster::shared().urls());
+            cfg.prefix = format!("t{}", babelgate_store::new_id());
+            let cfg = StoreConfig::Redis(cfg);
+            Pair {
+                a: limiter(&cfg).unwrap(),
+                b: limiter(&cfg).unwrap(),
+                _server: None,
+            }
+        }
     }
 }
 
-macro_rules! on_both_backends {
+macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -62,12 +73,17 @@ macro_rules! on_both_backends {
                 async fn redis() {
                     super::$name(super::Kind::Redis).await
                 }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn cluster() {
+                    super::$name(super::Kind::Cluster).await
+                }
             }
         )*
     };
 }
 
-on_both_backends!(
+on_every_backend!(
     a_burst_is_allowed_then_refused_with_a_wait,
     instances_share_one_bucket_per_key,
     the_bucket_refills_at_the_rate,

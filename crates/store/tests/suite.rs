@@ -1,6 +1,8 @@
-//! One behaviour suite run against both backends (memory, and Redis on a
-//! private `redis-server`), then what only Redis does: sharing between
-//! instances and surviving an outage.
+//! One behaviour suite run against every backend (memory, Redis on a
+//! private `redis-server`, and Redis Cluster: three primaries and three
+//! replicas started once for this binary, each test under a prefix of its
+//! own), then what only Redis does: sharing between instances and
+//! surviving an outage.
 
 mod support;
 
@@ -25,6 +27,7 @@ const RETENTION: Duration = Duration::from_secs(60);
 enum Kind {
     Memory,
     Redis,
+    Cluster,
 }
 
 struct Limits {
@@ -85,6 +88,20 @@ impl Backend {
                 cfg.op_timeout = Duration::from_secs(1);
                 cfg.connect_timeout = Duration::from_millis(500);
                 (StoreConfig::Redis(cfg), Some(server))
+            }
+            Kind::Cluster => {
+                let mut cfg = RedisConfig::cluster(support::cluster::shared().urls());
+                // Tests share the cluster: each its own keys.
+                cfg.prefix = format!("t{}", babelgate_store::new_id());
+                cfg.history_ttl = limits.history_ttl;
+                cfg.max_messages = limits.max_messages;
+                cfg.max_run_entries = limits.max_run_entries;
+                cfg.max_run_bytes = limits.max_run_bytes;
+                cfg.max_history_bytes = limits.max_history_bytes;
+                cfg.max_input_bytes = limits.max_input_bytes;
+                cfg.op_timeout = Duration::from_secs(2);
+                cfg.connect_timeout = Duration::from_millis(500);
+                (StoreConfig::Redis(cfg), None)
             }
         };
         let stores = config.build().await.expect("stores build");
@@ -180,7 +197,7 @@ async fn append_all(log: &dyn RunLog, run: &str, datas: &[&str]) -> Vec<EventId>
     ids
 }
 
-macro_rules! on_both_backends {
+macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -193,12 +210,17 @@ macro_rules! on_both_backends {
                 async fn redis() {
                     super::$name(super::Kind::Redis).await
                 }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn cluster() {
+                    super::$name(super::Kind::Cluster).await
+                }
             }
         )*
     };
 }
 
-on_both_backends!(
+on_every_backend!(
     history_appends_in_order_and_keeps_the_newest,
     history_expires_when_idle_and_reads_refresh_it,
     history_round_trips_messages_whole,

@@ -10,11 +10,18 @@
 // - A killed mid-run: B's reader gets the dialect's error within the lease;
 // - Redis stopped and restarted: 503 and /readyz failing while it is down,
 //   the running stream unharmed, service back when Redis is.
+// - a stop asked of B ends the stream A proxies;
+// - nginx (Debian's, with the configuration of docs/deploy.md) in front of
+//   A and B, round robin: a Vercel chat sent, dropped and resumed through
+//   it, whichever instance each request lands on.
+// resume-cluster.test.mjs runs all of it again on a Redis Cluster (three
+// primaries, three replicas; backend = "redis-cluster").
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -39,20 +46,88 @@ function redisServerPath() {
   }
 }
 
+const CLUSTER = process.env.BABELGATE_E2E_STORE === 'redis-cluster';
 const s = {};
-const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', 'resume');
+const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', CLUSTER ? 'resume-cluster' : 'resume');
 
-async function startRedis() {
-  s.redis = launch('redis', redisServerPath(), ['--port', String(s.redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], logDir);
+const cli = (port, ...args) => execFileSync('redis-cli', ['-p', String(port), ...args], { stdio: 'pipe' }).toString().trim();
+
+async function waitPing(port) {
   for (let i = 0; i < 100; i++) {
     try {
-      execFileSync('redis-cli', ['-p', String(s.redisPort), 'ping'], { stdio: 'pipe' });
-      return;
-    } catch {
-      await sleep(50);
-    }
+      if (cli(port, 'ping') === 'PONG') return;
+    } catch {}
+    await sleep(50);
   }
-  throw new Error('redis-server did not start');
+  throw new Error(`redis-server on ${port} did not start`);
+}
+
+/** A port whose cluster bus port (+10000) is free too. */
+async function clusterPort() {
+  for (;;) {
+    const port = await freePort();
+    if (port < 55_000 && await canListen(port + 10_000)) return port;
+  }
+}
+
+function canListen(port) {
+  return new Promise((resolve) => {
+    const srv = net.createServer().once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** One Redis, or six cluster nodes (created once; started again from their nodes.conf, data empty). */
+async function startRedis() {
+  if (!CLUSTER) {
+    s.redis = [launch('redis', redisServerPath(), ['--port', String(s.redisPorts[0]), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], logDir)];
+    await waitPing(s.redisPorts[0]);
+    return;
+  }
+  s.redis = s.redisPorts.map((port) => {
+    const dir = path.join(logDir, `node-${port}`);
+    fs.mkdirSync(dir, { recursive: true });
+    return launch(`redis-${port}`, redisServerPath(), ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+      '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--dir', dir, '--save', '', '--appendonly', 'no'], logDir);
+  });
+  for (const port of s.redisPorts) await waitPing(port);
+  if (!s.clusterCreated) {
+    execFileSync('redis-cli', ['--cluster', 'create', ...s.redisPorts.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { stdio: 'pipe', timeout: 60_000 });
+    s.clusterCreated = true;
+  }
+  for (let i = 0; i < 300; i++) {
+    if (s.redisPorts.every((p) => { try { return cli(p, 'cluster', 'info').includes('cluster_state:ok'); } catch { return false; } })) return;
+    await sleep(100);
+  }
+  throw new Error('the cluster did not reach cluster_state:ok');
+}
+
+const stopRedis = () => Promise.all((s.redis ?? []).map(stopProc));
+
+function nginxPath() {
+  for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx']) if (fs.existsSync(p)) return p;
+  throw new Error('nginx is not installed: run ./tests/run.sh, which installs it with apt-get');
+}
+
+/** nginx with docs/deploy.md's configuration, its ports replaced: `listen` ours, the two servers A and B. */
+async function startNginx() {
+  const doc = fs.readFileSync(path.join(REPO_ROOT, 'docs', 'deploy.md'), 'utf8');
+  const block = doc.match(/```nginx\n([\s\S]*?)```/);
+  assert.ok(block, 'docs/deploy.md has an nginx block');
+  const port = await freePort();
+  const servers = [s.a, s.b].map((g) => new URL(g.base).port);
+  let n = 0;
+  const conf = block[1]
+    .replace(/listen 127\.0\.0\.1:\d+;/, `listen 127.0.0.1:${port};`)
+    .replace(/server 127\.0\.0\.1:\d+;/g, () => `server 127.0.0.1:${servers[n++]};`);
+  assert.equal(n, 2, 'two upstream servers in the example');
+  const dir = path.join(logDir, 'nginx');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'nginx.conf');
+  fs.writeFileSync(file, conf);
+  s.nginx = launch('nginx', nginxPath(), ['-p', dir, '-c', file, '-e', path.join(dir, 'error.log'), '-g', `daemon off; pid ${path.join(dir, 'nginx.pid')};`], logDir);
+  s.lb = `http://127.0.0.1:${port}`;
+  await waitReady(s.nginx, `${s.lb}/readyz`);
 }
 
 function gatewayToml(port) {
@@ -60,7 +135,10 @@ function gatewayToml(port) {
     `[[routes]]\npath = "${p}"\nclient = "${client}"\nupstream = "${upstream}"\nupstream_protocol = "ag-ui"\non_disconnect = "keep"\nidle_timeout_ms = 60000\n${extra}\n`;
   return [
     `[server]\nlisten = "127.0.0.1:${port}"\nshutdown_grace_ms = 500\n`,
-    `[store]\nbackend = "redis"\nurl = "redis://127.0.0.1:${s.redisPort}"\nlease_ms = ${LEASE_MS}\n`,
+    CLUSTER
+      // Seeds: a subset of the nodes; the client finds the rest.
+      ? `[store]\nbackend = "redis-cluster"\nurls = [${s.redisPorts.slice(0, 2).map((p) => `"redis://127.0.0.1:${p}"`).join(', ')}]\nlease_ms = ${LEASE_MS}\n`
+      : `[store]\nbackend = "redis"\nurl = "redis://127.0.0.1:${s.redisPorts[0]}"\nlease_ms = ${LEASE_MS}\n`,
     route('/chat', 'vercel', s.demo.url),
     route('/agui', 'ag-ui', s.demo.url),
     route('/agkit', 'agkit', s.py.url),
@@ -69,7 +147,7 @@ function gatewayToml(port) {
 
 async function startGateway(name) {
   const port = await freePort();
-  const config = path.join(REPO_ROOT, 'target', 'e2e', `resume-${name}.gateway.toml`);
+  const config = path.join(REPO_ROOT, 'target', 'e2e', `resume${CLUSTER ? '-cluster' : ''}-${name}.gateway.toml`);
   fs.writeFileSync(config, gatewayToml(port));
   const proc = launch(`babelgate-${name}`, BABELGATE, ['serve', '--config', config], logDir);
   const base = `http://127.0.0.1:${port}`;
@@ -81,8 +159,9 @@ before(async () => {
   fs.rmSync(logDir, { recursive: true, force: true });
   fs.mkdirSync(logDir, { recursive: true });
   fs.mkdirSync(path.join(REPO_ROOT, 'target', 'e2e'), { recursive: true });
-  const [redisPort, demoPort, pyPort] = await Promise.all([freePort(), freePort(), freePort()]);
-  s.redisPort = redisPort;
+  const [demoPort, pyPort] = await Promise.all([freePort(), freePort()]);
+  s.redisPorts = [];
+  for (let i = 0; i < (CLUSTER ? 6 : 1); i++) s.redisPorts.push(await clusterPort());
   await startRedis();
   // A scripted upstream slow enough to interrupt (20 ms between events).
   const demo = launch('demo-agent', BABELGATE, ['demo-agent', '--protocol', 'ag-ui', '--listen', `127.0.0.1:${demoPort}`, '--delay-ms', '20'], logDir);
@@ -95,12 +174,14 @@ before(async () => {
   await waitReady(py, `${s.py.base}/healthz`);
   s.a = await startGateway('a');
   s.b = await startGateway('b');
+  await startNginx();
 });
 
 after(async () => {
+  if (s.nginx) await stopProc(s.nginx);
   await Promise.all([s.a, s.b].filter(Boolean).map((g) => stopProc(g.proc)));
   await Promise.all((s.procs ?? []).map(stopProc));
-  if (s.redis) await stopProc(s.redis);
+  await stopRedis();
 });
 
 async function waitPost(url) {
@@ -303,7 +384,7 @@ test('Redis stopped and restarted: 503 while down, the running stream unharmed, 
   const running = await post(`${s.a.base}/agui`, runInput(threadId, 'long one'));
   const reader = running.text();
   await sleep(200);
-  await stopProc(s.redis);
+  await stopRedis();
 
   // Noticed at the latest when the dead connection is next used.
   let down = 0;
@@ -337,4 +418,53 @@ test('Redis stopped and restarted: 503 while down, the running stream unharmed, 
   const again = await post(`${s.b.base}/agkit`, { messages: [{ role: 'user', content: 'hi' }], conversationId: randomUUID() });
   assert.equal(again.status, 200);
   await again.text();
+});
+
+test('A stop asked of B ends the stream A proxies with the dialect\'s error', HANG_GUARD, async () => {
+  const threadId = randomUUID();
+  const res = await post(`${s.a.base}/agui`, runInput(threadId, 'long one'));
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  while (!text.includes('TEXT_MESSAGE_CONTENT')) {
+    const { done, value } = await reader.read();
+    assert.ok(!done, 'the stream ended before any text');
+    text += dec.decode(value, { stream: true });
+  }
+  const stop = await fetch(`${s.b.base}/agui/${threadId}/stop`, { method: 'POST' });
+  assert.equal(stop.status, 202);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+  }
+  const events = sseEvents(text).map((e) => JSON.parse(e.data));
+  const last = events.at(-1);
+  assert.equal(last.type, 'RUN_ERROR', JSON.stringify(last));
+  assert.equal(last.code, 'stopped');
+  const deltas = events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').map((e) => e.delta).join('');
+  assert.ok(deltas.length < LONG_TEXT.length, 'stopped before the end of the answer');
+});
+
+test('Through nginx (docs/deploy.md): a Vercel chat sent, dropped and resumed through the balancer arrives whole', HANG_GUARD, async () => {
+  const id = `chat-${randomUUID()}`;
+  const transport = () => new DefaultChatTransport({ api: `${s.lb}/chat` });
+  const chatA = new Chat({ id, transport: transport() });
+  const sending = chatA.sendMessage({ text: 'a long answer please' });
+  // Unbuffered: part of the answer arrives while it is still being written.
+  for (let i = 0; i < 400; i++) {
+    const last = chatA.messages.at(-1);
+    if (last?.role === 'assistant' && last.parts.some((p) => p.type === 'text' && p.text.length > 40)) break;
+    await sleep(10);
+  }
+  const partial = chatA.messages.at(-1).parts.find((p) => p.type === 'text')?.text ?? '';
+  assert.ok(partial.length > 0 && partial.length < LONG_TEXT.length, `partial: ${partial.length}`);
+  await chatA.stop();
+  await sending.catch(() => {});
+  // Round robin sends the next requests to either instance: no stickiness.
+  const chatB = new Chat({ id, messages: [chatA.messages[0]], transport: transport() });
+  await chatB.resumeStream();
+  assert.equal(chatB.status, 'ready', String(chatB.error));
+  const text = chatB.messages.at(-1).parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  assert.equal(text, LONG_TEXT, 'the whole message, every delta once');
 });

@@ -134,24 +134,34 @@ impl Gateway {
                 ))
             }
             "/readyz" => {
-                return Ok((
-                    None,
-                    if self.shutdown.is_cancelled() || self.pumps.is_closed() {
-                        json_response(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            &json!({"status": "shutting down"}),
-                        )
-                    } else if let Err(e) = self.stores.ping().await {
-                        // The detail may name hosts: for the log, not for anyone asking.
-                        tracing::warn!(error = %e, "readiness: the store does not answer");
-                        json_response(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            &json!({"status": "store unavailable"}),
-                        )
-                    } else {
-                        json_response(StatusCode::OK, &json!({"status": "ready"}))
-                    },
-                ));
+                let resp = if self.shutdown.is_cancelled() || self.pumps.is_closed() {
+                    json_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &json!({"status": "shutting down"}),
+                    )
+                } else {
+                    match self.stores.ping().await {
+                        Ok(()) => json_response(StatusCode::OK, &json!({"status": "ready"})),
+                        // A store that cannot work as configured (`redis` on
+                        // a cluster node): said as such, naming no host.
+                        Err(e @ babelgate_store::StoreError::Config(_)) => {
+                            tracing::error!(error = %e, "readiness: the store is misconfigured");
+                            json_response(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                &json!({"status": "store misconfigured", "detail": e.to_string()}),
+                            )
+                        }
+                        Err(e) => {
+                            // The detail may name hosts: for the log, not for anyone asking.
+                            tracing::warn!(error = %e, "readiness: the store does not answer");
+                            json_response(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                &json!({"status": "store unavailable"}),
+                            )
+                        }
+                    }
+                };
+                return Ok((None, resp));
             }
             "/metrics" => {
                 let mut resp = Response::new(crate::error::full(self.metrics.render()));
@@ -722,8 +732,9 @@ impl Gateway {
         conversation: &str,
     ) -> Result<Option<Recorder>, GatewayError> {
         let lease = self.routes.load().config.store.lease;
-        let run_id = babelgate_store::new_id();
         let key = run_key(&route.path, conversation);
+        // Tagged by the conversation: one Redis Cluster slot for its runs.
+        let run_id = babelgate_store::run_id(&key);
         match RunWriter::begin(&self.leases, &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
                 if registry::policy(route.client).keeps_input() {

@@ -1,6 +1,8 @@
 //! A private `redis-server` per test: random free port, no persistence, its
 //! own temporary directory, killed when dropped.
 
+pub mod cluster;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
