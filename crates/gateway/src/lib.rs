@@ -18,6 +18,7 @@ pub mod config;
 pub mod conn;
 pub mod demo;
 pub mod error;
+pub mod inflight;
 pub mod inspector;
 pub mod limits;
 pub mod metrics;
