@@ -203,6 +203,15 @@ mod tests {
     }
 
     #[test]
+    fn the_floor_and_arrays_of_short_numbers_are_as_documented() {
+        // docs/memory.md states both numbers (64-bit, `preserve_order`).
+        assert_eq!(SCAN_FLOOR, 2299);
+        let numbers = |n: usize| format!("[{}0]", "0.123456,".repeat(n));
+        assert_eq!(check(numbers(48 * 1024 / 9).as_bytes()), Ok(()));
+        assert!(check(numbers(96 * 1024 / 9).as_bytes()).is_err());
+    }
+
+    #[test]
     fn keys_are_told_from_values() {
         // Strings inside an array inside an object are values, the object's
         // own strings before `:` keys.
