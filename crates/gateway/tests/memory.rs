@@ -239,6 +239,54 @@ async fn a_body_or_an_event_costs_in_proportion_to_its_size() {
         }
     }
 
+    // ---- request bodies over WebSocket (the session's request takes the
+    // same path as an HTTP body) ----
+    for (shape, text) in shapes(1_000_000) {
+        use futures_util::{SinkExt, StreamExt};
+        let body = String::from_utf8(request(Dialect::AgUi, &text)).unwrap();
+        let len = body.len();
+        let (bytes, answer) = peak(async {
+            let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{gw}/ag-ui"))
+                .await
+                .unwrap();
+            ws.send(tokio_tungstenite::tungstenite::Message::text(body))
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            while let Some(Ok(m)) = ws.next().await {
+                match m {
+                    tokio_tungstenite::tungstenite::Message::Text(t) => answer.push_str(&t),
+                    tokio_tungstenite::tungstenite::Message::Close(c) => {
+                        answer.push_str(&format!(" [close {c:?}]"));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            answer
+        })
+        .await;
+        let outcome = if answer.contains("\"body_too_costly\"") {
+            "refused: error message, close body_too_costly"
+        } else {
+            assert!(answer.contains("RUN_FINISHED"), "{shape}: {answer}");
+            "streamed"
+        };
+        table.push(format!(
+            "| request, ag-ui (WebSocket) | {shape} | {} | {} | {outcome} |",
+            mib(len),
+            mib(bytes)
+        ));
+        eprintln!("{}", table.last().unwrap());
+        if bytes > 8 * len + CONSTANT {
+            failures.push(format!(
+                "request ag-ui WebSocket {shape}: {} for {}",
+                mib(bytes),
+                mib(len)
+            ));
+        }
+    }
+
     // ---- one upstream event, to every client dialect, SSE and protobuf ----
     // Protobuf spends about 5 bytes on a tiny value, JSON 2: the same
     // shapes smaller, so that their messages stay within the 8 MiB limit.
