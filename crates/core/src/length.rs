@@ -69,6 +69,11 @@ impl LengthFramer {
         self.max_message_bytes
     }
 
+    /// Bytes of the message not yet complete, held until it is.
+    pub fn buffered_bytes(&self) -> usize {
+        self.body.len()
+    }
+
     /// Feeds bytes; every message they complete is appended to `out`. After an
     /// error the framer stays failed and dispatches nothing more.
     pub fn push(&mut self, mut input: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), FramingError> {

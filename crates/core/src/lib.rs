@@ -17,6 +17,7 @@
 
 pub mod assemble;
 pub mod codec;
+pub mod cost;
 pub mod dialect;
 pub mod event;
 pub mod flat;

@@ -147,6 +147,11 @@ impl SseFramer {
         self.max_event_bytes
     }
 
+    /// Bytes of the event not yet complete, held until it is.
+    pub fn buffered_bytes(&self) -> usize {
+        self.pending_bytes + self.line.len()
+    }
+
     /// The line being read (1-based), for error messages.
     pub fn current_line(&self) -> u64 {
         self.lines_done + 1

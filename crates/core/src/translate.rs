@@ -26,6 +26,12 @@ pub enum TranslateError {
     /// consumer must not synthesize `RUN_FINISHED` for a truncated run).
     #[error("the input ended before the run finished")]
     Truncated,
+    /// An event whose parsed form would pass [`crate::cost::limit`].
+    #[error("line {line}: {cost}")]
+    TooCostly {
+        line: u64,
+        cost: crate::cost::TooCostly,
+    },
 }
 
 impl TranslateError {
@@ -34,6 +40,7 @@ impl TranslateError {
         match self {
             TranslateError::Frame(e) => e.line(),
             TranslateError::Decode(e) => e.line,
+            TranslateError::TooCostly { line, .. } => *line,
             TranslateError::Framing(_) | TranslateError::Truncated => 0,
         }
     }
@@ -295,6 +302,14 @@ impl Translator {
         Ok(())
     }
 
+    /// Bytes of an upstream event not yet complete, held until it is.
+    pub fn buffered_bytes(&self) -> usize {
+        match &self.binary {
+            Some(b) => b.framer.buffered_bytes(),
+            None => self.framer.buffered_bytes(),
+        }
+    }
+
     /// Lets go of the room kept between reads (frames, events, the framer's
     /// spare buffers), which a read takes again. A live stream calls it when
     /// its upstream has nothing ready, so that a stream waiting for its
@@ -429,6 +444,13 @@ impl Translator {
         let mut frames = std::mem::take(&mut self.frames);
         for frame in frames.drain(..) {
             self.frames_read += 1;
+            // Checked before any decoder parses it (the rule's one place for
+            // text events; binary ones are held to it as they are read).
+            if let Err(cost) = crate::cost::check(frame.data.as_bytes()) {
+                let line = frame.line;
+                result = Err(TranslateError::TooCostly { line, cost });
+                break;
+            }
             if let Err(mut e) = self.decoder.decode(&frame, &mut self.events) {
                 e.line = frame.line;
                 result = Err(e.into());
@@ -592,12 +614,18 @@ impl Translator {
         r: Result<(), TranslateError>,
         out: &mut Sink,
     ) -> Result<(), TranslateError> {
-        if let Err(e) = &r {
-            self.fail_to(
+        match &r {
+            Err(e @ TranslateError::TooCostly { .. }) => self.fail_to(
+                &format!("upstream event refused: {e}"),
+                Some("upstream_event_too_large"),
+                out,
+            ),
+            Err(e) => self.fail_to(
                 &format!("upstream stream is malformed: {e}"),
                 Some("upstream_malformed"),
                 out,
-            );
+            ),
+            Ok(()) => {}
         }
         r
     }

@@ -5,6 +5,10 @@
 //! declared length, a chunked body or one that trickles); not whole by the
 //! request's [`ReadDeadline`] (from its connection, see [`crate::conn`]) is
 //! 408 `request_timeout`; a body that breaks off is 400 `body_read_failed`.
+//! With a budget ([`ReadBodyLayer::with_inflight`]), a body holds what it may
+//! cost parsed from its first byte until the inner service has answered, and
+//! is refused with 503 `memory_budget` when that would pass the budget (see
+//! [`crate::inflight`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +22,7 @@ use http_body_util::BodyExt;
 
 use crate::conn::ReadDeadline;
 use crate::error::GatewayError;
+use crate::inflight::{Held, Inflight};
 use crate::metrics::Metrics;
 use crate::server::BoxError;
 
@@ -29,6 +34,7 @@ pub struct ReadBodyLayer {
     /// (mounted in another server): from when the layer sees it.
     fallback: Duration,
     metrics: Arc<Metrics>,
+    inflight: Option<Arc<Inflight>>,
 }
 
 impl ReadBodyLayer {
@@ -37,7 +43,14 @@ impl ReadBodyLayer {
             max_bytes,
             fallback,
             metrics,
+            inflight: None,
         }
+    }
+
+    /// Bodies are held against `inflight` (see the module doc).
+    pub fn with_inflight(mut self, inflight: Arc<Inflight>) -> Self {
+        self.inflight = Some(inflight);
+        self
     }
 }
 
@@ -84,8 +97,22 @@ where
                 .extensions()
                 .get::<ReadDeadline>()
                 .map_or(tokio::time::Instant::now() + layer.fallback, |d| d.0);
+            // Held until the inner service answers: by then the body is
+            // parsed and translated (a stream's events hold their own).
+            let mut held = match layer.inflight.as_ref().map(|b| b.admit()).transpose() {
+                Ok(h) => h,
+                Err(e) => {
+                    layer.metrics.rejected(e.code);
+                    return Err(e);
+                }
+            };
             let (parts, body) = req.into_parts();
-            let body = match tokio::time::timeout_at(deadline, read(body, layer.max_bytes)).await {
+            let reading = read(body, layer.max_bytes, held.as_mut());
+            let body = match tokio::time::timeout_at(deadline, reading).await {
+                Ok(Err(e)) if e.code == "memory_budget" => {
+                    layer.metrics.rejected(e.code);
+                    return Err(e);
+                }
                 Ok(body) => body?,
                 Err(_) => {
                     layer.metrics.rejected("request_timeout");
@@ -96,13 +123,20 @@ where
                     ));
                 }
             };
-            inner.call(Request::from_parts(parts, body)).await
+            let answer = inner.call(Request::from_parts(parts, body)).await;
+            drop(held);
+            answer
         })
     }
 }
 
-/// Reads a body, refusing it as soon as it passes `limit`.
-async fn read<B>(mut body: B, limit: usize) -> Result<Bytes, GatewayError>
+/// Reads a body, refusing it as soon as it passes `limit` (or its cost
+/// passes the budget `held` is held against).
+async fn read<B>(
+    mut body: B,
+    limit: usize,
+    mut held: Option<&mut Held>,
+) -> Result<Bytes, GatewayError>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
@@ -123,6 +157,9 @@ where
                     "body_too_large",
                     format!("request body is larger than {limit} bytes"),
                 ));
+            }
+            if let Some(h) = held.as_deref_mut() {
+                h.grow(data.len().saturating_mul(babelgate_core::cost::FACTOR))?;
             }
             got.extend_from_slice(&data);
         }

@@ -57,6 +57,7 @@ struct RawServer {
     request_read_timeout_ms: Option<u64>,
     keepalive_timeout_ms: Option<u64>,
     max_connections: Option<usize>,
+    max_inflight_bytes: Option<usize>,
     shutdown_grace_ms: Option<u64>,
     log_format: Option<Spanned<String>>,
     #[serde(default)]
@@ -193,6 +194,9 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     /// Connections over this many are answered 503 and closed.
     pub max_connections: usize,
+    /// The memory budget for request bodies and upstream events in flight
+    /// (see [`crate::inflight`]); past it new requests get 503.
+    pub max_inflight_bytes: usize,
     /// On shutdown, streams get this long to finish before they are ended
     /// with their dialect's error.
     pub shutdown_grace: Duration,
@@ -1585,6 +1589,11 @@ impl Config {
                 raw.server.keepalive_timeout_ms.unwrap_or(60_000).max(1),
             ),
             max_connections: raw.server.max_connections.unwrap_or(10_000).max(1),
+            max_inflight_bytes: raw
+                .server
+                .max_inflight_bytes
+                .unwrap_or_else(crate::inflight::default_budget)
+                .max(1),
             shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms.unwrap_or(30_000)),
             log_format,
             trusted_proxies,

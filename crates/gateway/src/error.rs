@@ -38,6 +38,8 @@ pub struct GatewayError {
     pub message: String,
     /// The offending request field, when one is to blame.
     pub field: Option<String>,
+    /// Seconds for a `retry-after` header, when waiting helps.
+    pub retry_after: Option<u64>,
 }
 
 impl GatewayError {
@@ -48,6 +50,7 @@ impl GatewayError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -58,6 +61,7 @@ impl GatewayError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -68,6 +72,7 @@ impl GatewayError {
             code: "internal",
             message: message.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -93,6 +98,10 @@ impl GatewayError {
             obj.insert("field".into(), json!(f));
         }
         let mut resp = json_response(self.status, &json!({ "error": error }));
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6750: say which scheme the route wants.
             resp.headers_mut().insert(

@@ -19,6 +19,7 @@ pub mod conn;
 pub mod demo;
 pub mod error;
 pub mod host;
+pub mod inflight;
 pub mod inspector;
 pub mod limits;
 pub mod metrics;

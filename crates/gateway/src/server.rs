@@ -102,6 +102,9 @@ pub struct Gateway {
     /// Resumed streams being followed (`[store] max_followers`).
     followers: Arc<resume::Followers>,
     limits: Limits,
+    /// `[server] max_inflight_bytes`, as the gateway started (a reload does
+    /// not change it).
+    inflight: Arc<crate::inflight::Inflight>,
     /// `[inspector]`, as the gateway started (a reload does not change it).
     inspector: Option<Arc<crate::inspector::Inspector>>,
     /// `[telemetry]`, read at start (changes apply after a restart).
@@ -146,6 +149,7 @@ impl Gateway {
         Ok(Gateway {
             telemetry,
             limits: Limits::new(limiter, metrics.clone()),
+            inflight: crate::inflight::Inflight::new(config.max_inflight_bytes),
             routes: ArcSwap::from_pointee(Routes::build(config)?),
             leases: babelgate_store::Leases::new(stores.runs.clone()),
             stores,

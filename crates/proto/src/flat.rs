@@ -701,7 +701,7 @@ pub mod state_delta {
         }
         // Never more than the general decoder would allow: its budget, less
         // what it spends on the envelope, the event and the base event.
-        let mut budget = (1024 + message.len()).checked_sub(64)?;
+        let mut budget = babelgate_core::cost::value_budget(message.len()).checked_sub(64)?;
         let mut ops = Vec::new();
         let mut base = None;
         while !body.is_empty() {
@@ -878,7 +878,7 @@ pub mod custom {
             return None;
         }
         // Never more than the general decoder would allow (see state_delta).
-        let mut budget = (1024 + message.len()).checked_sub(64)?;
+        let mut budget = babelgate_core::cost::value_budget(message.len()).checked_sub(64)?;
         // The event is built as it is read: `type` first (from the name,
         // which the reference writes before the value), then the value's
         // fields but its own `type`, then the timestamp (in the place of the

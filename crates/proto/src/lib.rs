@@ -60,7 +60,12 @@ pub enum Error {
     },
     #[error("nested deeper than {} levels", wire::MAX_DEPTH)]
     TooDeep,
-    #[error("the message decodes to more JSON values than its size allows")]
+    #[error(
+        "the message decodes to more JSON values than its size allows (at most {}x its bytes \
+         plus {} bytes once parsed)",
+        babelgate_core::cost::FACTOR,
+        babelgate_core::cost::CONSTANT
+    )]
     TooLarge,
     #[error("the message carries no event this schema knows")]
     NoEvent,

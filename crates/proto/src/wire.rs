@@ -590,10 +590,10 @@ pub(crate) fn decode_message(
     depth: usize,
 ) -> Result<Map<String, Value>, Error> {
     let mut obj = Map::new();
-    // Decoded JSON may hold about one value per byte of the message (as parsing
-    // JSON text does), plus a margin: the bound on what a small message can
-    // make, since every message object brings its default fields.
-    let mut budget = 1024 + buf.len();
+    // The values a JSON text of this size may make (the core's rule for what
+    // an event may cost parsed); every message object spends its default
+    // fields too.
+    let mut budget = babelgate_core::cost::value_budget(buf.len());
     decode_message_into(type_name, buf, depth, &mut budget, &mut obj)?;
     Ok(obj)
 }

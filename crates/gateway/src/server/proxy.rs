@@ -259,11 +259,14 @@ impl Gateway {
                     self.limits.clone(),
                     limits::Policy::of(route),
                 ))
-                .layer(ReadBodyLayer::new(
-                    route.max_body_bytes,
-                    routes.config.request_read_timeout,
-                    self.metrics.clone(),
-                ))
+                .layer(
+                    ReadBodyLayer::new(
+                        route.max_body_bytes,
+                        routes.config.request_read_timeout,
+                        self.metrics.clone(),
+                    )
+                    .with_inflight(self.inflight.clone()),
+                )
                 .service(proxy);
             return boxed(stack.oneshot(req))
                 .await
@@ -391,6 +394,11 @@ impl Gateway {
             let transport = client_transport(route.client, req.headers());
             let trace = trace_of(&req);
             let body = req.into_body();
+            // Before any parse: a body whose parsed form would cost more
+            // than its size allows is refused whole (the core's rule).
+            babelgate_core::cost::check(&body).map_err(|e| {
+                GatewayError::client(StatusCode::PAYLOAD_TOO_LARGE, "body_too_costly", e.to_string())
+            })?;
             let mut ids = IdGen::default();
             let mut run = registry::requests(route.client)
                 .parse_request(&body)
@@ -698,6 +706,7 @@ impl Gateway {
                     stream.trace.streaming(upstream_binary.is_some());
                     stream.trace
                 },
+                inflight: self.inflight.clone(),
             }),
             abort: abort.clone(),
             capture: stream.capture,

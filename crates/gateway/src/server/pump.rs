@@ -88,6 +88,8 @@ pub(super) struct Report {
     pub(super) started: tokio::time::Instant,
     /// Its spans, ended with the stream.
     pub(super) trace: crate::telemetry::Trace,
+    /// The gateway's budget, which the stream's events in flight count in.
+    pub(super) inflight: Arc<crate::inflight::Inflight>,
 }
 
 /// The one chunk between a pump and the body that runs it.
@@ -334,6 +336,10 @@ impl Pump {
             .report
             .as_ref()
             .map(|r| r.metrics.stream_timing(&r.route));
+        // The upstream event being read and translated, held against the
+        // gateway's budget for what it may cost parsed (see crate::inflight).
+        let mut held = self.report.as_ref().map(|r| r.inflight.hold(0));
+        let cost = |bytes: usize| bytes.saturating_mul(babelgate_core::cost::FACTOR);
         // When the last chunk of translated events went to the client.
         let mut last_chunk: Option<tokio::time::Instant> = None;
         // Small to start: most streams are mostly idle, and it grows to fit.
@@ -473,9 +479,15 @@ impl Pump {
                         c.upstream(&bytes);
                     }
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
+                    if let Some(h) = &mut held {
+                        h.set(cost(bytes.len() + self.translator.buffered_bytes()));
+                    }
                     let Some(r) = self.guarded(&mut out, |t, out| t.push_to(&bytes, out)) else {
                         break Box::pin(self.end_internal(&mut out)).await;
                     };
+                    if let Some(h) = &mut held {
+                        h.set(cost(self.translator.buffered_bytes()));
+                    }
                     if let Some(c) = &self.capture {
                         c.events_in(self.translator.frames_read);
                     }
@@ -1001,6 +1013,7 @@ mod tests {
             pair: (Dialect::AgUi, Dialect::AgUi),
             started: tokio::time::Instant::now(),
             trace: Default::default(),
+            inflight: crate::inflight::Inflight::new(usize::MAX),
         });
         let (up, s) = upstream();
         let (mut rx, task) = start(p, slot, s);
