@@ -150,6 +150,13 @@ pub trait RequestTranslator: Send + Sync {
 
     /// Builds the JSON body an upstream of this dialect expects.
     fn build_request(&self, request: &RunRequest) -> Result<serde_json::Value, RequestError>;
+
+    /// Request headers an upstream of this dialect requires besides the
+    /// body's content type (A2A: its protocol version), sent after the
+    /// route's own.
+    fn upstream_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
 }
 
 /// What an encoder may need beyond the events: ids and time it must
