@@ -158,7 +158,14 @@ impl RequestTranslator for A2aRequests {
         let mut message_id = None;
         // The latest user message, if it is the newest message (an answer
         // to an interrupt may come with none).
-        let last_user = request.messages.last().filter(|m| m.role == Role::User);
+        // When the run answers an interrupt, the answer is the resume
+        // payload: the newest user message is then the one that started the
+        // interrupted task (clients that send their history send it again).
+        let answer = request.resume.first().filter(|r| r.payload.is_some());
+        let last_user = request
+            .messages
+            .last()
+            .filter(|m| m.role == Role::User && answer.is_none());
         if let Some(m) = last_user {
             message_id = Some(m.id.clone()).filter(|id| !id.is_empty());
             let text = m.text();
@@ -189,6 +196,7 @@ impl RequestTranslator for A2aRequests {
         if let Some(r) = request.resume.first() {
             message.insert("taskId".into(), json!(r.interrupt_id));
             if parts.is_empty() {
+                message_id = Some(format!("{}-answer", request.run_id));
                 match &r.payload {
                     Some(Value::String(s)) => parts.push(json!({ "text": s })),
                     Some(v) => parts.push(json!({ "data": v })),
@@ -251,6 +259,8 @@ mod tests {
         let run = RunRequest {
             thread_id: "t".into(),
             run_id: "r2".into(),
+            // The message that started the task, sent again by the client.
+            messages: vec![Message::text_message("u1", Role::User, "approve the plan")],
             resume: vec![ResumeEntry {
                 interrupt_id: "task-9".into(),
                 status: "resolved".into(),
@@ -262,6 +272,7 @@ mod tests {
         let msg = &body["params"]["message"];
         assert_eq!(msg["taskId"], "task-9");
         assert_eq!(msg["parts"], json!([{"data": {"approved": true}}]));
+        assert_eq!(msg["messageId"], "r2-answer");
     }
 
     #[test]
