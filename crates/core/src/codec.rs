@@ -152,7 +152,7 @@ pub trait RequestTranslator: Send + Sync {
     fn build_request(&self, request: &RunRequest) -> Result<serde_json::Value, RequestError>;
 
     /// Request headers an upstream of this dialect requires besides the
-    /// body's content type (A2A: its protocol version), sent after the
+    /// body's content type (a protocol version, say), sent after the
     /// route's own.
     fn upstream_headers(&self) -> &'static [(&'static str, &'static str)] {
         &[]
