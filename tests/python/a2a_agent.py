@@ -79,6 +79,7 @@ class Scripted(AgentExecutor):
             )
             return
         if "reject" in text:
+            await up.add_artifact([new_text_part("Let me see.")], artifact_id="a1", last_chunk=True)
             await up.reject(new_text_message("not my job", context_id=context.context_id, task_id=context.task_id))
             return
         if "approve" in text:
