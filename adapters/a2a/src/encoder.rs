@@ -335,6 +335,18 @@ impl Encoder for A2aEncoder {
         }
     }
 
+    /// A run stopped on purpose (the gateway's `stopped` code: stop, or a
+    /// client that left a cancel route) is a canceled task; any other
+    /// failure a failed one, with the message.
+    fn fail_to(&mut self, message: &str, code: Option<&str>, out: &mut Sink) {
+        let state = if code == Some("stopped") {
+            State::Canceled
+        } else {
+            State::Failed
+        };
+        self.end(state, Some(message.to_string()), None, out);
+    }
+
     fn finish_to(&mut self, out: &mut Sink) {
         // A stream that ended without saying how: the task is done with
         // what it has.
