@@ -63,7 +63,9 @@ impl A2aEncoder {
 
     fn write(&mut self, result: Value, out: &mut Sink) {
         let (task, _) = self.ids();
-        let response = json!({"jsonrpc": "2.0", "id": task, "result": result});
+        // The request's id; without one (`translate`), the task's.
+        let id = self.ctx.reply_to.clone().unwrap_or(Value::String(task));
+        let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
         let data = wire::to_sse_json(&response);
         out.data(&data);
     }

@@ -124,6 +124,12 @@ impl RequestTranslator for A2aRequests {
             .collect::<Vec<_>>()
             .join("\n");
         let mut run = RunRequest {
+            // Every response of the stream carries the request's id (the
+            // SDK clients check it).
+            reply_to: obj
+                .get("id")
+                .filter(|id| id.is_string() || id.is_number())
+                .cloned(),
             thread_id: m
                 .get("contextId")
                 .and_then(Value::as_str)
@@ -280,6 +286,11 @@ mod tests {
         let body = br#"{"jsonrpc":"2.0","id":7,"method":"message/stream","params":{"message":{"kind":"message","messageId":"m1","role":"user","contextId":"c1","parts":[{"kind":"text","text":"hi"}]}}}"#;
         let run = A2aRequests.parse_request(body).unwrap();
         assert_eq!(run.thread_id, "c1");
+        assert_eq!(
+            run.reply_to,
+            Some(json!(7)),
+            "the id every response carries"
+        );
         assert_eq!(run.messages[0].text(), "hi");
         let bad = br#"{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{}}"#;
         assert!(A2aRequests.parse_request(bad).is_err());

@@ -174,6 +174,9 @@ pub struct EncodeContext {
     pub message_id: Option<String>,
     /// What that message holds already (see [`Continued`]).
     pub continued: Continued,
+    /// What the client's request asked its answers to carry back
+    /// ([`RunRequest::reply_to`]).
+    pub reply_to: Option<serde_json::Value>,
     /// Write the dialect's binary form (`Policy::binary`): each event one
     /// length-prefixed message ([`Sink::message`]) instead of an SSE event.
     pub binary: bool,

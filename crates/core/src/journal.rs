@@ -30,6 +30,8 @@ pub struct Setup {
     /// The client got the binary form: the logged events are messages.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub binary: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<serde_json::Value>,
 }
 
 impl Setup {
@@ -42,6 +44,7 @@ impl Setup {
             continued: ctx.continued.clone(),
             extension_frames: ctx.extension_frames,
             binary: ctx.binary,
+            reply_to: ctx.reply_to.clone(),
         }
     }
 
@@ -55,6 +58,7 @@ impl Setup {
             continued: self.continued.clone(),
             extension_frames: self.extension_frames,
             binary: self.binary,
+            reply_to: self.reply_to.clone(),
             ..EncodeContext::default()
         }
     }

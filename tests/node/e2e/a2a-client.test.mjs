@@ -1,8 +1,9 @@
 // A2A clients -> babelgate serve (`client = "a2a"`) -> the gateway's demo
-// agent (AG-UI). The A2A client is the official `a2a-sdk` 1.x Python client
-// (tests/python/a2a_client.py); what it reads is compared with what the
-// agent's native client, @ag-ui/client's HttpAgent, gets on an AG-UI route
-// in front of the same agent.
+// agent (AG-UI). The A2A clients are the official SDKs' own: `a2a-sdk` 1.x
+// in Python (tests/python/a2a_client.py) and `@a2a-js/sdk` 1.3.0's
+// ClientFactory client; what they read is compared with what the agent's
+// native client, @ag-ui/client's HttpAgent, gets on an AG-UI route in front
+// of the same agent.
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -12,6 +13,8 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
+import { Role, TaskState } from '@a2a-js/sdk';
+import { ClientFactory } from '@a2a-js/sdk/client';
 import { BABELGATE, PYTHON, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
 
 const run = promisify(execFile);
@@ -104,4 +107,51 @@ test('a2a-sdk client: text with U+2028/U+2029/U+0085 reaches the Python client w
   const got = await a2aClient(`${gateway}/a2a`, said);
   assert.equal(got.error, undefined, got.error);
   assert.ok(got.text.includes(said), JSON.stringify(got.text));
+});
+
+/** What the @a2a-js/sdk client reads from the route: text, states, kinds. */
+async function jsClient(url, text, contextId) {
+  // A card naming the route as its JSON-RPC interface (the gateway serves
+  // no card yet: docs/mapping/a2a.md).
+  const card = {
+    name: 'gateway', description: '', version: '1',
+    supportedInterfaces: [{ url, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }],
+    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'],
+    skills: [], securitySchemes: {}, securityRequirements: [], signatures: [],
+  };
+  const client = await new ClientFactory().createFromAgentCard(card);
+  const got = { text: '', kinds: [], states: [], messages: [], contextId: null };
+  const message = {
+    messageId: `m-${randomUUID()}`, role: Role.ROLE_USER, contextId, taskId: '',
+    parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' }],
+    metadata: undefined, extensions: [], referenceTaskIds: [],
+  };
+  for await (const r of client.sendMessageStream({ tenant: '', message, configuration: undefined, metadata: undefined })) {
+    const { $case, value } = r.payload;
+    got.kinds.push($case);
+    if ($case === 'task') got.contextId = value.contextId;
+    if ($case === 'artifactUpdate') got.text += value.artifact.parts.map((p) => p.content?.value ?? '').join('');
+    if ($case === 'statusUpdate') {
+      got.states.push(value.status.state);
+      const m = value.status.message;
+      if (m) got.messages.push(m.parts.map((p) => p.content?.value ?? '').join(''));
+    }
+  }
+  return got;
+}
+
+test('@a2a-js/sdk client: the same task, text and outcome', HANG_GUARD, async () => {
+  const contextId = `ctx-${randomUUID()}`;
+  const got = await jsClient(`${gateway}/a2a`, 'What is the weather?', contextId);
+  const native = await nativeClient('What is the weather?');
+  assert.equal(got.kinds[0], 'task');
+  assert.equal(got.contextId, contextId);
+  assert.equal(got.text, native.said);
+  assert.equal(got.states.at(-1), TaskState.TASK_STATE_COMPLETED);
+
+  const failed = await jsClient(`${gateway}/a2a`, 'error please', `ctx-${randomUUID()}`);
+  assert.equal(failed.states.at(-1), TaskState.TASK_STATE_FAILED);
+  const nativeError = await nativeClient('error please');
+  assert.ok(failed.messages.includes(nativeError.error.message), JSON.stringify(failed.messages));
 });

@@ -574,6 +574,7 @@ impl Gateway {
             message_id: run.continue_message_id.clone(),
             continued: run.continued.clone(),
             extension_frames: route.extension_frames,
+            reply_to: run.reply_to.clone(),
             ..Default::default()
         };
         let setup = babelgate_core::journal::Setup::of(&ctx);
