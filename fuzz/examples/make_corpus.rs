@@ -57,7 +57,12 @@ fn main() {
         }
         for from in Dialect::ALL.into_iter().filter(|&f| f != d) {
             for scenario in CROSS_SCENARIOS {
-                let input = read(&fixture(&fixtures, from, scenario));
+                // A2A's fixtures are its own scenarios (the SDK agent's).
+                let path = fixture(&fixtures, from, scenario);
+                if !path.exists() {
+                    continue;
+                }
+                let input = read(&path);
                 seeds.push((
                     format!("from-{from}-{scenario}.sse"),
                     translate(from, d, &input),
@@ -661,12 +666,30 @@ fn request_bodies() -> Vec<(Dialect, String, Value)> {
         ),
         ("minimal", json!({"conversationId": "c", "messages": []})),
     ];
+    // A2A JSON-RPC requests, v1.0 and v0.3 names and parts.
+    let a2a = [
+        (
+            "stream-v1",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {
+                "messageId": "m1", "role": "ROLE_USER", "contextId": "c1",
+                "parts": [{"text": "hi"}, {"url": "https://x/y.png", "mediaType": "image/png"}, {"data": {"a": 1}}]
+            }}}),
+        ),
+        (
+            "send-v03-answer",
+            json!({"jsonrpc": "2.0", "id": "x", "method": "message/send", "params": {"message": {
+                "kind": "message", "messageId": "m2", "role": "user", "taskId": "t1",
+                "parts": [{"kind": "text", "text": "yes"}, {"kind": "file", "file": {"bytes": "AAAA", "mimeType": "image/png"}}]
+            }}}),
+        ),
+    ];
     let mut all = Vec::new();
     for (d, list) in [
         (Dialect::AgUi, &ag_ui[..]),
         (Dialect::Hai, &hai[..]),
         (Dialect::Vercel, &vercel[..]),
         (Dialect::AgKit, &agkit[..]),
+        (Dialect::A2a, &a2a[..]),
     ] {
         for (name, body) in list {
             all.push((d, name.to_string(), body.clone()));

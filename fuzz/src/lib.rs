@@ -5,7 +5,7 @@
 //! - [`check_framer`]: the SSE framer gives the same frames (or the same
 //!   error) wherever the input is cut, never a frame over its size limit, stays
 //!   failed after an error, and what it frames survives the SSE writer.
-//! - [`check_decode`]: a stream of one dialect, translated to each of the four
+//! - [`check_decode`]: a stream of one dialect, translated to each of the five
 //!   dialects, gives the same bytes whatever the chunking, and the output
 //!   re-frames cleanly, decodes with the target's own decoder and ends the way
 //!   the target dialect's clients need (for AG-UI and Vercel, in an order
@@ -297,7 +297,7 @@ fn client_accepts_input(dialect: Dialect, input: &[u8]) -> bool {
             continue;
         }
         match serde_json::from_str::<Value>(&f.data) {
-            Ok(v) if is_typed(&v) => values.push(v),
+            Ok(v) if is_typed_in(dialect, &v) => values.push(v),
             _ => return false,
         }
     }
@@ -319,6 +319,18 @@ fn is_typed(v: &Value) -> bool {
     v.get("type").is_some_and(Value::is_string)
 }
 
+/// [`is_typed`], for A2A: a JSON-RPC response, its `result` or `error` an
+/// object (A2A events have no `type`; the kind is the result's key).
+fn is_typed_in(dialect: Dialect, v: &Value) -> bool {
+    match dialect {
+        Dialect::A2a => {
+            v.get("result").is_some_and(Value::is_object)
+                || v.get("error").is_some_and(Value::is_object)
+        }
+        _ => is_typed(v),
+    }
+}
+
 /// The output of an encoder: frames cleanly, every event is a JSON object
 /// with a type (or the `[DONE]` marker, last), the target's own decoder reads
 /// it back, and it ends the way the dialect's clients need: the last event
@@ -337,7 +349,7 @@ fn check_output(to: Dialect, out: &[u8]) {
     let mut values: Vec<Value> = Vec::new();
     for f in events {
         match serde_json::from_str::<Value>(&f.data) {
-            Ok(v) if is_typed(&v) => values.push(v),
+            Ok(v) if is_typed_in(to, &v) => values.push(v),
             _ if to == Dialect::AgKit => {}
             _ => panic!(
                 "{to} output event is not a typed JSON object: {:?}\n{text}",
@@ -402,6 +414,9 @@ fn check_output(to: Dialect, out: &[u8]) {
                 "AG-Kit: [DONE] after a failed run, or missing\n{text}"
             )
         }
+        // A task's stream: no marker; its last status is terminal (checked
+        // above through the decoder), and nothing follows it.
+        Dialect::A2a => assert!(!done, "A2A has no [DONE] marker\n{text}"),
     }
 }
 

@@ -688,6 +688,7 @@ impl RequestTranslator for AgUiRequests {
             trigger: None,
             continue_message_id: None,
             continued: Default::default(),
+            reply_to: None,
             extra,
         })
     }

@@ -150,6 +150,13 @@ pub trait RequestTranslator: Send + Sync {
 
     /// Builds the JSON body an upstream of this dialect expects.
     fn build_request(&self, request: &RunRequest) -> Result<serde_json::Value, RequestError>;
+
+    /// Request headers an upstream of this dialect requires besides the
+    /// body's content type (a protocol version, say), sent after the
+    /// route's own.
+    fn upstream_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
 }
 
 /// What an encoder may need beyond the events: ids and time it must
@@ -167,6 +174,9 @@ pub struct EncodeContext {
     pub message_id: Option<String>,
     /// What that message holds already (see [`Continued`]).
     pub continued: Continued,
+    /// What the client's request asked its answers to carry back
+    /// ([`RunRequest::reply_to`]).
+    pub reply_to: Option<serde_json::Value>,
     /// Write the dialect's binary form (`Policy::binary`): each event one
     /// length-prefixed message ([`Sink::message`]) instead of an SSE event.
     pub binary: bool,

@@ -1,4 +1,4 @@
-//! The four dialect names, shared by config, CLI and adapters.
+//! The dialect names, shared by config, CLI and adapters.
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,10 +15,18 @@ pub enum Dialect {
     Vercel,
     #[serde(rename = "agkit")]
     AgKit,
+    #[serde(rename = "a2a")]
+    A2a,
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 4] = [Dialect::AgUi, Dialect::Hai, Dialect::Vercel, Dialect::AgKit];
+    pub const ALL: [Dialect; 5] = [
+        Dialect::AgUi,
+        Dialect::Hai,
+        Dialect::Vercel,
+        Dialect::AgKit,
+        Dialect::A2a,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -26,6 +34,7 @@ impl Dialect {
             Dialect::Hai => "hai",
             Dialect::Vercel => "vercel",
             Dialect::AgKit => "agkit",
+            Dialect::A2a => "a2a",
         }
     }
 }
@@ -37,7 +46,7 @@ impl fmt::Display for Dialect {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dialect `{0}` (expected one of: ag-ui, hai, vercel, agkit)")]
+#[error("unknown dialect `{0}` (expected one of: ag-ui, hai, vercel, agkit, a2a)")]
 pub struct UnknownDialect(pub String);
 
 impl FromStr for Dialect {
@@ -48,6 +57,7 @@ impl FromStr for Dialect {
             "hai" => Ok(Dialect::Hai),
             "vercel" => Ok(Dialect::Vercel),
             "agkit" | "ag-kit" => Ok(Dialect::AgKit),
+            "a2a" => Ok(Dialect::A2a),
             other => Err(UnknownDialect(other.to_string())),
         }
     }

@@ -40,6 +40,11 @@ pub struct RunRequest {
     /// What the continued message already holds, as the client sent it.
     #[serde(default, skip_serializing_if = "Continued::is_empty")]
     pub continued: Continued,
+    /// What the client's request asks every answer to carry back (a JSON-RPC
+    /// request's `id`), as the dialect's parser read it; the gateway hands it
+    /// to the encoder ([`crate::EncodeContext::reply_to`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Value>,
     /// Request fields the dialect parser did not model, kept for a same-dialect
     /// upstream (e.g. AG-UI `protocolVersion`, extra Vercel body fields).
     #[serde(default, skip_serializing_if = "Map::is_empty")]

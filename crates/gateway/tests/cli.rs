@@ -26,6 +26,33 @@ fn translate_reads_stdin_and_writes_the_target_dialect() {
     assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
 }
 
+/// `translate --from a2a` / `--to a2a` work like the others: an a2a-sdk
+/// task that failed (its bytes, tests/fixtures/a2a) is a Vercel error with
+/// the status text; an AG-UI run is an A2A task that completes.
+#[test]
+fn translate_reads_and_writes_a2a() {
+    let failed = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/a2a/run_error.sse"
+    ))
+    .unwrap();
+    let (code, out, err) = babelgate(&["translate", "--from", "a2a", "--to", "vercel"], &failed);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"delta\":\"Trying\""), "{out}");
+    assert!(out.contains("\"errorText\":\"the tool broke\""), "{out}");
+    let input = format!(
+        "{AGUI_OK}data: {{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}}\n\ndata: {{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}}\n\n"
+    );
+    let (code, out, err) = babelgate(
+        &["translate", "--from", "ag-ui", "--to", "a2a"],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"artifactUpdate\""), "{out}");
+    assert!(out.contains("\"text\":\"hi\""), "{out}");
+    assert!(out.contains("TASK_STATE_COMPLETED"), "{out}");
+}
+
 #[test]
 fn bad_input_names_the_line_exits_non_zero_and_keeps_the_good_part() {
     let input = format!("{AGUI_OK}data: {{\"type\": broken\n\n");

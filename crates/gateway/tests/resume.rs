@@ -242,8 +242,12 @@ fn native_text(dialect: Dialect, events: &[(Option<String>, Value)]) -> String {
             },
             Dialect::Vercel if v["type"] == "text-delta" => &v["delta"],
             Dialect::AgKit if v["type"] == "text" => &v["content"],
+            Dialect::A2a => &v["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"],
             _ => return None,
         };
+        if dialect == Dialect::A2a && !s.is_string() {
+            return None; // not a text chunk
+        }
         Some(s.as_str().expect("text is a string").to_string())
     };
     events.iter().filter_map(|(_, v)| piece(v)).collect()
@@ -254,6 +258,24 @@ fn error_event(dialect: Dialect, events: &[(Option<String>, Value)]) -> Option<V
     let ty = match dialect {
         Dialect::AgUi | Dialect::Hai => "RUN_ERROR",
         Dialect::Vercel | Dialect::AgKit => "error",
+        // A2A has no error codes: a stopped run is a canceled task, any
+        // other failure a failed one (docs/mapping/a2a.md).
+        Dialect::A2a => {
+            let ends: Vec<Value> = events
+                .iter()
+                .filter_map(|(_, v)| {
+                    let state = v["result"]["statusUpdate"]["status"]["state"].as_str()?;
+                    let code = match state {
+                        "TASK_STATE_CANCELED" => "stopped",
+                        "TASK_STATE_FAILED" => "failed",
+                        _ => return None,
+                    };
+                    Some(serde_json::json!({"code": code, "event": v}))
+                })
+                .collect();
+            assert!(ends.len() <= 1, "more than one end: {ends:?}");
+            return ends.first().cloned();
+        }
     };
     let errors: Vec<&Value> = events
         .iter()
@@ -311,6 +333,7 @@ async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
             Dialect::AgUi | Dialect::Hai | Dialect::AgKit => {
                 assert_eq!(last, &error, "{dialect}: ends with it")
             }
+            Dialect::A2a => assert_eq!(last, &error["event"], "{dialect}: ends with it"),
             Dialect::Vercel => assert_eq!(last, &Value::String("[DONE]".into()), "{dialect}"),
         }
         // What the client saw before and after reconnecting is the start of
@@ -466,8 +489,9 @@ fn dump_for_real_clients(dialect: Dialect, name: &str, body: &[u8]) {
         Dialect::AgUi => "AGUI_DUMP_DIR",
         Dialect::Vercel => "BABELGATE_VERCEL_CORPUS",
         Dialect::AgKit => "AGKIT_CLIENT_CHECK_DIR",
-        // HAI has no client package (its spec rules run on the golden files).
-        Dialect::Hai => return,
+        // HAI has no client package (its spec rules run on the golden files);
+        // the A2A SDK clients run in tests/node/e2e.
+        Dialect::Hai | Dialect::A2a => return,
     };
     if let Some(dir) = std::env::var_os(var).map(std::path::PathBuf::from) {
         std::fs::create_dir_all(&dir).unwrap();

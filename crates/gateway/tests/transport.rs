@@ -112,6 +112,9 @@ fn text(dialect: Dialect, events: &[Value]) -> String {
             Dialect::Hai if v["type"] == "BUSINESS_DATA_CONTENT" => {
                 v["delta"]["output"]["content"].as_str().map(String::from)
             }
+            Dialect::A2a => v["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                .as_str()
+                .map(String::from),
             _ if v["type"] == "TEXT_MESSAGE_CONTENT" => v["delta"].as_str().map(String::from),
             _ => None,
         })

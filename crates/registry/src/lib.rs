@@ -23,6 +23,7 @@ pub fn decoder(dialect: Dialect) -> Box<dyn Decoder> {
         Dialect::Hai => Box::new(babelgate_hai::HaiDecoder::new()),
         Dialect::Vercel => Box::new(babelgate_vercel::VercelDecoder::new()),
         Dialect::AgKit => Box::new(babelgate_agkit::AgKitDecoder::new()),
+        Dialect::A2a => Box::new(babelgate_a2a::A2aDecoder::new()),
     }
 }
 
@@ -32,6 +33,7 @@ pub fn encoder(dialect: Dialect, ctx: EncodeContext) -> Box<dyn Encoder> {
         Dialect::Hai => Box::new(babelgate_hai::HaiEncoder::new(ctx)),
         Dialect::Vercel => Box::new(babelgate_vercel::VercelEncoder::new(ctx)),
         Dialect::AgKit => Box::new(babelgate_agkit::AgKitEncoder::new(ctx)),
+        Dialect::A2a => Box::new(babelgate_a2a::A2aEncoder::new(ctx)),
     }
 }
 
@@ -41,6 +43,7 @@ pub fn requests(dialect: Dialect) -> &'static dyn RequestTranslator {
         Dialect::Hai => &babelgate_hai::HaiRequests,
         Dialect::Vercel => &babelgate_vercel::VercelRequests,
         Dialect::AgKit => &babelgate_agkit::AgKitRequests,
+        Dialect::A2a => &babelgate_a2a::A2aRequests,
     }
 }
 
@@ -52,6 +55,7 @@ pub fn policy(dialect: Dialect) -> Policy {
         Dialect::Hai => babelgate_hai::POLICY,
         Dialect::Vercel => babelgate_vercel::POLICY,
         Dialect::AgKit => babelgate_agkit::POLICY,
+        Dialect::A2a => babelgate_a2a::POLICY,
     }
 }
 

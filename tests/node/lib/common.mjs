@@ -9,10 +9,11 @@ import { fileURLToPath } from 'node:url';
 export const NODE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const REPO_ROOT = path.resolve(NODE_DIR, '..', '..');
 
-// Scenarios whose run may legitimately end in an error: run_error must, and a
-// gateway may report a cut upstream as an error too.
-export const ERROR_REQUIRED = new Set(['run_error']);
-export const ERROR_ALLOWED = new Set(['run_error', 'cut_mid_message']);
+// Scenarios whose run may legitimately end in an error: run_error and
+// rejected (an A2A task the agent refused) must, and a gateway may report a
+// cut upstream as an error too.
+export const ERROR_REQUIRED = new Set(['run_error', 'rejected']);
+export const ERROR_ALLOWED = new Set(['run_error', 'rejected', 'cut_mid_message']);
 
 /**
  * Parse `<scenario>.<from>-<to>.sse`. The scenario has no dot; `from` may

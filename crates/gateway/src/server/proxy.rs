@@ -454,6 +454,9 @@ impl Gateway {
             let ws_upstream = crate::ws::is_ws_url(&route.upstream);
             let mut headers = forwarded;
             headers.extend(upstream_headers(route));
+            for (k, v) in registry::requests(route.upstream_protocol).upstream_headers() {
+                headers.insert(*k, HeaderValue::from_static(v));
+            }
             if let Ok(v) = HeaderValue::from_str(request_id) {
                 headers.insert("x-request-id", v);
             }
@@ -617,6 +620,7 @@ impl Gateway {
             continued: run.continued.clone(),
             extension_frames: route.extension_frames,
             drop_raw: route.drop_raw,
+            reply_to: run.reply_to.clone(),
             ..Default::default()
         };
         let setup = babelgate_core::journal::Setup::of(&ctx);

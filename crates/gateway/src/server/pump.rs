@@ -1071,6 +1071,7 @@ mod tests {
             Dialect::Vercel => "vercel",
             Dialect::Hai => "hai",
             Dialect::AgKit => "agkit",
+            Dialect::A2a => "a2a",
         };
         let all = [Dialect::AgUi, Dialect::Vercel, Dialect::Hai, Dialect::AgKit];
         for from in all {

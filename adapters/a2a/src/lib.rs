@@ -1,0 +1,282 @@
+//! babelgate adapter for A2A, the Agent2Agent protocol v1.0, as the official
+//! SDKs speak it (PyPI `a2a-sdk` 1.3.0, npm `@a2a-js/sdk` 1.3.0): JSON-RPC 2.0
+//! requests (`SendStreamingMessage`), answered by an SSE stream of JSON-RPC
+//! responses whose `result` is a `task`, a `message`, a `statusUpdate` or an
+//! `artifactUpdate`. A run is one task; the conversation is its `contextId`.
+//! The v0.3 shapes (`kind` discriminators, lowercase states) are read too.
+//! See docs/mapping/a2a.md.
+#![forbid(unsafe_code)]
+// Input from clients and upstreams reaches this crate: nothing it does may panic.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
+
+pub mod decoder;
+pub mod encoder;
+pub mod request;
+pub mod wire;
+
+pub use decoder::A2aDecoder;
+pub use encoder::A2aEncoder;
+pub use request::A2aRequests;
+
+/// What the gateway does for this dialect beyond translating it. An A2A
+/// client sends only its new message and an A2A agent keeps the context's
+/// history itself: the gateway keeps the history for A2A clients and sends
+/// A2A agents only what is new.
+pub const POLICY: babelgate_core::Policy = babelgate_core::Policy {
+    gateway_keeps_history: true,
+    upstream_keeps_history: true,
+    resume: babelgate_core::Resume::AfterOrFromStart,
+    extension_frames: false,
+    binary: false,
+    binary_custom_prefix: None,
+    clock_timestamps: false,
+};
+
+#[cfg(test)]
+mod tests {
+    //! Whole streams: the SDK's own bytes (tests/fixtures/a2a) decoded, and
+    //! the encoder's tasks read back.
+    use super::*;
+    use babelgate_core::{
+        Decoder, EncodeContext, Encoder, Event, EventKind, Frame, Outcome, SseFramer,
+    };
+    use serde_json::Value;
+
+    fn frames(bytes: &[u8]) -> Vec<Frame> {
+        let mut framer = SseFramer::default();
+        let mut out = Vec::new();
+        framer.push(bytes, &mut out).unwrap();
+        framer.finish(&mut out).unwrap();
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Vec<Event> {
+        let mut d = A2aDecoder::new();
+        let mut out = Vec::new();
+        for f in frames(bytes) {
+            d.decode(&f, &mut out).unwrap();
+        }
+        d.finish(&mut out).unwrap();
+        out
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/../../tests/fixtures/a2a/{name}.sse",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn text(events: &[Event]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::TextDelta { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn last(events: &[Event]) -> &EventKind {
+        &events.last().unwrap().kind
+    }
+
+    #[test]
+    fn artifact_chunks_are_the_text_verbatim_in_both_versions() {
+        for name in ["chat", "chat_v03"] {
+            let events = decode(&fixture(name));
+            assert_eq!(text(&events), "Hello \u{2028}world", "{name}");
+            match &events[0].kind {
+                EventKind::RunStarted {
+                    thread_id, run_id, ..
+                } => {
+                    assert_eq!(thread_id.as_deref(), Some("ctx-1"));
+                    assert!(run_id.is_some());
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            assert!(
+                matches!(
+                    last(&events),
+                    EventKind::RunFinished {
+                        outcome: Outcome::Success { .. },
+                        ..
+                    }
+                ),
+                "{name}: {:?}",
+                last(&events)
+            );
+            let opened = events
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::TextStart { .. }))
+                .count();
+            assert_eq!(opened, 1, "{name}: one message for the artifact");
+        }
+    }
+
+    #[test]
+    fn failed_and_rejected_tasks_are_errors_with_their_status_text() {
+        let events = decode(&fixture("run_error"));
+        assert_eq!(text(&events), "Trying");
+        assert_eq!(
+            last(&events),
+            &EventKind::RunError {
+                message: "the tool broke".into(),
+                code: Some("failed".into())
+            }
+        );
+        let events = decode(&fixture("rejected"));
+        assert!(
+            matches!(last(&events), EventKind::RunError { message, .. } if message == "not my job")
+        );
+    }
+
+    #[test]
+    fn input_required_is_an_interrupt_named_for_the_task() {
+        let events = decode(&fixture("input_required"));
+        let EventKind::RunStarted { run_id, .. } = &events[0].kind else {
+            panic!("{:?}", events[0]);
+        };
+        let EventKind::RunFinished {
+            outcome: Outcome::Interrupt { interrupts },
+            ..
+        } = last(&events)
+        else {
+            panic!("{:?}", last(&events));
+        };
+        assert_eq!(Some(&interrupts[0].id), run_id.as_ref());
+        assert_eq!(interrupts[0].message.as_deref(), Some("Proceed? (yes/no)"));
+        assert_eq!(interrupts[0].reason, "input_required");
+    }
+
+    #[test]
+    fn data_artifacts_are_data_events() {
+        let events = decode(&fixture("data"));
+        let data: Vec<_> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Data { name, data, .. } => Some((name.as_str(), data)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(data.len(), 1);
+        assert_eq!(data[0].0, "weather");
+        assert_eq!(data[0].1["city"], "Paris");
+        assert_eq!(text(&events), "Sunny.");
+    }
+
+    fn encode(events: &[Event]) -> Vec<u8> {
+        let mut e = A2aEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        for ev in events {
+            e.encode(ev, &mut out);
+        }
+        e.finish(&mut out);
+        out
+    }
+
+    fn results(bytes: &[u8]) -> Vec<Value> {
+        frames(bytes)
+            .iter()
+            .map(|f| serde_json::from_str::<Value>(&f.data).unwrap()["result"].clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_run_is_a_task_whose_text_is_sent_once_and_escaped() {
+        let said = "a\u{2028}b\u{2029}c\u{85}d";
+        let events: Vec<Event> = vec![
+            EventKind::TextStart {
+                message_id: "m".into(),
+                role: babelgate_core::Role::Assistant,
+                name: None,
+            }
+            .into(),
+            EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: said[..4].into(),
+            }
+            .into(),
+            EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: said[4..].into(),
+            }
+            .into(),
+            EventKind::TextEnd {
+                message_id: "m".into(),
+            }
+            .into(),
+            EventKind::RunFinished {
+                thread_id: None,
+                run_id: None,
+                message_id: None,
+                result: None,
+                outcome: Outcome::Unspecified,
+                finish_reason: None,
+                usage: None,
+            }
+            .into(),
+        ];
+        let out = encode(&events);
+        let raw = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            !raw.contains(['\u{2028}', '\u{2029}', '\u{85}']),
+            "raw separators in {raw}"
+        );
+        let rs = results(&out);
+        assert!(rs[0].get("task").is_some(), "{raw}");
+        let texts: String = rs
+            .iter()
+            .filter_map(|r| r.get("artifactUpdate"))
+            .flat_map(|a| a["artifact"]["parts"].as_array().unwrap().clone())
+            .map(|p| p["text"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(texts, said, "each piece once");
+        let final_status = rs.last().unwrap()["statusUpdate"]["status"].clone();
+        assert_eq!(final_status["state"], "TASK_STATE_COMPLETED");
+        assert!(
+            final_status.get("message").is_none(),
+            "no text again in the status"
+        );
+        assert_eq!(text(&decode(&out)), said);
+    }
+
+    #[test]
+    fn errors_fail_the_task_with_their_message_and_stops_cancel_it() {
+        let mut e = A2aEncoder::new(EncodeContext::deterministic());
+        let mut out = Vec::new();
+        e.fail("upstream broke", None, &mut out);
+        let rs = results(&out);
+        let status = &rs.last().unwrap()["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_FAILED");
+        assert_eq!(status["message"]["parts"][0]["text"], "upstream broke");
+        assert!(
+            matches!(last(&decode(&out)), EventKind::RunError { message, .. } if message == "upstream broke")
+        );
+
+        let cancelled = encode(&[EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome: Outcome::Cancelled { reason: None },
+            finish_reason: None,
+            usage: None,
+        }
+        .into()]);
+        let rs = results(&cancelled);
+        assert_eq!(
+            rs.last().unwrap()["statusUpdate"]["status"]["state"],
+            "TASK_STATE_CANCELED"
+        );
+    }
+}
