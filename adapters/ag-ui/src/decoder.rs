@@ -27,12 +27,11 @@ pub struct AgUiDecoder {
     minted: u64,
     thinking_span: Option<String>,
     thinking_message: Option<String>,
-    /// The frame last decoded was a deprecated THINKING_* event: on a
-    /// same-dialect route it is written as mapped, not as received (see
-    /// [`Decoder::frame_passes`]). The client's compatibility boundary
-    /// upgrades those with ids of its own minting, so that the ends the
-    /// gateway writes for a cut stream named reasoning the client never
-    /// saw, and refused ends and content it had no start for.
+    /// The frame being decoded is a deprecated THINKING_* event: its events
+    /// are `restated`, so that a same-dialect route writes them as mapped,
+    /// not as received. The client's compatibility boundary upgrades those
+    /// with ids of its own minting, so that the ends the gateway writes for
+    /// a cut stream would name reasoning the client never saw.
     deprecated: bool,
 }
 
@@ -617,6 +616,7 @@ fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> 
         timestamp,
         origin: Some(Dialect::AgUi),
         extra,
+        restated: false,
     }
 }
 
@@ -625,18 +625,35 @@ impl Decoder for AgUiDecoder {
         Dialect::AgUi
     }
 
-    fn frame_passes(&self) -> bool {
-        !self.deprecated
-    }
-
-    fn finish(&mut self, _out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        // Nothing is held for the end: what the last frame said is written.
-        self.deprecated = false;
-        Ok(())
-    }
-
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        self.deprecated = false;
+        let from = out.len();
+        let r = self.decode_frame(frame, out);
+        self.restate(from, out);
+        r
+    }
+
+    /// One `ag_ui.Event` message of the binary transport: the hot events
+    /// read in place (their strings borrowed from the message), the rest
+    /// decoded to their JSON form and taken as a frame's JSON is.
+    fn decode_binary(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let from = out.len();
+        let r = self.decode_message(message, out);
+        self.restate(from, out);
+        r
+    }
+}
+
+impl AgUiDecoder {
+    /// Marks what a deprecated frame became (see `deprecated`).
+    fn restate(&mut self, from: usize, out: &mut [Event]) {
+        if std::mem::take(&mut self.deprecated) {
+            for e in out.iter_mut().skip(from) {
+                e.restated = true;
+            }
+        }
+    }
+
+    fn decode_frame(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         if self.skip(frame) {
             return Ok(());
         }
@@ -654,17 +671,14 @@ impl Decoder for AgUiDecoder {
                 timestamp: None,
                 origin: Some(Dialect::AgUi),
                 extra: Map::new(),
+                restated: false,
             });
             return Ok(());
         }
         self.decode_general(frame, out)
     }
 
-    /// One `ag_ui.Event` message of the binary transport: the hot events
-    /// read in place (their strings borrowed from the message), the rest
-    /// decoded to their JSON form and taken as a frame's JSON is.
-    fn decode_binary(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        self.deprecated = false;
+    fn decode_message(&mut self, message: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
         if self.done {
             return Ok(());
         }

@@ -1398,7 +1398,7 @@ impl Encoder for AgUiEncoder {
     /// content or an end tagged with another subagent than the one that
     /// opened its item, written untagged.
     /// What a chunk lane expands is the client's own doing: it passes.
-    fn passes(&self, event: &Event) -> bool {
+    fn verbatim(&self, event: &Event) -> bool {
         use EventKind as K;
         let v = &self.view;
         let held = |kind, id: &str| v.lanes.holds(kind, id);

@@ -110,7 +110,7 @@ mod tests {
     /// phase (the test fails if the client refuses the stream), the text.
     fn through_passthrough(lines: &[Value]) -> (Vec<Value>, crate::verify::RunPhase, String) {
         let input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
-        let mut t = babelgate_core::Translator::passthrough(
+        let mut t = babelgate_core::Translator::same_dialect(
             SseFramer::default(),
             Box::new(AgUiDecoder::new()),
             Box::new(AgUiEncoder::new(EncodeContext::deterministic())),
@@ -362,6 +362,7 @@ mod tests {
         let start = json!({"type":"RUN_STARTED","threadId":"t","runId":"r"});
         let end = json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"});
         let m = json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant","x":1});
+        let m_text = json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi"});
         let m_end = json!({"type":"TEXT_MESSAGE_END","messageId":"m"});
         let cases = [
             json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"o","delta":"orphan"}),
@@ -377,14 +378,17 @@ mod tests {
             let input = [
                 start.clone(),
                 m.clone(),
+                m_text.clone(),
                 m_end.clone(),
                 bad.clone(),
                 end.clone(),
             ];
             let (got, phase, out) = through_passthrough(&input);
             assert_eq!(phase, crate::verify::RunPhase::Finished, "{bad}\n{out}");
-            assert_eq!(
-                got[1], m,
+            // (a text start waits for its content: JSON-equal, not as received)
+            assert_eq!(got[1], m, "{out}");
+            assert!(
+                out.contains(&format!("data: {m_text}\n\n")),
                 "a frame the client takes passes as it came\n{out}"
             );
             if let Some(delta) = bad.get("delta") {
@@ -404,6 +408,7 @@ mod tests {
             start.clone(),
             m.clone(),
             m.clone(),
+            m_text.clone(),
             m_end.clone(),
             end.clone(),
         ];
@@ -490,6 +495,7 @@ mod tests {
         let input = [
             json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
             json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi"}),
             json!({"type":"STEP_STARTED","stepName":"s"}),
             json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","result":{"x":1}}),
         ];
@@ -501,6 +507,7 @@ mod tests {
             [
                 "RUN_STARTED",
                 "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
                 "STEP_STARTED",
                 "TEXT_MESSAGE_END",
                 "STEP_FINISHED",
@@ -508,7 +515,7 @@ mod tests {
             ],
             "{out}"
         );
-        assert_eq!(got[5]["result"], json!({"x":1}), "{out}");
+        assert_eq!(got[6]["result"], json!({"x":1}), "{out}");
         // With nothing open it passes as received.
         let closed = [
             input[0].clone(),

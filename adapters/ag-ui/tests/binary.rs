@@ -119,7 +119,7 @@ fn a_translator_reads_binary_input_and_passes_it_through() {
             binary: true,
             ..EncodeContext::deterministic()
         };
-        let mut t = Translator::passthrough(
+        let mut t = Translator::same_dialect(
             SseFramer::default(),
             Box::new(AgUiDecoder::new()),
             Box::new(AgUiEncoder::new(ctx)),

@@ -232,7 +232,9 @@ impl AgKitEncoder {
 
     fn encode_one(&mut self, event: &Event, out: &mut Sink) {
         use EventKind as K;
-        if !self.extensions && !declared(event) {
+        // What an AG-Kit upstream itself sent is its client's to hear,
+        // whatever the server this dialect was taken from sends.
+        if !self.extensions && !declared(event) && event.origin != Some(Dialect::AgKit) {
             self.dropped += 1;
             return;
         }
@@ -621,15 +623,6 @@ impl Encoder for AgKitEncoder {
 
     fn aborts(&self) -> bool {
         self.failed
-    }
-
-    /// On a same-dialect route: nothing after the stream's end. After
-    /// `[DONE]` the translator writes nothing anyway; after a failed run's
-    /// error frame (no `[DONE]` follows) a frame the upstream still sends
-    /// would reach a client whose run has ended, and it is dropped as on
-    /// every route.
-    fn passes(&self, _event: &Event) -> bool {
-        !self.done
     }
 
     /// Closes open tool calls, writes held results and `[DONE]`, once.

@@ -229,7 +229,7 @@ mod tests {
 
     /// The translator of a same-dialect route, as the gateway builds it.
     fn same_dialect() -> babelgate_core::Translator {
-        babelgate_core::Translator::passthrough(
+        babelgate_core::Translator::same_dialect(
             SseFramer::default(),
             Box::new(AgKitDecoder::new()),
             Box::new(AgKitEncoder::new(EncodeContext::deterministic())),

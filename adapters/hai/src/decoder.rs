@@ -256,6 +256,7 @@ impl HaiDecoder {
                     timestamp: ts,
                     origin: Some(Dialect::Hai),
                     extra: rest,
+                    restated: false,
                 };
                 self.emit(out, ev);
             }
@@ -1284,6 +1285,7 @@ impl HaiDecoder {
                     timestamp: ts,
                     origin: Some(Dialect::Hai),
                     extra,
+                    restated: false,
                 };
                 self.emit(out, ev);
             }
@@ -1325,12 +1327,6 @@ impl Decoder for HaiDecoder {
                 DecodeError::new(format!("a protobuf message that does not decode: {e}"))
             })?;
         self.decode_raw(raw, out)
-    }
-
-    fn release_passed(&mut self, out: &mut Vec<Event>) {
-        // The held START went out as received: its message is open for the
-        // client, whatever failed after it.
-        self.flush_starts(None, out);
     }
 
     fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {

@@ -2556,7 +2556,7 @@ mod tests {
         ) {
             let events: Vec<Event> = events
                 .into_iter()
-                .map(|(kind, origin, timestamp, extra)| Event { kind, timestamp, origin, extra })
+                .map(|(kind, origin, timestamp, extra)| Event { kind, timestamp, origin, extra, restated: false })
                 .collect();
             let events = if shaped {
                 babelgate_core::shape::Shaper::shape_all(&events)

@@ -128,47 +128,39 @@ mod tests {
         }
     }
 
-    /// A same-dialect route (frames as received): a `BUSINESS_DATA_START`
-    /// goes out as it came, though the decoder holds its event for the first
-    /// content. When the frame after it fails to decode, the encoder sees
-    /// the held start before it writes the failure, so the message the
-    /// client has open is closed and the run ends in `RUN_ERROR`. Before,
-    /// after a run that had finished, the encoder thought nothing open and
-    /// the stream ended on the start (fuzz decode_hai).
+    /// A same-dialect route is a translated one: a `BUSINESS_DATA_START`
+    /// waits for its first content, as on every route, so a frame that
+    /// fails to decode after it leaves nothing open for the client. Here the
+    /// run had finished: the client has its whole run, and nothing follows
+    /// its end (before, the start went out as received after the finished
+    /// run, and the stream ended on it: fuzz decode_hai).
     #[test]
-    fn a_same_dialect_failure_after_a_held_start_ends_what_the_client_saw() {
+    fn a_same_dialect_failure_after_a_held_start_leaves_nothing_open() {
         let frames = [
             json!({"type":"RUN_STARTED","messageId":"m1","role":"assistant"}),
             json!({"type":"RUN_FINISHED"}),
             json!({"type":"BUSINESS_DATA_START","messageId":"m2","role":"assistant"}),
             json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m2"}),
         ];
-        let input: String = frames.iter().map(|v| format!("data: {v}\n\n")).collect();
-        let mut t = babelgate_core::Translator::passthrough(
-            SseFramer::default(),
-            Box::new(HaiDecoder::new()),
-            Box::new(HaiEncoder::new(EncodeContext::deterministic())),
-        );
-        let mut out = Vec::new();
-        assert!(t.push(input.as_bytes(), &mut out).is_err());
-        t.finish(&mut out).unwrap();
-        let got = payloads(&out);
+        let run = |frames: &[Value]| {
+            let input: String = frames.iter().map(|v| format!("data: {v}\n\n")).collect();
+            let mut t = babelgate_core::Translator::same_dialect(
+                SseFramer::default(),
+                Box::new(HaiDecoder::new()),
+                Box::new(HaiEncoder::new(EncodeContext::deterministic())),
+            );
+            let mut out = Vec::new();
+            assert!(t.push(input.as_bytes(), &mut out).is_err());
+            t.finish(&mut out).unwrap();
+            (payloads(&out), String::from_utf8_lossy(&out).into_owned())
+        };
+        let (got, out) = run(&frames);
+        assert_eq!(got, frames[..2], "{out}");
+        // In a run still going, the failure is the client's RUN_ERROR.
+        let (got, out) = run(&[frames[0].clone(), frames[2].clone(), frames[3].clone()]);
         let types: Vec<_> = got.iter().map(|v| v["type"].clone()).collect();
-        assert_eq!(
-            types,
-            [
-                "RUN_STARTED",
-                "RUN_FINISHED",
-                "BUSINESS_DATA_START",
-                "BUSINESS_DATA_END",
-                "RUN_ERROR"
-            ],
-            "{}",
-            String::from_utf8_lossy(&out)
-        );
-        assert_eq!(got[2], frames[2], "the start as received");
-        assert_eq!(got[3]["messageId"], "m2");
-        assert_eq!(got[4]["code"], "upstream_malformed");
+        assert_eq!(types, ["RUN_STARTED", "RUN_ERROR"], "{out}");
+        assert_eq!(got[1]["code"], "upstream_malformed");
     }
 
     // ---- proptest: core -> HAI -> core ---------------------------------------

@@ -104,7 +104,7 @@ fn a_binary_hai_stream_passes_through_as_received() {
             binary: true,
             ..EncodeContext::deterministic()
         };
-        let mut t = Translator::passthrough(
+        let mut t = Translator::same_dialect(
             SseFramer::default(),
             Box::new(HaiDecoder::new()),
             Box::new(HaiEncoder::new(ctx)),

@@ -62,18 +62,6 @@ pub struct VercelDecoder {
     /// Whether the frequent chunks are read without a JSON map (tests turn
     /// it off to hold that path to the general one).
     plain: bool,
-    /// The frame last decoded may not reach a same-dialect client as
-    /// received (see [`Decoder::frame_passes`]): one this decoder holds for
-    /// the run's end (an approval request, a `data-interrupt`), or the one
-    /// that ends the run with what was held. Held frames are written where
-    /// the run ends, by the encoder, as on every other route; written as
-    /// received too, the `ai` client would throw on a request for a call
-    /// its message lacks, and a request the stream answers went out twice.
-    held: bool,
-    /// The last frame was a `finish-step` held so (the step of a request
-    /// held for the end): the encoder defers a step's close, so the frame
-    /// after it is written as mapped too, which writes the close.
-    step_held: bool,
 }
 
 impl Default for VercelDecoder {
@@ -88,8 +76,6 @@ impl Default for VercelDecoder {
             answered: HashSet::default(),
             errored: false,
             plain: true,
-            held: false,
-            step_held: false,
         }
     }
 }
@@ -111,14 +97,6 @@ impl VercelDecoder {
             },
             extra,
         ));
-    }
-
-    /// Whether an interrupt waits for the finish that the stream has not
-    /// answered itself.
-    fn holds(&self) -> bool {
-        self.pending_interrupts
-            .iter()
-            .any(|it| !self.answered.contains(&it.id))
     }
 
     /// The interrupts waiting for the finish, which the run ends with.
@@ -232,36 +210,14 @@ impl Decoder for VercelDecoder {
         Dialect::Vercel
     }
 
-    fn frame_passes(&self) -> bool {
-        !self.held
-    }
-
     fn decode(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        self.held = std::mem::take(&mut self.step_held);
-        let from = out.len();
-        let r = self.decode_frame(frame, out);
-        // The frame's events first: a frame is one or two events, where
-        // the held interrupts are looked up one by one.
-        if out
-            .iter()
-            .skip(from)
-            .any(|e| matches!(e.kind, EventKind::StepFinished { .. }))
-            && self.holds()
-        {
-            // The step of a held request closes: with the request, where the
-            // run ends (see `step_held`).
-            self.held = true;
-            self.step_held = true;
-        }
-        r
+        self.decode_frame(frame, out)
     }
 
     fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         // An approval request means the run waits for a human even if the
         // stream ended before its `finish`.
         if !self.pending_interrupts.is_empty() {
-            // None of them was written where it came.
-            self.held = self.holds();
             out.push(ev(
                 EventKind::RunFinished {
                     thread_id: None,
@@ -386,8 +342,6 @@ impl VercelDecoder {
                     Outcome::Unspecified
                 } else {
                     let interrupts = self.take_interrupts();
-                    // Requests the stream answered went out with their answer.
-                    self.held |= !interrupts.is_empty();
                     Outcome::Interrupt { interrupts }
                 };
                 out.push(ev(
@@ -631,7 +585,6 @@ impl VercelDecoder {
                     return Ok(());
                 }
                 self.approval_chunks.insert(id.clone(), raw.clone());
-                self.held = true;
                 self.pending_interrupts.push(Interrupt {
                     id,
                     reason: APPROVAL_REASON.to_string(),
@@ -932,7 +885,6 @@ impl VercelDecoder {
             }
             "interrupt" => {
                 if let Ok(interrupt) = serde_json::from_value::<Interrupt>(data.clone()) {
-                    self.held = true;
                     self.pending_interrupts.push(interrupt);
                     return Ok(());
                 }

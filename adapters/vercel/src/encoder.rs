@@ -1346,7 +1346,7 @@ impl Encoder for VercelEncoder {
     /// decoder starts what a delta needs, the encoder announces a call
     /// before its output (as on any route, as `unknown`), and the start the
     /// decoder makes up for a stray end is written no more than the end.
-    fn passes(&self, event: &Event) -> bool {
+    fn verbatim(&self, event: &Event) -> bool {
         if self.phase == Phase::Errored {
             // The run failed (an `error` chunk ended it): as on every route,
             // nothing of it follows. Frames the decoder reads as nothing

@@ -31,28 +31,6 @@ pub trait Decoder: Send {
         Err(DecodeError::new("this dialect has no binary form"))
     }
 
-    /// On a same-dialect route (see `Translator::passthrough`), whether the
-    /// frame (or binary message) last decoded may reach the client as
-    /// received, as far as the decoder can tell. A decoder says no for a
-    /// form its dialect's real client only takes through a shim of its own,
-    /// whose state the gateway cannot follow (AG-UI's deprecated THINKING_*
-    /// events, whose ids the client mints); the frame is then written as
-    /// the encoder maps its events, and not at all when there are none.
-    /// After [`finish`](Self::finish): whether what it emitted came from
-    /// frames already written (no when it held a frame back for the end).
-    fn frame_passes(&self) -> bool {
-        true
-    }
-
-    /// On a same-dialect route, before the run's failure is written: emit
-    /// what the decoder holds back from frames the client already has (a
-    /// HAI `BUSINESS_DATA_START` waits for its first content), so that the
-    /// encoder knows what the client saw open and ends it with its error.
-    /// A failed input gives no `finish`. Emits nothing by default.
-    fn release_passed(&mut self, out: &mut Vec<Event>) {
-        let _ = out;
-    }
-
     /// The input ended. Emit what the dialect implies at its end (an AG-Kit
     /// `[DONE]` ends the run), never error for a mere early end: the encoder's
     /// `finish` closes what is open.
@@ -104,12 +82,14 @@ pub trait Encoder: Send {
         Sink::appending(out, |sink| self.fail_to(message, code, sink));
     }
 
-    /// On a same-dialect route (see `Translator::passthrough`), whether the
-    /// frame this event came from may reach the client as received. An
-    /// encoder says no only for what its dialect's real client rejects even
-    /// from its own upstream (the `ai` client fails on an unknown chunk
-    /// type); the frame is then written as the encoder maps it.
-    fn passes(&self, event: &Event) -> bool {
+    /// On a same-dialect route (see `Translator::same_dialect`), whether
+    /// the frame `event` was read from may be written as received in place
+    /// of this encoder's mapping of it, asked before the event is encoded
+    /// (and only when the shape stage passes it unchanged). An encoder says
+    /// no where its dialect's real client reads the frame otherwise than the
+    /// encoder's own state says (an `ai` client fails on an unknown chunk
+    /// type that the encoder wraps); the frame is then written as mapped.
+    fn verbatim(&self, event: &Event) -> bool {
         let _ = event;
         true
     }
@@ -186,7 +166,7 @@ pub struct EncodeContext {
     pub extension_frames: bool,
     /// Leave out `Raw` events (an upstream's own events, which AG-UI servers
     /// such as ag-ui-langgraph send by default, often many times the size of
-    /// the content) on translated routes.
+    /// the content), on every route.
     pub drop_raw: bool,
 }
 

@@ -51,6 +51,12 @@ pub struct Event {
     pub origin: Option<Dialect>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Extra,
+    /// The decoder put its frame in other terms (a deprecated form read as
+    /// the current one), so the frame cannot stand for this event on a
+    /// same-dialect route: the encoder's mapping is written instead (see
+    /// `Translator::same_dialect`). Never sent, never logged.
+    #[serde(skip)]
+    pub restated: bool,
 }
 
 impl Event {
@@ -60,6 +66,7 @@ impl Event {
             timestamp: None,
             origin: None,
             extra: Map::new(),
+            restated: false,
         }
     }
 

@@ -42,6 +42,10 @@ pub struct Sink {
     open: Option<(usize, SpanKind)>,
     /// Spans are not kept (the `&mut Vec<u8>` wrappers: bytes only).
     untracked: bool,
+    /// Events (not comments) written so far, and where the last one
+    /// starts: kept untracked too, for [`replace_last_event`](Self::replace_last_event).
+    written: u64,
+    last: Range<usize>,
 }
 
 impl Sink {
@@ -58,6 +62,8 @@ impl Sink {
             spans: Vec::new(),
             open: None,
             untracked: true,
+            written: 0,
+            last: 0..0,
         }
     }
 
@@ -84,6 +90,9 @@ impl Sink {
         if matches!(self.open, Some((start, _)) if start > len) {
             self.open = None;
         }
+        if self.last.end > len {
+            self.last = 0..0;
+        }
     }
 
     /// Starts an event at the current end of the buffer. A second `begin`
@@ -96,11 +105,8 @@ impl Sink {
     pub fn end_event(&mut self) {
         if let Some((start, kind)) = self.open.take() {
             let end = self.buf.len();
-            if end > start && !self.untracked {
-                self.spans.push(Span {
-                    range: start..end,
-                    kind,
-                });
+            if end > start {
+                self.wrote(start..end, kind);
             }
         }
     }
@@ -115,12 +121,41 @@ impl Sink {
     /// where each of its events went (see `Encoder::encode_to`).
     pub fn mark_event(&mut self, range: Range<usize>) {
         self.end_event();
-        if !self.untracked && range.start < range.end && range.end <= self.buf.len() {
-            self.spans.push(Span {
-                range,
-                kind: SpanKind::Event,
-            });
+        if range.start < range.end && range.end <= self.buf.len() {
+            self.wrote(range, SpanKind::Event);
         }
+    }
+
+    #[inline]
+    fn wrote(&mut self, range: Range<usize>, kind: SpanKind) {
+        if kind == SpanKind::Event {
+            self.written += 1;
+            self.last = range.clone();
+        }
+        if !self.untracked {
+            self.spans.push(Span { range, kind });
+        }
+    }
+
+    /// How many events (not comments) were written so far.
+    pub fn events_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Writes `write`'s event in place of the last event written, which
+    /// must be the last thing in the buffer (a same-dialect frame as
+    /// received instead of the encoder's mapping of it, see
+    /// `Translator::same_dialect`); else appends it.
+    pub fn replace_last_event(&mut self, write: impl FnOnce(&mut Sink)) {
+        self.end_event();
+        if self.written > 0 && self.last.end == self.buf.len() && !self.last.is_empty() {
+            self.buf.truncate(self.last.start);
+            if !self.untracked {
+                self.spans.pop();
+            }
+            self.written -= 1;
+        }
+        write(self);
     }
 
     /// The buffer, for writers that do not know about spans (inside a
@@ -145,11 +180,8 @@ impl Sink {
         let start = self.buf.len();
         write(&mut self.buf);
         let end = self.buf.len();
-        if !self.untracked && end > start {
-            self.spans.push(Span {
-                range: start..end,
-                kind,
-            });
+        if end > start {
+            self.wrote(start..end, kind);
         }
     }
 
@@ -226,11 +258,13 @@ impl Sink {
         self.buf.clear();
         self.spans.clear();
         self.open = None;
+        self.last = 0..0;
     }
 
     /// The bytes and spans, leaving the sink empty.
     pub fn take(&mut self) -> (Vec<u8>, Vec<Span>) {
         self.end_event();
+        self.last = 0..0;
         (
             std::mem::take(&mut self.buf),
             std::mem::take(&mut self.spans),
@@ -243,6 +277,7 @@ impl Sink {
         self.end_event();
         out.append(&mut self.buf);
         self.spans.clear();
+        self.last = 0..0;
     }
 }
 

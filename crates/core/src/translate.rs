@@ -46,9 +46,6 @@ impl TranslateError {
     }
 }
 
-/// The `[DONE]` end marker as encoders write it.
-const DONE: &[u8] = b"data: [DONE]\n\n";
-
 /// Input is framed this many bytes at a time (see [`Translator::push`]).
 const PIECE: usize = 4096;
 
@@ -62,18 +59,14 @@ pub struct Translator {
     binary: Option<BinaryInput>,
     decoder: Box<dyn Decoder>,
     encoder: Box<dyn Encoder>,
-    /// Owns the stream's shape between decoder and encoder; `None` when
-    /// frames pass through as received.
-    shaper: Option<Shaper>,
-    /// Same dialect on both sides: each frame is written as it came and the
-    /// encoder only observes its events (to close what is open on an error
-    /// or at the end).
-    passthrough: bool,
-    /// What the encoder writes while only observing (discarded).
-    scratch: Sink,
-    /// Passthrough: the upstream's `[DONE]` went out, so the client reads
-    /// nothing more; the encoder still sees the rest, its bytes dropped.
-    sealed: bool,
+    /// Owns the stream's shape between decoder and encoder, on every route.
+    shaper: Shaper,
+    /// Same dialect on both sides: a frame whose event comes through
+    /// unchanged is written as received (see [`same_dialect`](Self::same_dialect)).
+    verbatim: bool,
+    /// The events delivered since it was last set came out of the shape
+    /// stage as they went in, nothing added, replaced or dropped.
+    unchanged: bool,
     frames: Vec<Frame>,
     events: Vec<Event>,
     /// Events the shaper puts before the one it is given.
@@ -91,9 +84,6 @@ pub struct Translator {
     /// What the encoder was given and where its bytes went, while a caller
     /// keeps it (see [`keep_journal`](Self::keep_journal)).
     journal: Option<Journal>,
-    /// While the encoder only observes (its bytes go to `scratch`): the
-    /// index of the next span of the caller's sink.
-    observe_at: Option<usize>,
     /// The encoder's context as it was built, the journal's first step.
     setup: Option<Setup>,
     /// `Raw` events are left out (`EncodeContext::drop_raw`).
@@ -107,10 +97,9 @@ impl Translator {
             binary: None,
             decoder,
             encoder,
-            shaper: Some(Shaper::new()),
-            passthrough: false,
-            scratch: Sink::untracked(Vec::new()),
-            sealed: false,
+            shaper: Shaper::new(),
+            verbatim: false,
+            unchanged: true,
             frames: Vec::new(),
             events: Vec::new(),
             shaped: Vec::new(),
@@ -121,14 +110,12 @@ impl Translator {
             input_ended: false,
             done: false,
             journal: None,
-            observe_at: None,
             setup: None,
             drop_raw: false,
         }
     }
 
-    /// Leaves `Raw` events out of a translated stream (a passthrough writes
-    /// the upstream's frames as they came).
+    /// Leaves `Raw` events out of the stream.
     pub fn drop_raw(&mut self) {
         self.drop_raw = true;
     }
@@ -179,42 +166,36 @@ impl Translator {
         let Some(journal) = &mut self.journal else {
             return;
         };
-        let span = match self.observe_at {
-            Some(at) => at,
-            None => {
-                let after = out.spans().len();
-                if after > before {
-                    after - 1
-                } else {
-                    after
-                }
-            }
-        };
+        let after = out.spans().len();
+        let span = if after > before { after - 1 } else { after };
         write(journal, span);
     }
 
-    /// A translator between an upstream and a client of the same dialect:
-    /// the client gets the upstream's frames unchanged (unknown events and
-    /// extra fields included; `id:`/`event:`/`retry:` lines aside, which no
-    /// dialect here gives meaning to), except the `[DONE]` end marker, which
-    /// the encoder writes at [`finish`](Self::finish) as on any route. The
-    /// encoder sees every event, its output discarded, so that an error or a
-    /// cut stream still closes exactly what is open.
-    pub fn passthrough(
+    /// A translator between an upstream and a client of the same dialect.
+    /// It is a translated route like any other (decoder, shape stage,
+    /// encoder), with one shortcut: a frame (or binary message) that decodes
+    /// to one event which the decoder did not restate, the shape stage
+    /// passes unchanged, the encoder agrees to ([`Encoder::verbatim`]) and
+    /// writes as one event, is written as received in place of the
+    /// encoder's bytes, so that what the upstream said (field order, number
+    /// forms, fields with no slot in the model) reaches the client as it
+    /// came. Anything else is written as mapped: what reaches the client is
+    /// then JSON-equal to the upstream's frame, or the repair the shape
+    /// stage made, as on every route.
+    pub fn same_dialect(
         framer: SseFramer,
         decoder: Box<dyn Decoder>,
         encoder: Box<dyn Encoder>,
     ) -> Self {
         let mut t = Translator::new(framer, decoder, encoder);
-        t.shaper = None;
-        t.passthrough = true;
+        t.verbatim = true;
         t
     }
 
     /// Reads the input as the dialect's binary transport: length-prefixed
     /// messages (at most `max_message_bytes` each), each mapped by the
-    /// decoder's `decode_binary`. On a same-dialect route a message passes
-    /// through as received, so the client must take the binary form too.
+    /// decoder's `decode_binary`. On a same-dialect route a message may be
+    /// written as received, so the client must take the binary form too.
     pub fn with_binary_input(mut self, max_message_bytes: usize) -> Self {
         self.binary = Some(BinaryInput {
             framer: LengthFramer::new(max_message_bytes),
@@ -354,19 +335,9 @@ impl Translator {
             );
             return Err(TranslateError::Truncated);
         }
-        if self.sealed {
-            // Passthrough: the upstream's `[DONE]` is out, nothing follows it.
-            let mut scratch = std::mem::take(&mut self.scratch);
-            self.observe_at = Some(out.spans().len());
-            self.encoder.finish_to(&mut scratch);
-            self.note(|j, span| j.push(&Step::Finish, span), 0, &scratch);
-            self.observe_at = None;
-            self.scratch = scratch;
-        } else {
-            let before = out.spans().len();
-            self.encoder.finish_to(out);
-            self.note(|j, span| j.push(&Step::Finish, span), before, out);
-        }
+        let before = out.spans().len();
+        self.encoder.finish_to(out);
+        self.note(|j, span| j.push(&Step::Finish, span), before, out);
         self.done = true;
         Ok(())
     }
@@ -375,27 +346,17 @@ impl Translator {
     /// fault (a timeout, a dropped connection), in the client's dialect.
     pub fn fail_to(&mut self, message: &str, code: Option<&str>, out: &mut Sink) {
         if !self.done {
-            if self.sealed {
-                self.observe_pending(out.spans().len());
-            } else {
-                if self.passthrough {
-                    // What the client has as received, the encoder sees
-                    // before it writes the failure (not written again).
-                    self.decoder.release_passed(&mut self.events);
-                    self.observe_pending(out.spans().len());
-                }
-                self.encode_pending(out);
-                let before = out.spans().len();
-                self.encoder.fail_to(message, code, out);
-                let step = |j: &mut Journal, span| {
-                    let step = Step::Fail {
-                        message: message.to_string(),
-                        code: code.map(str::to_string),
-                    };
-                    j.push(&step, span);
+            self.encode_pending(out);
+            let before = out.spans().len();
+            self.encoder.fail_to(message, code, out);
+            let step = |j: &mut Journal, span| {
+                let step = Step::Fail {
+                    message: message.to_string(),
+                    code: code.map(str::to_string),
                 };
-                self.note(step, before, out);
-            }
+                j.push(&step, span);
+            };
+            self.note(step, before, out);
             self.done = true;
         }
     }
@@ -419,23 +380,7 @@ impl Translator {
                 .finish(&mut self.events)
                 .map_err(TranslateError::from)
         });
-        if self.passthrough {
-            // What the decoder held back came from frames already written,
-            // unless it says otherwise (a Vercel approval request, held for
-            // the run's end and not written where it came); and an end
-            // marker the encoder writes for what the dialect implies at the
-            // end (AG-Kit: a run waiting on an interrupt ends) is still the
-            // client's.
-            if self.sealed {
-                self.observe_pending(out.spans().len());
-            } else if !self.decoder.frame_passes() {
-                self.encode_pending(out);
-            } else {
-                self.end_marker_from_observed(out);
-            }
-        } else {
-            self.encode_pending(out);
-        }
+        self.encode_pending(out);
         self.on_error(r, out)
     }
 
@@ -456,45 +401,13 @@ impl Translator {
                 result = Err(e.into());
                 break;
             }
-            if self.passthrough {
-                if self.sealed {
-                    // Nothing is written after the end marker.
-                    self.observe_pending(out.spans().len());
-                } else if frame.is_done() {
-                    // The end marker is the encoder's: written when the
-                    // encoder ends the stream with one here (not after a
-                    // failed AG-Kit run, whose client takes `[DONE]` for
-                    // success; a Vercel encoder writes its own at `finish`).
-                    self.end_marker_from_observed(out);
-                } else if self.decoder.frame_passes()
-                    && self.events.iter().all(|e| self.encoder.passes(e))
-                {
-                    // Observed, then written as received; unless the
-                    // encoder ended the stream on it with its end marker
-                    // (any AG-Kit frame after interrupts ends their run
-                    // first): the marker then, and nothing after it, as on
-                    // every route.
-                    if !self.end_marker_from_observed(out) {
-                        out.data(&frame.data);
-                    }
-                } else {
-                    self.encode_pending(out);
-                }
+            if self.verbatim {
+                self.encode_frame(out, |out| out.data(&frame.data));
             }
             self.framer.recycle(frame);
         }
         frames.clear();
         self.frames = frames;
-        if self.passthrough {
-            // What a frame that failed to decode left is not written, but
-            // for the end marker of a run it ended before its fault (an
-            // AG-Kit frame after interrupts): the run did end.
-            if self.sealed {
-                self.observe_pending(out.spans().len());
-            } else {
-                self.end_marker_from_observed(out);
-            }
-        }
         self.encode_pending(out);
         result
     }
@@ -515,25 +428,32 @@ impl Translator {
                 result = Err(e.into());
                 break;
             }
-            if self.passthrough {
-                if self.decoder.frame_passes() && self.events.iter().all(|e| self.encoder.passes(e))
-                {
-                    self.observe_pending(out.spans().len());
-                    out.message(&message);
-                } else {
-                    self.encode_pending(out);
-                }
+            if self.verbatim {
+                self.encode_frame(out, |out| out.message(&message));
             }
             b.framer.recycle(message);
         }
         messages.clear();
         b.messages = messages;
         self.binary = Some(b);
-        if self.passthrough {
-            self.observe_pending(out.spans().len());
-        }
         self.encode_pending(out);
         result
+    }
+
+    /// Same dialect: the events of one frame to the encoder, and the frame
+    /// as received (`as_received`) in place of the encoder's one event when
+    /// the shortcut holds (see [`same_dialect`](Self::same_dialect)).
+    fn encode_frame(&mut self, out: &mut Sink, as_received: impl FnOnce(&mut Sink)) {
+        let stands = match self.events.as_slice() {
+            [e] => !e.restated && self.encoder.verbatim(e),
+            _ => false,
+        };
+        let written = out.events_written();
+        self.unchanged = true;
+        self.encode_pending(out);
+        if stands && self.unchanged && out.events_written() == written + 1 {
+            out.replace_last_event(as_received);
+        }
     }
 
     fn encode_pending(&mut self, out: &mut Sink) {
@@ -550,14 +470,15 @@ impl Translator {
     /// One decoded event through the shape stage to the encoder.
     fn shape_and_deliver(&mut self, ev: &Event, out: &mut Sink) {
         self.events_translated += 1;
-        if self.drop_raw && !self.passthrough && matches!(ev.kind, EventKind::Raw { .. }) {
+        if self.drop_raw && matches!(ev.kind, EventKind::Raw { .. }) {
+            self.unchanged = false;
             return;
         }
-        let Some(shaper) = &mut self.shaper else {
-            return self.deliver(ev, out);
-        };
         let mut before = std::mem::take(&mut self.shaped);
-        let keep = shaper.shape(ev, &mut before);
+        let keep = self.shaper.shape(ev, &mut before);
+        if !before.is_empty() || !matches!(keep, Keep::Event) {
+            self.unchanged = false;
+        }
         for e in before.drain(..) {
             self.deliver(&e, out);
         }
@@ -567,32 +488,6 @@ impl Translator {
             Keep::Replaced(e) => self.deliver(&e, out),
             Keep::Drop => {}
         }
-    }
-
-    /// Passthrough: the encoder sees the pending events, its bytes dropped
-    /// but for the end marker, when it ends the stream with one (then
-    /// nothing follows). Whether it did.
-    fn end_marker_from_observed(&mut self, out: &mut Sink) -> bool {
-        let ended = self.observe_pending(out.spans().len());
-        if ended {
-            out.done();
-            self.sealed = true;
-        }
-        ended
-    }
-
-    /// Passthrough: the encoder sees the pending events, its bytes dropped;
-    /// `at`: the index of the next span of the caller's sink. Whether the
-    /// encoder ended the stream with its end marker on them.
-    fn observe_pending(&mut self, at: usize) -> bool {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        self.observe_at = Some(at);
-        self.encode_pending(&mut scratch);
-        self.observe_at = None;
-        let ended = scratch.bytes().ends_with(DONE);
-        scratch.clear();
-        self.scratch = scratch;
-        ended
     }
 
     /// One shaped event to the encoder (and the assembler), and to the
@@ -673,10 +568,12 @@ mod tests {
                 let t = v["t"]
                     .as_str()
                     .ok_or_else(|| DecodeError::field("line", "t"))?;
-                out.push(Event::new(EventKind::TextDelta {
+                let mut ev = Event::new(EventKind::TextDelta {
                     message_id: "m".into(),
                     delta: t.into(),
-                }));
+                });
+                ev.restated = v.get("r").is_some();
+                out.push(ev);
             }
             Ok(())
         }
@@ -703,6 +600,9 @@ mod tests {
                 self.finished = true;
                 out.event(|out| out.push(b'.'));
             }
+        }
+        fn verbatim(&self, event: &Event) -> bool {
+            !matches!(&event.kind, EventKind::TextDelta { delta, .. } if delta == "v")
         }
     }
 
@@ -840,39 +740,53 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_same_dialect_passes_frames_through_and_the_encoder_only_observes() {
-        let mut t = Translator::passthrough(
+    fn same() -> Translator {
+        Translator::same_dialect(
             SseFramer::new(64),
             Box::new(Lines),
             Box::new(Marks::default()),
-        );
-        let mut out = Vec::new();
-        t.push(b"data: {\"t\":\"a\",\"x\":1}\n\ndata: [DONE]\n\n", &mut out)
-            .unwrap_err();
-        // the frame as it came (extra field included), no shaping; `[DONE]`
-        // is not a line-frame here, so it fails the decoder and is not written
-        assert!(
-            text(&out).starts_with("data: {\"t\":\"a\",\"x\":1}\n\n<err:"),
-            "{}",
-            text(&out)
-        );
+        )
+    }
 
-        let mut t = Translator::passthrough(
-            SseFramer::new(64),
-            Box::new(Lines),
-            Box::new(Marks::default()),
-        );
+    /// Same dialect: shaped and encoded as on every route; a frame whose one
+    /// event comes through unchanged (not restated, the encoder agreeing,
+    /// one event written) is written as received instead.
+    #[test]
+    fn the_same_dialect_writes_a_frame_as_received_only_when_it_came_through_unchanged() {
+        let mut t = same();
         let mut out = Vec::new();
-        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"end\":1}\n\n", &mut out)
-            .unwrap();
+        t.push(
+            b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\", \"x\":1}\n\ndata: {\"t\":\"c\",\"r\":1}\n\ndata: {\"t\":\"v\"}\n\ndata: {\"end\":1}\n\n",
+            &mut out,
+        )
+        .unwrap();
         assert!(t.finish_live(&mut out).unwrap());
         assert_eq!(
             text(&out),
-            "data: {\"t\":\"a\"}\n\ndata: {\"end\":1}\n\n.",
-            "the encoder's own bytes for observed events are dropped; finish is its own"
+            concat!(
+                // the shape stage added the run and the start: mapped
+                "[run_started][text_start][text_delta]",
+                // unchanged: as received, spacing and the extra field kept
+                "data: {\"t\":\"b\", \"x\":1}\n\n",
+                // restated by the decoder; vetoed by the encoder: mapped
+                "[text_delta][text_delta]",
+                // the shape stage closed the text first: mapped; the end is
+                // the encoder's
+                "[text_end][run_finished]."
+            )
         );
-        assert_eq!(t.events_translated, 2);
+        assert_eq!(t.events_translated, 5);
+
+        // A frame that fails to decode writes nothing but the failure.
+        let mut t = same();
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: [DONE]\n\n", &mut out)
+            .unwrap_err();
+        assert!(
+            text(&out).starts_with("[run_started][text_start][text_delta]<err:"),
+            "{}",
+            text(&out)
+        );
     }
 
     #[test]
@@ -929,21 +843,22 @@ mod tests {
         );
         assert!(t.take_journal().is_empty());
 
-        // Same dialect: the encoder only observes; each event belongs to
-        // the frame written after it.
-        let mut t = Translator::passthrough(
-            SseFramer::new(64),
-            Box::new(Lines),
-            Box::new(Marks::default()),
-        );
+        // Same dialect: a frame written as received keeps its event's span.
+        let mut t = same();
         t.keep_journal();
         let mut sink = Sink::new();
         t.push_to(b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\n", &mut sink)
             .unwrap();
-        assert_eq!(sink.spans().len(), 2);
+        assert_eq!(sink.spans().len(), 4);
+        assert_eq!(sink.events().last().unwrap(), b"data: {\"t\":\"b\"}\n\n");
         assert_eq!(
             kinds(&t.take_journal()),
-            [("text_delta".to_string(), 0), ("text_delta".to_string(), 1)]
+            [
+                ("run_started".to_string(), 0),
+                ("text_start".to_string(), 1),
+                ("text_delta".to_string(), 2),
+                ("text_delta".to_string(), 3)
+            ]
         );
     }
 

@@ -450,8 +450,8 @@ pub struct Route {
     /// AG-Kit clients: also frames the AG-Kit server never sends, for what
     /// AG-Kit cannot say (off: those events are dropped and counted).
     pub extension_frames: bool,
-    /// `drop_raw`: the upstream's RAW events are not passed on (translated
-    /// routes; see `EncodeContext::drop_raw`).
+    /// `drop_raw`: the upstream's RAW events are not passed on (see
+    /// `EncodeContext::drop_raw`).
     pub drop_raw: bool,
     /// How the upstream's stream is asked for (`upstream_transport`).
     pub upstream_transport: UpstreamTransport,

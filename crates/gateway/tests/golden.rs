@@ -124,14 +124,106 @@ fn all_pairs_match_golden_snapshots() {
     });
 }
 
-/// A dialect translated to itself gives back the same events, field order and
-/// whitespace aside. A cut stream comes back whole-prefixed and then failed.
+/// The type of a payload, for the rules below.
+fn ty(v: &Value) -> &str {
+    v["type"].as_str().unwrap_or("")
+}
+
+/// The events of `input` as the shape stage has them on every route, the
+/// same-dialect ones included: an empty text message (a parent of tool
+/// calls) reaches no client, and a step's close for a step never opened is
+/// dropped. (What it adds is left to `same_dialect_is_identity`.)
+fn shaped_input(d: Dialect, mut want: Vec<Value>) -> Vec<Value> {
+    let (start, end, id) = match d {
+        Dialect::AgUi => ("TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "messageId"),
+        Dialect::Hai => ("BUSINESS_DATA_START", "BUSINESS_DATA_END", "messageId"),
+        Dialect::Vercel => ("text-start", "text-end", "id"),
+        _ => return want,
+    };
+    let mut i = 0;
+    while i + 1 < want.len() {
+        if ty(&want[i]) == start && ty(&want[i + 1]) == end && want[i][id] == want[i + 1][id] {
+            want.drain(i..i + 2);
+        } else {
+            i += 1;
+        }
+    }
+    if d == Dialect::Vercel {
+        let mut open = false;
+        want.retain(|v| match ty(v) {
+            "start-step" => {
+                open = true;
+                true
+            }
+            "finish-step" => std::mem::replace(&mut open, false),
+            _ => true,
+        });
+    }
+    want
+}
+
+/// What the shape stage adds on every route: an end for the text still
+/// open before a run's error, and the calls left for the client on an
+/// AG-UI or HAI `RUN_FINISHED` (`outcome.pendingToolCallIds`). Taken out of
+/// `got` where `want` has none of it.
+fn without_added(d: Dialect, want: &[Value], mut got: Vec<Value>) -> Vec<Value> {
+    let (end, error) = match d {
+        Dialect::AgUi => ("TEXT_MESSAGE_END", "RUN_ERROR"),
+        Dialect::Hai => ("BUSINESS_DATA_END", "RUN_ERROR"),
+        _ => return got,
+    };
+    if let Some(e) = got.iter().position(|v| ty(v) == error) {
+        if e > 0 && ty(&got[e - 1]) == end && !want.iter().any(|v| v == &got[e - 1]) {
+            got.remove(e - 1);
+        }
+    }
+    for v in got.iter_mut().filter(|v| ty(v) == "RUN_FINISHED") {
+        if v["outcome"]["pendingToolCallIds"].is_array()
+            && !want
+                .iter()
+                .any(|w| ty(w) == "RUN_FINISHED" && w.get("outcome").is_some())
+        {
+            v.as_object_mut().unwrap().remove("outcome");
+        }
+    }
+    got
+}
+
+/// The text an A2A stream carries, read by the A2A decoder.
+fn a2a_text(bytes: &[u8]) -> String {
+    let mut framer = SseFramer::new(1 << 20);
+    let mut frames: Vec<Frame> = Vec::new();
+    framer.push(bytes, &mut frames).unwrap();
+    framer.finish(&mut frames).unwrap();
+    let mut d = registry::decoder(Dialect::A2a);
+    let mut events = Vec::new();
+    for f in &frames {
+        d.decode(f, &mut events).unwrap();
+    }
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            babelgate_core::EventKind::TextDelta { delta, .. } => Some(delta.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A dialect translated to itself gives back the same events (field order
+/// and whitespace aside), but for the shape stage's rules, which hold on
+/// every route (`shaped_input`, `without_added`). A cut stream comes back
+/// whole-prefixed and then failed. An A2A client is answered with the
+/// gateway's own task (its ids), the upstream's content in it.
 #[test]
 fn same_dialect_is_identity() {
     for (d, scenario, input) in fixtures() {
         let (out, err) = translate(d, d, &input, usize::MAX);
-        let mut want = payloads(&input);
-        let got = payloads(&out);
+        if d == Dialect::A2a {
+            assert_eq!(a2a_text(&out), a2a_text(&input), "{scenario}.{d}");
+            continue;
+        }
+        let mut want = shaped_input(d, payloads(&input));
+        let got = without_added(d, &want, payloads(&out));
         if scenario == "cut_mid_message" {
             assert_eq!(
                 err.as_deref(),

@@ -60,8 +60,8 @@ pub fn policy(dialect: Dialect) -> Policy {
 }
 
 /// A translator from `from` (upstream) to `to` (client). The same dialect on
-/// both sides passes the upstream's frames through as received (see
-/// [`Translator::passthrough`]).
+/// both sides writes what comes through unchanged as received (see
+/// [`Translator::same_dialect`]).
 pub fn translator(
     from: Dialect,
     to: Dialect,
@@ -69,16 +69,16 @@ pub fn translator(
     max_event_bytes: usize,
 ) -> Translator {
     let framer = SseFramer::new(max_event_bytes);
-    if from == to {
-        Translator::passthrough(framer, decoder(from), encoder(to, ctx))
+    let drop_raw = ctx.drop_raw;
+    let mut t = if from == to {
+        Translator::same_dialect(framer, decoder(from), encoder(to, ctx))
     } else {
-        let drop_raw = ctx.drop_raw;
-        let mut t = Translator::new(framer, decoder(from), encoder(to, ctx));
-        if drop_raw {
-            t.drop_raw();
-        }
-        t
+        Translator::new(framer, decoder(from), encoder(to, ctx))
+    };
+    if drop_raw {
+        t.drop_raw();
     }
+    t
 }
 
 #[cfg(test)]
@@ -145,37 +145,72 @@ mod tests {
         );
         let hai = with(true, Dialect::Hai);
         assert!(!hai.contains("on_chain_start"), "{hai}");
-        // a same-dialect route passes the upstream's frames as they came
-        assert_eq!(with(true, Dialect::AgUi), input);
+        // a same-dialect route too: the rest as it came
+        let raw_line = input
+            .lines()
+            .find(|l| l.contains("on_chain_start"))
+            .unwrap();
+        assert_eq!(
+            with(true, Dialect::AgUi),
+            input.replace(&format!("{raw_line}\n\n"), "")
+        );
+        assert_eq!(with(false, Dialect::AgUi), input);
     }
 
-    /// An AG-UI client of an AG-UI upstream hears the upstream as it spoke:
-    /// no TEXT_MESSAGE_END slipped in before its RUN_ERROR, unknown events
-    /// and extra fields kept, spacing included.
+    /// An AG-UI client of an AG-UI upstream hears the upstream as it spoke
+    /// (unknown events and extra fields kept; spacing too, where the frame
+    /// stands as received), with the shape stage's rules held as on every
+    /// route: the text still open gets its TEXT_MESSAGE_END before the
+    /// RUN_ERROR. A text start waits for its first content (an empty
+    /// message reaches no client), so it is written as mapped: JSON-equal.
     #[test]
-    fn same_dialect_routes_pass_frames_through() {
-        let input = concat!(
-            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
-            "data: {\"type\": \"TEXT_MESSAGE_START\", \"messageId\": \"m\", \"role\": \"assistant\", \"vendor\": {\"x\": 1}}\n\n",
+    fn same_dialect_routes_write_what_comes_through_unchanged_as_received() {
+        let start = "data: {\"type\": \"RUN_STARTED\", \"threadId\": \"t\", \"runId\": \"r\", \"vendor\": {\"x\": 1.50}}\n\n";
+        let text_start = "data: {\"type\": \"TEXT_MESSAGE_START\", \"messageId\": \"m\", \"role\": \"assistant\", \"vendor\": {\"x\": 1}}\n\n";
+        let rest = concat!(
             "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n",
             "data: {\"type\":\"SOMETHING_NEW\",\"a\":[1,2]}\n\n",
-            "data: {\"type\":\"RUN_ERROR\",\"message\":\"boom\"}\n\n",
         );
-        assert_eq!(run(Dialect::AgUi, Dialect::AgUi, input), input);
+        let error = "data: {\"type\":\"RUN_ERROR\",\"message\":\"boom\"}\n\n";
+        let out = run(
+            Dialect::AgUi,
+            Dialect::AgUi,
+            &format!("{start}{text_start}{rest}{error}"),
+        );
+        assert!(out.starts_with(start), "as received: {out}");
+        assert_eq!(
+            payloads(&out),
+            payloads(&format!(
+                "{start}{text_start}{rest}data: {{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}}\n\n{error}"
+            ))
+        );
+        assert!(
+            out.ends_with(&format!(
+                "{rest}data: {{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}}\n\n{error}"
+            )),
+            "{out}"
+        );
 
-        // HAI likewise; a cut stream still gets what the encoder closes, and
-        // its error.
-        let input = concat!(
-            "data: {\"type\": \"RUN_STARTED\", \"messageId\": \"m\", \"role\": \"assistant\"}\n\n",
-            "data: {\"type\": \"BUSINESS_DATA_START\", \"messageId\": \"m\", \"role\": \"assistant\"}\n\n",
+        // HAI likewise; a cut stream gets what the encoder closes, and its
+        // error. A message starts with its first content, as on every route.
+        let first =
+            "data: {\"type\": \"RUN_STARTED\", \"messageId\": \"m\", \"role\": \"assistant\"}\n\n";
+        let start = "data: {\"type\": \"BUSINESS_DATA_START\", \"messageId\": \"m\", \"role\": \"assistant\"}\n\n";
+        let content = "data: {\"type\": \"BUSINESS_DATA_CONTENT\", \"messageId\": \"m\", \"delta\": \"x\"}\n\n";
+        let out = run(Dialect::Hai, Dialect::Hai, &format!("{first}{start}"));
+        assert!(out.starts_with(first), "{out}");
+        assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"], "{out}");
+        let out = run(
+            Dialect::Hai,
+            Dialect::Hai,
+            &format!("{first}{start}{content}"),
         );
-        let out = run(Dialect::Hai, Dialect::Hai, input);
-        assert!(out.starts_with(input), "{out}");
         assert_eq!(
             types(&out),
             [
                 "RUN_STARTED",
                 "BUSINESS_DATA_START",
+                "BUSINESS_DATA_CONTENT",
                 "BUSINESS_DATA_END",
                 "RUN_ERROR"
             ]

@@ -1156,9 +1156,9 @@ mod tests {
         let (mut rx, task) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();
         rx.recv().await.unwrap();
+        // (a text start goes out with its first content)
         let start = "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n";
         up.send(Ok(Bytes::from(start))).await.unwrap();
-        rx.recv().await.unwrap();
         for i in 0..100 {
             let delta = format!(
                 "data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"{i} \"}}\n\n"
