@@ -239,7 +239,7 @@ for (const t of ['proto', 'auto']) {
       assert.equal(last.role, 'assistant');
       assert.equal(last.content, ENCODER_TEXT);
       // A same-dialect route: the encoder's events, by content.
-      assert.deepEqual(contentOf(aguiContent(r.events)), contentOf(aguiContent(ENCODER_EVENTS)), `events (${Agent.name})`);
+      assert.deepEqual(contentOf(aguiContent(r.events)), contentOf(aguiContent(ENCODER_EVENTS)), `events (${Agent === HttpAgent ? 'SSE' : 'proto'})`);
     }
     // A Vercel client behind it.
     const res = await fetch(`${gateway}/enc-vercel-${t}`, {
