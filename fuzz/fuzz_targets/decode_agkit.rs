@@ -1,5 +1,4 @@
 #![no_main]
 //! An arbitrary AG-Kit upstream stream, framed, decoded and translated to
 //! every dialect: see `babelgate_fuzz::check_decode`.
-use babelgate_core::Dialect;
-libfuzzer_sys::fuzz_target!(|data: &[u8]| babelgate_fuzz::check_decode(Dialect::AgKit, data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| babelgate_fuzz::run("decode_agkit", data));

@@ -1,5 +1,4 @@
 #![no_main]
 //! An arbitrary Vercel request body, parsed and built for every dialect: see
 //! `babelgate_fuzz::check_request`.
-use babelgate_core::Dialect;
-libfuzzer_sys::fuzz_target!(|data: &[u8]| babelgate_fuzz::check_request(Dialect::Vercel, data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| babelgate_fuzz::run("request_vercel", data));

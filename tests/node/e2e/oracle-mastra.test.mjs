@@ -11,7 +11,8 @@ import { after, before, describe, test } from 'node:test';
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent } from '@ag-ui/client';
 import { BABELGATE, freePort } from './lib/stack.mjs';
-import { isDeliberate } from '../oracle/deliberate.mjs';
+import { DELIBERATE, unexplained } from '../oracle/deliberate.mjs';
+import { garbles } from '../oracle/garble.mjs';
 
 const SCENARIOS = ['plain', 'unicode', 'tool', 'retry', 'error_before', 'error_during', 'error_after', 'client_tool', 'think'];
 
@@ -43,20 +44,24 @@ const ORACLE_ERROR = /oracle: [a-z ]+/;
 function errorText(t) {
   return typeof t === 'string' ? (t.match(ORACLE_ERROR)?.[0] ?? t) : t;
 }
+const ERROR_SCENARIOS = ['error_before', 'error_during', 'error_after'];
+const isToolPart = (p) => p.type?.startsWith('tool-') || p.type === 'dynamic-tool';
 export function adjust(scenario, _turn, c) {
   // @ag-ui/mastra sends every tool result as JSON text, a string result too
   // ('"flaky(2) ok"'); babelgate parses only JSON objects and arrays into a
   // Vercel `output` (a text result that happens to be valid JSON, "42", must
   // stay text), so the Vercel client behind it shows the quoted string.
   for (const p of c.cvG?.message?.parts ?? []) {
-    if (typeof p.output !== 'string') continue;
+    if (!isToolPart(p) || typeof p.output !== 'string') continue;
     p.output = jsonString(p.output);
   }
   // The other way, the same: a string `output` from @mastra/ai-sdk is sent as
   // the tool message's content as it is, @ag-ui/mastra sends it JSON-encoded.
   for (const m of c.caN?.messages ?? []) if (m.role === 'tool') m.content = jsonString(m.content);
-  for (const k of ['cvN', 'cvG']) if (c[k]) c[k].error = errorText(c[k].error);
-  for (const k of ['caN', 'caG']) if (c[k]?.runError) c[k].runError.message = errorText(c[k].runError.message);
+  if (ERROR_SCENARIOS.includes(scenario)) {
+    for (const k of ['cvN', 'cvG']) if (c[k]) c[k].error = errorText(c[k].error);
+    for (const k of ['caN', 'caG']) if (c[k]?.runError) c[k].runError.message = errorText(c[k].runError.message);
+  }
   if (scenario === 'retry' || scenario === 'error_during') {
     const parts = c.cvN?.message?.parts ?? [];
     for (let i = 0; i < parts.length; i += 1) {
@@ -68,13 +73,18 @@ export function adjust(scenario, _turn, c) {
       // the next call comes in the same step.
       if (parts[i + 1]?.type === 'step-start') parts.splice(i + 1, 1);
     }
-    const failed = (c.caG?.messages ?? []).filter((m) => m.role === 'tool' && m.metadata?.error === true);
+    // Taken out only when babelgate says it failed, with its error text, and
+    // natively that same call is left unanswered (pending, or the run failed
+    // with no result for it): the failure shows through the gateway, natively
+    // the call is only unfinished.
+    const pending = c.caN?.finished?.pendingToolCallIds ?? [];
+    const unanswered = (id) => pending.includes(id)
+      || (c.caN?.runError && !c.caN.messages.some((m) => m.role === 'tool' && m.toolCallId === id));
+    const failed = (c.caG?.messages ?? []).filter((m) => m.role === 'tool' && m.metadata?.error === true
+      && typeof m.content === 'string' && m.content !== '' && unanswered(m.toolCallId));
     if (c.caG) c.caG.messages = c.caG.messages.filter((m) => !failed.includes(m));
     const ids = new Set(failed.map((m) => m.toolCallId));
-    const pending = c.caN?.finished?.pendingToolCallIds;
-    if (pending) {
-      c.caN.finished.pendingToolCallIds = pending.filter((id) => !ids.has(id));
-    }
+    if (c.caN?.finished?.pendingToolCallIds) c.caN.finished.pendingToolCallIds = pending.filter((id) => !ids.has(id));
   }
   if (scenario === 'error_before' && c.cvN?.message?.parts?.length === 0 && c.cvG?.message === null) c.cvN.message = null;
   // Ids were numbered before messages were taken out: number them again.
@@ -95,8 +105,6 @@ function renumber(v) {
     return ids.get(m);
   }));
 }
-
-const ASPECTS = ['vercel_client', 'agui_client', 'history_via_v_from_agui_vs_native_agui', 'history_via_a_from_vercel_vs_native_vercel'];
 
 // Multi-part and interleaved history, the same conversation in each
 // dialect: a user message of two text parts (one with U+2028), an assistant
@@ -246,11 +254,36 @@ describe('Mastra natively vs through babelgate: what the real clients and the mo
   for (const scenario of SCENARIOS) {
     test(scenario, () => {
       for (const [turn, r] of Object.entries(report[scenario])) {
-        for (const aspect of ASPECTS) {
-          const left = (r[aspect] ?? []).filter((d) => !isDeliberate('mastra', { path: d.path, scenario, aspect }));
-          assert.deepEqual(left, [], `${scenario} ${turn} ${aspect}: ${JSON.stringify(left).slice(0, 1500)}`);
-        }
+        const { left } = unexplained('mastra', scenario, turn, r);
+        assert.deepEqual(left, [], `${scenario} ${turn}: ${JSON.stringify(left).slice(0, 1500)}`);
       }
     });
   }
+  test('every allowance is needed: each allows a difference these runs really show', () => {
+    const used = new Set();
+    for (const [scenario, turns] of Object.entries(report)) {
+      for (const [turn, r] of Object.entries(turns)) unexplained('mastra', scenario, turn, r).used.forEach((e) => used.add(e));
+    }
+    const idle = DELIBERATE.filter((e) => e.test === 'mastra' && !used.has(e));
+    assert.deepEqual(idle.map((e) => `${e.id} ${e.aspect} ${e.path ?? e.side}`), []);
+  });
+});
+
+describe('each Mastra allowance and adjustment is only as wide as its row: a garbled run is reported', () => {
+  for (const g of garbles('mastra')) {
+    test(`${g.id}: ${g.what}`, () => {
+      const run = structuredClone(report[g.scenario][g.turn]);
+      run.clients = run.raw;
+      g.garble(run);
+      run.clients = adjust(g.as ?? g.scenario, g.turn, run.clients);
+      const { left } = unexplained('mastra', g.as ?? g.scenario, g.turn, run);
+      if (g.allowed) assert.deepEqual(left, [], JSON.stringify(left).slice(0, 1500));
+      else assert.ok(left.length > 0, 'the garbled run was not reported');
+    });
+  }
+  test('every allowance has a garble it must report', () => {
+    const bare = DELIBERATE.filter((e) => e.test === 'mastra' && !garbles('mastra').some((g) => !g.allowed
+      && g.id === e.id && g.aspect === e.aspect && g.kind === (e.path ? 'path' : 'sequence')));
+    assert.deepEqual(bare.map((e) => `${e.id} ${e.aspect}`), []);
+  });
 });

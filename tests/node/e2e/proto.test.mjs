@@ -18,6 +18,7 @@ import { EventEncoder } from '@ag-ui/encoder';
 import { decode } from '@ag-ui/proto';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { haiViolations } from '../lib/hai-rules.mjs';
+import { aguiAssembled, aguiContent, contentOf } from './lib/content.mjs';
 import { BABELGATE, REPO_ROOT, freePort, launch, stopProc } from './lib/stack.mjs';
 
 const PROTO = 'application/vnd.ag-ui.event+proto';
@@ -36,6 +37,7 @@ class ProtoHttpAgent extends HttpAgent {
 let procs = [];
 let servers = [];
 let gateway;
+const demoUrls = {}; // each demo agent, asked straight for what it says
 const encoderSeen = [];
 
 function listen(handler) {
@@ -44,6 +46,16 @@ function listen(handler) {
   return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${srv.address().port}`)));
 }
 
+/** What the @ag-ui/encoder upstream says, in two deltas. */
+const ENCODER_EVENTS = [
+  { type: 'RUN_STARTED', threadId: 't', runId: 'r' },
+  { type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' },
+  { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: ENCODER_TEXT.slice(0, 10) },
+  { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: ENCODER_TEXT.slice(10) },
+  { type: 'TEXT_MESSAGE_END', messageId: 'm1' },
+  { type: 'RUN_FINISHED', threadId: 't', runId: 'r' },
+];
+
 /** An AG-UI agent written with @ag-ui/encoder: it answers what was asked for. */
 async function encoderUpstream() {
   return listen(async (req, res) => {
@@ -51,15 +63,7 @@ async function encoderUpstream() {
     const encoder = new EventEncoder({ accept: req.headers.accept });
     encoderSeen.push({ accept: req.headers.accept, contentType: encoder.getContentType() });
     res.writeHead(200, { 'content-type': encoder.getContentType() });
-    const events = [
-      { type: 'RUN_STARTED', threadId: 't', runId: 'r' },
-      { type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' },
-      { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: ENCODER_TEXT.slice(0, 10) },
-      { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: ENCODER_TEXT.slice(10) },
-      { type: 'TEXT_MESSAGE_END', messageId: 'm1' },
-      { type: 'RUN_FINISHED', threadId: 't', runId: 'r' },
-    ];
-    for (const e of events) res.write(encoder.encodeBinary(e));
+    for (const e of ENCODER_EVENTS) res.write(encoder.encodeBinary(e));
     res.end();
   });
 }
@@ -109,6 +113,7 @@ before(async () => {
     const p = launch(`demo-${d}`, BABELGATE, ['demo-agent', '--protocol', d, '--listen', `127.0.0.1:${port}`, '--delay-ms', '0'], logDir);
     procs.push(p);
     waits.push(waitListening(p, `http://127.0.0.1:${port}/agent`));
+    demoUrls[d] = `http://127.0.0.1:${port}/agent`;
     toml += route(`/agui-${d}`, 'ag-ui', `http://127.0.0.1:${port}/agent`, d);
   }
   const slowPort = await freePort();
@@ -158,15 +163,19 @@ async function runWith(Agent, p, text = 'hello there') {
   agent.addMessage({ id: 'u1', role: 'user', content: text });
   const ended = { error: null, finished: false };
   let rejected = null;
+  const events = [];
   try {
     await agent.runAgent({ runId: `run-${randomUUID()}` }, {
+      onEvent: ({ event }) => {
+        events.push(event);
+      },
       onRunErrorEvent: ({ event }) => { ended.error = event; },
       onRunFinishedEvent: () => { ended.finished = true; },
     });
   } catch (e) {
     rejected = e;
   }
-  return { messages: agent.messages, contentTypes: seen, ended, rejected };
+  return { messages: agent.messages, events, contentTypes: seen, ended, rejected };
 }
 
 /** Messages without their generated ids, for comparing two runs. */
@@ -192,8 +201,31 @@ for (const d of DIALECTS) {
       }
       assert.ok(bin.messages.length >= 2, JSON.stringify(bin.messages));
       assert.deepEqual(shape(bin.messages), shape(sse.messages));
+      if (d === 'ag-ui') await sameContent(text, [sse, bin]);
     }
   });
+}
+
+/**
+ * A same-dialect route: what HttpAgent saw and assembled, over SSE and over
+ * proto, says what the demo agent says when asked straight, by content
+ * (lib/content.mjs).
+ */
+async function sameContent(text, runs) {
+  const res = await fetch(demoUrls['ag-ui'], {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({ threadId: 't', runId: 'r', messages: [{ id: 'u1', role: 'user', content: text }], tools: [], context: [], state: {}, forwardedProps: {} }),
+  });
+  const straight = (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  const expected = contentOf(aguiContent(straight));
+  assert.ok(expected.seq.length > 2, JSON.stringify(expected));
+  const { seq, outcome, ...assembled } = expected;
+  for (const r of runs) {
+    const got = aguiContent(r.events);
+    assert.deepEqual(contentOf(got), expected, `the events HttpAgent saw (${r.contentTypes})`);
+    assert.deepEqual(aguiAssembled(r.messages, got), assembled, `HttpAgent's messages (${r.contentTypes})`);
+  }
 }
 
 for (const t of ['proto', 'auto']) {
@@ -206,6 +238,8 @@ for (const t of ['proto', 'auto']) {
       const last = r.messages.at(-1);
       assert.equal(last.role, 'assistant');
       assert.equal(last.content, ENCODER_TEXT);
+      // A same-dialect route: the encoder's events, by content.
+      assert.deepEqual(contentOf(aguiContent(r.events)), contentOf(aguiContent(ENCODER_EVENTS)), `events (${Agent === HttpAgent ? 'SSE' : 'proto'})`);
     }
     // A Vercel client behind it.
     const res = await fetch(`${gateway}/enc-vercel-${t}`, {

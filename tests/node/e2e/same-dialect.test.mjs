@@ -11,12 +11,19 @@
 // Each scenario is also fed to the same client straight, without the
 // gateway, and must be refused there: so each test shows the gateway
 // repairing something, not a stream that needed nothing.
+//
+// And a repair must lose nothing: what the client saw (its events) and
+// assembled (its messages) must say what the upstream sent, by content
+// (lib/content.mjs: text per message, reasoning, tool calls with their
+// arguments parsed, tool results, custom events, state, the outcome, event
+// by event), with the exceptions each scenario documents.
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
 import { runUseChatPath, serving } from '../lib/vercel-client.mjs';
+import { aguiAssembled, aguiContent, contentOf, vercelAssembled, vercelContent } from './lib/content.mjs';
 import { SSE_HEAD, chunk, frame, hostileUpstream, startGateway, toml } from './lib/adversary.mjs';
 import { stopProc } from './lib/stack.mjs';
 
@@ -65,10 +72,9 @@ const SCENARIOS = {
   'content-no-start': {
     events: (req) => [started(req), { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm0', delta: 'orphan' }, ...text, finished(req)],
     ends: 'RUN_FINISHED',
-    said: ['orphan', 'hello'],
   },
   'ended-twice': { events: (req) => [started(req), ...text, text[2], finished(req)], ends: 'RUN_FINISHED' },
-  'started-twice': { events: (req) => [started(req), text[0], ...text, finished(req)], ends: 'RUN_FINISHED', said: ['hello'] },
+  'started-twice': { events: (req) => [started(req), text[0], ...text, finished(req)], ends: 'RUN_FINISHED' },
   // Content of the parent's message tagged with a subagent's run id.
   'wrong-subagent-tag': {
     events: (req) => [
@@ -81,7 +87,30 @@ const SCENARIOS = {
       finished(req),
     ],
     ends: 'RUN_FINISHED',
-    said: ['hello'],
+  },
+  // Every kind of content behind deprecated THINKING_* events (which make
+  // the client warn straight): a tool call streamed in two pieces, its
+  // result, a custom event, state, then text in two deltas.
+  'thinking-then-everything': {
+    events: (req) => [
+      started(req),
+      ...thinking,
+      { type: 'TOOL_CALL_START', toolCallId: 'call-1', toolCallName: 'get_weather', parentMessageId: 'm0' },
+      { type: 'TOOL_CALL_ARGS', toolCallId: 'call-1', delta: '{"city":' },
+      { type: 'TOOL_CALL_ARGS', toolCallId: 'call-1', delta: '"北京"}' },
+      { type: 'TOOL_CALL_END', toolCallId: 'call-1' },
+      { type: 'TOOL_CALL_RESULT', messageId: 'res-1', toolCallId: 'call-1', content: '{"temperature":22}', role: 'tool' },
+      { type: 'CUSTOM', name: 'progress', value: { done: 1, of: 2 } },
+      { type: 'STATE_SNAPSHOT', snapshot: { counter: 0, items: [] } },
+      { type: 'STATE_DELTA', delta: [{ op: 'replace', path: '/counter', value: 1 }] },
+      text[0],
+      { ...text[1], delta: 'sunny, ' },
+      { ...text[1], delta: '22 °C' },
+      text[2],
+      finished(req),
+    ],
+    ends: 'RUN_FINISHED',
+    state: { counter: 1, items: [] },
   },
   // No RUN_STARTED at all.
   'no-run-started': { events: (req) => [...text, finished(req)], ends: 'RUN_FINISHED' },
@@ -115,6 +144,26 @@ const VERCEL_SCENARIOS = {
       { type: 'text-delta', id: 't1', delta: 'hello' },
       { type: 'text-end', id: 't1' },
       { type: 'finish' },
+    ],
+    ends: 'finish',
+  },
+  // A call, its result and a data part, then text with no text-start.
+  'everything-then-text-no-start': {
+    events: () => [
+      { type: 'start' },
+      { type: 'start-step' },
+      { type: 'tool-input-start', toolCallId: 'c1', toolName: 'get_weather' },
+      { type: 'tool-input-delta', toolCallId: 'c1', inputTextDelta: '{"city":' },
+      { type: 'tool-input-delta', toolCallId: 'c1', inputTextDelta: '"北京"}' },
+      { type: 'tool-input-available', toolCallId: 'c1', toolName: 'get_weather', input: { city: '北京' } },
+      { type: 'tool-output-available', toolCallId: 'c1', output: { temperature: 22 } },
+      { type: 'data-weather', id: 'd1', data: { city: '北京', temperature: 22 } },
+      { type: 'finish-step' },
+      { type: 'start-step' },
+      { type: 'text-delta', id: 't1', delta: 'sunny, ' },
+      { type: 'text-delta', id: 't1', delta: '22 °C' },
+      { type: 'finish-step' },
+      { type: 'finish', finishReason: 'stop' },
     ],
     ends: 'finish',
   },
@@ -203,7 +252,7 @@ after(async () => {
  * warning or error the client printed, and whether runAgent rejected.
  */
 async function run(agent) {
-  const seen = { last: null, events: [], lines: [], rejected: null };
+  const seen = { last: null, events: [], all: [], lines: [], rejected: null };
   const saved = { warn: console.warn, error: console.error };
   console.warn = (...a) => seen.lines.push(`console.warn: ${a.map(String).join(' ')}`);
   console.error = (...a) => seen.lines.push(`console.error: ${a.map(String).join(' ')}`);
@@ -211,6 +260,7 @@ async function run(agent) {
     await agent.runAgent({ runId: `run-${randomBytes(4).toString('hex')}` }, {
       onEvent: ({ event }) => {
         seen.events.push(event.type);
+        seen.all.push(event);
         seen.last = event.type;
       },
     });
@@ -254,12 +304,50 @@ describe('an AG-UI route to an AG-UI upstream: streams the client refuses straig
         assert.equal(seen.last, 'RUN_FINISHED', JSON.stringify(seen));
       }
       assert.ok(!seen.events.some((t) => t.startsWith('THINKING')), JSON.stringify(seen));
-      // What the upstream said reached the client's messages.
-      const messages = JSON.stringify(agent.messages);
-      for (const said of sc.said ?? []) assert.ok(messages.includes(said), `${said} is not in ${messages}`);
+      // What the upstream said reached the client, event by event and in
+      // its messages. The one documented exception: an upstream cut mid-run
+      // said no end; the client must see the gateway's upstream error.
+      const up = aguiContent(sc.events({ json: { threadId: 't', runId: 'r' } }));
+      const got = aguiContent(seen.all);
+      const expected = contentOf(up);
+      if (sc.cut) {
+        assert.equal(got.outcome?.code, 'upstream_disconnected', JSON.stringify(got.outcome));
+        expected.seq.push(['end', null, got.outcome]);
+        expected.outcome = got.outcome;
+      }
+      assert.deepEqual(contentOf(got), expected, 'the events the client saw');
+      const { seq, outcome, ...assembled } = expected;
+      assert.deepEqual(aguiAssembled(agent.messages, got), assembled, `the client's messages: ${JSON.stringify(agent.messages)}`);
+      if (sc.state) assert.deepEqual(agent.state, sc.state);
     });
   }
 });
+
+/**
+ * The documented exception on Vercel routes: the `ai` client holds no part
+ * for a call never announced (no tool-input-start), so the gateway opens it
+ * as `unknown`, with input {} when no input was streamed (only its output
+ * or an approval request came). `c` is the upstream's content; returns what
+ * the client must see.
+ */
+function withCallOpeners(c) {
+  const out = contentOf(c);
+  const announced = new Set(c.seq.filter(([k]) => k === 'tool-call').map(([, id]) => id));
+  const seq = [];
+  for (const t of c.seq) {
+    const [kind, id] = t;
+    if (id?.startsWith?.('call#') && !announced.has(id)) {
+      announced.add(id);
+      seq.push(['tool-call', id, 'unknown']);
+      const streamed = kind === 'tool-args';
+      if (!streamed) seq.push(['tool-input-available', id, {}]);
+      out.calls[id] = { name: 'unknown', args: streamed ? c.calls[id].args : {} };
+    }
+    seq.push(t);
+  }
+  out.seq = seq;
+  return out;
+}
 
 /** useChat's client path against `url`, or against `body` served straight. */
 const runVercel = ({ url, body }) =>
@@ -275,11 +363,19 @@ describe('a Vercel route to a Vercel upstream: streams the ai client throws on s
       const seen = await runVercel({ url: `${gw.base}/vercel/${name}` });
       assert.equal(seen.error, undefined, `${seen.error}\n${JSON.stringify(seen.chunks)}`);
       assert.equal(seen.chunks.at(-1)?.type, sc.ends, JSON.stringify(seen.chunks));
-      // What the upstream said reached the message.
-      const said = sc.events({}).flatMap((c) => [c.delta, c.inputTextDelta, c.output?.text]).filter(Boolean);
+      // What the upstream said reached the client, chunk by chunk and in
+      // its message (one text part per text id, tool parts by call).
       const parts = JSON.stringify(seen.message?.parts ?? []);
-      for (const d of said) assert.ok(parts.includes(JSON.stringify(d).slice(1, -1)), `${d} is not in the message: ${parts}`);
       for (const h of sc.has ?? []) assert.ok(parts.includes(h), `${h} is not in the message: ${parts}`);
+      const got = vercelContent(seen.chunks);
+      const expected = withCallOpeners(vercelContent(sc.events({})));
+      assert.deepEqual(contentOf(got), expected, 'the chunks the client saw');
+      const { calls, ...assembled } = vercelAssembled(seen.message, got);
+      assert.deepEqual(
+        { ...assembled, calls: Object.fromEntries(Object.entries(calls).map(([id, { state, ...c }]) => [id, c])) },
+        { text: Object.values(expected.text), reasoning: Object.values(expected.reasoning), calls: expected.calls, results: expected.results, data: expected.data },
+        `the client's message: ${parts}`,
+      );
     });
   }
 });

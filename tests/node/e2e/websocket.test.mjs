@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
 import { decode } from '@ag-ui/proto';
 import { runBody, sseData } from './lib/adversary.mjs';
+import { aguiContent, contentOf } from './lib/content.mjs';
 import { BABELGATE, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
 
 const HANG_GUARD = { timeout: 60_000 };
@@ -28,6 +29,7 @@ let gateway;
 let wsGateway;
 let upstream; // the Node ws + HTTP fixture server
 let mute; // a TCP server that never answers
+let demoUrl; // the demo AG-UI agent, asked straight for what it says
 const seen = { closes: [], requests: [] };
 
 const fixture = (dialect) =>
@@ -97,6 +99,7 @@ before(async () => {
   const [gwPort, demoPort] = [await freePort(), await freePort()];
   demoProc = launch('demo-agent', BABELGATE, ['demo-agent', '--protocol', 'ag-ui', '--listen', `127.0.0.1:${demoPort}`, '--delay-ms', '1'], logDir);
   const demo = `http://127.0.0.1:${demoPort}/agent`;
+  demoUrl = demo;
   const routes = [];
   for (const d of DIALECTS) routes.push(route(`/demo/${d}`, d, demo, 'ag-ui'));
   for (const d of DIALECTS) {
@@ -228,6 +231,29 @@ for (const d of DIALECTS) {
     assert.doesNotThrow(() => JSON.parse(req.body), 'the first upstream message is the JSON request');
   });
 }
+
+// Same-dialect routes (AG-UI client, AG-UI upstream) must carry what the
+// upstream said, by content (lib/content.mjs), over every client transport:
+// the demo agent asked straight is the reference.
+test('same dialect: what the AG-UI upstream said reaches the AG-UI client over SSE, WebSocket and ag-ui.proto', HANG_GUARD, async () => {
+  const body = JSON.stringify(runBody('ag-ui', 't-same', 'what is the weather in Paris?'));
+  const straight = await fetch(demoUrl, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream' }, body });
+  const expected = contentOf(aguiContent(sseData(await straight.text()).map((d) => JSON.parse(d))));
+  assert.ok(Object.keys(expected.calls).length === 1 && Object.keys(expected.results).length === 1, `a tool call and its result: ${JSON.stringify(expected)}`);
+  const overSse = (await sseRun('/demo/ag-ui', body)).map((d) => JSON.parse(d));
+  assert.deepEqual(contentOf(aguiContent(overSse)), expected, 'SSE');
+  const ws = await wsRun('/demo/ag-ui', body);
+  assert.deepEqual(contentOf(aguiContent(ws.messages.map((m) => JSON.parse(m.text)))), expected, 'WebSocket');
+  const bin = await wsRun('/demo/ag-ui', body, { protocols: ['ag-ui.proto'] });
+  assert.deepEqual(contentOf(aguiContent(bin.messages.map((m) => decode(new Uint8Array(m.raw))))), expected, 'ag-ui.proto');
+});
+
+test('same dialect: the AG-UI fixture over an AG-UI WebSocket upstream reaches the AG-UI client whole', HANG_GUARD, async () => {
+  const expected = contentOf(aguiContent(fixture('ag-ui').map((d) => JSON.parse(d))));
+  assert.ok(expected.seq.length > 3, JSON.stringify(expected));
+  const events = (await sseRun('/ws-up/headers', JSON.stringify(runBody('ag-ui', 't-same-ws')))).map((d) => JSON.parse(d));
+  assert.deepEqual(contentOf(aguiContent(events)), expected);
+});
 
 test('a client close mid-run closes the upstream WebSocket', HANG_GUARD, async () => {
   const r = await wsRun('/ws-up/slow', JSON.stringify(runBody('ag-ui', 't-cancel')), {

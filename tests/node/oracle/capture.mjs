@@ -33,6 +33,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runUseChatPath, serving } from '../lib/vercel-client.mjs';
 import { HttpAgent } from '@ag-ui/client';
+import { diff } from './diff.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..', '..');
@@ -196,17 +197,7 @@ export function normalize(v) {
 // Each side numbered on its own, so that equal shapes get equal ids.
 const normalizeEach = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, normalize(v)]));
 
-export function diff(a, b, at = '$', out = []) {
-  if (JSON.stringify(a) === JSON.stringify(b)) return out;
-  const both = a && b && typeof a === 'object' && typeof b === 'object' && Array.isArray(a) === Array.isArray(b);
-  if (!both) {
-    out.push({ path: at, native: a, gateway: b });
-    return out;
-  }
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
-  for (const k of keys) diff(a[k], b[k], Array.isArray(a) ? `${at}[${k}]` : `${at}.${k}`, out);
-  return out;
-}
+export { diff };
 
 // --- main -------------------------------------------------------------------------
 
@@ -329,14 +320,21 @@ upstream_protocol = "vercel"
     const cvG = await vercelClient(gV.bytes);
     const caN = await aguiClient(nA.bytes);
     const caG = await aguiClient(gA.bytes);
-    const a1 = adjust(s, 'turn1', normalizeEach({ cvN, cvG, caN, caG }));
+    const raw1 = normalizeEach({ cvN, cvG, caN, caG });
+    const a1 = adjust(s, 'turn1', structuredClone(raw1));
     turns.turn1 = {
-      status: { native_vercel: nV.status, gw_vercel: gV.status, native_agui: nA.status, gw_agui: gA.status },
+      status: { nV: nV.status, gV: gV.status, nA: nA.status, gA: gA.status },
       vercel_client: diff(a1.cvN, a1.cvG),
       agui_client: diff(a1.caN, a1.caG),
       // What the model saw: gateway route to /agui vs native /agui request, etc.
       history_via_v_from_agui_vs_native_agui: diff(normalize(nA.history), normalize(gV.history)),
       history_via_a_from_vercel_vs_native_vercel: diff(normalize(nV.history), normalize(gA.history)),
+      // What the differences above were taken from (before and after
+      // `adjust`), for the tests to judge (tests/node/oracle/deliberate.mjs)
+      // and to garble (tests/node/oracle/garble.mjs).
+      raw: raw1,
+      clients: a1,
+      histories: { nA: normalize(nA.history), gV: normalize(gV.history), nV: normalize(nV.history), gA: normalize(gA.history) },
     };
     save(path.join(OUT, `${s}.clients.json`), JSON.stringify(normalize({ cvN, cvG, caN, caG }), null, 2) + '\n');
 
@@ -367,11 +365,14 @@ upstream_protocol = "vercel"
       if (r.gA) c.caG = await aguiClient(r.gA.bytes);
       t2.missing = Object.entries({ fvN, fvG, faN, faG }).filter(([, v]) => !v).map(([k]) => k);
       t2.status = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v.status]));
-      const a2 = adjust(s, 'turn2', normalizeEach({ cvN: c.cvN ?? null, cvG: c.cvG ?? null, caN: c.caN ?? null, caG: c.caG ?? null }));
+      t2.raw = normalizeEach({ cvN: c.cvN ?? null, cvG: c.cvG ?? null, caN: c.caN ?? null, caG: c.caG ?? null });
+      const a2 = adjust(s, 'turn2', structuredClone(t2.raw));
       t2.vercel_client = diff(a2.cvN, a2.cvG);
       t2.agui_client = diff(a2.caN, a2.caG);
       t2.history_via_v_from_agui_vs_native_agui = diff(normalize(r.nA?.history ?? null), normalize(r.gV?.history ?? null));
       t2.history_via_a_from_vercel_vs_native_vercel = diff(normalize(r.nV?.history ?? null), normalize(r.gA?.history ?? null));
+      t2.clients = a2;
+      t2.histories = Object.fromEntries(['nA', 'gV', 'nV', 'gA'].map((k) => [k, normalize(r[k]?.history ?? null)]));
       save(path.join(OUT, `${s}.turn2.clients.json`), JSON.stringify(normalize(c), null, 2) + '\n');
       turns.turn2 = t2;
     }
