@@ -327,8 +327,10 @@ describe('an AG-UI route to an AG-UI upstream: streams the client refuses straig
  * The documented exception on Vercel routes: the `ai` client holds no part
  * for a call never announced (no tool-input-start), so the gateway opens it
  * as `unknown`, with input {} when no input was streamed (only its output
- * or an approval request came). `c` is the upstream's content; returns what
- * the client must see.
+ * or an approval request came). Its streamed arguments, never made
+ * available by the upstream, are made available once they end (at the
+ * run's end here), as on every route. `c` is the upstream's content;
+ * returns what the client must see.
  */
 function withCallOpeners(c) {
   const out = contentOf(c);
@@ -344,6 +346,11 @@ function withCallOpeners(c) {
       out.calls[id] = { name: 'unknown', args: streamed ? c.calls[id].args : {} };
     }
     seq.push(t);
+  }
+  for (const id of Object.keys(out.calls)) {
+    const available = seq.some(([k, i]) => k === 'tool-input-available' && i === id);
+    const last = seq.findLastIndex(([k, i]) => k === 'tool-args' && i === id);
+    if (!available && last >= 0) seq.splice(last + 1, 0, ['tool-input-available', id, out.calls[id].args]);
   }
   out.seq = seq;
   return out;
