@@ -108,7 +108,7 @@ mod tests {
     /// `lines` through a same-dialect route's translator (frames pass as
     /// received; `finish_live` at the end): what the client gets, its run's
     /// phase (the test fails if the client refuses the stream), the text.
-    fn through_passthrough(lines: &[Value]) -> (Vec<Value>, crate::verify::RunPhase, String) {
+    fn through_same_dialect(lines: &[Value]) -> (Vec<Value>, crate::verify::RunPhase, String) {
         let input: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
         let mut t = babelgate_core::Translator::same_dialect(
             SseFramer::default(),
@@ -250,7 +250,7 @@ mod tests {
                 if upstream_ends {
                     input.push(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}));
                 }
-                let (got, phase, text) = through_passthrough(&input);
+                let (got, phase, text) = through_same_dialect(&input);
                 let end = match upstream_ends {
                     true => crate::verify::RunPhase::Finished,
                     false => crate::verify::RunPhase::Errored,
@@ -314,7 +314,7 @@ mod tests {
             ),
         ];
         for (case, input) in cases {
-            let (got, phase, out) = through_passthrough(&input);
+            let (got, phase, out) = through_same_dialect(&input);
             assert!(
                 matches!(
                     phase,
@@ -383,7 +383,7 @@ mod tests {
                 bad.clone(),
                 end.clone(),
             ];
-            let (got, phase, out) = through_passthrough(&input);
+            let (got, phase, out) = through_same_dialect(&input);
             assert_eq!(phase, crate::verify::RunPhase::Finished, "{bad}\n{out}");
             // (a text start waits for its content: JSON-equal, not as received)
             assert_eq!(got[1], m, "{out}");
@@ -412,7 +412,7 @@ mod tests {
             m_end.clone(),
             end.clone(),
         ];
-        let (got, phase, out) = through_passthrough(&input);
+        let (got, phase, out) = through_same_dialect(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
         let starts = count(&got, "TEXT_MESSAGE_START");
         assert_eq!(starts, 1, "{out}");
@@ -425,7 +425,7 @@ mod tests {
             json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"late"}),
             end.clone(),
         ];
-        let (got, phase, out) = through_passthrough(&input);
+        let (got, phase, out) = through_same_dialect(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
         let starts = count(&got, "TOOL_CALL_START");
         assert_eq!(starts, 1, "{out}");
@@ -441,7 +441,7 @@ mod tests {
             json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}),
             end.clone(),
         ];
-        let (got, phase, out) = through_passthrough(&input);
+        let (got, phase, out) = through_same_dialect(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
         let content = got.iter().find(|v| v["type"] == "TEXT_MESSAGE_CONTENT");
         assert_eq!(content.map(|c| &c["delta"]), Some(&json!("mine")), "{out}");
@@ -467,7 +467,7 @@ mod tests {
         ];
         // The client takes it straight.
         verify_stream(&input).unwrap();
-        let (got, phase, out) = through_passthrough(&input);
+        let (got, phase, out) = through_same_dialect(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
         let types: Vec<&str> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
         assert_eq!(
@@ -499,7 +499,7 @@ mod tests {
             json!({"type":"STEP_STARTED","stepName":"s"}),
             json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","result":{"x":1}}),
         ];
-        let (got, phase, out) = through_passthrough(&input);
+        let (got, phase, out) = through_same_dialect(&input);
         assert_eq!(phase, crate::verify::RunPhase::Finished, "{out}");
         let types: Vec<_> = got.iter().map(|v| v["type"].as_str().unwrap()).collect();
         assert_eq!(
@@ -521,7 +521,7 @@ mod tests {
             input[0].clone(),
             json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","future":true}),
         ];
-        let (got, _, out) = through_passthrough(&closed);
+        let (got, _, out) = through_same_dialect(&closed);
         assert_eq!(got[1], closed[1], "{out}");
     }
 
@@ -544,7 +544,7 @@ mod tests {
         ];
         let mut input = raw_first.to_vec();
         input.extend(lines.iter().cloned());
-        let (got, _, text) = through_passthrough(&input);
+        let (got, _, text) = through_same_dialect(&input);
         let starts = count(&got, "RUN_STARTED");
         assert_eq!(starts, 1, "{text}");
         for upstream_ends in [false, true] {
@@ -552,7 +552,7 @@ mod tests {
             if upstream_ends {
                 input.push(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}));
             }
-            let (got, phase, text) = through_passthrough(&input);
+            let (got, phase, text) = through_same_dialect(&input);
             assert!(
                 matches!(
                     phase,
