@@ -71,6 +71,7 @@ struct RawStore {
     url: Option<Spanned<String>>,
     urls: Option<Spanned<Vec<Spanned<String>>>>,
     lease_ms: Option<u64>,
+    op_timeout_ms: Option<u64>,
     history_ttl_s: Option<u64>,
     max_run_bytes: Option<Spanned<u64>>,
     max_runs: Option<Spanned<u64>>,
@@ -238,6 +239,10 @@ pub struct Store {
     pub backend: Backend,
     /// A run whose gateway stops renewing this lease is lost.
     pub lease: Duration,
+    /// Redis backends: bound on one store call; a running stream's log
+    /// write is retried within it (a failover ridden through when it is
+    /// above the store's failover time).
+    pub op_timeout: Duration,
     /// Conversation histories expire after this long unused.
     pub history_ttl: Duration,
     /// A run log keeps at most this many bytes of events (oldest dropped).
@@ -289,6 +294,7 @@ impl Default for Store {
         Store {
             backend: Backend::Memory,
             lease: Duration::from_secs(10),
+            op_timeout: babelgate_store::RedisConfig::new("").op_timeout,
             history_ttl: Duration::from_secs(24 * 3600),
             max_run_bytes: memory.max_run_bytes,
             max_runs: memory.max_runs,
@@ -1180,6 +1186,9 @@ impl Config {
                     lease: st
                         .lease_ms
                         .map_or(d.lease, |ms| Duration::from_millis(ms.max(100))),
+                    op_timeout: st
+                        .op_timeout_ms
+                        .map_or(d.op_timeout, |ms| Duration::from_millis(ms.max(10))),
                     history_ttl: st.history_ttl_s.map_or(d.history_ttl, Duration::from_secs),
                     max_run_bytes: c.count(
                         &st.max_run_bytes,

@@ -260,6 +260,7 @@ pub fn store_config(config: &Config) -> StoreConfig {
             c.history_ttl = config.store.history_ttl;
             c.max_run_bytes = config.store.max_run_bytes;
             c.max_history_bytes = config.store.max_history_bytes;
+            c.op_timeout = config.store.op_timeout;
             StoreConfig::Redis(c)
         }
         Backend::RedisCluster { urls } => {
@@ -267,6 +268,7 @@ pub fn store_config(config: &Config) -> StoreConfig {
             c.history_ttl = config.store.history_ttl;
             c.max_run_bytes = config.store.max_run_bytes;
             c.max_history_bytes = config.store.max_history_bytes;
+            c.op_timeout = config.store.op_timeout;
             StoreConfig::Redis(c)
         }
     }

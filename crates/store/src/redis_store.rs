@@ -36,6 +36,11 @@ const MAX_REDIRECTS: u32 = 5;
 const RETRY_DELAY: Duration = Duration::from_millis(200);
 /// Runs whose last written id a store remembers (runs it writes at once).
 const MAX_WRITTEN: usize = 100_000;
+/// First and longest pause between tries of a write retried while the
+/// store is unavailable (a failover: the promoted replica takes its slots
+/// over within about a second of the election).
+const WRITE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const WRITE_RETRY_MAX: Duration = Duration::from_millis(400);
 
 /// Lua shared by the scripts. `lost` records a running run whose lease ran
 /// out as lost: state, marker entry for readers, expiry.
@@ -62,6 +67,29 @@ end
 local function keep_pointer(latest, meta, run_id, keep_ms)
   local key = redis.call('HGET', meta, 'key')
   if key and redis.call('HGET', latest, key) == run_id then extend(latest, keep_ms) end
+end
+-- The log's last entry is not the writer's last (`written`): either an
+-- earlier try of this very batch was applied and its answer lost (a
+-- failover, a timeout), and the entries after `written` are the batch, or
+-- the log lost entries. The batch's ids ({2, id...}) in the first case, else
+-- false. Data and core of entry i are ARGV[at + 2i - 1], ARGV[at + 2i].
+local function landed_batch(log, written, cores, at)
+  if #redis.call('XRANGE', log, written, written) == 0 then return false end
+  local count = string.len(cores)
+  local after = redis.call('XRANGE', log, '(' .. written, '+', 'COUNT', count + 1)
+  if #after ~= count then return false end
+  local out = {2}
+  for i = 1, count do
+    local f = after[i][2]
+    if f[1] ~= 'd' or f[2] ~= ARGV[at + 2 * i - 1] then return false end
+    if string.byte(cores, i) == 49 then
+      if f[3] ~= 'c' or f[4] ~= ARGV[at + 2 * i] then return false end
+    elseif f[3] then
+      return false
+    end
+    out[i + 1] = after[i][1]
+  end
+  return out
 end
 -- The state of the run after applying its lease: false when unknown.
 local function settle(log, meta, lease, keep_ms)
@@ -107,24 +135,32 @@ return 1
 /// then each entry's data and core (`cores` has a `1` for each entry with a
 /// core part, `0` for one without, whose core argument is empty). Returns
 /// {0} unknown, {1} not running, {2, id...}. `written` is the id this
-/// writer last added (or empty): when the log no longer holds it, a
-/// failover promoted a replica that missed it, and the run is lost rather
-/// than go on with a hole that readers resuming before it would skip. An entry's size is its data and its
-/// core part together. A batch is one call: Lua's per-call cost, not the
+/// writer last added (or empty), which must be the log's last entry: when
+/// the log no longer holds it, a failover promoted a replica that missed
+/// it, and the run is lost rather than go on with a hole that readers
+/// resuming before it would skip; when entries follow it that are this
+/// batch, an earlier try of this call was applied (its answer lost) and
+/// their ids are the answer, so a retried append never adds a batch twice.
+/// An entry's size is its data and its core part together. A batch is one call: Lua's per-call cost, not the
 /// entries, was most of Redis's time on a stream (about 7 µs an event).
 const APPEND: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 if not st then return {0} end
 if st ~= 'running' then return {1} end
-local written = ARGV[5]
-if written ~= '' and #redis.call('XRANGE', KEYS[1], written, written) == 0 then
-  lost(KEYS[1], KEYS[2], ARGV[3])
-  return {1}
-end
 local cores = ARGV[4]
+local count = string.len(cores)
+local written = ARGV[5]
+if written ~= '' then
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+  if not last or last[1] ~= written then
+    local landed = landed_batch(KEYS[1], written, cores, 5)
+    if landed then return landed end
+    lost(KEYS[1], KEYS[2], ARGV[3])
+    return {1}
+  end
+end
 local out = {2}
 local size = 0
-local count = string.len(cores)
 for i = 1, count do
   local data = ARGV[4 + 2 * i]
   local id
@@ -184,12 +220,21 @@ return 2
 "#;
 
 /// KEYS log meta lease [latest]; ARGV outcome retention_ms run_id prefix
-/// lost_ms. Returns 0 unknown, 1 not running, 2 ended. `latest` as for
-/// RENEW.
+/// lost_ms written. Returns 0 unknown, 1 not running, 2 ended. `latest` as
+/// for RENEW. `written` as for APPEND: a run whose log lost the writer's
+/// last entry ends lost, never complete with a hole.
 const END: &str = r#"
 local st = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
 if not st then return 0 end
 if st ~= 'running' then return 1 end
+local written = ARGV[6]
+if written ~= '' then
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+  if not last or last[1] ~= written then
+    lost(KEYS[1], KEYS[2], ARGV[5])
+    return 1
+  end
+end
 redis.call('HSET', KEYS[2], 'state', 'ended', 'outcome', ARGV[1])
 redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
 redis.call('DEL', KEYS[3])
@@ -400,11 +445,14 @@ fn ms(d: Duration) -> u64 {
 const CLUSTER_NODE: &str = "store.url is a Redis Cluster node: keys of other slots answer MOVED \
      and scripts CROSSSLOT; use backend = \"redis-cluster\" with urls = [...]";
 
-fn map_err(e: RedisError) -> StoreError {
+/// A Redis error as the store's; `cluster` when it came from the cluster
+/// client, where a redirection left over is a slot still on the move (a
+/// failover, a resharding), an outage for this call.
+fn map_err(e: RedisError, cluster: bool) -> StoreError {
     match e.kind() {
-        // One Redis that is a cluster node (on Cluster the client follows
-        // redirections itself): an outage for this call, named as what it is.
-        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::CrossSlot) => {
+        // One Redis that is a cluster node: an outage for this call, named
+        // as what it is.
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::CrossSlot) if !cluster => {
             StoreError::Unavailable(format!("{CLUSTER_NODE} ({})", e.code().unwrap_or("")))
         }
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => StoreError::Corrupt(e.to_string()),
@@ -659,7 +707,9 @@ impl Inner {
         &self,
         fut: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
-        self.exchange(fut).await?.map_err(map_err)
+        self.exchange(fut)
+            .await?
+            .map_err(|e| map_err(e, self.link.cluster))
     }
 
     /// As [`call`](Inner::call), but Redis's own error is the caller's to
@@ -676,6 +726,44 @@ impl Inner {
                     self.cfg.op_timeout
                 ))
             })
+    }
+
+    /// A write of a run in flight (`op`, given the try's number), tried
+    /// again while the store is unavailable, within `op_timeout` in all: a
+    /// failover that promotes a replica within it (`op_timeout` above the
+    /// cluster's failover time) is ridden through, the stream keeps its
+    /// log. Only for the append and end scripts, which recognise a try that
+    /// was applied though its answer was lost.
+    async fn retried<T, F, Fut>(&self, mut op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.cfg.op_timeout;
+        let mut delay = WRITE_RETRY_FIRST;
+        let mut attempt = 0;
+        loop {
+            let r = tokio::time::timeout_at(deadline, op(attempt))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Unavailable(format!(
+                        "redis did not answer within {:?}",
+                        self.cfg.op_timeout
+                    )))
+                });
+            match r {
+                Err(StoreError::Unavailable(m))
+                    // A `redis` backend on a cluster node stays one.
+                    if !m.starts_with(CLUSTER_NODE)
+                        && tokio::time::Instant::now() + delay < deadline =>
+                {
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(WRITE_RETRY_MAX);
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
     }
 
     async fn script<T: redis::FromRedisValue>(
@@ -948,8 +1036,9 @@ impl RunLog for RedisStore {
             args.push(d.event_bytes());
             args.push(d.core_bytes().unwrap_or_default());
         }
+        let keys = [log.as_str(), meta.as_str(), lease.as_str()];
         let answer: Value = inner
-            .script(&inner.scripts.append, &[&log, &meta, &lease], &args)
+            .retried(|_| inner.script(&inner.scripts.append, &keys, &args))
             .await?;
         match answer {
             Value::Array(items) => match items.split_first() {
@@ -1042,20 +1131,30 @@ impl RunLog for RedisStore {
         let pointer = inner.run_latest(run_id);
         let mut keys = vec![log.as_str(), meta.as_str(), lease.as_str()];
         keys.extend(pointer.as_deref());
-        let code: i64 = inner
-            .script(
-                &inner.scripts.end,
-                &keys,
-                &[
-                    outcome.as_str().as_bytes(),
-                    retention_ms.as_bytes(),
-                    run_id.as_bytes(),
-                    inner.cfg.prefix.as_bytes(),
-                    lost_ms.as_bytes(),
-                ],
-            )
+        let written = inner.written().get(run_id).cloned().unwrap_or_default();
+        let args: [&[u8]; 6] = [
+            outcome.as_str().as_bytes(),
+            retention_ms.as_bytes(),
+            run_id.as_bytes(),
+            inner.cfg.prefix.as_bytes(),
+            lost_ms.as_bytes(),
+            written.as_bytes(),
+        ];
+        let (attempt, code) = inner
+            .retried(|attempt| {
+                let end = inner.script::<i64>(&inner.scripts.end, &keys, &args);
+                async move { end.await.map(|code| (attempt, code)) }
+            })
             .await?;
         inner.note_written(run_id, None);
+        if code == 1 && attempt > 0 {
+            // An earlier try may have ended it, its answer lost: done if so.
+            if let Some(st) = inner.status(run_id).await? {
+                if st.state == "ended" && st.outcome == outcome.as_str() {
+                    return Ok(());
+                }
+            }
+        }
         verdict(code, run_id)
     }
 
@@ -1123,6 +1222,8 @@ impl RunLog for RedisStore {
             node: None,
             asking: false,
             redirects: 0,
+            read_any: false,
+            verify: false,
             failing_since: None,
             block: MIN_BLOCK,
             finished: None,
@@ -1361,6 +1462,12 @@ struct Reader {
     asking: bool,
     /// Redirections since the last answer, bounded.
     redirects: u32,
+    /// The cursor is an entry this reader read (not the id it was asked
+    /// to start after).
+    read_any: bool,
+    /// Reconnected since the last read: check the log still holds the
+    /// cursor before reading on.
+    verify: bool,
     /// Cluster: since when reads have failed (a node down, a failover).
     failing_since: Option<tokio::time::Instant>,
     block: Duration,
@@ -1413,41 +1520,37 @@ impl Reader {
         }
         self.conn = None;
         self.node = None;
+        // A new try: the slot may have an owner since (the redirections
+        // counted are those of one try, not of the whole outage).
+        self.redirects = 0;
+        self.verify = self.read_any;
         tokio::time::sleep(RETRY_DELAY).await;
         true
     }
 
-    /// Queues what is there to yield; at most one blocking read.
-    async fn fill(&mut self) -> Result<(), StoreError> {
-        if !self.checked {
-            self.check(true).await?;
-            self.checked = true;
-        }
+    /// Sends `cmd` on the reader's connection (to the slot's owner, once a
+    /// redirection named it): `None` when redirected (send again).
+    async fn send<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+        bound: Duration,
+    ) -> Result<Option<T>, StoreError> {
         if self.conn.is_none() {
             let node = self.node.as_deref();
             self.conn = Some(self.inner.blocking_connection(node).await?);
         }
-        let [log, _, _] = self.inner.run_keys(&self.run_id);
-        let mut cmd = redis::cmd("XREAD");
-        cmd.arg("COUNT").arg(READ_BATCH);
-        let blocking = self.finished.is_none();
-        if blocking {
-            cmd.arg("BLOCK").arg(self.block.as_millis() as u64);
-        }
-        cmd.arg("STREAMS").arg(&log).arg(&self.cursor);
-        let bound = self.block + self.inner.cfg.op_timeout;
         let Some(conn) = self.conn.as_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         let asking = std::mem::take(&mut self.asking);
-        let read = async {
+        let sent = async {
             if asking {
                 redis::cmd("ASKING").query_async::<()>(conn).await?;
             }
             cmd.query_async(conn).await
         };
-        let reply: Option<StreamReadReply> = match tokio::time::timeout(bound, read).await {
-            Ok(Ok(r)) => r,
+        match tokio::time::timeout(bound, sent).await {
+            Ok(Ok(r)) => Ok(Some(r)),
             Ok(Err(e)) => match e.redirect_node() {
                 // Cluster: the slot is served elsewhere (failover,
                 // resharding): read there from the same id.
@@ -1456,15 +1559,69 @@ impl Reader {
                     self.asking = e.kind() == ErrorKind::Server(ServerErrorKind::Ask);
                     self.node = Some(node.to_string());
                     self.conn = None;
+                    // A slot on the move (ASK) has its keys whole on
+                    // either node; the next command must be the read.
+                    self.verify = self.read_any && !self.asking;
+                    Ok(None)
+                }
+                _ => Err(map_err(e, self.inner.link.cluster)),
+            },
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "redis did not answer within {bound:?}"
+            ))),
+        }
+    }
+
+    /// After a reconnection: whether the log still holds the last entry
+    /// this reader got. A failover that promoted a replica which missed
+    /// entries the reader had read from the old primary leaves a log
+    /// without them; a writer's retried batch would then come again under
+    /// new ids, a repeat for this reader and a different stream from what a
+    /// client resuming gets. `None` when redirected.
+    async fn cursor_kept(&mut self, log: &str) -> Result<Option<bool>, StoreError> {
+        let mut cmd = redis::cmd("XREVRANGE");
+        cmd.arg(log).arg(&self.cursor).arg("-").arg("COUNT").arg(1);
+        let bound = self.inner.cfg.op_timeout;
+        let Some(reply) = self
+            .send::<redis::streams::StreamRangeReply>(&cmd, bound)
+            .await?
+        else {
+            return Ok(None);
+        };
+        // The newest entry at or before the cursor: the cursor itself, or
+        // nothing at all (trimmed away, the reader being behind the caps),
+        // else it is gone from the middle of the log.
+        Ok(Some(reply.ids.first().is_none_or(|e| e.id == self.cursor)))
+    }
+
+    /// Queues what is there to yield; at most one blocking read.
+    async fn fill(&mut self) -> Result<(), StoreError> {
+        if !self.checked {
+            self.check(true).await?;
+            self.checked = true;
+        }
+        let [log, _, _] = self.inner.run_keys(&self.run_id);
+        if self.verify {
+            match self.cursor_kept(&log).await? {
+                None => return Ok(()),
+                Some(true) => self.verify = false,
+                Some(false) => {
+                    self.pending.push_back(Ok(LogItem::Lost));
+                    self.done = true;
                     return Ok(());
                 }
-                _ => return Err(map_err(e)),
-            },
-            Err(_) => {
-                return Err(StoreError::Unavailable(format!(
-                    "redis did not answer within {bound:?}"
-                )))
             }
+        }
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT").arg(READ_BATCH);
+        let blocking = self.finished.is_none();
+        if blocking {
+            cmd.arg("BLOCK").arg(self.block.as_millis() as u64);
+        }
+        cmd.arg("STREAMS").arg(&log).arg(&self.cursor);
+        let bound = self.block + self.inner.cfg.op_timeout;
+        let Some(reply) = self.send::<Option<StreamReadReply>>(&cmd, bound).await? else {
+            return Ok(());
         };
         self.redirects = 0;
         self.failing_since = None;
@@ -1486,6 +1643,7 @@ impl Reader {
         for entry in entries {
             let id = parse_id(&entry.id)?;
             self.cursor = entry.id.clone();
+            self.read_any = true;
             if let Some(v) = entry.map.get("d") {
                 let bytes = |v: &Value| match v {
                     Value::BulkString(b) => Ok(Bytes::from(b.clone())),
