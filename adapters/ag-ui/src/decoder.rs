@@ -812,7 +812,10 @@ impl AgUiDecoder {
         if self.skip(frame) {
             return Ok(());
         }
-        self.decode_general(frame, out)
+        let from = out.len();
+        let r = self.decode_general(frame, out);
+        self.restate(from, out);
+        r
     }
 
     /// Any frame, through a JSON map (see [`fast_event`] for the hot path).
