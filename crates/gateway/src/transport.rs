@@ -7,11 +7,10 @@
 //! length-delimited; the decoder maps a frame or a message) and its encoder
 //! writes the client's (`EncodeContext::binary`): events go between core
 //! events and protobuf directly, never through JSON text. [`translator`]
-//! decides that for every stream, live or offline. The converters here
-//! ([`SseToProto`], [`ProtoToSse`]) remain for what has no event in between:
-//! a same-dialect route that passes frames through as received while the
-//! two sides use different transports, and a resumed run logged in the
-//! other transport.
+//! decides that for every stream, live or offline, same-dialect routes
+//! included. The converters here ([`SseToProto`], [`ProtoToSse`]) remain for
+//! what has no event in between: a resumed run logged in the other
+//! transport.
 
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::{Frame, Policy, SseFramer};
@@ -47,10 +46,7 @@ impl Transport {
 }
 
 /// A translator from an upstream speaking `from` over `upstream` to a client
-/// of `to` over `client`, and the conversions its bytes need around it
-/// (none, unless a same-dialect route passes frames through between two
-/// transports: frames are then carried as SSE inside and converted at the
-/// edges).
+/// of `to` over `client`: it reads the one and writes the other itself.
 pub fn translator(
     from: babelgate_core::Dialect,
     to: babelgate_core::Dialect,
@@ -58,41 +54,20 @@ pub fn translator(
     max_event_bytes: usize,
     upstream: Transport,
     client: Transport,
-) -> (babelgate_core::Translator, Edges) {
-    let edges = if from == to && upstream != client {
-        Edges {
-            input: match upstream {
-                Transport::Proto(prefix) => {
-                    Some(ProtoToSse::new(prefix).with_limit(max_event_bytes))
-                }
-                Transport::Sse => None,
-            },
-            output: match client {
-                Transport::Proto(prefix) => Some(SseToProto::new(prefix)),
-                Transport::Sse => None,
-            },
-        }
-    } else {
-        Edges::default()
-    };
-    ctx.binary = matches!(client, Transport::Proto(_)) && edges.output.is_none();
+) -> babelgate_core::Translator {
+    ctx.binary = matches!(client, Transport::Proto(_));
     // For the run log: a follower builds its encoder as this one was.
     let setup = babelgate_core::journal::Setup::of(&ctx);
     let mut t = crate::registry::translator(from, to, ctx, max_event_bytes);
     t.note_setup(setup);
-    if matches!(upstream, Transport::Proto(_)) && edges.input.is_none() {
+    if matches!(upstream, Transport::Proto(_)) {
         t = t.with_binary_input(max_event_bytes);
     }
-    (t, edges)
-}
-
-/// The conversions a stream needs around its translator (see [`translator`]).
-#[derive(Default)]
-pub struct Edges {
-    /// The upstream's binary messages to SSE, before the translator.
-    pub input: Option<ProtoToSse>,
-    /// The encoder's SSE to binary messages, after it.
-    pub output: Option<SseToProto>,
+    if upstream != client {
+        // An upstream frame is not in the client's form: all is mapped.
+        t.map_all();
+    }
+    t
 }
 
 /// The transport a client asks for with `accept`: binary when its dialect
