@@ -192,6 +192,13 @@ impl Translator {
         t
     }
 
+    /// Writes every frame as the encoder maps it, none as received: a
+    /// same-dialect route whose two sides use different transports (an
+    /// upstream frame is not in the client's form).
+    pub fn map_all(&mut self) {
+        self.verbatim = false;
+    }
+
     /// Reads the input as the dialect's binary transport: length-prefixed
     /// messages (at most `max_message_bytes` each), each mapped by the
     /// decoder's `decode_binary`. On a same-dialect route a message may be

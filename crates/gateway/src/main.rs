@@ -23,7 +23,7 @@ use babelgate::config::{Config, LogFormat};
 use babelgate::inspector::capture::Ending;
 use babelgate::inspector::ReplaySetup;
 use babelgate::server::Gateway;
-use babelgate::transport::{self, SseToProto, Transport};
+use babelgate::transport::{self, Transport};
 use babelgate::{demo, registry};
 
 /// jemalloc rather than the system's malloc: the translation path allocates
@@ -247,13 +247,9 @@ fn translate(
     file: Option<PathBuf>,
     ending: Option<Ending>,
 ) -> ExitCode {
-    // The translator reads and writes the transports itself, but for a
-    // same-dialect pass-through between two transports (converted at the
-    // edges).
-    let (mut tr, edges) =
+    // The translator reads and writes the transports itself.
+    let mut tr =
         transport::translator(from, to, ctx, max_event_bytes, from_transport, to_transport);
-    let (mut binary_in, mut binary_out) = (edges.input, edges.output);
-    let mut sse_in = Vec::new();
     let mut input: Box<dyn Read> = match &file {
         Some(path) => match std::fs::File::open(path) {
             Ok(f) => Box::new(f),
@@ -275,12 +271,6 @@ fn translate(
     let result = loop {
         let n = match input.read(&mut buf) {
             Ok(0) => {
-                if let Some(e) = binary_in.as_mut().and_then(|b| b.finish().err()) {
-                    eprintln!("babelgate: {name}: {e}");
-                    tr.fail(&e.to_string(), Some("upstream_malformed"), &mut out);
-                    let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
-                    return ExitCode::from(1);
-                }
                 break match &ending {
                     // The live stream's client went away: it just stopped.
                     Some(Ending::Cut) => Ok(()),
@@ -300,34 +290,20 @@ fn translate(
                     Some("input_error"),
                     &mut out,
                 );
-                let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
+                let _ = write_out(&mut stdout, &mut out);
                 return ExitCode::from(1);
             }
         };
         let chunk = buf.get(..n).unwrap_or_default();
-        let r = match binary_in.as_mut() {
-            None => tr.push(chunk, &mut out),
-            Some(b) => {
-                sse_in.clear();
-                let framed = b.push(chunk, &mut sse_in);
-                let r = tr.push(&sse_in, &mut out);
-                if let Err(e) = framed {
-                    eprintln!("babelgate: {name}: {e}");
-                    tr.fail(&e.to_string(), Some("upstream_malformed"), &mut out);
-                    let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
-                    return ExitCode::from(1);
-                }
-                r
-            }
-        };
-        if write_out(&mut stdout, &mut out, binary_out.as_mut()).is_err() {
+        let r = tr.push(chunk, &mut out);
+        if write_out(&mut stdout, &mut out).is_err() {
             return ExitCode::from(1); // the reader went away (broken pipe)
         }
         if r.is_err() {
             break r;
         }
     };
-    let _ = write_out(&mut stdout, &mut out, binary_out.as_mut());
+    let _ = write_out(&mut stdout, &mut out);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -366,16 +342,7 @@ fn read_setup(
     Ok(r)
 }
 
-fn write_out(
-    w: &mut impl Write,
-    out: &mut Vec<u8>,
-    binary: Option<&mut SseToProto>,
-) -> io::Result<()> {
-    if let Some(b) = binary {
-        let mut frames = Vec::new();
-        b.push(out, &mut frames);
-        *out = frames;
-    }
+fn write_out(w: &mut impl Write, out: &mut Vec<u8>) -> io::Result<()> {
     if !out.is_empty() {
         w.write_all(out)?;
         w.flush()?;

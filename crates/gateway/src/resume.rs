@@ -31,7 +31,7 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::registry;
-use crate::transport::{ProtoToSse, SseToProto, Transport};
+use crate::transport::Transport;
 
 /// Writes `id: <id>` and the event.
 pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
@@ -276,44 +276,43 @@ fn read_steps(core: Option<&Bytes>) -> Vec<Step> {
 }
 
 /// An encoder of the client's dialect in the state of the one that wrote
-/// what the client got: it is given the logged steps (its bytes dropped), so
-/// that an error at any point closes exactly what the client has open.
+/// what the client got: it is given the logged steps, so that an error at
+/// any point closes exactly what the client has open. It writes in the
+/// resuming client's transport; when the log is in the other one (the live
+/// client asked for it), the client's events are its re-encoding of the
+/// logged steps rather than the logged bytes.
 struct Replica {
     dialect: Dialect,
     encoder: Box<dyn Encoder>,
-    scratch: Sink,
+    /// What the steps of one entry wrote.
+    written: Sink,
     /// The client's stream has its end (finish or failure) already.
     ended: bool,
-    /// The log holds binary messages (the live client got the binary
-    /// transport), and the replica writes them too.
+    /// The resuming client takes the binary transport.
     binary: bool,
+    /// The log is in the other transport than the client's.
+    reencode: bool,
 }
 
 impl Replica {
-    fn new(dialect: Dialect) -> Self {
+    fn new(dialect: Dialect, binary: bool) -> Self {
         Replica {
             dialect,
             encoder: registry::encoder(dialect, EncodeContext::default()),
-            scratch: Sink::untracked(Vec::new()),
+            written: Sink::new(),
             ended: false,
-            binary: false,
+            binary,
+            reencode: false,
         }
     }
 
-    /// The encoder as the live one was built (its ids, thread and run).
+    /// The encoder as the live one was built (its ids, thread and run), in
+    /// the client's transport.
     fn begin(&mut self, setup: &Setup) {
-        self.encoder = registry::encoder(self.dialect, setup.context());
-        self.binary = setup.binary;
-    }
-
-    /// One logged event as the client gets it: with its id in SSE; as it
-    /// is in binary, which has no place for one.
-    fn write(&self, id: EventId, data: &[u8], out: &mut Vec<u8>) {
-        if self.binary {
-            out.extend_from_slice(data);
-        } else {
-            with_id(id, data, out);
-        }
+        let mut ctx = setup.context();
+        ctx.binary = self.binary;
+        self.encoder = registry::encoder(self.dialect, ctx);
+        self.reencode = setup.binary != self.binary;
     }
 
     /// The client got the bytes these steps wrote.
@@ -325,10 +324,27 @@ impl Replica {
             if let Step::Begin(setup) = step {
                 self.begin(setup);
             }
-            step.replay(self.encoder.as_mut(), &mut self.scratch);
+            step.replay(self.encoder.as_mut(), &mut self.written);
             self.ended = step.ends();
-            self.scratch.clear();
         }
+    }
+
+    /// One log entry to the client: its logged event (with its id in SSE;
+    /// binary has no place for one), or the steps' re-encoding in the
+    /// client's transport. Whether the entry held an event.
+    fn send(&mut self, id: EventId, data: &[u8], steps: &[Step], out: &mut Vec<u8>) -> bool {
+        self.observe(steps);
+        let (bytes, spans) = self.written.take();
+        if self.reencode {
+            tagged(&bytes, &spans, (!data.is_empty() && !self.binary).then_some(id), out);
+        } else if !data.is_empty() {
+            if self.binary {
+                out.extend_from_slice(data);
+            } else {
+                with_id(id, data, out);
+            }
+        }
+        !data.is_empty()
     }
 
     /// Ends the client's stream with the dialect's error, after closing what
@@ -419,7 +435,6 @@ impl Follow {
         } = self;
         // Entries that carry an event for the client (not core-only ones).
         let events_in = |entries: &[Logged]| entries.iter().filter(|e| !e.data.is_empty()).count();
-        let mut convert = Convert::new(transport, dialect);
         // With `Last-Event-ID` the log is still read from its start: what
         // the client got before the id is not sent again, but its steps
         // tell what the client has open.
@@ -429,7 +444,7 @@ impl Follow {
         };
         let mut log = runs.read(&run_id, None);
         let mut first = true;
-        let mut replica = Replica::new(dialect);
+        let mut replica = Replica::new(dialect, matches!(transport, Transport::Proto(_)));
         let mut out = Vec::new();
         // Snapshot mode: the log up to `last` is held (as the store gave
         // it: no copy in memory), then summarised; past the cap, replayed.
@@ -464,14 +479,12 @@ impl Follow {
                 Ok(LogItem::Event { id, data, core }) => {
                     if skip.is_some_and(|after| id <= after) {
                         replica.observe(&read_steps(core.as_ref()));
+                        replica.written.clear();
                         continue;
                     }
                     match held.as_mut() {
                         None => {
-                            // Steps first: the first says the log's form.
-                            replica.observe(&read_steps(core.as_ref()));
-                            if !data.is_empty() {
-                                replica.write(id, &data, &mut out);
+                            if replica.send(id, &data, &read_steps(core.as_ref()), &mut out) {
                                 replayed.inc();
                             }
                         }
@@ -484,9 +497,8 @@ impl Follow {
                                 // the run as it was sent (a valid stream
                                 // from its start), then the tail.
                                 for e in held.take().map(|h| h.entries).unwrap_or_default() {
-                                    replica.observe(&read_steps(e.core.as_ref()));
-                                    if !e.data.is_empty() {
-                                        replica.write(e.id, &e.data, &mut out);
+                                    let steps = read_steps(e.core.as_ref());
+                                    if replica.send(e.id, &e.data, &steps, &mut out) {
                                         replayed.inc();
                                     }
                                 }
@@ -519,7 +531,7 @@ impl Follow {
             }
             if !out.is_empty()
                 && tx
-                    .send(convert.apply(replica.binary, std::mem::take(&mut out)))
+                    .send(Bytes::from(std::mem::take(&mut out)))
                     .await
                     .is_err()
             {
@@ -537,7 +549,7 @@ impl Follow {
         if let Some((message, code)) = failure {
             replica.fail(message, code, &mut out);
         }
-        let gone = !out.is_empty() && tx.send(convert.apply(replica.binary, out)).await.is_err();
+        let gone = !out.is_empty() && tx.send(Bytes::from(out)).await.is_err();
         if replica.encoder.aborts() {
             abort.store(true, Ordering::Release);
         }
@@ -645,61 +657,22 @@ fn snapshot(
         replica.ended = true;
     }
     let (bytes, spans) = sink.take();
+    tagged(&bytes, &spans, tag.filter(|_| !replica.binary), out);
+}
+
+/// `bytes` to `out`, the last event of `spans` with the id `tag` (SSE).
+fn tagged(bytes: &[u8], spans: &[babelgate_core::Span], tag: Option<EventId>, out: &mut Vec<u8>) {
     let last = spans
         .iter()
         .rev()
         .find(|s| s.kind == SpanKind::Event)
         .map(|s| s.range.clone());
-    match (tag.filter(|_| !replica.binary), last) {
+    match (tag, last) {
         (Some(id), Some(last)) => {
             out.extend_from_slice(bytes.get(..last.start).unwrap_or_default());
             with_id(id, bytes.get(last.start..).unwrap_or_default(), out);
         }
-        _ => out.extend_from_slice(&bytes),
-    }
-}
-
-/// A follower's output in the resuming client's transport, when that is not
-/// the log's: the live client asked for the other one.
-enum Convert {
-    /// SSE wanted; the prefix of the dialect's own events, should the log
-    /// be binary.
-    Sse(Option<&'static str>),
-    Proto(Option<&'static str>),
-    ToProto(SseToProto),
-    ToSse(ProtoToSse),
-}
-
-impl Convert {
-    fn new(transport: Transport, dialect: Dialect) -> Self {
-        match transport {
-            Transport::Sse => Convert::Sse(
-                Transport::proto_for(&registry::policy(dialect)).and_then(|t| match t {
-                    Transport::Proto(prefix) => prefix,
-                    Transport::Sse => None,
-                }),
-            ),
-            Transport::Proto(prefix) => Convert::Proto(prefix),
-        }
-    }
-
-    fn apply(&mut self, log_binary: bool, out: Vec<u8>) -> Bytes {
-        match (&mut *self, log_binary) {
-            (Convert::Sse(prefix), true) => *self = Convert::ToSse(ProtoToSse::new(*prefix)),
-            (Convert::Proto(prefix), false) => *self = Convert::ToProto(SseToProto::new(*prefix)),
-            _ => {}
-        }
-        let mut converted = Vec::new();
-        match self {
-            Convert::ToProto(c) => c.push(&out, &mut converted),
-            Convert::ToSse(c) => {
-                if let Err(e) = c.push(&out, &mut converted) {
-                    tracing::error!(error = %e, "a logged binary event does not decode");
-                }
-            }
-            Convert::Sse(_) | Convert::Proto(_) => return Bytes::from(out),
-        }
-        Bytes::from(converted)
+        _ => out.extend_from_slice(bytes),
     }
 }
 
@@ -869,7 +842,7 @@ mod tests {
         }];
         for dialect in [Dialect::AgUi, Dialect::Hai] {
             let mut out = Vec::new();
-            let mut replica = Replica::new(dialect);
+            let mut replica = Replica::new(dialect, false);
             snapshot(&mut replica, &[], &open, Some(EventId::new(5, 1)), &mut out);
             let text = String::from_utf8(out).unwrap();
             let evs: Vec<&str> = text.trim_end().split("\n\n").collect();
@@ -878,7 +851,7 @@ mod tests {
             assert_eq!(text.matches("id: ").count(), 1, "{text}");
             assert!(text.contains("hi"), "{text}");
             let mut untagged = Vec::new();
-            snapshot(&mut Replica::new(dialect), &[], &open, None, &mut untagged);
+            snapshot(&mut Replica::new(dialect, false), &[], &open, None, &mut untagged);
             assert!(!String::from_utf8(untagged).unwrap().contains("id: "));
         }
     }

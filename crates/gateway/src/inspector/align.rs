@@ -255,7 +255,7 @@ fn is_error(step: &Step) -> bool {
 /// The translator a capture's stream had, and its transports.
 fn translator(setup: &ReplaySetup) -> (Translator, Transport, Transport) {
     let (from_t, to_t) = setup.transports();
-    let (mut t, _) = transport::translator(
+    let mut t = transport::translator(
         setup.from,
         setup.to,
         setup.setup.context(),

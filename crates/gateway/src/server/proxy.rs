@@ -34,7 +34,7 @@ use crate::metrics::CountAtEnd;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
 use crate::telemetry::{Trace, ViaWebSocket};
-use crate::transport::{self, Edges, ProtoToSse, SseToProto, Transport};
+use crate::transport::{self, Transport};
 use crate::upstream;
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
@@ -624,7 +624,7 @@ impl Gateway {
             ..Default::default()
         };
         let setup = babelgate_core::journal::Setup::of(&ctx);
-        let (translator, edges) = stream_translator(
+        let translator = stream_translator(
             route.upstream_protocol,
             route.client,
             ctx,
@@ -632,18 +632,8 @@ impl Gateway {
             (upstream_binary.unwrap_or(Transport::Sse), transport),
         );
         if let Some(c) = &stream.capture {
-            // What the translator itself reads and writes (the edges, if
-            // any, convert around it).
-            let read = if edges.input.is_some() {
-                Transport::Sse
-            } else {
-                upstream_binary.unwrap_or(Transport::Sse)
-            };
-            let written = if edges.output.is_some() {
-                Transport::Sse
-            } else {
-                transport
-            };
+            let read = upstream_binary.unwrap_or(Transport::Sse);
+            let written = transport;
             let ws = crate::ws::is_ws_url(&route.upstream);
             let up_name = match (ws, upstream_binary.is_some()) {
                 (true, true) => "ws-proto",
@@ -671,14 +661,13 @@ impl Gateway {
             );
         }
         let headers = translator.encoder().headers();
-        if matches!(transport, Transport::Proto(_)) && edges.output.is_none() {
+        if matches!(transport, Transport::Proto(_)) {
             // The encoder writes binary messages, logged as such.
             if let Some(r) = recorder.as_mut() {
                 r.binary();
             }
         }
-        // A binary stream has no comment to send: no heartbeats (the
-        // encoder writes binary unless frames pass through as SSE).
+        // A binary stream has no comment to send: no heartbeats.
         let heartbeat = match transport {
             Transport::Sse => route.heartbeat,
             Transport::Proto(_) => None,
@@ -716,20 +705,8 @@ impl Gateway {
             capture: stream.capture,
         };
         let span = tracing::Span::current();
-        let Edges { input, output } = edges;
-        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match input {
-            Some(to_sse) => Box::pin(
-                Box::new(pump)
-                    .run(from_binary(upstream, to_sse))
-                    .instrument(span),
-            ),
-            None => Box::pin(Box::new(pump).run(upstream).instrument(span)),
-        };
-        let binary = output.map(|to_proto| Binary {
-            to_proto,
-            dropped: self.binary_dropped(route, transport),
-        });
-        let body = PumpBody::new(self.pumps.track_future(run), slot, abort, binary);
+        let run = Box::new(pump).run(upstream).instrument(span);
+        let body = PumpBody::new(self.pumps.track_future(run), slot, abort);
         let mut resp = stream_response(BodyExt::boxed(body), headers, transport);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
@@ -854,19 +831,6 @@ impl Gateway {
         let mut resp = sse_body(rx, Some(abort), headers, transport);
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
-    }
-
-    /// Where a route's binary client streams count the events their binary
-    /// form dropped (none for SSE: no series is made for it).
-    fn binary_dropped(
-        &self,
-        route: &Route,
-        transport: Transport,
-    ) -> Option<prometheus_client::metrics::counter::Counter> {
-        (transport != Transport::Sse).then(|| {
-            self.metrics
-                .binary_dropped(route.upstream_protocol.as_str(), route.client.as_str())
-        })
     }
 
     /// `POST {path}/{id}/stop`: ends a kept run, wherever it runs.
@@ -1018,57 +982,6 @@ fn client_transport(dialect: Dialect, headers: &http::HeaderMap) -> Transport {
     transport::negotiate(accept, &registry::policy(dialect))
 }
 
-/// An upstream's binary stream as the SSE its dialect's decoder reads; bad
-/// framing or a message that does not decode ends it with
-/// [`UpstreamFault::Malformed`] (after which nothing more is read).
-fn from_binary<S>(
-    upstream: S,
-    reader: ProtoToSse,
-) -> impl futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin
-where
-    S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin,
-{
-    enum State<S> {
-        Reading(S, ProtoToSse),
-        /// What decoded before the fault went first; the fault is next.
-        Failing(UpstreamFault),
-    }
-    let state = Some(State::Reading(upstream, reader));
-    Box::pin(futures_util::stream::unfold(state, |state| async move {
-        let (mut upstream, mut reader) = match state? {
-            State::Reading(u, r) => (u, r),
-            State::Failing(fault) => return Some((Err(fault), None)),
-        };
-        loop {
-            match upstream.next().await {
-                Some(Ok(bytes)) => {
-                    let mut out = Vec::new();
-                    let r = reader.push(&bytes, &mut out);
-                    let next = match r {
-                        Err(e) => {
-                            let fault = UpstreamFault::Malformed(e.to_string());
-                            if out.is_empty() {
-                                return Some((Err(fault), None));
-                            }
-                            State::Failing(fault)
-                        }
-                        Ok(()) if out.is_empty() => continue,
-                        Ok(()) => State::Reading(upstream, reader),
-                    };
-                    return Some((Ok(Bytes::from(out)), Some(next)));
-                }
-                Some(Err(e)) => return Some((Err(e), None)),
-                None => {
-                    return match reader.finish() {
-                        Ok(()) => None,
-                        Err(e) => Some((Err(UpstreamFault::Malformed(e.to_string())), None)),
-                    }
-                }
-            }
-        }
-    }))
-}
-
 /// A response of `transport` with what arrives on `rx` (already in that
 /// form: the demo agent's and a resumed stream's follower's); once `rx`
 /// ends, a set `abort` ends the body with an error instead of cleanly
@@ -1124,23 +1037,6 @@ fn stream_response(
         }
     }
     response
-}
-
-/// A client's binary form, counting what it drops.
-pub(super) struct Binary {
-    to_proto: SseToProto,
-    dropped: Option<prometheus_client::metrics::counter::Counter>,
-}
-
-impl Binary {
-    pub(super) fn push(&mut self, sse: &[u8], out: &mut Vec<u8>) {
-        let before = self.to_proto.dropped();
-        self.to_proto.push(sse, out);
-        let n = self.to_proto.dropped() - before;
-        if let (Some(c), true) = (&self.dropped, n > 0) {
-            c.inc_by(n);
-        }
-    }
 }
 
 /// The request an upstream of `dialect` gets: one that keeps its own history

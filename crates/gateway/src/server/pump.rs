@@ -21,7 +21,7 @@ use crate::inspector::CaptureHandle;
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::Recorder;
-use crate::transport::{self, Edges, Transport};
+use crate::transport::{self, Transport};
 use babelgate_store::RunOutcome;
 
 /// The translator of a proxied stream. Only a client dialect whose history
@@ -33,8 +33,8 @@ pub(super) fn stream_translator(
     ctx: EncodeContext,
     continue_message_id: Option<String>,
     (upstream_transport, client_transport): (Transport, Transport),
-) -> (Translator, Edges) {
-    let (translator, edges) = transport::translator(
+) -> Translator {
+    let translator = transport::translator(
         upstream,
         client,
         ctx,
@@ -42,12 +42,11 @@ pub(super) fn stream_translator(
         upstream_transport,
         client_transport,
     );
-    let translator = if registry::policy(client).gateway_keeps_history {
+    if registry::policy(client).gateway_keeps_history {
         translator.with_assembler(MessageAssembler::new(continue_message_id))
     } else {
         translator
-    };
-    (translator, edges)
+    }
 }
 
 /// Moves one upstream response to one client, translating as it goes.
@@ -178,8 +177,6 @@ pub(super) struct PumpBody {
     /// Set by the pump when the client's dialect shows a failure only as a
     /// body that breaks off.
     abort: Arc<AtomicBool>,
-    /// The client's binary form, when the translator writes SSE for it.
-    binary: Option<super::proxy::Binary>,
     /// The end: after the pump, `Pending` once (hyper flushes what it
     /// holds), then the abort error if any, then nothing.
     ending: u8,
@@ -190,13 +187,11 @@ impl PumpBody {
         pump: impl Future<Output = ()> + Send + 'static,
         slot: Arc<Slot>,
         abort: Arc<AtomicBool>,
-        binary: Option<super::proxy::Binary>,
     ) -> Self {
         PumpBody {
             pump: Some(sync_wrapper::SyncWrapper::new(Box::pin(pump))),
             slot,
             abort,
-            binary,
             ending: 0,
         }
     }
@@ -213,19 +208,6 @@ impl http_body::Body for PumpBody {
         let this = self.get_mut();
         loop {
             if let Some(chunk) = this.slot.take() {
-                let chunk = match &mut this.binary {
-                    // Heartbeats have no binary form: a chunk that converts
-                    // to nothing is not sent.
-                    Some(bin) => {
-                        let mut out = Vec::new();
-                        bin.push(&chunk, &mut out);
-                        if out.is_empty() {
-                            continue;
-                        }
-                        Bytes::from(out)
-                    }
-                    None => chunk,
-                };
                 return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
             }
             let Some(pump) = this.pump.as_mut() else {
@@ -838,7 +820,7 @@ mod tests {
             Box::new(p).run(s).await;
             let _ = done.send(());
         };
-        let body = PumpBody::new(run, slot, Arc::default(), None);
+        let body = PumpBody::new(run, slot, Arc::default());
         (Client(body), ended)
     }
 
