@@ -4,7 +4,7 @@
 //!     loadgen run --url http://127.0.0.1:8080/api/chat --body vercel \
 //!         --streams 1000 --events 200 --rate 20 [--pad 8] [--ramp-ms 2000] \
 //!         [--pids 123,456] [--label NAME] [--timeout-s 120] \
-//!         [--transport sse|proto|ws|ws-proto]
+//!         [--transport sse|proto|ws|ws-proto] [--unique-ids 1]
 //!
 //! `upstream` is a synthetic AG-UI agent: every POST gets `RUN_STARTED`,
 //! `TEXT_MESSAGE_START`, then `events` `TEXT_MESSAGE_CONTENT` events at `rate`
@@ -293,6 +293,11 @@ struct RunOpts {
     label: String,
     timeout: Duration,
     transport: wire::ClientTransport,
+    /// `--unique-ids 1`: each stream its own conversation (chat or thread
+    /// id `<id>-<n>`), as real clients; else all share one. A store's runs
+    /// of one conversation share a Redis Cluster slot: one node's load.
+    unique: bool,
+    seq: AtomicU64,
 }
 
 const BODY_AGUI: &str = r#"{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}"#;
@@ -336,6 +341,8 @@ impl RunOpts {
             label: o.get("label").cloned().unwrap_or_default(),
             timeout: Duration::from_secs_f64(num("timeout-s", 300.0)?),
             transport: wire::ClientTransport::parse(o.get("transport").map(String::as_str))?,
+            unique: num("unique-ids", 0.0)? != 0.0,
+            seq: AtomicU64::new(0),
         })
     }
 }
@@ -470,6 +477,17 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
     let mut s = TcpStream::connect(&o.host).await?;
     let _ = s.set_nodelay(true);
     let w = o.workload;
+    let unique;
+    let body = if o.unique {
+        let n = o.seq.fetch_add(1, Ordering::Relaxed);
+        unique = o
+            .body
+            .replacen(r#""id":"bench""#, &format!(r#""id":"bench-{n}""#), 1)
+            .replacen(r#""threadId":"t""#, &format!(r#""threadId":"t-{n}""#), 1);
+        unique.as_str()
+    } else {
+        o.body
+    };
     let req = format!(
         "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: {}\r\nx-bench: events={};rate={};pad={}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
         o.path,
@@ -478,8 +496,8 @@ async fn stream_body(o: &RunOpts, start: Instant, r: &mut StreamResult) -> std::
         w.events,
         w.rate,
         w.pad,
-        o.body.len(),
-        o.body
+        body.len(),
+        body
     );
     s.write_all(req.as_bytes()).await?;
     let written = now_us();
