@@ -336,7 +336,12 @@ impl Replica {
         self.observe(steps);
         let (bytes, spans) = self.written.take();
         if self.reencode {
-            tagged(&bytes, &spans, (!data.is_empty() && !self.binary).then_some(id), out);
+            tagged(
+                &bytes,
+                &spans,
+                (!data.is_empty() && !self.binary).then_some(id),
+                out,
+            );
         } else if !data.is_empty() {
             if self.binary {
                 out.extend_from_slice(data);
@@ -851,7 +856,13 @@ mod tests {
             assert_eq!(text.matches("id: ").count(), 1, "{text}");
             assert!(text.contains("hi"), "{text}");
             let mut untagged = Vec::new();
-            snapshot(&mut Replica::new(dialect, false), &[], &open, None, &mut untagged);
+            snapshot(
+                &mut Replica::new(dialect, false),
+                &[],
+                &open,
+                None,
+                &mut untagged,
+            );
             assert!(!String::from_utf8(untagged).unwrap().contains("id: "));
         }
     }

@@ -1,10 +1,10 @@
 //! An event that reaches a binary client but has no form in AG-UI's
 //! protobuf schema is dropped from the stream and counted in
-//! `babelgate_binary_events_dropped_total{from,to}`. Such events get there
-//! from an AG-UI upstream, whose values the AG-UI decoder and encoder pass
-//! on as they came: a patch op JSON Patch lacks (`STATE_DELTA`,
+//! `babelgate_binary_events_dropped_total{from,to}`. Such values come from
+//! an AG-UI upstream: a patch op JSON Patch lacks (`STATE_DELTA`,
 //! `ACTIVITY_DELTA`), an `ACTIVITY_SNAPSHOT` content that is no object, a
-//! `TOOL_CALL_RESULT` content that is neither text nor parts.
+//! `TOOL_CALL_RESULT` content that is neither text nor parts. An AG-UI
+//! client gets them as its encoder writes them over SSE too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -107,29 +107,39 @@ async fn an_event_with_no_binary_form_is_dropped_and_counted() {
     }
     assert_eq!(dropped_metric(gw).await, None);
 
-    // In binary, it is dropped; the rest of the stream comes.
+    // In binary, a same-dialect route maps every event into the client's
+    // transport, as any route does: what the schema cannot carry (an op
+    // JSON Patch lacks) goes as a CUSTOM event holding it; nothing is
+    // dropped.
     let (ctype, bin) = post(gw, PROTO).await;
     assert_eq!(ctype, PROTO);
     let mut messages = Vec::new();
     let mut framer = ProtoFramer::default();
     framer.push(&bin, &mut messages).unwrap();
     framer.finish().unwrap();
-    let types: Vec<String> = messages
+    let events: Vec<serde_json::Value> = messages
         .iter()
-        .map(|m| {
-            let e = babelgate_proto::decode_event(m).unwrap();
-            e["type"].as_str().unwrap().to_string()
-        })
+        .map(|m| babelgate_proto::decode_event(m).unwrap())
         .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         types,
-        ["RUN_STARTED", "STATE_DELTA", "RUN_FINISHED"],
-        "the one with a known op is kept"
+        [
+            "RUN_STARTED",
+            "CUSTOM",
+            "STATE_DELTA",
+            "CUSTOM",
+            "ACTIVITY_SNAPSHOT",
+            "TOOL_CALL_RESULT",
+            "RUN_FINISHED"
+        ]
     );
-    assert_eq!(
-        dropped_metric(gw).await.as_deref(),
-        Some("babelgate_binary_events_dropped_total{from=\"ag-ui\",to=\"ag-ui\"} 4")
+    let customs = serde_json::to_string(&[&events[1], &events[3]]).unwrap();
+    assert!(
+        customs.contains("frob") && customs.contains("zzz"),
+        "{customs}"
     );
+    assert_eq!(dropped_metric(gw).await, None);
 
     // Another dialect's client: its encoder writes protobuf itself (no
     // conversion of SSE), drops what the schema cannot carry, and counts it.

@@ -1023,7 +1023,7 @@ mod tests {
                     data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n\
                     data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n";
         for client in [Dialect::AgUi, Dialect::Hai, Dialect::Vercel, Dialect::AgKit] {
-            let (mut t, _) = stream_translator(
+            let mut t = stream_translator(
                 Dialect::AgUi,
                 client,
                 EncodeContext::deterministic(),
