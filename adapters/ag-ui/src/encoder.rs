@@ -1,16 +1,26 @@
 //! Core events -> AG-UI SSE (`data: {json}\n\n`, nothing else: the client
 //! splits on a blank line and reads only `data:` lines).
 //!
-//! Every event written goes through a [`ClientView`], the encoder's copy of
-//! what `@ag-ui/client` has open after its chunk expansion and verification.
-//! The stream's shape (run first, starts before deltas, ends only of what is
-//! open, everything closed before the end) is `babelgate_core::shape`'s,
-//! ahead of this encoder; what stays here is AG-UI's own: RUN_STARTED with
-//! the request's thread/run ids, chunk lanes the client closes itself, steps
-//! by name and subagent, subagents, reasoning spans apart from reasoning
-//! messages, one end per run, and a last resort for anything the client would
-//! still refuse (carried in a CUSTOM event). `finish` and `fail` close what
-//! is open themselves (a cut stream never reaches a terminal event).
+//! A mapper from shaped events: every event it is given came out of
+//! `babelgate_core::shape` (live, or replayed from a journal), which already
+//! keeps the run first, starts before content, ends only of what is open,
+//! text and reasoning closed before the run's end and nothing after an
+//! error. Each kind (or family of kinds) has its function below, and none
+//! re-checks those rules. What stays here is AG-UI's own:
+//! - RUN_STARTED with the request's thread/run ids (and a run of its own
+//!   for an opaque event the shape stage lets through run or not);
+//! - chunk lanes, which the client opens and closes itself: a start or an
+//!   end of what a lane holds is the lane's (`ours_to_end`);
+//! - steps by name and subagent, subagents, reasoning spans apart from
+//!   reasoning messages, subagent tags that must agree with their item;
+//! - tool calls, steps and subagents still open at the run's end, which
+//!   the shape stage leaves to the dialect;
+//! - a cut stream's end: `finish` and `fail` start or close what they need
+//!   themselves (a cut stream never reaches a terminal event);
+//! - a last resort for anything the client would still refuse (carried in a
+//!   CUSTOM event), checked by a [`ClientView`], the encoder's copy of what
+//!   `@ag-ui/client` has open after its chunk expansion and verification.
+//!
 //! Core kinds AG-UI has no event for become CUSTOM events named after the
 //! kind (see docs/mapping/ag-ui.md).
 
@@ -23,7 +33,7 @@ use serde_json::{json, Map, Value};
 
 use crate::chunks::{Chunk, ChunkKind};
 use crate::request::messages_to_wire_with;
-use crate::verify::{s, ClientView, Plain, RunPhase};
+use crate::verify::{ClientView, Plain, RunPhase};
 use crate::wire::*;
 
 type Obj = Map<String, Value>;
@@ -31,10 +41,7 @@ type Obj = Map<String, Value>;
 pub struct AgUiEncoder {
     ctx: EncodeContext,
     view: ClientView,
-    thread_id: Option<String>,
-    run_id: Option<String>,
-    runs: u32,
-    finished: bool,
+    stream: Stream,
     /// Core events made from a chunk that was written back verbatim.
     skip: usize,
     /// The assistant message that tool calls from other dialects (which have
@@ -51,15 +58,25 @@ pub struct AgUiEncoder {
     fast: bool,
 }
 
+/// Where the stream this encoder writes stands, beside what the client has
+/// open (`ClientView::phase`, which says whether a run is running).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stream {
+    /// No RUN_STARTED written yet.
+    Fresh,
+    /// The ids of the last run started (its end says them; a later run
+    /// keeps the thread).
+    Started { thread_id: String, run_id: String },
+    /// `finish` or `fail` ended the stream: nothing more is written.
+    Ended,
+}
+
 impl AgUiEncoder {
     pub fn new(ctx: EncodeContext) -> Self {
         AgUiEncoder {
             ctx,
             view: ClientView::default(),
-            thread_id: None,
-            run_id: None,
-            runs: 0,
-            finished: false,
+            stream: Stream::Fresh,
             skip: 0,
             turn_message: None,
             marks: None,
@@ -90,38 +107,6 @@ fn put_extras(o: &mut Obj, ev: &Event) {
             }
         }
     }
-}
-
-/// The start that content `o` needs when what it continues is not open: a
-/// text message (the assistant's), a reasoning message, or a tool call
-/// under the name the shape stage gives a call never announced. Its
-/// `subagentRunId` goes with it.
-fn start_for(o: &Obj) -> Option<Obj> {
-    let (ty, key, extra): (_, _, (&str, Value)) = match s(o, "type") {
-        TEXT_MESSAGE_CONTENT => (
-            TEXT_MESSAGE_START,
-            "messageId",
-            ("role", "assistant".into()),
-        ),
-        REASONING_MESSAGE_CONTENT => (
-            REASONING_MESSAGE_START,
-            "messageId",
-            ("role", "reasoning".into()),
-        ),
-        TOOL_CALL_ARGS => (
-            TOOL_CALL_START,
-            "toolCallId",
-            ("toolCallName", babelgate_core::shape::UNKNOWN_TOOL.into()),
-        ),
-        _ => return None,
-    };
-    let mut start = base(ty, None);
-    start.insert(key.into(), o.get(key)?.clone());
-    start.insert(extra.0.into(), extra.1);
-    if let Some(t) = o.get("subagentRunId") {
-        start.insert("subagentRunId".into(), t.clone());
-    }
-    Some(start)
 }
 
 fn tag(ev: &Event) -> Option<String> {
@@ -234,21 +219,6 @@ impl AgUiEncoder {
             Ok(()) => return self.write(o, out),
             Err(reason) => reason,
         };
-        // Content of what is not open (a same-dialect upstream's, which no
-        // shape stage saw): started first, as the shape stage starts it on
-        // a translated route, so that what was said reaches the message.
-        // Not arguments of a call that ended: complete, as the shape stage
-        // has them (a second call of that id would be made up).
-        let ended_call =
-            s(&o, "type") == TOOL_CALL_ARGS && self.view.tool_seen(s(&o, "toolCallId"));
-        if let Some(start) = start_for(&o).filter(|_| !ended_call) {
-            if self.view.accept(&start).is_ok() {
-                self.write(start, out);
-                if self.view.accept(&o).is_ok() {
-                    return self.write(o, out);
-                }
-            }
-        }
         if o.remove("subagentRunId").is_some() && self.view.accept(&o).is_ok() {
             return self.write(o, out);
         }
@@ -257,6 +227,16 @@ impl AgUiEncoder {
         c.insert("value".into(), json!({"event": o, "reason": reason}));
         if self.view.accept(&c).is_ok() {
             self.write(c, out);
+        }
+    }
+
+    /// The thread and run ids of the last run started.
+    fn ids(&self) -> (Option<String>, Option<String>) {
+        match &self.stream {
+            Stream::Started { thread_id, run_id } => {
+                (Some(thread_id.clone()), Some(run_id.clone()))
+            }
+            Stream::Fresh | Stream::Ended => (None, None),
         }
     }
 
@@ -281,9 +261,10 @@ impl AgUiEncoder {
             ),
             _ => (None, None, None, None),
         };
-        let first = self.runs == 0;
+        let (last_thread, _) = self.ids();
+        let first = self.stream == Stream::Fresh;
         let thread = thread
-            .or_else(|| self.thread_id.clone())
+            .or(last_thread)
             .or_else(|| self.ctx.thread_id.clone())
             .unwrap_or_else(|| self.ctx.ids.next("thread"));
         let run = run
@@ -299,12 +280,23 @@ impl AgUiEncoder {
         if let Some(ev) = ev {
             put_extras(&mut o, ev);
         }
-        self.thread_id = Some(thread);
-        self.run_id = Some(run);
-        self.runs += 1;
+        let mut bare = base(RUN_STARTED, ev);
+        bare.insert("threadId".into(), thread.clone().into());
+        bare.insert("runId".into(), run.clone().into());
+        self.stream = Stream::Started {
+            thread_id: thread,
+            run_id: run,
+        };
         self.emit(o, out);
+        if !self.running() {
+            // An input or extras the client refuses: the run still starts,
+            // for what the shape stage put in it.
+            self.emit(bare, out);
+        }
     }
 
+    /// The run an opaque event (one the shape stage lets through, run or
+    /// not) is written in.
     fn ensure_run(&mut self, out: &mut Vec<u8>) {
         if !self.running() {
             self.start_run(None, out);
@@ -359,16 +351,13 @@ impl AgUiEncoder {
         }
     }
 
+    /// RUN_FINISHED, after what the client wants closed that is still open
+    /// (tool calls, steps and subagents the shape stage leaves open, and
+    /// everything on a cut stream's `finish`).
     fn run_finished(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
-        match self.view.phase {
-            // The client takes one end per run: a second is dropped.
-            RunPhase::Finished | RunPhase::Errored => return,
-            RunPhase::NotStarted => self.ensure_run(out),
-            RunPhase::Running => {}
-        }
         self.close_for_finish(out);
         let mut o = base(RUN_FINISHED, ev);
-        let (mut thread, mut run) = (self.thread_id.clone(), self.run_id.clone());
+        let (mut thread, mut run) = self.ids();
         if let Some(EventKind::RunFinished {
             thread_id,
             run_id,
@@ -439,12 +428,9 @@ impl AgUiEncoder {
         ev: Option<&Event>,
         out: &mut Vec<u8>,
     ) {
-        match self.view.phase {
-            // Nothing may follow RUN_ERROR: the first error is the one the client hears.
-            RunPhase::Errored => return,
-            RunPhase::NotStarted => self.ensure_run(out),
-            RunPhase::Running => self.close_streams(out),
-            RunPhase::Finished => {}
+        if self.running() {
+            // Tool calls the shape stage leaves open; everything on `fail`.
+            self.close_streams(out);
         }
         let mut o = base(RUN_ERROR, ev);
         o.insert("message".into(), message.into());
@@ -493,7 +479,6 @@ impl AgUiEncoder {
             ) => message_id,
             _ => return false,
         };
-        self.ensure_run(out);
         let Ok(chunk) = Chunk::read(kind, o) else {
             return false;
         };
@@ -547,7 +532,6 @@ impl AgUiEncoder {
             K::SubagentStarted { .. } => self.subagent_started(ev, out),
             K::SubagentFinished { .. } | K::SubagentError { .. } => self.subagent_end(ev, out),
             K::Raw { event, source } => {
-                self.ensure_run(out);
                 let mut o = base(RAW, Some(ev));
                 o.insert("event".into(), event.clone());
                 opt(&mut o, "source", source);
@@ -576,7 +560,6 @@ impl AgUiEncoder {
 
     fn step_started(&mut self, ev: &Event, name: &Option<String>, out: &mut Vec<u8>) {
         let t = tag(ev);
-        self.ensure_run(out);
         self.view.close_lane(&t);
         let name = name.clone().unwrap_or_else(|| self.ctx.ids.next("step"));
         if self.view.step_open(&t, &name) {
@@ -593,9 +576,6 @@ impl AgUiEncoder {
     }
 
     fn step_finished(&mut self, ev: &Event, name: &Option<String>, out: &mut Vec<u8>) {
-        if !self.running() {
-            return;
-        }
         let t = tag(ev);
         self.view.close_lane(&t);
         let name = name
@@ -611,12 +591,6 @@ impl AgUiEncoder {
 
     /// TEXT_MESSAGE_START, _CONTENT and _END.
     fn text(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        let starts = matches!(ev.kind, EventKind::TextStart { .. });
-        if starts || matches!(ev.kind, EventKind::TextDelta { .. }) {
-            self.ensure_run(out);
-        } else if !self.running() {
-            return;
-        }
         self.view.close_lane(&tag(ev));
         let mut o = match &ev.kind {
             EventKind::TextStart {
@@ -624,8 +598,8 @@ impl AgUiEncoder {
                 role,
                 name,
             } => {
-                if self.view.text_open(message_id) {
-                    return;
+                if self.view.lanes.holds(ChunkKind::Text, message_id) {
+                    return; // opened by a lane, which goes on
                 }
                 let mut o = item(TEXT_MESSAGE_START, "messageId", message_id, ev);
                 if note(ev, NOTE_NO_ROLE) != Some(&Value::Bool(true)) {
@@ -655,15 +629,6 @@ impl AgUiEncoder {
     /// and _END (a reasoning message).
     fn reasoning(&mut self, ev: &Event, out: &mut Vec<u8>) {
         use EventKind as K;
-        let ends = matches!(
-            ev.kind,
-            K::ReasoningPhaseEnd { .. } | K::ReasoningEnd { .. }
-        );
-        if !ends {
-            self.ensure_run(out);
-        } else if !self.running() {
-            return;
-        }
         self.view.close_lane(&tag(ev));
         let mut o = match &ev.kind {
             K::ReasoningPhaseStart { message_id } => {
@@ -679,8 +644,8 @@ impl AgUiEncoder {
                 item(REASONING_END, "messageId", message_id, ev)
             }
             K::ReasoningStart { message_id } => {
-                if self.view.reasoning_open(message_id) {
-                    return;
+                if self.view.lanes.holds(ChunkKind::Reasoning, message_id) {
+                    return; // as for text
                 }
                 let mut o = item(REASONING_MESSAGE_START, "messageId", message_id, ev);
                 o.insert("role".into(), "reasoning".into());
@@ -715,7 +680,6 @@ impl AgUiEncoder {
         else {
             return;
         };
-        self.ensure_run(out);
         let mut o = base(REASONING_ENCRYPTED_VALUE, Some(ev));
         let subtype = if subtype == "tool-call" {
             "tool-call"
@@ -731,11 +695,6 @@ impl AgUiEncoder {
 
     /// TOOL_CALL_START, _ARGS and _END.
     fn tool_call(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        if !matches!(ev.kind, EventKind::ToolCallEnd { .. }) {
-            self.ensure_run(out);
-        } else if !self.running() {
-            return;
-        }
         self.view.close_lane(&tag(ev));
         let mut o = match &ev.kind {
             EventKind::ToolCallStart {
@@ -743,8 +702,8 @@ impl AgUiEncoder {
                 tool_name,
                 parent_message_id,
             } => {
-                if self.view.tool_open(tool_call_id) {
-                    return;
+                if self.view.lanes.holds(ChunkKind::Tool, tool_call_id) {
+                    return; // as for text
                 }
                 let parent = self.parent_message(ev, parent_message_id);
                 let mut o = item(TOOL_CALL_START, "toolCallId", tool_call_id, ev);
@@ -835,7 +794,6 @@ impl AgUiEncoder {
     /// STATE_SNAPSHOT, STATE_DELTA (a CUSTOM event when not a patch the
     /// client can apply: still delivered, as data) and MESSAGES_SNAPSHOT.
     fn state(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        self.ensure_run(out);
         let mut o = match &ev.kind {
             EventKind::StateSnapshot { snapshot } => {
                 self.view.close_lane(&tag(ev));
@@ -872,7 +830,6 @@ impl AgUiEncoder {
     /// ACTIVITY_SNAPSHOT and ACTIVITY_DELTA (a CUSTOM event when not a
     /// patch the client can apply).
     fn activity(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        self.ensure_run(out);
         let mut o = match &ev.kind {
             EventKind::ActivitySnapshot {
                 message_id,
@@ -948,7 +905,6 @@ impl AgUiEncoder {
                 (format!("data-{name}"), data.clone())
             }
             EventKind::Custom { name, value } => {
-                self.ensure_run(out);
                 self.view.close_lane(&tag(ev));
                 let mut o = custom(name, value.clone(), ev);
                 put_extras(&mut o, ev);
@@ -991,7 +947,6 @@ impl AgUiEncoder {
         data: &Value,
         out: &mut Vec<u8>,
     ) {
-        self.ensure_run(out);
         let id = id.clone().unwrap_or_else(|| self.ctx.ids.next("data"));
         let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
         o.insert("messageId".into(), id.into());
@@ -1009,7 +964,6 @@ impl AgUiEncoder {
         else {
             return;
         };
-        self.ensure_run(out);
         let mut o = base(SUBAGENT_STARTED, Some(ev));
         o.insert("subagentRunId".into(), subagent_run_id.clone().into());
         o.insert("name".into(), name.clone().into());
@@ -1064,7 +1018,6 @@ impl AgUiEncoder {
             }
             _ => return,
         };
-        self.ensure_run(out);
         self.view.close_lane(&Some(id.clone()));
         put_extras(&mut o, ev);
         if self.view.subagent_active(id) {
@@ -1104,7 +1057,6 @@ impl AgUiEncoder {
     }
 
     fn custom_event(&mut self, name: &str, value: Value, ev: &Event, out: &mut Vec<u8>) {
-        self.ensure_run(out);
         self.view.close_lane(&None);
         let o = custom(name, value, ev);
         self.emit(o, out);
@@ -1119,16 +1071,7 @@ impl AgUiEncoder {
         metadata: Option<Value>,
         out: &mut Vec<u8>,
     ) {
-        let t = tag(ev);
-        self.ensure_run(out);
-        self.view.close_lane(&t);
-        if self.view.tool_open(tool_call_id) {
-            // A result means the arguments are complete.
-            let mut o = base(TOOL_CALL_END, None);
-            o.insert("toolCallId".into(), tool_call_id.into());
-            put_tag(&mut o, &t);
-            self.emit(o, out);
-        }
+        self.view.close_lane(&tag(ev));
         let message_id = message_id.unwrap_or_else(|| self.ctx.ids.next("msg"));
         let mut o = base(TOOL_CALL_RESULT, Some(ev));
         o.insert("messageId".into(), message_id.into());
@@ -1355,13 +1298,6 @@ impl AgUiEncoder {
         if !self.running() || !self.view.lanes.is_empty() {
             return false;
         }
-        let start = out.len();
-        if self.view.accept_plain(Plain::ToolEnd(tool_call_id)) {
-            // A result means the arguments are complete.
-            plain_item(out, TOOL_CALL_END, None, "toolCallId", tool_call_id);
-            close_event(out);
-            self.mark(start..out.len());
-        }
         let minted;
         let message_id = match message_id {
             Some(m) => m.as_str(),
@@ -1497,7 +1433,7 @@ impl Encoder for AgUiEncoder {
     /// `@ag-ui/client` even from its own upstream: the lane ends the item
     /// itself, when this end closes it or later, and the end comes twice.
     /// On a same-dialect route such a frame is written as mapped, which is
-    /// not at all (see the ends in `encode_kind`).
+    /// not at all (see `ours_to_end`).
     ///
     /// So is a stream that does not begin with RUN_STARTED ("First event must
     /// be 'RUN_STARTED'"): until a run is running, events are written as
@@ -1581,7 +1517,7 @@ impl Encoder for AgUiEncoder {
     }
 
     fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        if self.finished {
+        if self.stream == Stream::Ended {
             return;
         }
         if self.skip > 0 {
@@ -1614,23 +1550,37 @@ impl Encoder for AgUiEncoder {
     /// Closes what is open and ends the run with RUN_FINISHED; a stream that
     /// said nothing still gets a well-formed (empty) run. Idempotent.
     fn finish(&mut self, out: &mut Vec<u8>) {
-        if self.finished {
+        if self.stream == Stream::Ended {
             return;
         }
-        if matches!(self.view.phase, RunPhase::NotStarted | RunPhase::Running) {
-            self.run_finished(None, out);
+        match self.view.phase {
+            RunPhase::NotStarted => {
+                self.start_run(None, out);
+                self.run_finished(None, out);
+            }
+            RunPhase::Running => self.run_finished(None, out),
+            // The stream ended its run itself.
+            RunPhase::Finished | RunPhase::Errored => {}
         }
-        self.finished = true;
+        self.stream = Stream::Ended;
     }
 
     /// RUN_ERROR after closing open messages and tool calls (the client
     /// takes nothing after it, so this also ends the stream).
     fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
-        if self.finished {
+        if self.stream == Stream::Ended {
             return;
         }
-        self.run_error(message, code, None, out);
-        self.finished = true;
+        match self.view.phase {
+            // Nothing may follow RUN_ERROR: the first error is the one the client hears.
+            RunPhase::Errored => {}
+            RunPhase::NotStarted => {
+                self.start_run(None, out);
+                self.run_error(message, code, None, out);
+            }
+            RunPhase::Running | RunPhase::Finished => self.run_error(message, code, None, out),
+        }
+        self.stream = Stream::Ended;
     }
 }
 
@@ -2004,7 +1954,7 @@ mod tests {
                 parent_message_id: None,
             }),
         ];
-        for ev in &events {
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
             enc.encode_to(ev, &mut sink);
             plain.encode(ev, &mut out);
         }
