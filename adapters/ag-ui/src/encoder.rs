@@ -544,12 +544,9 @@ impl AgUiEncoder {
 
     fn run_event(&mut self, ev: &Event, out: &mut Vec<u8>) {
         match &ev.kind {
-            EventKind::RunStarted { .. } => {
-                // A second start inside a running run adds nothing the client can take.
-                if !self.running() {
-                    self.start_run(Some(ev), out);
-                }
-            }
+            // Already running only in a run this encoder started for an
+            // opaque event (`ensure_run`): a second start adds nothing.
+            EventKind::RunStarted { .. } if !self.running() => self.start_run(Some(ev), out),
             EventKind::RunFinished { .. } => self.run_finished(Some(ev), out),
             EventKind::RunError { message, code } => {
                 self.run_error(message, code.as_deref(), Some(ev), out)
