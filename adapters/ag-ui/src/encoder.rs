@@ -1,16 +1,26 @@
 //! Core events -> AG-UI SSE (`data: {json}\n\n`, nothing else: the client
 //! splits on a blank line and reads only `data:` lines).
 //!
-//! Every event written goes through a [`ClientView`], the encoder's copy of
-//! what `@ag-ui/client` has open after its chunk expansion and verification.
-//! The stream's shape (run first, starts before deltas, ends only of what is
-//! open, everything closed before the end) is `babelgate_core::shape`'s,
-//! ahead of this encoder; what stays here is AG-UI's own: RUN_STARTED with
-//! the request's thread/run ids, chunk lanes the client closes itself, steps
-//! by name and subagent, subagents, reasoning spans apart from reasoning
-//! messages, one end per run, and a last resort for anything the client would
-//! still refuse (carried in a CUSTOM event). `finish` and `fail` close what
-//! is open themselves (a cut stream never reaches a terminal event).
+//! A mapper from shaped events: every event it is given came out of
+//! `babelgate_core::shape` (live, or replayed from a journal), which already
+//! keeps the run first, starts before content, ends only of what is open,
+//! text and reasoning closed before the run's end and nothing after an
+//! error. Each kind (or family of kinds) has its function below, and none
+//! re-checks those rules. What stays here is AG-UI's own:
+//! - RUN_STARTED with the request's thread/run ids (and a run of its own
+//!   for an opaque event the shape stage lets through run or not);
+//! - chunk lanes, which the client opens and closes itself: a start or an
+//!   end of what a lane holds is the lane's (`ours_to_end`);
+//! - steps by name and subagent, subagents, reasoning spans apart from
+//!   reasoning messages, subagent tags that must agree with their item;
+//! - tool calls, steps and subagents still open at the run's end, which
+//!   the shape stage leaves to the dialect;
+//! - a cut stream's end: `finish` and `fail` start or close what they need
+//!   themselves (a cut stream never reaches a terminal event);
+//! - a last resort for anything the client would still refuse (carried in a
+//!   CUSTOM event), checked by a [`ClientView`], the encoder's copy of what
+//!   `@ag-ui/client` has open after its chunk expansion and verification.
+//!
 //! Core kinds AG-UI has no event for become CUSTOM events named after the
 //! kind (see docs/mapping/ag-ui.md).
 
@@ -23,7 +33,7 @@ use serde_json::{json, Map, Value};
 
 use crate::chunks::{Chunk, ChunkKind};
 use crate::request::messages_to_wire_with;
-use crate::verify::{s, ClientView, Plain, RunPhase};
+use crate::verify::{ClientView, Plain, RunPhase};
 use crate::wire::*;
 
 type Obj = Map<String, Value>;
@@ -31,10 +41,7 @@ type Obj = Map<String, Value>;
 pub struct AgUiEncoder {
     ctx: EncodeContext,
     view: ClientView,
-    thread_id: Option<String>,
-    run_id: Option<String>,
-    runs: u32,
-    finished: bool,
+    stream: Stream,
     /// Core events made from a chunk that was written back verbatim.
     skip: usize,
     /// The assistant message that tool calls from other dialects (which have
@@ -51,15 +58,25 @@ pub struct AgUiEncoder {
     fast: bool,
 }
 
+/// Where the stream this encoder writes stands, beside what the client has
+/// open (`ClientView::phase`, which says whether a run is running).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stream {
+    /// No RUN_STARTED written yet.
+    Fresh,
+    /// The ids of the last run started (its end says them; a later run
+    /// keeps the thread).
+    Started { thread_id: String, run_id: String },
+    /// `finish` or `fail` ended the stream: nothing more is written.
+    Ended,
+}
+
 impl AgUiEncoder {
     pub fn new(ctx: EncodeContext) -> Self {
         AgUiEncoder {
             ctx,
             view: ClientView::default(),
-            thread_id: None,
-            run_id: None,
-            runs: 0,
-            finished: false,
+            stream: Stream::Fresh,
             skip: 0,
             turn_message: None,
             marks: None,
@@ -90,38 +107,6 @@ fn put_extras(o: &mut Obj, ev: &Event) {
             }
         }
     }
-}
-
-/// The start that content `o` needs when what it continues is not open: a
-/// text message (the assistant's), a reasoning message, or a tool call
-/// under the name the shape stage gives a call never announced. Its
-/// `subagentRunId` goes with it.
-fn start_for(o: &Obj) -> Option<Obj> {
-    let (ty, key, extra): (_, _, (&str, Value)) = match s(o, "type") {
-        TEXT_MESSAGE_CONTENT => (
-            TEXT_MESSAGE_START,
-            "messageId",
-            ("role", "assistant".into()),
-        ),
-        REASONING_MESSAGE_CONTENT => (
-            REASONING_MESSAGE_START,
-            "messageId",
-            ("role", "reasoning".into()),
-        ),
-        TOOL_CALL_ARGS => (
-            TOOL_CALL_START,
-            "toolCallId",
-            ("toolCallName", babelgate_core::shape::UNKNOWN_TOOL.into()),
-        ),
-        _ => return None,
-    };
-    let mut start = base(ty, None);
-    start.insert(key.into(), o.get(key)?.clone());
-    start.insert(extra.0.into(), extra.1);
-    if let Some(t) = o.get("subagentRunId") {
-        start.insert("subagentRunId".into(), t.clone());
-    }
-    Some(start)
 }
 
 fn tag(ev: &Event) -> Option<String> {
@@ -156,6 +141,20 @@ fn custom(name: &str, value: Value, ev: &Event) -> Obj {
     let mut o = base(CUSTOM, Some(ev));
     o.insert("name".into(), name.into());
     o.insert("value".into(), value);
+    o
+}
+
+/// An event about one item: `type`, the timestamp, the item's id.
+fn item(ty: &str, key: &str, id: &str, ev: &Event) -> Obj {
+    let mut o = base(ty, Some(ev));
+    o.insert(key.into(), id.into());
+    o
+}
+
+/// Content of one item: [`item`] and its `delta`.
+fn content(ty: &str, key: &str, id: &str, delta: &str, ev: &Event) -> Obj {
+    let mut o = item(ty, key, id, ev);
+    o.insert("delta".into(), delta.into());
     o
 }
 
@@ -220,21 +219,6 @@ impl AgUiEncoder {
             Ok(()) => return self.write(o, out),
             Err(reason) => reason,
         };
-        // Content of what is not open (a same-dialect upstream's, which no
-        // shape stage saw): started first, as the shape stage starts it on
-        // a translated route, so that what was said reaches the message.
-        // Not arguments of a call that ended: complete, as the shape stage
-        // has them (a second call of that id would be made up).
-        let ended_call =
-            s(&o, "type") == TOOL_CALL_ARGS && self.view.tool_seen(s(&o, "toolCallId"));
-        if let Some(start) = start_for(&o).filter(|_| !ended_call) {
-            if self.view.accept(&start).is_ok() {
-                self.write(start, out);
-                if self.view.accept(&o).is_ok() {
-                    return self.write(o, out);
-                }
-            }
-        }
         if o.remove("subagentRunId").is_some() && self.view.accept(&o).is_ok() {
             return self.write(o, out);
         }
@@ -243,6 +227,16 @@ impl AgUiEncoder {
         c.insert("value".into(), json!({"event": o, "reason": reason}));
         if self.view.accept(&c).is_ok() {
             self.write(c, out);
+        }
+    }
+
+    /// The thread and run ids of the last run started.
+    fn ids(&self) -> (Option<String>, Option<String>) {
+        match &self.stream {
+            Stream::Started { thread_id, run_id } => {
+                (Some(thread_id.clone()), Some(run_id.clone()))
+            }
+            Stream::Fresh | Stream::Ended => (None, None),
         }
     }
 
@@ -267,9 +261,10 @@ impl AgUiEncoder {
             ),
             _ => (None, None, None, None),
         };
-        let first = self.runs == 0;
+        let (last_thread, _) = self.ids();
+        let first = self.stream == Stream::Fresh;
         let thread = thread
-            .or_else(|| self.thread_id.clone())
+            .or(last_thread)
             .or_else(|| self.ctx.thread_id.clone())
             .unwrap_or_else(|| self.ctx.ids.next("thread"));
         let run = run
@@ -285,12 +280,23 @@ impl AgUiEncoder {
         if let Some(ev) = ev {
             put_extras(&mut o, ev);
         }
-        self.thread_id = Some(thread);
-        self.run_id = Some(run);
-        self.runs += 1;
+        let mut bare = base(RUN_STARTED, ev);
+        bare.insert("threadId".into(), thread.clone().into());
+        bare.insert("runId".into(), run.clone().into());
+        self.stream = Stream::Started {
+            thread_id: thread,
+            run_id: run,
+        };
         self.emit(o, out);
+        if !self.running() {
+            // An input or extras the client refuses: the run still starts,
+            // for what the shape stage put in it.
+            self.emit(bare, out);
+        }
     }
 
+    /// The run an opaque event (one the shape stage lets through, run or
+    /// not) is written in.
     fn ensure_run(&mut self, out: &mut Vec<u8>) {
         if !self.running() {
             self.start_run(None, out);
@@ -345,16 +351,13 @@ impl AgUiEncoder {
         }
     }
 
+    /// RUN_FINISHED, after what the client wants closed that is still open
+    /// (tool calls, steps and subagents the shape stage leaves open, and
+    /// everything on a cut stream's `finish`).
     fn run_finished(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
-        match self.view.phase {
-            // The client takes one end per run: a second is dropped.
-            RunPhase::Finished | RunPhase::Errored => return,
-            RunPhase::NotStarted => self.ensure_run(out),
-            RunPhase::Running => {}
-        }
         self.close_for_finish(out);
         let mut o = base(RUN_FINISHED, ev);
-        let (mut thread, mut run) = (self.thread_id.clone(), self.run_id.clone());
+        let (mut thread, mut run) = self.ids();
         if let Some(EventKind::RunFinished {
             thread_id,
             run_id,
@@ -425,12 +428,9 @@ impl AgUiEncoder {
         ev: Option<&Event>,
         out: &mut Vec<u8>,
     ) {
-        match self.view.phase {
-            // Nothing may follow RUN_ERROR: the first error is the one the client hears.
-            RunPhase::Errored => return,
-            RunPhase::NotStarted => self.ensure_run(out),
-            RunPhase::Running => self.close_streams(out),
-            RunPhase::Finished => {}
+        if self.running() {
+            // Tool calls the shape stage leaves open; everything on `fail`.
+            self.close_streams(out);
         }
         let mut o = base(RUN_ERROR, ev);
         o.insert("message".into(), message.into());
@@ -479,7 +479,6 @@ impl AgUiEncoder {
             ) => message_id,
             _ => return false,
         };
-        self.ensure_run(out);
         let Ok(chunk) = Chunk::read(kind, o) else {
             return false;
         };
@@ -498,226 +497,263 @@ impl AgUiEncoder {
         if self.fast && self.encode_plain(ev, out) {
             return;
         }
-        let t = tag(ev);
+        use EventKind as K;
         match &ev.kind {
-            EventKind::RunStarted { .. } => {
-                // A second start inside a running run adds nothing the client can take.
-                if !self.running() {
-                    self.start_run(Some(ev), out);
-                }
+            K::RunStarted { .. } | K::RunFinished { .. } | K::RunError { .. } => {
+                self.run_event(ev, out)
             }
+            K::StepStarted { name } => self.step_started(ev, name, out),
+            K::StepFinished { name } => self.step_finished(ev, name, out),
+            K::TextStart { .. } | K::TextDelta { .. } | K::TextEnd { .. } => self.text(ev, out),
+            K::ReasoningPhaseStart { .. }
+            | K::ReasoningPhaseEnd { .. }
+            | K::ReasoningStart { .. }
+            | K::ReasoningDelta { .. }
+            | K::ReasoningEnd { .. } => self.reasoning(ev, out),
+            K::ReasoningEncrypted { .. } => self.reasoning_encrypted(ev, out),
+            K::ToolCallStart { .. } | K::ToolCallArgs { .. } | K::ToolCallEnd { .. } => {
+                self.tool_call(ev, out)
+            }
+            K::ToolCallResult { .. } | K::ToolCallError { .. } | K::ToolCallDenied { .. } => {
+                self.tool_outcome(ev, out)
+            }
+            K::StateSnapshot { .. } | K::StateDelta { .. } | K::MessagesSnapshot { .. } => {
+                self.state(ev, out)
+            }
+            K::ActivitySnapshot { .. } | K::ActivityDelta { .. } => self.activity(ev, out),
+            K::Source { .. }
+            | K::File { .. }
+            | K::Data { .. }
+            | K::Custom { .. }
+            | K::MessageMetadata { .. }
+            | K::CollabStart { .. }
+            | K::CollabContent { .. }
+            | K::CollabEnd { .. } => self.as_custom(ev, out),
+            K::SubagentStarted { .. } => self.subagent_started(ev, out),
+            K::SubagentFinished { .. } | K::SubagentError { .. } => self.subagent_end(ev, out),
+            K::Raw { event, source } => {
+                let mut o = base(RAW, Some(ev));
+                o.insert("event".into(), event.clone());
+                opt(&mut o, "source", source);
+                put_extras(&mut o, ev);
+                self.emit(o, out);
+            }
+            K::Unknown { raw } => self.unknown(ev, raw, out),
+        }
+    }
+
+    fn run_event(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        match &ev.kind {
+            // Already running only in a run this encoder started for an
+            // opaque event (`ensure_run`): a second start adds nothing.
+            EventKind::RunStarted { .. } if !self.running() => self.start_run(Some(ev), out),
             EventKind::RunFinished { .. } => self.run_finished(Some(ev), out),
             EventKind::RunError { message, code } => {
                 self.run_error(message, code.as_deref(), Some(ev), out)
             }
-            EventKind::StepStarted { name } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                let name = name.clone().unwrap_or_else(|| self.ctx.ids.next("step"));
-                if self.view.step_open(&t, &name) {
-                    // The same step again: the client wants the first one finished.
-                    let mut o = base(STEP_FINISHED, None);
-                    o.insert("stepName".into(), name.clone().into());
-                    put_tag(&mut o, &t);
-                    self.emit(o, out);
-                }
-                let mut o = base(STEP_STARTED, Some(ev));
-                o.insert("stepName".into(), name.into());
-                put_extras(&mut o, ev);
-                self.emit(o, out);
-            }
-            EventKind::StepFinished { name } => {
-                if !self.running() {
-                    return;
-                }
-                self.view.close_lane(&t);
-                let name = name
-                    .clone()
-                    .or_else(|| self.view.last_step(&t).map(str::to_string));
-                if let Some(name) = name.filter(|n| self.view.step_open(&t, n)) {
-                    let mut o = base(STEP_FINISHED, Some(ev));
-                    o.insert("stepName".into(), name.into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
-                }
-            }
+            _ => {}
+        }
+    }
+
+    fn step_started(&mut self, ev: &Event, name: &Option<String>, out: &mut Vec<u8>) {
+        let t = tag(ev);
+        self.view.close_lane(&t);
+        let name = name.clone().unwrap_or_else(|| self.ctx.ids.next("step"));
+        if self.view.step_open(&t, &name) {
+            // The same step again: the client wants the first one finished.
+            let mut o = base(STEP_FINISHED, None);
+            o.insert("stepName".into(), name.clone().into());
+            put_tag(&mut o, &t);
+            self.emit(o, out);
+        }
+        let mut o = base(STEP_STARTED, Some(ev));
+        o.insert("stepName".into(), name.into());
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    fn step_finished(&mut self, ev: &Event, name: &Option<String>, out: &mut Vec<u8>) {
+        let t = tag(ev);
+        self.view.close_lane(&t);
+        let name = name
+            .clone()
+            .or_else(|| self.view.last_step(&t).map(str::to_string));
+        if let Some(name) = name.filter(|n| self.view.step_open(&t, n)) {
+            let mut o = base(STEP_FINISHED, Some(ev));
+            o.insert("stepName".into(), name.into());
+            put_extras(&mut o, ev);
+            self.emit(o, out);
+        }
+    }
+
+    /// TEXT_MESSAGE_START, _CONTENT and _END.
+    fn text(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        self.view.close_lane(&tag(ev));
+        let mut o = match &ev.kind {
             EventKind::TextStart {
                 message_id,
                 role,
                 name,
             } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                if self.view.text_open(message_id) {
-                    return;
+                if self.view.lanes.holds(ChunkKind::Text, message_id) {
+                    return; // opened by a lane, which goes on
                 }
-                let mut o = base(TEXT_MESSAGE_START, Some(ev));
-                o.insert("messageId".into(), message_id.clone().into());
-                let no_role = note(ev, NOTE_NO_ROLE) == Some(&Value::Bool(true));
-                if !no_role {
+                let mut o = item(TEXT_MESSAGE_START, "messageId", message_id, ev);
+                if note(ev, NOTE_NO_ROLE) != Some(&Value::Bool(true)) {
                     o.insert("role".into(), text_role(*role).into());
                 }
                 opt(&mut o, "name", name);
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+                o
             }
             EventKind::TextDelta { message_id, delta } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                let mut o = base(TEXT_MESSAGE_CONTENT, Some(ev));
-                o.insert("messageId".into(), message_id.clone().into());
-                o.insert("delta".into(), delta.clone().into());
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+                content(TEXT_MESSAGE_CONTENT, "messageId", message_id, delta, ev)
             }
             EventKind::TextEnd { message_id } => {
-                if !self.running() {
-                    return;
-                }
-                self.view.close_lane(&t);
                 // Still held by a lane (another producer's): the client ends
                 // it when that lane closes, and refuses a second end then.
-                if self.view.text_open(message_id)
-                    && !self.view.lanes.holds(ChunkKind::Text, message_id)
-                {
-                    let mut o = base(TEXT_MESSAGE_END, Some(ev));
-                    o.insert("messageId".into(), message_id.clone().into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
-                }
-            }
-            EventKind::ReasoningPhaseStart { message_id } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                if !self.view.span_open(message_id) {
-                    let mut o = base(REASONING_START, Some(ev));
-                    o.insert("messageId".into(), message_id.clone().into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
-                }
-            }
-            EventKind::ReasoningPhaseEnd { message_id } => {
-                if !self.running() {
+                if !self.ours_to_end(ChunkKind::Text, message_id) {
                     return;
                 }
-                self.view.close_lane(&t);
+                item(TEXT_MESSAGE_END, "messageId", message_id, ev)
+            }
+            _ => return,
+        };
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    /// REASONING_START and _END (a span), REASONING_MESSAGE_START, _CONTENT
+    /// and _END (a reasoning message).
+    fn reasoning(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        use EventKind as K;
+        self.view.close_lane(&tag(ev));
+        let mut o = match &ev.kind {
+            K::ReasoningPhaseStart { message_id } => {
                 if self.view.span_open(message_id) {
-                    let mut o = base(REASONING_END, Some(ev));
-                    o.insert("messageId".into(), message_id.clone().into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
-                }
-            }
-            EventKind::ReasoningStart { message_id } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                if !self.view.reasoning_open(message_id) {
-                    let mut o = base(REASONING_MESSAGE_START, Some(ev));
-                    o.insert("messageId".into(), message_id.clone().into());
-                    o.insert("role".into(), "reasoning".into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
-                }
-            }
-            EventKind::ReasoningDelta { message_id, delta } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                let mut o = base(REASONING_MESSAGE_CONTENT, Some(ev));
-                o.insert("messageId".into(), message_id.clone().into());
-                o.insert("delta".into(), delta.clone().into());
-                put_extras(&mut o, ev);
-                self.emit(o, out);
-            }
-            EventKind::ReasoningEnd { message_id } => {
-                if !self.running() {
                     return;
                 }
-                self.view.close_lane(&t);
-                // As for text: a lane's item is the lane's to end.
-                if self.view.reasoning_open(message_id)
-                    && !self.view.lanes.holds(ChunkKind::Reasoning, message_id)
-                {
-                    let mut o = base(REASONING_MESSAGE_END, Some(ev));
-                    o.insert("messageId".into(), message_id.clone().into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
+                item(REASONING_START, "messageId", message_id, ev)
+            }
+            K::ReasoningPhaseEnd { message_id } => {
+                if !self.view.span_open(message_id) {
+                    return;
                 }
+                item(REASONING_END, "messageId", message_id, ev)
             }
-            EventKind::ReasoningEncrypted {
-                subtype,
-                entity_id,
-                value,
-            } => {
-                self.ensure_run(out);
-                let mut o = base(REASONING_ENCRYPTED_VALUE, Some(ev));
-                let subtype = if subtype == "tool-call" {
-                    "tool-call"
-                } else {
-                    "message"
-                };
-                o.insert("subtype".into(), subtype.into());
-                o.insert("entityId".into(), entity_id.clone().into());
-                o.insert("encryptedValue".into(), value.clone().into());
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+            K::ReasoningStart { message_id } => {
+                if self.view.lanes.holds(ChunkKind::Reasoning, message_id) {
+                    return; // as for text
+                }
+                let mut o = item(REASONING_MESSAGE_START, "messageId", message_id, ev);
+                o.insert("role".into(), "reasoning".into());
+                o
             }
+            K::ReasoningDelta { message_id, delta } => content(
+                REASONING_MESSAGE_CONTENT,
+                "messageId",
+                message_id,
+                delta,
+                ev,
+            ),
+            K::ReasoningEnd { message_id } => {
+                // As for text: a lane's item is the lane's to end.
+                if !self.ours_to_end(ChunkKind::Reasoning, message_id) {
+                    return;
+                }
+                item(REASONING_MESSAGE_END, "messageId", message_id, ev)
+            }
+            _ => return,
+        };
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    fn reasoning_encrypted(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let EventKind::ReasoningEncrypted {
+            subtype,
+            entity_id,
+            value,
+        } = &ev.kind
+        else {
+            return;
+        };
+        let mut o = base(REASONING_ENCRYPTED_VALUE, Some(ev));
+        let subtype = if subtype == "tool-call" {
+            "tool-call"
+        } else {
+            "message"
+        };
+        o.insert("subtype".into(), subtype.into());
+        o.insert("entityId".into(), entity_id.clone().into());
+        o.insert("encryptedValue".into(), value.clone().into());
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    /// TOOL_CALL_START, _ARGS and _END.
+    fn tool_call(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        self.view.close_lane(&tag(ev));
+        let mut o = match &ev.kind {
             EventKind::ToolCallStart {
                 tool_call_id,
                 tool_name,
                 parent_message_id,
             } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                if self.view.tool_open(tool_call_id) {
-                    return;
+                if self.view.lanes.holds(ChunkKind::Tool, tool_call_id) {
+                    return; // as for text
                 }
-                let parent_message_id = if parent_message_id.is_none()
-                    && ev.origin.is_some_and(|d| d != Dialect::AgUi)
-                {
-                    let ids = &mut self.ctx.ids;
-                    Some(
-                        self.turn_message
-                            .get_or_insert_with(|| ids.next("msg"))
-                            .clone(),
-                    )
-                } else {
-                    parent_message_id.clone()
-                };
-                let parent_message_id = &parent_message_id;
-                let mut o = base(TOOL_CALL_START, Some(ev));
-                o.insert("toolCallId".into(), tool_call_id.clone().into());
+                let parent = self.parent_message(ev, parent_message_id);
+                let mut o = item(TOOL_CALL_START, "toolCallId", tool_call_id, ev);
                 o.insert("toolCallName".into(), tool_name.clone().into());
-                opt(&mut o, "parentMessageId", parent_message_id);
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+                opt(&mut o, "parentMessageId", &parent);
+                o
             }
             EventKind::ToolCallArgs {
                 tool_call_id,
                 delta,
-            } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                let mut o = base(TOOL_CALL_ARGS, Some(ev));
-                o.insert("toolCallId".into(), tool_call_id.clone().into());
-                o.insert("delta".into(), delta.clone().into());
-                put_extras(&mut o, ev);
-                self.emit(o, out);
-            }
+            } => content(TOOL_CALL_ARGS, "toolCallId", tool_call_id, delta, ev),
             EventKind::ToolCallEnd { tool_call_id } => {
-                if !self.running() {
+                // As for text: a lane's item is the lane's to end.
+                if !self.ours_to_end(ChunkKind::Tool, tool_call_id) {
                     return;
                 }
-                self.view.close_lane(&t);
-                // As for text: a lane's item is the lane's to end.
-                if self.view.tool_open(tool_call_id)
-                    && !self.view.lanes.holds(ChunkKind::Tool, tool_call_id)
-                {
-                    let mut o = base(TOOL_CALL_END, Some(ev));
-                    o.insert("toolCallId".into(), tool_call_id.clone().into());
-                    put_extras(&mut o, ev);
-                    self.emit(o, out);
-                }
+                item(TOOL_CALL_END, "toolCallId", tool_call_id, ev)
             }
+            _ => return,
+        };
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    /// The message a call belongs to: its own, or for another dialect's call
+    /// (which has none) the turn's, minted by the first.
+    fn parent_message(&mut self, ev: &Event, parent: &Option<String>) -> Option<String> {
+        if parent.is_none() && ev.origin.is_some_and(|d| d != Dialect::AgUi) {
+            let ids = &mut self.ctx.ids;
+            Some(
+                self.turn_message
+                    .get_or_insert_with(|| ids.next("msg"))
+                    .clone(),
+            )
+        } else {
+            parent.clone()
+        }
+    }
+
+    /// Whether an end of `id` is the encoder's to write: the client has it
+    /// open, and no chunk lane holds it (the lane ends it itself).
+    fn ours_to_end(&self, kind: ChunkKind, id: &str) -> bool {
+        let open = match kind {
+            ChunkKind::Text => self.view.text_open(id),
+            ChunkKind::Reasoning => self.view.reasoning_open(id),
+            ChunkKind::Tool => self.view.tool_open(id),
+        };
+        open && !self.view.lanes.holds(kind, id)
+    }
+
+    /// TOOL_CALL_RESULT, for a result, an error or a denial.
+    fn tool_outcome(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        match &ev.kind {
             EventKind::ToolCallResult {
                 tool_call_id,
                 message_id,
@@ -740,51 +776,38 @@ impl AgUiEncoder {
                 if *input_invalid {
                     meta.insert("inputInvalid".into(), true.into());
                 }
-                let meta = Value::Object(meta);
-                self.tool_result(
-                    ev,
-                    tool_call_id,
-                    None,
-                    error.clone().into(),
-                    Some(meta),
-                    out,
-                );
+                let (content, meta) = (error.clone().into(), Some(Value::Object(meta)));
+                self.tool_result(ev, tool_call_id, None, content, meta, out);
             }
             EventKind::ToolCallDenied { tool_call_id } => {
                 let content = "Tool execution denied.".into();
-                self.tool_result(
-                    ev,
-                    tool_call_id,
-                    None,
-                    content,
-                    Some(json!({"denied": true})),
-                    out,
-                );
+                let meta = Some(json!({"denied": true}));
+                self.tool_result(ev, tool_call_id, None, content, meta, out);
             }
+            _ => {}
+        }
+    }
+
+    /// STATE_SNAPSHOT, STATE_DELTA (a CUSTOM event when not a patch the
+    /// client can apply: still delivered, as data) and MESSAGES_SNAPSHOT.
+    fn state(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let mut o = match &ev.kind {
             EventKind::StateSnapshot { snapshot } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
+                self.view.close_lane(&tag(ev));
                 let mut o = base(STATE_SNAPSHOT, Some(ev));
                 o.insert("snapshot".into(), snapshot.clone());
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+                o
             }
             EventKind::StateDelta { patch } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
-                let o = if json_patch(patch) {
-                    let mut o = base(STATE_DELTA, Some(ev));
-                    o.insert("delta".into(), patch.clone());
-                    put_extras(&mut o, ev);
-                    o
-                } else {
-                    // Not a patch the client can apply: still delivered, as data.
-                    custom("state_delta", patch.clone(), ev)
-                };
-                self.emit(o, out);
+                self.view.close_lane(&tag(ev));
+                if !json_patch(patch) {
+                    return self.emit(custom("state_delta", patch.clone(), ev), out);
+                }
+                let mut o = base(STATE_DELTA, Some(ev));
+                o.insert("delta".into(), patch.clone());
+                o
             }
             EventKind::MessagesSnapshot { messages } => {
-                self.ensure_run(out);
                 self.view.close_all_lanes();
                 let own_only = ev.origin != Some(Dialect::AgUi);
                 let mut o = base(MESSAGES_SNAPSHOT, Some(ev));
@@ -793,16 +816,24 @@ impl AgUiEncoder {
                     .flat_map(|m| messages_to_wire_with(m, own_only))
                     .collect();
                 o.insert("messages".into(), Value::Array(list));
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+                o
             }
+            _ => return,
+        };
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    /// ACTIVITY_SNAPSHOT and ACTIVITY_DELTA (a CUSTOM event when not a
+    /// patch the client can apply).
+    fn activity(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let mut o = match &ev.kind {
             EventKind::ActivitySnapshot {
                 message_id,
                 activity_type,
                 content,
                 replace,
             } => {
-                self.ensure_run(out);
                 let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
                 o.insert("messageId".into(), message_id.clone().into());
                 o.insert("activityType".into(), activity_type.clone().into());
@@ -810,32 +841,34 @@ impl AgUiEncoder {
                 if let Some(r) = replace {
                     o.insert("replace".into(), (*r).into());
                 }
-                put_extras(&mut o, ev);
-                self.emit(o, out);
+                o
             }
             EventKind::ActivityDelta {
                 message_id,
                 activity_type,
                 patch,
             } => {
-                self.ensure_run(out);
-                let o = if json_patch(patch) {
-                    let mut o = base(ACTIVITY_DELTA, Some(ev));
-                    o.insert("messageId".into(), message_id.clone().into());
-                    o.insert("activityType".into(), activity_type.clone().into());
-                    o.insert("patch".into(), patch.clone());
-                    put_extras(&mut o, ev);
-                    o
-                } else {
+                if !json_patch(patch) {
                     self.view.close_lane(&None);
-                    custom(
-                        "activity_delta",
-                        json!({"messageId": message_id, "activityType": activity_type, "patch": patch}),
-                        ev,
-                    )
-                };
-                self.emit(o, out);
+                    let v = json!({"messageId": message_id, "activityType": activity_type, "patch": patch});
+                    return self.emit(custom("activity_delta", v, ev), out);
+                }
+                let mut o = base(ACTIVITY_DELTA, Some(ev));
+                o.insert("messageId".into(), message_id.clone().into());
+                o.insert("activityType".into(), activity_type.clone().into());
+                o.insert("patch".into(), patch.clone());
+                o
             }
+            _ => return,
+        };
+        put_extras(&mut o, ev);
+        self.emit(o, out);
+    }
+
+    /// Core kinds AG-UI has no event for: CUSTOM events named after the kind
+    /// (a lasting data part is an activity message instead).
+    fn as_custom(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let (name, value) = match &ev.kind {
             EventKind::Source {
                 source_kind,
                 source_id,
@@ -851,15 +884,10 @@ impl AgUiEncoder {
                 opt(&mut v, "title", title);
                 opt(&mut v, "mediaType", media_type);
                 opt(&mut v, "filename", filename);
-                self.custom_event("source", Value::Object(v), ev, out);
+                ("source".to_string(), Value::Object(v))
             }
             EventKind::File { url, media_type } => {
-                self.custom_event(
-                    "file",
-                    json!({"url": url, "mediaType": media_type}),
-                    ev,
-                    out,
-                );
+                ("file".into(), json!({"url": url, "mediaType": media_type}))
             }
             EventKind::Data {
                 name,
@@ -868,30 +896,19 @@ impl AgUiEncoder {
                 transient,
                 ..
             } => {
-                if *transient {
-                    self.custom_event(&format!("data-{name}"), data.clone(), ev, out);
-                } else {
-                    // Structured content that stays in the conversation: an
-                    // activity message the UI renders by its type (same id,
-                    // same message: later parts replace earlier ones).
-                    self.ensure_run(out);
-                    let id = id.clone().unwrap_or_else(|| self.ctx.ids.next("data"));
-                    let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
-                    o.insert("messageId".into(), id.into());
-                    o.insert("activityType".into(), name.clone().into());
-                    o.insert("content".into(), object_or_wrapped(data));
-                    self.emit(o, out);
+                if !*transient {
+                    return self.data_activity(ev, name, id, data, out);
                 }
+                (format!("data-{name}"), data.clone())
             }
             EventKind::Custom { name, value } => {
-                self.ensure_run(out);
-                self.view.close_lane(&t);
+                self.view.close_lane(&tag(ev));
                 let mut o = custom(name, value.clone(), ev);
                 put_extras(&mut o, ev);
-                self.emit(o, out);
+                return self.emit(o, out);
             }
             EventKind::MessageMetadata { metadata } => {
-                self.custom_event("message_metadata", metadata.clone(), ev, out);
+                ("message_metadata".into(), metadata.clone())
             }
             EventKind::CollabStart {
                 message_id,
@@ -902,49 +919,79 @@ impl AgUiEncoder {
                 v.insert("messageId".into(), message_id.clone().into());
                 opt(&mut v, "from", from);
                 opt(&mut v, "to", to);
-                self.custom_event("collab_start", Value::Object(v), ev, out);
+                ("collab_start".into(), Value::Object(v))
             }
-            EventKind::CollabContent { message_id, delta } => {
-                let v = json!({"messageId": message_id, "delta": delta});
-                self.custom_event("collab_content", v, ev, out);
-            }
+            EventKind::CollabContent { message_id, delta } => (
+                "collab_content".into(),
+                json!({"messageId": message_id, "delta": delta}),
+            ),
             EventKind::CollabEnd { message_id } => {
-                self.custom_event("collab_end", json!({"messageId": message_id}), ev, out);
+                ("collab_end".into(), json!({"messageId": message_id}))
             }
-            EventKind::SubagentStarted {
-                subagent_run_id,
-                name,
-                description,
-            } => {
-                self.ensure_run(out);
-                let mut o = base(SUBAGENT_STARTED, Some(ev));
-                o.insert("subagentRunId".into(), subagent_run_id.clone().into());
-                o.insert("name".into(), name.clone().into());
-                opt(&mut o, "description", description);
-                put_extras(&mut o, ev);
-                let parent_unknown = o
-                    .get("parentSubagentRunId")
-                    .and_then(Value::as_str)
-                    .is_some_and(|p| !self.view.subagent_known(p));
-                if parent_unknown {
-                    o.remove("parentSubagentRunId");
-                }
-                if self.view.subagent_known(subagent_run_id) {
-                    // An id the client already saw in this run cannot start again.
-                    o.remove("type");
-                    o.remove("timestamp");
-                    self.custom_event("subagent_started", Value::Object(o), ev, out);
-                } else {
-                    self.emit(o, out);
-                }
-            }
+            _ => return,
+        };
+        self.custom_event(&name, value, ev, out);
+    }
+
+    /// Structured content that stays in the conversation: an activity
+    /// message the UI renders by its type (same id, same message: later
+    /// parts replace earlier ones).
+    fn data_activity(
+        &mut self,
+        ev: &Event,
+        name: &str,
+        id: &Option<String>,
+        data: &Value,
+        out: &mut Vec<u8>,
+    ) {
+        let id = id.clone().unwrap_or_else(|| self.ctx.ids.next("data"));
+        let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
+        o.insert("messageId".into(), id.into());
+        o.insert("activityType".into(), name.into());
+        o.insert("content".into(), object_or_wrapped(data));
+        self.emit(o, out);
+    }
+
+    fn subagent_started(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let EventKind::SubagentStarted {
+            subagent_run_id,
+            name,
+            description,
+        } = &ev.kind
+        else {
+            return;
+        };
+        let mut o = base(SUBAGENT_STARTED, Some(ev));
+        o.insert("subagentRunId".into(), subagent_run_id.clone().into());
+        o.insert("name".into(), name.clone().into());
+        opt(&mut o, "description", description);
+        put_extras(&mut o, ev);
+        let parent_unknown = o
+            .get("parentSubagentRunId")
+            .and_then(Value::as_str)
+            .is_some_and(|p| !self.view.subagent_known(p));
+        if parent_unknown {
+            o.remove("parentSubagentRunId");
+        }
+        if self.view.subagent_known(subagent_run_id) {
+            // An id the client already saw in this run cannot start again.
+            o.remove("type");
+            o.remove("timestamp");
+            self.custom_event("subagent_started", Value::Object(o), ev, out);
+        } else {
+            self.emit(o, out);
+        }
+    }
+
+    /// SUBAGENT_FINISHED and SUBAGENT_ERROR; a CUSTOM event for a subagent
+    /// the client does not have active.
+    fn subagent_end(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let (id, mut o, fallback) = match &ev.kind {
             EventKind::SubagentFinished {
                 subagent_run_id,
                 result,
                 outcome,
             } => {
-                self.ensure_run(out);
-                self.view.close_lane(&Some(subagent_run_id.clone()));
                 let mut o = base(SUBAGENT_FINISHED, Some(ev));
                 o.insert("subagentRunId".into(), subagent_run_id.clone().into());
                 if let Some(r) = result.as_ref().filter(|r| !r.is_null()) {
@@ -953,73 +1000,23 @@ impl AgUiEncoder {
                 if let Some(oc) = outcome.as_ref().filter(|oc| subagent_outcome(oc)) {
                     o.insert("outcome".into(), oc.clone());
                 }
-                put_extras(&mut o, ev);
-                self.subagent_end(subagent_run_id, o, "subagent_finished", ev, out);
+                (subagent_run_id, o, "subagent_finished")
             }
             EventKind::SubagentError {
                 subagent_run_id,
                 message,
                 code,
             } => {
-                self.ensure_run(out);
-                self.view.close_lane(&Some(subagent_run_id.clone()));
                 let mut o = base(SUBAGENT_ERROR, Some(ev));
                 o.insert("subagentRunId".into(), subagent_run_id.clone().into());
                 o.insert("message".into(), message.clone().into());
                 opt(&mut o, "code", code);
-                put_extras(&mut o, ev);
-                self.subagent_end(subagent_run_id, o, "subagent_error", ev, out);
+                (subagent_run_id, o, "subagent_error")
             }
-            EventKind::Raw { event, source } => {
-                self.ensure_run(out);
-                let mut o = base(RAW, Some(ev));
-                o.insert("event".into(), event.clone());
-                opt(&mut o, "source", source);
-                put_extras(&mut o, ev);
-                self.emit(o, out);
-            }
-            EventKind::Unknown { raw } => match (ev.origin, raw) {
-                // Our own dialect's event of a type AG-UI does not define,
-                // written back as it came (the client drops types it does not
-                // know, with a warning). One of a defined type came without
-                // that type's fields (another dialect's envelope can say
-                // anything): written as it came, it would break the client's
-                // schema, so it goes out as RAW like any foreign event.
-                (Some(Dialect::AgUi), Value::Object(o))
-                    if o.get("type")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| !is_known_type(t)) =>
-                {
-                    self.emit(o.clone(), out);
-                }
-                _ => {
-                    self.ensure_run(out);
-                    let mut o = base(RAW, Some(ev));
-                    o.insert("event".into(), raw.clone());
-                    if let Some(d) = ev.origin {
-                        o.insert("source".into(), d.as_str().into());
-                    }
-                    self.emit(o, out);
-                }
-            },
-        }
-    }
-
-    fn custom_event(&mut self, name: &str, value: Value, ev: &Event, out: &mut Vec<u8>) {
-        self.ensure_run(out);
-        self.view.close_lane(&None);
-        let o = custom(name, value, ev);
-        self.emit(o, out);
-    }
-
-    fn subagent_end(
-        &mut self,
-        id: &str,
-        mut o: Obj,
-        fallback: &str,
-        ev: &Event,
-        out: &mut Vec<u8>,
-    ) {
+            _ => return,
+        };
+        self.view.close_lane(&Some(id.clone()));
+        put_extras(&mut o, ev);
         if self.view.subagent_active(id) {
             self.emit(o, out);
         } else {
@@ -1027,6 +1024,39 @@ impl AgUiEncoder {
             o.remove("timestamp");
             self.custom_event(fallback, Value::Object(o), ev, out);
         }
+    }
+
+    /// Our own dialect's event of a type AG-UI does not define, written
+    /// back as it came (the client drops types it does not know, with a
+    /// warning). One of a defined type came without that type's fields
+    /// (another dialect's envelope can say anything): written as it came, it
+    /// would break the client's schema, so it goes out as RAW like any
+    /// foreign event.
+    fn unknown(&mut self, ev: &Event, raw: &Value, out: &mut Vec<u8>) {
+        match (ev.origin, raw) {
+            (Some(Dialect::AgUi), Value::Object(o))
+                if o.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| !is_known_type(t)) =>
+            {
+                self.emit(o.clone(), out);
+            }
+            _ => {
+                self.ensure_run(out);
+                let mut o = base(RAW, Some(ev));
+                o.insert("event".into(), raw.clone());
+                if let Some(d) = ev.origin {
+                    o.insert("source".into(), d.as_str().into());
+                }
+                self.emit(o, out);
+            }
+        }
+    }
+
+    fn custom_event(&mut self, name: &str, value: Value, ev: &Event, out: &mut Vec<u8>) {
+        self.view.close_lane(&None);
+        let o = custom(name, value, ev);
+        self.emit(o, out);
     }
 
     fn tool_result(
@@ -1038,16 +1068,7 @@ impl AgUiEncoder {
         metadata: Option<Value>,
         out: &mut Vec<u8>,
     ) {
-        let t = tag(ev);
-        self.ensure_run(out);
-        self.view.close_lane(&t);
-        if self.view.tool_open(tool_call_id) {
-            // A result means the arguments are complete.
-            let mut o = base(TOOL_CALL_END, None);
-            o.insert("toolCallId".into(), tool_call_id.into());
-            put_tag(&mut o, &t);
-            self.emit(o, out);
-        }
+        self.view.close_lane(&tag(ev));
         let message_id = message_id.unwrap_or_else(|| self.ctx.ids.next("msg"));
         let mut o = base(TOOL_CALL_RESULT, Some(ev));
         o.insert("messageId".into(), message_id.into());
@@ -1082,10 +1103,22 @@ fn open_event(out: &mut Vec<u8>, ty: &str, timestamp: Option<i64>) {
 
 /// `,"key":"value"` (`key` is the encoder's own and needs no escaping).
 fn str_field(out: &mut Vec<u8>, key: &str, value: &str) {
+    str_key(out, key);
+    babelgate_core::json::write_str(out, value);
+}
+
+/// [`item`] in place (left open for more fields); always `true`.
+fn plain_item(out: &mut Vec<u8>, ty: &str, ts: Option<i64>, key: &str, id: &str) -> bool {
+    open_event(out, ty, ts);
+    str_field(out, key, id);
+    true
+}
+
+/// `,"key":` (`key` is the encoder's own and needs no escaping).
+fn str_key(out: &mut Vec<u8>, key: &str) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(b"\":");
-    babelgate_core::json::write_str(out, value);
 }
 
 fn close_event(out: &mut Vec<u8>) {
@@ -1100,178 +1133,193 @@ impl AgUiEncoder {
     /// nothing the client would refuse; `false` (nothing written, nothing
     /// changed) sends the event the general way.
     fn encode_plain(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        use EventKind as K;
         if self.ctx.binary || ev.extra_from(Dialect::AgUi).is_some() {
             return false;
         }
         let start = out.len();
-        match &ev.kind {
-            EventKind::TextDelta { message_id, delta } => {
-                if !self.view.accept_plain(Plain::TextContent(message_id)) {
-                    return false;
-                }
-                open_event(out, TEXT_MESSAGE_CONTENT, ev.timestamp);
-                str_field(out, "messageId", message_id);
-                str_field(out, "delta", delta);
+        let written = match &ev.kind {
+            K::ToolCallStart { .. } => self.plain_tool_start(ev, out),
+            K::ToolCallResult { .. } => return self.plain_tool_result(ev, out),
+            K::StateDelta { .. } | K::StateSnapshot { .. } => self.plain_state(ev, out),
+            _ => self.plain_item_event(ev, out),
+        };
+        if written {
+            close_event(out);
+            self.mark(start..out.len());
+        }
+        written
+    }
+
+    /// A start, content or end of a text message, reasoning message or
+    /// tool call's arguments in place (left open).
+    fn plain_item_event(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        use EventKind as K;
+        use Plain as P;
+        let (plain, ty, key, id, delta) = match &ev.kind {
+            K::TextStart { message_id: id, .. } => {
+                (P::TextStart(id), TEXT_MESSAGE_START, "messageId", id, None)
             }
-            EventKind::ToolCallArgs {
-                tool_call_id,
+            K::TextDelta {
+                message_id: id,
                 delta,
             } => {
-                if !self.view.accept_plain(Plain::ToolArgs(tool_call_id)) {
-                    return false;
-                }
-                open_event(out, TOOL_CALL_ARGS, ev.timestamp);
-                str_field(out, "toolCallId", tool_call_id);
-                str_field(out, "delta", delta);
+                let p = P::TextContent(id);
+                (p, TEXT_MESSAGE_CONTENT, "messageId", id, Some(delta))
             }
-            EventKind::ReasoningDelta { message_id, delta } => {
-                if !self.view.accept_plain(Plain::ReasoningContent(message_id)) {
-                    return false;
-                }
-                open_event(out, REASONING_MESSAGE_CONTENT, ev.timestamp);
-                str_field(out, "messageId", message_id);
-                str_field(out, "delta", delta);
+            K::TextEnd { message_id: id } => {
+                (P::TextEnd(id), TEXT_MESSAGE_END, "messageId", id, None)
             }
-            EventKind::TextStart {
-                message_id,
-                role,
-                name,
+            K::ReasoningStart { message_id: id } => {
+                let p = P::ReasoningStart(id);
+                (p, REASONING_MESSAGE_START, "messageId", id, None)
+            }
+            K::ReasoningDelta {
+                message_id: id,
+                delta,
             } => {
-                if !self.view.accept_plain(Plain::TextStart(message_id)) {
-                    return false;
-                }
-                open_event(out, TEXT_MESSAGE_START, ev.timestamp);
-                str_field(out, "messageId", message_id);
+                let p = P::ReasoningContent(id);
+                (p, REASONING_MESSAGE_CONTENT, "messageId", id, Some(delta))
+            }
+            K::ReasoningEnd { message_id: id } => (
+                P::ReasoningEnd(id),
+                REASONING_MESSAGE_END,
+                "messageId",
+                id,
+                None,
+            ),
+            K::ToolCallArgs {
+                tool_call_id: id,
+                delta,
+            } => (
+                P::ToolArgs(id),
+                TOOL_CALL_ARGS,
+                "toolCallId",
+                id,
+                Some(delta),
+            ),
+            K::ToolCallEnd { tool_call_id: id } => {
+                (P::ToolEnd(id), TOOL_CALL_END, "toolCallId", id, None)
+            }
+            _ => return false,
+        };
+        if !self.view.accept_plain(plain) {
+            return false;
+        }
+        plain_item(out, ty, ev.timestamp, key, id);
+        match (&ev.kind, delta) {
+            (_, Some(delta)) => str_field(out, "delta", delta),
+            (K::TextStart { role, name, .. }, _) => {
                 str_field(out, "role", text_role(*role));
                 if let Some(name) = name {
                     str_field(out, "name", name);
                 }
             }
-            EventKind::TextEnd { message_id } => {
-                if !self.view.accept_plain(Plain::TextEnd(message_id)) {
-                    return false;
-                }
-                open_event(out, TEXT_MESSAGE_END, ev.timestamp);
-                str_field(out, "messageId", message_id);
-            }
-            EventKind::ReasoningStart { message_id } => {
-                if !self.view.accept_plain(Plain::ReasoningStart(message_id)) {
-                    return false;
-                }
-                open_event(out, REASONING_MESSAGE_START, ev.timestamp);
-                str_field(out, "messageId", message_id);
-                str_field(out, "role", "reasoning");
-            }
-            EventKind::ReasoningEnd { message_id } => {
-                if !self.view.accept_plain(Plain::ReasoningEnd(message_id)) {
-                    return false;
-                }
-                open_event(out, REASONING_MESSAGE_END, ev.timestamp);
-                str_field(out, "messageId", message_id);
-            }
-            EventKind::ToolCallStart {
-                tool_call_id,
-                tool_name,
-                parent_message_id,
-            } => {
-                // Another dialect's call belongs to the turn's message; the
-                // first one mints it, which the general path does.
-                let parent = if parent_message_id.is_none()
-                    && ev.origin.is_some_and(|d| d != Dialect::AgUi)
-                {
-                    match &self.turn_message {
-                        Some(m) => Some(m.as_str()),
-                        None => return false,
-                    }
-                } else {
-                    parent_message_id.as_deref()
-                };
-                let plain = Plain::ToolStart {
-                    id: tool_call_id,
-                    parent,
-                };
-                if !self.view.accept_plain(plain) {
-                    return false;
-                }
-                open_event(out, TOOL_CALL_START, ev.timestamp);
-                str_field(out, "toolCallId", tool_call_id);
-                str_field(out, "toolCallName", tool_name);
-                if let Some(p) = parent {
-                    str_field(out, "parentMessageId", p);
-                }
-            }
-            EventKind::ToolCallEnd { tool_call_id } => {
-                if !self.view.accept_plain(Plain::ToolEnd(tool_call_id)) {
-                    return false;
-                }
-                open_event(out, TOOL_CALL_END, ev.timestamp);
-                str_field(out, "toolCallId", tool_call_id);
-            }
-            EventKind::ToolCallResult {
-                tool_call_id,
-                message_id,
-                content,
-            } => {
-                // Checked first, so that a refusal leaves nothing changed.
-                if !self.running() || !self.view.lanes.is_empty() {
-                    return false;
-                }
-                if self.view.accept_plain(Plain::ToolEnd(tool_call_id)) {
-                    // A result means the arguments are complete.
-                    open_event(out, TOOL_CALL_END, None);
-                    str_field(out, "toolCallId", tool_call_id);
-                    close_event(out);
-                    self.mark(start..out.len());
-                }
-                let minted;
-                let message_id = match message_id {
-                    Some(m) => m.as_str(),
-                    None => {
-                        minted = self.ctx.ids.next("msg");
-                        minted.as_str()
-                    }
-                };
-                let at = out.len();
-                self.view.accept_plain(Plain::ToolResult { message_id });
-                open_event(out, TOOL_CALL_RESULT, ev.timestamp);
-                str_field(out, "messageId", message_id);
-                str_field(out, "toolCallId", tool_call_id);
-                out.extend_from_slice(b",\"content\":");
-                match content {
-                    Value::String(s) => babelgate_core::json::write_str(out, s),
-                    c if tool_content(c) => {
-                        let _ = serde_json::to_writer(&mut *out, c);
-                    }
-                    c => babelgate_core::json::write_str(out, &c.to_string()),
-                }
-                if ev.origin != Some(Dialect::AgUi) {
-                    str_field(out, "role", "tool");
-                }
-                close_event(out);
-                self.mark(at..out.len());
-                return true;
-            }
-            EventKind::StateDelta { patch } => {
-                if !json_patch(patch) || !self.view.accept_plain(Plain::State) {
-                    return false;
-                }
-                open_event(out, STATE_DELTA, ev.timestamp);
-                out.extend_from_slice(b",\"delta\":");
-                // Writing a `Value` into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut *out, patch);
-            }
-            EventKind::StateSnapshot { snapshot } => {
-                if !self.view.accept_plain(Plain::State) {
-                    return false;
-                }
-                open_event(out, STATE_SNAPSHOT, ev.timestamp);
-                out.extend_from_slice(b",\"snapshot\":");
-                let _ = serde_json::to_writer(&mut *out, snapshot);
-            }
+            (K::ReasoningStart { .. }, _) => str_field(out, "role", "reasoning"),
+            _ => {}
+        }
+        true
+    }
+
+    /// STATE_DELTA (a patch the client can apply) and STATE_SNAPSHOT in
+    /// place (left open).
+    fn plain_state(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        let (ty, key, value) = match &ev.kind {
+            EventKind::StateDelta { patch } if json_patch(patch) => (STATE_DELTA, "delta", patch),
+            EventKind::StateSnapshot { snapshot } => (STATE_SNAPSHOT, "snapshot", snapshot),
             _ => return false,
+        };
+        if !self.view.accept_plain(Plain::State) {
+            return false;
+        }
+        open_event(out, ty, ev.timestamp);
+        str_key(out, key);
+        // Writing a `Value` into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, value);
+        true
+    }
+
+    /// TOOL_CALL_START in place. Another dialect's call belongs to the
+    /// turn's message; the first one mints it, which the general path does.
+    fn plain_tool_start(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        let EventKind::ToolCallStart {
+            tool_call_id,
+            tool_name,
+            parent_message_id,
+        } = &ev.kind
+        else {
+            return false;
+        };
+        let parent = if parent_message_id.is_none() && ev.origin.is_some_and(|d| d != Dialect::AgUi)
+        {
+            match &self.turn_message {
+                Some(m) => Some(m.as_str()),
+                None => return false,
+            }
+        } else {
+            parent_message_id.as_deref()
+        };
+        let plain = Plain::ToolStart {
+            id: tool_call_id,
+            parent,
+        };
+        if !self.view.accept_plain(plain) {
+            return false;
+        }
+        plain_item(
+            out,
+            TOOL_CALL_START,
+            ev.timestamp,
+            "toolCallId",
+            tool_call_id,
+        );
+        str_field(out, "toolCallName", tool_name);
+        if let Some(p) = parent {
+            str_field(out, "parentMessageId", p);
+        }
+        true
+    }
+
+    /// TOOL_CALL_RESULT in place, closed and marked (and the end of its
+    /// call first, when the client still has it open).
+    fn plain_tool_result(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        let EventKind::ToolCallResult {
+            tool_call_id,
+            message_id,
+            content,
+        } = &ev.kind
+        else {
+            return false;
+        };
+        // Checked first, so that a refusal leaves nothing changed.
+        if !self.running() || !self.view.lanes.is_empty() {
+            return false;
+        }
+        let minted;
+        let message_id = match message_id {
+            Some(m) => m.as_str(),
+            None => {
+                minted = self.ctx.ids.next("msg");
+                minted.as_str()
+            }
+        };
+        let at = out.len();
+        self.view.accept_plain(Plain::ToolResult { message_id });
+        plain_item(out, TOOL_CALL_RESULT, ev.timestamp, "messageId", message_id);
+        str_field(out, "toolCallId", tool_call_id);
+        str_key(out, "content");
+        match content {
+            Value::String(s) => babelgate_core::json::write_str(out, s),
+            c if tool_content(c) => {
+                let _ = serde_json::to_writer(&mut *out, c);
+            }
+            c => babelgate_core::json::write_str(out, &c.to_string()),
+        }
+        if ev.origin != Some(Dialect::AgUi) {
+            str_field(out, "role", "tool");
         }
         close_event(out);
-        self.mark(start..out.len());
+        self.mark(at..out.len());
         true
     }
 
@@ -1382,7 +1430,7 @@ impl Encoder for AgUiEncoder {
     /// `@ag-ui/client` even from its own upstream: the lane ends the item
     /// itself, when this end closes it or later, and the end comes twice.
     /// On a same-dialect route such a frame is written as mapped, which is
-    /// not at all (see the ends in `encode_kind`).
+    /// not at all (see `ours_to_end`).
     ///
     /// So is a stream that does not begin with RUN_STARTED ("First event must
     /// be 'RUN_STARTED'"): until a run is running, events are written as
@@ -1466,7 +1514,7 @@ impl Encoder for AgUiEncoder {
     }
 
     fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        if self.finished {
+        if self.stream == Stream::Ended {
             return;
         }
         if self.skip > 0 {
@@ -1499,23 +1547,37 @@ impl Encoder for AgUiEncoder {
     /// Closes what is open and ends the run with RUN_FINISHED; a stream that
     /// said nothing still gets a well-formed (empty) run. Idempotent.
     fn finish(&mut self, out: &mut Vec<u8>) {
-        if self.finished {
+        if self.stream == Stream::Ended {
             return;
         }
-        if matches!(self.view.phase, RunPhase::NotStarted | RunPhase::Running) {
-            self.run_finished(None, out);
+        match self.view.phase {
+            RunPhase::NotStarted => {
+                self.start_run(None, out);
+                self.run_finished(None, out);
+            }
+            RunPhase::Running => self.run_finished(None, out),
+            // The stream ended its run itself.
+            RunPhase::Finished | RunPhase::Errored => {}
         }
-        self.finished = true;
+        self.stream = Stream::Ended;
     }
 
     /// RUN_ERROR after closing open messages and tool calls (the client
     /// takes nothing after it, so this also ends the stream).
     fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
-        if self.finished {
+        if self.stream == Stream::Ended {
             return;
         }
-        self.run_error(message, code, None, out);
-        self.finished = true;
+        match self.view.phase {
+            // Nothing may follow RUN_ERROR: the first error is the one the client hears.
+            RunPhase::Errored => {}
+            RunPhase::NotStarted => {
+                self.start_run(None, out);
+                self.run_error(message, code, None, out);
+            }
+            RunPhase::Running | RunPhase::Finished => self.run_error(message, code, None, out),
+        }
+        self.stream = Stream::Ended;
     }
 }
 
@@ -1889,7 +1951,7 @@ mod tests {
                 parent_message_id: None,
             }),
         ];
-        for ev in &events {
+        for ev in &babelgate_core::shape::Shaper::shape_all(&events) {
             enc.encode_to(ev, &mut sink);
             plain.encode(ev, &mut out);
         }

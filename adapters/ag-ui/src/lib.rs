@@ -228,20 +228,14 @@ mod tests {
         for lines in cases {
             let bytes: String = lines.iter().map(|v| format!("data: {v}\n\n")).collect();
             let events = frames_to_events(bytes.as_bytes(), usize::MAX);
-            for shaped in [false, true] {
-                let events = if shaped {
-                    babelgate_core::shape::Shaper::shape_all(&events)
-                } else {
-                    events.clone()
-                };
-                let out = encode_events(&events);
-                let got = payloads(&out);
-                let text = String::from_utf8_lossy(&out);
-                let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
-                assert_eq!(view.phase, crate::verify::RunPhase::Finished, "{text}");
-                assert!(!text.contains("babelgate.rejected_event"), "{text}");
-                assert_eq!(got[1], lines[0], "the chunk as it came\n{text}");
-            }
+            // (through the shape stage, as on every route)
+            let out = encode_events(&babelgate_core::shape::Shaper::shape_all(&events));
+            let got = payloads(&out);
+            let text = String::from_utf8_lossy(&out);
+            let view = verify_stream(&got).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(view.phase, crate::verify::RunPhase::Finished, "{text}");
+            assert!(!text.contains("babelgate.rejected_event"), "{text}");
+            assert_eq!(got[1], lines[0], "the chunk as it came\n{text}");
             // A same-dialect route: frames pass as received but for these
             // ends, whether the upstream ends its run or is cut off.
             for upstream_ends in [false, true] {
@@ -623,6 +617,8 @@ mod tests {
             }
             events.push(Event::new(EventKind::ToolCallEnd { tool_call_id: id }));
         }
+        // (through the shape stage, as on every route)
+        let events = babelgate_core::shape::Shaper::shape_all(&events);
         let t = std::time::Instant::now();
         let out = encode_events(&events);
         assert!(out.len() > 100_000);

@@ -28,6 +28,7 @@ use crate::wire::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunPhase {
+    /// Nothing seen yet: the first event must be RUN_STARTED or RUN_ERROR.
     #[default]
     NotStarted,
     Running,
@@ -129,7 +130,6 @@ pub enum Plain<'a> {
 pub struct ClientView {
     pub lanes: Lanes,
     pub phase: RunPhase,
-    first_seen: bool,
     texts: OpenList<()>,
     tools: OpenList<()>,
     reasoning: OpenList<()>,
@@ -199,10 +199,6 @@ impl ClientView {
         };
         tag_error("", tag, owners.get(id), "", id).is_ok()
     }
-    /// Whether a tool call of this id was ever started in this stream.
-    pub fn tool_seen(&self, id: &str) -> bool {
-        self.owners.tool_call.contains_key(id)
-    }
     pub fn reasoning_open(&self, id: &str) -> bool {
         self.reasoning.contains(id)
     }
@@ -254,7 +250,7 @@ impl ClientView {
         let ty = s(ev, "type");
         // Hot path without a copy: no lane to close, and `verify` checks
         // before it changes anything for every type but these two.
-        if self.first_seen
+        if self.phase != RunPhase::NotStarted
             && self.lanes.is_empty()
             && ChunkKind::of_chunk_type(ty).is_none()
             && ty != RUN_STARTED
@@ -331,7 +327,7 @@ impl ClientView {
     /// (held to `accept` by the encoder's property test). `false`, with
     /// nothing changed, where the precondition fails or `accept` would refuse.
     pub fn accept_plain(&mut self, ev: Plain<'_>) -> bool {
-        if self.phase != RunPhase::Running || !self.first_seen || !self.lanes.is_empty() {
+        if self.phase != RunPhase::Running || !self.lanes.is_empty() {
             return false;
         }
         match ev {
@@ -410,7 +406,6 @@ impl ClientView {
         let lanes = std::mem::take(&mut self.lanes);
         *self = ClientView {
             lanes,
-            first_seen: true,
             ..Default::default()
         };
     }
@@ -483,8 +478,8 @@ impl ClientView {
                 "Cannot send event type '{ty}': The run has already finished with 'RUN_FINISHED'."
             ));
         }
-        if !self.first_seen {
-            self.first_seen = true;
+        if self.phase == RunPhase::NotStarted {
+            // Only RUN_STARTED and RUN_ERROR leave it (see `verify_run`).
             if ty != RUN_STARTED && ty != RUN_ERROR {
                 return Err("First event must be 'RUN_STARTED'".into());
             }
@@ -497,6 +492,27 @@ impl ClientView {
             }
         }
         let t = tag(ev);
+        match ty {
+            TEXT_MESSAGE_START | TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_END => {
+                self.verify_text(ty, ev, t)
+            }
+            TOOL_CALL_START | TOOL_CALL_ARGS | TOOL_CALL_END => self.verify_tool(ty, ev, t),
+            STEP_STARTED | STEP_FINISHED => self.verify_step(ty, ev, t),
+            ACTIVITY_SNAPSHOT | ACTIVITY_DELTA | TOOL_CALL_RESULT => self.verify_owned(ty, ev, t),
+            REASONING_START
+            | REASONING_MESSAGE_START
+            | REASONING_MESSAGE_CONTENT
+            | REASONING_MESSAGE_END
+            | REASONING_END
+            | REASONING_ENCRYPTED_VALUE => self.verify_reasoning(ty, ev, t),
+            SUBAGENT_STARTED | SUBAGENT_FINISHED | SUBAGENT_ERROR => self.verify_subagent(ty, ev),
+            MESSAGES_SNAPSHOT | RUN_STARTED | RUN_FINISHED | RUN_ERROR => self.verify_run(ty, ev),
+            _ => Ok(()),
+        }
+    }
+
+    /// TEXT_MESSAGE_START, _CONTENT and _END.
+    fn verify_text(&mut self, ty: &str, ev: &Map<String, Value>, t: Owner) -> Result<(), String> {
         match ty {
             TEXT_MESSAGE_START => {
                 let id = s(ev, "messageId");
@@ -522,6 +538,14 @@ impl ClientView {
                     remove(&mut self.texts, id);
                 }
             }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// TOOL_CALL_START, _ARGS and _END.
+    fn verify_tool(&mut self, ty: &str, ev: &Map<String, Value>, t: Owner) -> Result<(), String> {
+        match ty {
             TOOL_CALL_START => {
                 let id = s(ev, "toolCallId");
                 if self.tool_open(id) {
@@ -566,6 +590,14 @@ impl ClientView {
                     remove(&mut self.tools, id);
                 }
             }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// STEP_STARTED and STEP_FINISHED.
+    fn verify_step(&mut self, ty: &str, ev: &Map<String, Value>, t: Owner) -> Result<(), String> {
+        match ty {
             STEP_STARTED => {
                 let name = s(ev, "stepName");
                 if self.step_open(&t, name) {
@@ -584,6 +616,14 @@ impl ClientView {
                 }
                 self.steps.remove_all(&step_key(&t, name));
             }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// ACTIVITY_SNAPSHOT, ACTIVITY_DELTA and TOOL_CALL_RESULT: owners only.
+    fn verify_owned(&mut self, ty: &str, ev: &Map<String, Value>, t: Owner) -> Result<(), String> {
+        match ty {
             ACTIVITY_SNAPSHOT => {
                 let id = s(ev, "messageId");
                 let is_new = !self.owners.activity.contains_key(id);
@@ -600,6 +640,19 @@ impl ClientView {
                     self.owners.set(Bucket::Message, id, t);
                 }
             }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Reasoning spans and messages, and encrypted values.
+    fn verify_reasoning(
+        &mut self,
+        ty: &str,
+        ev: &Map<String, Value>,
+        t: Owner,
+    ) -> Result<(), String> {
+        match ty {
             REASONING_START | REASONING_MESSAGE_START => {
                 let id = s(ev, "messageId");
                 let span = ty == REASONING_START;
@@ -651,6 +704,14 @@ impl ClientView {
                 };
                 tag_error(ty, &t, owner, "entity", id)?;
             }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// SUBAGENT_STARTED, _FINISHED and _ERROR.
+    fn verify_subagent(&mut self, ty: &str, ev: &Map<String, Value>) -> Result<(), String> {
+        match ty {
             SUBAGENT_STARTED => {
                 let Some(id) = ev.get("subagentRunId").and_then(Value::as_str) else {
                     return Err("Cannot send 'SUBAGENT_STARTED' without a 'subagentRunId'.".into());
@@ -687,6 +748,14 @@ impl ClientView {
                 remove(&mut self.subagents, id);
                 self.closed_subagents.insert(id.to_string());
             }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The run's start and end, and MESSAGES_SNAPSHOT.
+    fn verify_run(&mut self, ty: &str, ev: &Map<String, Value>) -> Result<(), String> {
+        match ty {
             MESSAGES_SNAPSHOT => self.seed_owners(ev.get("messages"), true)?,
             RUN_STARTED => {
                 self.phase = RunPhase::Running;
