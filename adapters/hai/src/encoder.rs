@@ -16,17 +16,23 @@
 //! the reasoning ends so that the answer that follows lands in the same HAI
 //! message (thinking above the answer, as HAI front ends show it); it is
 //! closed before anything that is not message content.
+//!
+//! Events come through the shape stage (`babelgate_core::shape`): the run
+//! first, starts before deltas and never twice, ends only of what is open, a
+//! result after its call's end, nothing after an error. The encoder maps
+//! them and keeps only HAI's own rules: business messages, widgets and
+//! templates, steps and collaboration messages (no part of the stage), an
+//! unknown event inside a run, and how a stream ends in `finish` and `fail`
+//! (which the stage does not see: they close what is open).
 
 use babelgate_core::event::{Interrupt, Outcome};
-use babelgate_core::track::RunState;
-use babelgate_core::{
-    Dialect, EncodeContext, Encoder, Event, EventKind, OpenList, OpenTracker, Sink,
-};
+use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, OpenList, Sink};
 use serde_json::{json, Map, Value};
 
 use crate::request::messages_to_json;
 use crate::wire;
 
+/// The business message being written.
 /// The business message being written.
 #[derive(Debug)]
 struct Biz {
@@ -40,17 +46,31 @@ struct Biz {
     auto_close: bool,
 }
 
+/// Where the client's run stands.
+#[derive(Debug)]
+enum Run {
+    /// Nothing written yet.
+    NotStarted,
+    /// `RUN_STARTED` written, with this `messageId` (`RUN_FINISHED` repeats it).
+    Open { message_id: String },
+    /// `RUN_FINISHED` or `RUN_ERROR` written; a `RunStarted` begins another.
+    Ended,
+    /// `finish` was called: nothing more is written.
+    Done,
+}
+
 pub struct HaiEncoder {
     ctx: EncodeContext,
-    /// Run state and open tool calls.
-    tracker: OpenTracker,
-    /// The `messageId` of `RUN_STARTED`, repeated by `RUN_FINISHED`.
-    run_message_id: Option<String>,
+    run: Run,
     biz: Option<Biz>,
+    /// Tool calls whose arguments have not ended: closed with the run (the
+    /// client refuses `RUN_FINISHED` while one is open).
+    calls: OpenList<()>,
+    /// Collaboration messages open, those opened for content or subagents
+    /// included.
     collabs: Vec<String>,
     /// Active steps by name (a set, as AG-UI's verifier keeps them).
     steps: OpenList<()>,
-    finished: bool,
     /// Events the binary form could not carry (dropped, for metrics); a
     /// cell because frames are written through `&self`.
     unframed: std::cell::Cell<u64>,
@@ -63,12 +83,11 @@ impl HaiEncoder {
     pub fn new(ctx: EncodeContext) -> Self {
         HaiEncoder {
             ctx,
-            tracker: OpenTracker::default(),
-            run_message_id: None,
+            run: Run::NotStarted,
             biz: None,
+            calls: OpenList::default(),
             collabs: Vec::new(),
             steps: OpenList::default(),
-            finished: false,
             unframed: std::cell::Cell::new(0),
             fast: true,
         }
@@ -249,6 +268,64 @@ impl HaiEncoder {
 
     // ---- run ------------------------------------------------------------
 
+    /// One shaped event (or `fail`'s error) to its frames, by kind.
+    fn encode_kind(&mut self, ev: &Event, out: &mut Sink) {
+        use EventKind as K;
+        match &ev.kind {
+            K::RunStarted { .. } => self.run_started(ev, out),
+            K::RunFinished { .. } => self.finish_run(Some(ev), out),
+            K::RunError { .. } => self.run_error(ev, out),
+            K::StepStarted { .. } => self.step_started(ev, out),
+            K::StepFinished { .. } => self.step_finished(ev, out),
+            K::TextStart { .. } => self.text_start(ev, out),
+            K::TextDelta { .. } => self.text_delta(ev, out),
+            K::TextEnd { .. } => self.text_end(ev, out),
+            // HAI has no reasoning phases; the messages inside carry the content.
+            K::ReasoningPhaseStart { .. } | K::ReasoningPhaseEnd { .. } => {}
+            K::ReasoningStart { .. } => self.reasoning_start(ev, out),
+            K::ReasoningDelta { .. } => self.reasoning_delta(ev, out),
+            K::ReasoningEnd { .. } => self.reasoning_end(ev, out),
+            K::ReasoningEncrypted { .. } => self.reasoning_encrypted(ev, out),
+            K::ToolCallStart { .. } => self.tool_start(ev, out),
+            K::ToolCallArgs { .. } => self.tool_args(ev, out),
+            K::ToolCallEnd { .. } => self.tool_end(ev, out),
+            K::ToolCallResult { .. } => self.tool_result(ev, out),
+            K::ToolCallError { .. } | K::ToolCallDenied { .. } => self.tool_failed(ev, out),
+            K::StateSnapshot { snapshot } => {
+                let f = vec![("snapshot", snapshot.clone())];
+                self.write(out, wire::STATE_SNAPSHOT, f, Some(ev), false);
+            }
+            K::StateDelta { patch } => self.state_delta(ev, patch, out),
+            K::MessagesSnapshot { messages } => {
+                let list = messages.iter().flat_map(messages_to_json).collect();
+                let f = vec![("messages", Value::Array(list))];
+                self.write(out, wire::MESSAGE_SNAPSHOT, f, Some(ev), false);
+            }
+            K::ActivitySnapshot { .. } | K::ActivityDelta { .. } => self.activity(ev, out),
+            K::Source { .. } | K::File { .. } | K::Data { .. } => self.widget(ev, out),
+            K::Custom { name, value } => self.custom(ev, name, value.clone(), out),
+            K::MessageMetadata { metadata } => {
+                self.custom(ev, "message_metadata", metadata.clone(), out)
+            }
+            K::CollabStart { .. } => self.collab_start(ev, out),
+            K::CollabContent { message_id, delta } => {
+                self.ensure_collab(message_id, out);
+                self.collab_content(ev, message_id, delta.clone(), out);
+            }
+            K::CollabEnd { .. } => self.collab_end(ev, out),
+            K::SubagentStarted { .. } => self.subagent_started(ev, out),
+            K::SubagentFinished { .. } | K::SubagentError { .. } => self.subagent_ended(ev, out),
+            K::Raw { event, source } => {
+                let mut f = vec![("event", event.clone())];
+                push_opt(&mut f, "source", source);
+                self.write(out, wire::RAW, f, Some(ev), false);
+            }
+            K::Unknown { raw } => self.unknown(ev, raw, out),
+        }
+    }
+
+    /// A `RUN_STARTED` of this encoder's making: before an event that the
+    /// shape stage leaves outside a run, or at the end of an empty stream.
     fn start_run(&mut self, out: &mut Sink) {
         let id = self
             .ctx
@@ -262,43 +339,81 @@ impl HaiEncoder {
             None,
             false,
         );
-        self.run_message_id = Some(id);
-        self.observe_run(true);
+        self.run = Run::Open { message_id: id };
     }
 
-    fn observe_run(&mut self, started: bool) {
-        let kind = if started {
-            EventKind::RunStarted {
-                thread_id: None,
-                run_id: None,
-                parent_run_id: None,
-                message_id: None,
-                input: None,
+    fn run_started(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::RunStarted {
+            thread_id,
+            run_id,
+            parent_run_id,
+            message_id,
+            input,
+        } = &ev.kind
+        else {
+            return;
+        };
+        if let Run::Open { .. } = self.run {
+            // The shape stage starts no run inside one, but it leaves unknown
+            // events outside runs, and this encoder writes one inside a run
+            // of its own making (see `encode_to`): that run ends here.
+            self.finish_run(None, out);
+        }
+        let id = message_id
+            .clone()
+            .or_else(|| self.ctx.message_id.clone())
+            .unwrap_or_else(|| self.ctx.ids.next("msg"));
+        let mut f = vec![];
+        if is_hai(Some(ev)) {
+            push_opt(&mut f, "messageId", message_id);
+            push_opt(&mut f, "threadId", thread_id);
+            push_opt(&mut f, "runId", run_id);
+            push_opt(&mut f, "parentRunId", parent_run_id);
+            if let Some(i) = input {
+                f.push(("input", i.clone()));
             }
         } else {
-            EventKind::RunError {
-                message: String::new(),
-                code: None,
-            }
+            f.push(("messageId", json!(id)));
+            f.push(("role", json!("assistant")));
+        }
+        self.write(out, wire::RUN_STARTED, f, Some(ev), false);
+        self.run = Run::Open { message_id: id };
+    }
+
+    /// `RUN_FINISHED` for `ev`, or of this encoder's making (`None`: a cut
+    /// stream's end, or a run of its own making ending).
+    fn finish_run(&mut self, ev: Option<&Event>, out: &mut Sink) {
+        // A HAI source's own end comes back as it was sent: what it left
+        // open stays so (`end_run` forgets it). From another dialect the
+        // shape stage has closed messages; the rest is closed here.
+        if !is_hai(ev) {
+            self.close_all(out);
+        }
+        let f = match ev {
+            Some(ev) => self.finished_fields(ev),
+            None => self.own_finished_fields(),
         };
-        self.tracker.observe(&Event::new(kind));
-        if !started {
-            self.biz = None;
-            self.collabs.clear();
-            self.steps.clear();
+        self.write(out, wire::RUN_FINISHED, f, ev, false);
+        self.end_run();
+    }
+
+    /// `messageId` and `role` of a `RUN_FINISHED` (the run's `messageId`).
+    fn own_finished_fields(&self) -> Vec<(&'static str, Value)> {
+        let mut f = Vec::new();
+        push_opt(&mut f, "messageId", &self.run_message_id());
+        f.push(("role", json!("assistant")));
+        f
+    }
+
+    fn run_message_id(&self) -> Option<String> {
+        match &self.run {
+            Run::Open { message_id } => Some(message_id.clone()),
+            _ => None,
         }
     }
 
-    fn finish_run(&mut self, ev: Option<&Event>, out: &mut Sink) {
-        let hai = is_hai(ev);
-        // A HAI source's own end comes back as it was sent: what it left
-        // open stays so (`observe_run` forgets it). From another dialect the
-        // shape stage has closed messages; the rest is closed here.
-        if !hai {
-            self.close_all(out);
-        }
-        let mut f: Vec<(&str, Value)> = Vec::new();
-        if let Some(EventKind::RunFinished {
+    fn finished_fields(&self, ev: &Event) -> Vec<(&'static str, Value)> {
+        let EventKind::RunFinished {
             thread_id,
             run_id,
             message_id,
@@ -306,32 +421,58 @@ impl HaiEncoder {
             outcome,
             usage,
             ..
-        }) = ev.map(|e| &e.kind)
-        {
-            if hai {
-                push_opt(&mut f, "messageId", message_id);
-                push_opt(&mut f, "threadId", thread_id);
-                push_opt(&mut f, "runId", run_id);
-            } else {
-                let id = message_id.clone().or_else(|| self.run_message_id.clone());
-                push_opt(&mut f, "messageId", &id);
-                f.push(("role", json!("assistant")));
-            }
-            if let Some(r) = result {
-                f.push(("result", r.clone()));
-            }
-            if let Some(o) = outcome_json(outcome) {
-                f.push(("outcome", o));
-            }
-            if let Some(u) = usage {
-                f.push(("usage", u.clone()));
-            }
+        } = &ev.kind
+        else {
+            return self.own_finished_fields();
+        };
+        let mut f = Vec::new();
+        if is_hai(Some(ev)) {
+            push_opt(&mut f, "messageId", message_id);
+            push_opt(&mut f, "threadId", thread_id);
+            push_opt(&mut f, "runId", run_id);
         } else {
-            push_opt(&mut f, "messageId", &self.run_message_id.clone());
+            let id = message_id.clone().or_else(|| self.run_message_id());
+            push_opt(&mut f, "messageId", &id);
             f.push(("role", json!("assistant")));
         }
-        self.write(out, wire::RUN_FINISHED, f, ev, false);
-        self.observe_run(false);
+        if let Some(r) = result {
+            f.push(("result", r.clone()));
+        }
+        if let Some(o) = outcome_json(outcome) {
+            f.push(("outcome", o));
+        }
+        if let Some(u) = usage {
+            f.push(("usage", u.clone()));
+        }
+        f
+    }
+
+    fn run_error(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::RunError { message, code } = &ev.kind else {
+            return;
+        };
+        // Business data ends first so the front end gets its complete message
+        // (the shape stage has closed text and reasoning, but not `fail`'s
+        // error, nor a message this encoder keeps open for the answer); tool
+        // calls are left open (ending one tells the front end to run it). A
+        // HAI source's error comes back as it was sent, inside its message if
+        // it was.
+        if !is_hai(Some(ev)) {
+            self.close_biz(out);
+        }
+        let mut f = vec![("message", json!(message))];
+        push_opt(&mut f, "code", code);
+        self.write(out, wire::RUN_ERROR, f, Some(ev), false);
+        self.end_run();
+    }
+
+    /// The run ended: nothing inside it is open any more.
+    fn end_run(&mut self) {
+        self.run = Run::Ended;
+        self.biz = None;
+        self.calls.clear();
+        self.collabs.clear();
+        self.steps.clear();
     }
 
     /// Closes everything inside the run: the business message, tool calls,
@@ -339,27 +480,66 @@ impl HaiEncoder {
     /// while any is open, as AG-UI's does).
     fn close_all(&mut self, out: &mut Sink) {
         self.close_biz(out);
-        let calls: Vec<String> = self.tracker.open_tool_calls().map(str::to_string).collect();
-        for id in calls {
-            self.end_tool_call(&id, out);
+        for (id, ()) in self.calls.take_all() {
+            let f = vec![("toolCallId", json!(id))];
+            self.write(out, wire::TOOL_CALL_END, f, None, false);
         }
         for id in std::mem::take(&mut self.collabs) {
-            self.write(
-                out,
-                wire::COLLAB_END,
-                vec![("messageId", json!(id))],
-                None,
-                false,
-            );
+            let f = vec![("messageId", json!(id))];
+            self.write(out, wire::COLLAB_END, f, None, false);
         }
         for (name, ()) in self.steps.take_all().into_iter().rev() {
-            self.write(
-                out,
-                wire::STEP_FINISHED,
-                vec![("stepName", json!(name))],
-                None,
-                false,
-            );
+            let f = vec![("stepName", json!(name))];
+            self.write(out, wire::STEP_FINISHED, f, None, false);
+        }
+    }
+
+    // ---- steps (no part of the shape stage: their rules are kept here) ----
+
+    fn step_started(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::StepStarted { name } = &ev.kind else {
+            return;
+        };
+        let n = match name {
+            Some(n) => n.clone(),
+            None => self.ctx.ids.next("step"),
+        };
+        // Already active: a second start of it would be refused.
+        if self.steps.contains(&n) {
+            return;
+        }
+        self.steps.push(n.clone(), ());
+        if is_synth(ev) {
+            return;
+        }
+        // A HAI step without a name stays without one.
+        let f = if is_hai(Some(ev)) && name.is_none() {
+            vec![]
+        } else {
+            vec![("stepName", json!(n))]
+        };
+        self.write(out, wire::STEP_STARTED, f, Some(ev), false);
+    }
+
+    fn step_finished(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::StepFinished { name } = &ev.kind else {
+            return;
+        };
+        let open = match name {
+            Some(n) => Some(n.clone()),
+            None => self.steps.ids().next_back().map(str::to_string),
+        };
+        let n = open.filter(|n| self.steps.remove(n));
+        if is_synth(ev) {
+            return;
+        }
+        if is_hai(Some(ev)) {
+            let mut f = vec![];
+            push_opt(&mut f, "stepName", name);
+            self.write(out, wire::STEP_FINISHED, f, Some(ev), false);
+        } else if let Some(n) = n {
+            let f = vec![("stepName", json!(n))];
+            self.write(out, wire::STEP_FINISHED, f, Some(ev), false);
         }
     }
 
@@ -431,16 +611,20 @@ impl HaiEncoder {
         self.write(out, wire::BUSINESS_DATA_CONTENT, f, Some(ev), true);
     }
 
+    /// A `BUSINESS_DATA_END`.
+    fn write_biz_end(&self, ev: &Event, id: &str, out: &mut Sink) {
+        let f = [("messageId", Fv::Str(id))];
+        if !self.write_fast(out, wire::BUSINESS_DATA_END, &f, Some(ev), false) {
+            let f = vec![("messageId", json!(id))];
+            self.write(out, wire::BUSINESS_DATA_END, f, Some(ev), false);
+        }
+    }
+
     /// Where a widget goes: the open business message, or the one its HAI
     /// source opened, or a new one.
     fn ensure_biz_for_widget(&mut self, ev: &Event, message_id: Option<&str>, out: &mut Sink) {
         if let Some(start) = kept(ev, wire::X_START) {
-            let id = start
-                .get("messageId")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            self.open_biz(id, Start::Kept(start), ev, false, out);
+            self.open_biz(kept_id(start), Start::Kept(start), ev, false, out);
         } else if let Some(id) = implicit(ev) {
             if self.biz.as_ref().map(|b| b.id.as_str()) != Some(id) {
                 self.open_biz(id.to_string(), Start::Silent, ev, false, out);
@@ -453,7 +637,28 @@ impl HaiEncoder {
         }
     }
 
-    fn widget(
+    /// A source, a file or data: a widget in a business message.
+    fn widget(&mut self, ev: &Event, out: &mut Sink) {
+        match &ev.kind {
+            EventKind::Source { .. } => {
+                self.write_widget(ev, "source", None, None, &source_data(&ev.kind), out)
+            }
+            EventKind::File { url, media_type } => {
+                let d = json!({"url": url, "mediaType": media_type});
+                self.write_widget(ev, "file", None, None, &d, out);
+            }
+            EventKind::Data {
+                name,
+                id,
+                message_id,
+                data,
+                ..
+            } => self.write_widget(ev, name, id.as_deref(), message_id.as_deref(), data, out),
+            _ => {}
+        }
+    }
+
+    fn write_widget(
         &mut self,
         ev: &Event,
         name: &str,
@@ -471,57 +676,459 @@ impl HaiEncoder {
         self.write_content(delta, extra, ev, out);
     }
 
-    // ---- tool calls -------------------------------------------------------
+    // ---- text ---------------------------------------------------------------
 
-    fn end_tool_call(&mut self, id: &str, out: &mut Sink) {
-        self.write(
-            out,
-            wire::TOOL_CALL_END,
-            vec![("toolCallId", json!(id))],
-            None,
-            false,
-        );
-        self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
-            tool_call_id: id.to_string(),
-        }));
+    fn text_start(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::TextStart {
+            message_id, role, ..
+        } = &ev.kind
+        else {
+            return;
+        };
+        let hai = is_hai(Some(ev));
+        if is_synth(ev) {
+            // A HAI message whose START the source never sent.
+            let text = Some(message_id.clone());
+            match &mut self.biz {
+                Some(b) if b.id == *message_id || b.text.is_none() => b.text = text,
+                _ => {
+                    self.open_biz(message_id.clone(), Start::Silent, ev, false, out)
+                        .text = text
+                }
+            }
+            return;
+        }
+        // Another dialect's answer joins the message of the reasoning before it.
+        let joinable = |b: &Biz| b.id == *message_id || (b.text.is_none() && !hai);
+        if let Some(b) = self.biz.as_mut().filter(|b| joinable(b)) {
+            b.text = Some(message_id.clone());
+            return;
+        }
+        self.close_biz(out);
+        // HAI-origin: the role as written (in extra), if any.
+        let fast = [
+            ("messageId", Fv::Str(message_id)),
+            ("role", Fv::Str(role.as_str())),
+        ];
+        let fast = if hai { &fast[..1] } else { &fast[..] };
+        if !self.write_fast(out, wire::BUSINESS_DATA_START, fast, Some(ev), false) {
+            let mut f = vec![("messageId", json!(message_id))];
+            if !hai {
+                f.push(("role", json!(role.as_str())));
+            }
+            self.write(out, wire::BUSINESS_DATA_START, f, Some(ev), false);
+        }
+        self.biz = Some(Biz {
+            id: message_id.clone(),
+            text: Some(message_id.clone()),
+            reasoning: None,
+            auto_close: false,
+        });
     }
 
-    fn observe_tool_start(&mut self, id: &str, name: &str) {
-        self.tracker.observe(&Event::new(EventKind::ToolCallStart {
-            tool_call_id: id.to_string(),
-            tool_name: name.to_string(),
-            parent_message_id: None,
-        }));
+    fn text_delta(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::TextDelta { message_id, delta } = &ev.kind else {
+            return;
+        };
+        self.text_biz(ev, message_id, out);
+        // The delta `text_delta` makes, written in place where it can.
+        let d = match template(ev) {
+            Some(Value::String(_)) => Some(Fv::Str(delta)),
+            Some(Value::Object(t)) => is_text_template(t).then_some(Fv::Text(delta)),
+            _ => Some(Fv::Text(delta)),
+        };
+        let id = self.biz.as_ref().map_or("", |b| b.id.as_str());
+        let written = d.is_some_and(|d| {
+            let f = [("messageId", Fv::Str(id)), ("delta", d)];
+            self.write_fast(out, wire::BUSINESS_DATA_CONTENT, &f, Some(ev), true)
+        });
+        if !written {
+            let d = text_delta(ev, delta);
+            self.write_content(d, vec![], ev, out);
+        }
     }
 
-    /// A result, error or denial: the call ends first (the shape stage has
-    /// said so for a foreign stream; a HAI source that did not say so gets
-    /// no end it never sent).
-    fn tool_result(
-        &mut self,
-        ev: &Event,
-        tool_call_id: &str,
-        fields: Vec<(&str, Value)>,
-        out: &mut Sink,
-    ) {
-        self.end_before_result(ev, tool_call_id, out);
-        self.write(out, wire::TOOL_CALL_RESULT, fields, Some(ev), false);
-    }
-
-    /// What comes before a result (see `tool_result`).
-    fn end_before_result(&mut self, ev: &Event, tool_call_id: &str, out: &mut Sink) {
-        if self.tracker.tool_call_open(tool_call_id) {
-            if is_hai(Some(ev)) {
-                self.tracker.observe(&Event::new(EventKind::ToolCallEnd {
-                    tool_call_id: tool_call_id.to_string(),
-                }));
-            } else {
-                self.end_tool_call(tool_call_id, out);
+    /// The business message a text delta writes into: its own, or one it
+    /// may join, or a new one when its own was closed for another (at most
+    /// one is open at a time).
+    fn text_biz(&mut self, ev: &Event, message_id: &str, out: &mut Sink) {
+        let hai = is_hai(Some(ev));
+        let fits = |b: &Biz| {
+            b.text.as_deref() == Some(message_id)
+                || (b.text.is_none() && (b.id == message_id || !hai))
+        };
+        match &mut self.biz {
+            Some(b) if fits(b) => {
+                if b.text.as_deref() != Some(message_id) {
+                    b.text = Some(message_id.to_string());
+                }
+            }
+            _ => {
+                let id = message_id.to_string();
+                let b = self.open_biz(id.clone(), Start::Write("assistant"), ev, false, out);
+                b.text = Some(id);
             }
         }
     }
 
-    // ---- collaboration ----------------------------------------------------
+    fn text_end(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::TextEnd { message_id } = &ev.kind else {
+            return;
+        };
+        let silent = is_synth(ev);
+        let ours = matches!(&self.biz, Some(b)
+            if b.text.as_deref() == Some(message_id.as_str()) || b.id == *message_id);
+        if ours {
+            let id = self.biz.take().map(|b| b.id).unwrap_or_default();
+            if !silent {
+                self.write_biz_end(ev, &id, out);
+            }
+        } else if is_hai(Some(ev)) && !silent {
+            // The END a HAI source sent, for a message closed already (for
+            // another: at most one is open at a time).
+            self.write_biz_end(ev, message_id, out);
+        }
+    }
+
+    // ---- reasoning ----------------------------------------------------------
+
+    fn reasoning_start(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ReasoningStart { message_id } = &ev.kind else {
+            return;
+        };
+        let now = ev.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms());
+        let started = Some((message_id.clone(), now));
+        if let Some(start) = kept(ev, wire::X_START) {
+            self.open_biz(kept_id(start), Start::Kept(start), ev, false, out)
+                .reasoning = started;
+        } else if let Some(id) = implicit(ev) {
+            self.open_biz(id.to_string(), Start::Silent, ev, false, out)
+                .reasoning = started;
+        } else {
+            let join = is_synth(ev)
+                || matches!(&self.biz, Some(b)
+                    if b.text.is_some() || b.reasoning.is_some() || !b.auto_close);
+            match &mut self.biz {
+                Some(b) if join => b.reasoning = started,
+                _ => {
+                    let id = message_id.clone();
+                    self.open_biz(id, Start::Write("assistant"), ev, true, out)
+                        .reasoning = started;
+                }
+            }
+        }
+    }
+
+    fn reasoning_delta(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ReasoningDelta { message_id, delta } = &ev.kind else {
+            return;
+        };
+        let now = ev.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms());
+        // When it started: its business message may have been closed for
+        // another (at most one is open at a time), and is opened again.
+        let since = match &mut self.biz {
+            Some(b) => match &b.reasoning {
+                Some((id, t)) if id == message_id => *t,
+                _ => {
+                    b.reasoning = Some((message_id.clone(), now));
+                    now
+                }
+            },
+            None => {
+                let id = message_id.clone();
+                self.open_biz(id, Start::Write("assistant"), ev, true, out)
+                    .reasoning = Some((message_id.clone(), now));
+                now
+            }
+        };
+        let elapsed = (now - since).max(0) / 1000;
+        let d = thinking_delta(ev, delta, elapsed);
+        self.write_content(d, vec![], ev, out);
+    }
+
+    fn reasoning_end(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ReasoningEnd { message_id } = &ev.kind else {
+            return;
+        };
+        if let Some(end) = kept(ev, wire::X_END) {
+            self.write_kept(out, wire::BUSINESS_DATA_END, end);
+            self.biz = None;
+        } else if let Some(b) = &mut self.biz {
+            if b.reasoning.as_ref().is_some_and(|(id, _)| id == message_id) {
+                b.reasoning = None;
+            }
+        }
+    }
+
+    /// An opaque provider artefact: passed through untranslated.
+    fn reasoning_encrypted(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ReasoningEncrypted {
+            subtype,
+            entity_id,
+            value,
+        } = &ev.kind
+        else {
+            return;
+        };
+        let event = json!({"type": "REASONING_ENCRYPTED_VALUE", "subtype": subtype,
+                           "entityId": entity_id, "encryptedValue": value});
+        let mut f = vec![("event", event)];
+        if let Some(o) = ev.origin {
+            f.push(("source", json!(o.as_str())));
+        }
+        self.write(out, wire::RAW, f, Some(ev), false);
+    }
+
+    // ---- tool calls -------------------------------------------------------
+
+    fn tool_start(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ToolCallStart {
+            tool_call_id,
+            tool_name,
+            parent_message_id,
+        } = &ev.kind
+        else {
+            return;
+        };
+        self.calls.push(tool_call_id.clone(), ());
+        if is_synth(ev) {
+            return;
+        }
+        let fast = [
+            ("toolCallId", Fv::Str(tool_call_id)),
+            ("toolCallName", Fv::Str(tool_name)),
+            (
+                "parentMessageId",
+                Fv::Str(parent_message_id.as_deref().unwrap_or("")),
+            ),
+        ];
+        let fast = if parent_message_id.is_some() {
+            &fast[..]
+        } else {
+            &fast[..2]
+        };
+        if self.write_fast(out, wire::TOOL_CALL_START, fast, Some(ev), false) {
+            return;
+        }
+        let mut f = vec![
+            ("toolCallId", json!(tool_call_id)),
+            ("toolCallName", json!(tool_name)),
+        ];
+        push_opt(&mut f, "parentMessageId", parent_message_id);
+        self.write(out, wire::TOOL_CALL_START, f, Some(ev), false);
+    }
+
+    fn tool_args(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ToolCallArgs {
+            tool_call_id,
+            delta,
+        } = &ev.kind
+        else {
+            return;
+        };
+        // Arguments a HAI source sent as JSON go back as JSON.
+        let d = if flag(ev, wire::X_ARGS_JSON) {
+            serde_json::from_str(delta).unwrap_or_else(|_| json!(delta))
+        } else {
+            let f = [
+                ("toolCallId", Fv::Str(tool_call_id)),
+                ("delta", Fv::Str(delta)),
+            ];
+            if self.write_fast(out, wire::TOOL_CALL_ARGS, &f, Some(ev), false) {
+                return;
+            }
+            json!(delta)
+        };
+        let f = vec![("toolCallId", json!(tool_call_id)), ("delta", d)];
+        self.write(out, wire::TOOL_CALL_ARGS, f, Some(ev), false);
+    }
+
+    fn tool_end(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ToolCallEnd { tool_call_id } = &ev.kind else {
+            return;
+        };
+        self.calls.remove_all(tool_call_id);
+        if is_synth(ev) {
+            return;
+        }
+        let f = [("toolCallId", Fv::Str(tool_call_id))];
+        if !self.write_fast(out, wire::TOOL_CALL_END, &f, Some(ev), false) {
+            let f = vec![("toolCallId", json!(tool_call_id))];
+            self.write(out, wire::TOOL_CALL_END, f, Some(ev), false);
+        }
+    }
+
+    fn tool_result(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::ToolCallResult {
+            tool_call_id,
+            message_id,
+            content,
+        } = &ev.kind
+        else {
+            return;
+        };
+        if is_hai(Some(ev)) {
+            return self.own_tool_result(ev, tool_call_id, message_id, content, out);
+        }
+        let mid = message_id
+            .clone()
+            .unwrap_or_else(|| self.ctx.ids.next("msg"));
+        // `agui_content` keeps a string as it is.
+        if content.is_string() {
+            let fast = [
+                ("messageId", Fv::Str(&mid)),
+                ("toolCallId", Fv::Str(tool_call_id)),
+                ("content", Fv::Json(content)),
+                ("role", Fv::Str("tool")),
+            ];
+            if self.write_fast(out, wire::TOOL_CALL_RESULT, &fast, Some(ev), false) {
+                return;
+            }
+        }
+        let f = vec![
+            ("messageId", json!(mid)),
+            ("toolCallId", json!(tool_call_id)),
+            ("content", agui_content(content)),
+            ("role", json!("tool")),
+        ];
+        self.write(out, wire::TOOL_CALL_RESULT, f, Some(ev), false);
+    }
+
+    /// A HAI source's result, as it was sent.
+    fn own_tool_result(
+        &self,
+        ev: &Event,
+        tool_call_id: &str,
+        message_id: &Option<String>,
+        content: &Value,
+        out: &mut Sink,
+    ) {
+        let fast = [
+            ("messageId", Fv::Str(message_id.as_deref().unwrap_or(""))),
+            ("toolCallId", Fv::Str(tool_call_id)),
+            ("content", Fv::Json(content)),
+        ];
+        let fast = if message_id.is_some() {
+            &fast[..]
+        } else {
+            &fast[1..]
+        };
+        if self.write_fast(out, wire::TOOL_CALL_RESULT, fast, Some(ev), false) {
+            return;
+        }
+        let mut f = vec![];
+        push_opt(&mut f, "messageId", message_id);
+        f.push(("toolCallId", json!(tool_call_id)));
+        f.push(("content", content.clone()));
+        self.write(out, wire::TOOL_CALL_RESULT, f, Some(ev), false);
+    }
+
+    /// An error or a denial: a result that says so.
+    fn tool_failed(&mut self, ev: &Event, out: &mut Sink) {
+        let (tool_call_id, content, error) = match &ev.kind {
+            EventKind::ToolCallError {
+                tool_call_id,
+                error,
+                ..
+            } => (tool_call_id, error.as_str(), error.as_str()),
+            EventKind::ToolCallDenied { tool_call_id } => {
+                (tool_call_id, "The user denied this tool call.", "denied")
+            }
+            _ => return,
+        };
+        let mid = self.ctx.ids.next("msg");
+        let f = vec![
+            ("messageId", json!(mid)),
+            ("toolCallId", json!(tool_call_id)),
+            ("content", json!(content)),
+            ("role", json!("tool")),
+            ("error", json!(error)),
+        ];
+        self.write(out, wire::TOOL_CALL_RESULT, f, Some(ev), false);
+    }
+
+    // ---- state, activity, custom ------------------------------------------
+
+    fn state_delta(&mut self, ev: &Event, patch: &Value, out: &mut Sink) {
+        if matches!(patch, Value::Array(_) | Value::Object(_)) {
+            let f = [("delta", Fv::Ops(patch))];
+            if self.write_fast(out, wire::STATE_DELTA, &f, Some(ev), false) {
+                return;
+            }
+        }
+        match with_from(patch) {
+            Some(ops) => {
+                let f = vec![("delta", ops)];
+                self.write(out, wire::STATE_DELTA, f, Some(ev), false);
+            }
+            // Not a JSON Patch: a client applying it would fail.
+            None => self.custom(ev, "state_delta", patch.clone(), out),
+        }
+    }
+
+    /// Activities travel as `CUSTOM` events.
+    fn activity(&mut self, ev: &Event, out: &mut Sink) {
+        match &ev.kind {
+            EventKind::ActivitySnapshot {
+                message_id,
+                activity_type,
+                content,
+                replace,
+            } => {
+                let mut v = json!({"messageId": message_id, "activityType": activity_type, "content": content});
+                if let (Some(r), Some(o)) = (replace, v.as_object_mut()) {
+                    o.insert("replace".into(), json!(r));
+                }
+                self.custom(ev, "activity_snapshot", v, out);
+            }
+            EventKind::ActivityDelta {
+                message_id,
+                activity_type,
+                patch,
+            } => {
+                let v =
+                    json!({"messageId": message_id, "activityType": activity_type, "patch": patch});
+                self.custom(ev, "activity_delta", v, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn custom(&mut self, ev: &Event, name: &str, value: Value, out: &mut Sink) {
+        self.write(
+            out,
+            wire::CUSTOM,
+            vec![("name", json!(name)), ("value", value)],
+            Some(ev),
+            false,
+        );
+    }
+
+    fn unknown(&mut self, ev: &Event, raw: &Value, out: &mut Sink) {
+        let hai = is_hai(Some(ev));
+        let unknown_type = raw
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|ty| !wire::is_known_type(ty));
+        if hai && unknown_type {
+            // A HAI frame this adapter does not know: back as it came.
+            return match raw {
+                Value::Object(o) => self.put(out, o.clone()),
+                _ => out.json(raw),
+            };
+        }
+        // Another dialect's, or something no HAI client could read (an
+        // AG-Kit `unknown` envelope may claim any JSON, a known type without
+        // its fields included, is HAI's): passed through untranslated. The
+        // latter in a RAW of our own making, timestamp included.
+        let mut f = vec![("event", raw.clone())];
+        if let Some(o) = ev.origin {
+            f.push(("source", json!(o.as_str())));
+        }
+        self.write(out, wire::RAW, f, (!hai).then_some(ev), false);
+    }
+
+    // ---- collaboration (HAI's own: subagents and content open one too) ------
 
     fn ensure_collab(&mut self, id: &str, out: &mut Sink) {
         if !self.collabs.iter().any(|c| c == id) {
@@ -547,672 +1154,107 @@ impl HaiEncoder {
         );
     }
 
-    fn encode_kind(&mut self, ev: &Event, out: &mut Sink) {
-        use EventKind as K;
-        let hai = is_hai(Some(ev));
-        let silent = is_synth(ev);
-        match &ev.kind {
-            // Both are handled in `encode`.
-            K::RunStarted { .. } | K::RunFinished { .. } => {}
-            K::RunError { message, code } => {
-                // Business data ends first so the front end gets its complete
-                // message; tool calls are left open (ending one tells the
-                // front end to run it). A HAI source's error comes back as
-                // it was sent, inside its message if it was.
-                if !hai {
-                    self.close_biz(out);
-                }
-                let mut f = vec![("message", json!(message))];
-                push_opt(&mut f, "code", code);
-                self.write(out, wire::RUN_ERROR, f, Some(ev), false);
-                self.observe_run(false);
-            }
-            K::StepStarted { name } => {
-                let n = match name {
-                    Some(n) => n.clone(),
-                    None => self.ctx.ids.next("step"),
-                };
-                // Already active: a second start of it would be refused.
-                if self.steps.contains(&n) {
-                    return;
-                }
-                self.steps.push(n.clone(), ());
-                if !silent {
-                    // A HAI step without a name stays without one.
-                    let f = if hai && name.is_none() {
-                        vec![]
-                    } else {
-                        vec![("stepName", json!(n))]
-                    };
-                    self.write(out, wire::STEP_STARTED, f, Some(ev), false);
-                }
-            }
-            K::StepFinished { name } => {
-                let open = match name {
-                    Some(n) => Some(n.clone()),
-                    None => self.steps.ids().next_back().map(str::to_string),
-                };
-                let n = open.filter(|n| self.steps.remove(n));
-                if silent {
-                    return;
-                }
-                if hai {
-                    let mut f = vec![];
-                    push_opt(&mut f, "stepName", name);
-                    self.write(out, wire::STEP_FINISHED, f, Some(ev), false);
-                } else if let Some(n) = n {
-                    self.write(
-                        out,
-                        wire::STEP_FINISHED,
-                        vec![("stepName", json!(n))],
-                        Some(ev),
-                        false,
-                    );
-                }
-            }
-            K::TextStart {
-                message_id, role, ..
-            } => {
-                let joinable = |b: &Biz| b.id == *message_id || (b.text.is_none() && !hai);
-                if silent {
-                    match &mut self.biz {
-                        Some(b) if b.id == *message_id || b.text.is_none() => {
-                            b.text = Some(message_id.clone())
-                        }
-                        _ => {
-                            let b =
-                                self.open_biz(message_id.clone(), Start::Silent, ev, false, out);
-                            b.text = Some(message_id.clone());
-                        }
-                    }
-                } else if let Some(b) = self.biz.as_mut().filter(|b| joinable(b)) {
-                    b.text = Some(message_id.clone());
-                } else {
-                    self.close_biz(out);
-                    // HAI-origin: the role as written (in extra), if any.
-                    let fast = [
-                        ("messageId", Fv::Str(message_id)),
-                        ("role", Fv::Str(role.as_str())),
-                    ];
-                    let fast = if hai { &fast[..1] } else { &fast[..] };
-                    if !self.write_fast(out, wire::BUSINESS_DATA_START, fast, Some(ev), false) {
-                        let mut f = vec![("messageId", json!(message_id))];
-                        if !hai {
-                            f.push(("role", json!(role.as_str())));
-                        }
-                        self.write(out, wire::BUSINESS_DATA_START, f, Some(ev), false);
-                    }
-                    self.biz = Some(Biz {
-                        id: message_id.clone(),
-                        text: Some(message_id.clone()),
-                        reasoning: None,
-                        auto_close: false,
-                    });
-                }
-            }
-            K::TextDelta { message_id, delta } => {
-                let fits = |b: &Biz| {
-                    b.text.as_deref() == Some(message_id.as_str())
-                        || (b.text.is_none() && (b.id == *message_id || !hai))
-                };
-                match &mut self.biz {
-                    Some(b) if fits(b) => b.text = Some(message_id.clone()),
-                    _ => {
-                        // No start seen: open a message for it.
-                        let b = self.open_biz(
-                            message_id.clone(),
-                            Start::Write("assistant"),
-                            ev,
-                            false,
-                            out,
-                        );
-                        b.text = Some(message_id.clone());
-                    }
-                }
-                // The delta `text_delta` makes, written in place where it can.
-                let d = match template(ev) {
-                    Some(Value::String(_)) => Some(Fv::Str(delta)),
-                    Some(Value::Object(t)) => is_text_template(t).then_some(Fv::Text(delta)),
-                    _ => Some(Fv::Text(delta)),
-                };
-                let id = self.biz.as_ref().map_or("", |b| b.id.as_str());
-                let written = d.is_some_and(|d| {
-                    let f = [("messageId", Fv::Str(id)), ("delta", d)];
-                    self.write_fast(out, wire::BUSINESS_DATA_CONTENT, &f, Some(ev), true)
-                });
-                if !written {
-                    let d = text_delta(ev, delta);
-                    self.write_content(d, vec![], ev, out);
-                }
-            }
-            K::TextEnd { message_id } => {
-                let ours = matches!(&self.biz, Some(b)
-                    if b.text.as_deref() == Some(message_id.as_str()) || b.id == *message_id);
-                if ours {
-                    let b = self.biz.take();
-                    if !silent {
-                        let id = b.map(|b| b.id).unwrap_or_default();
-                        let f = [("messageId", Fv::Str(&id))];
-                        if !self.write_fast(out, wire::BUSINESS_DATA_END, &f, Some(ev), false) {
-                            self.write(
-                                out,
-                                wire::BUSINESS_DATA_END,
-                                vec![("messageId", json!(id))],
-                                Some(ev),
-                                false,
-                            );
-                        }
-                    }
-                } else if hai && !silent {
-                    // An END the HAI source sent for no open message.
-                    self.write(
-                        out,
-                        wire::BUSINESS_DATA_END,
-                        vec![("messageId", json!(message_id))],
-                        Some(ev),
-                        false,
-                    );
-                }
-            }
-            // HAI has no reasoning phases; the messages inside carry the content.
-            K::ReasoningPhaseStart { .. } | K::ReasoningPhaseEnd { .. } => {}
-            K::ReasoningStart { message_id } => {
-                let now = ev.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms());
-                let started = Some((message_id.clone(), now));
-                if let Some(start) = kept(ev, wire::X_START) {
-                    let id = start
-                        .get("messageId")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    self.open_biz(id, Start::Kept(start), ev, false, out)
-                        .reasoning = started;
-                } else if let Some(id) = implicit(ev) {
-                    self.open_biz(id.to_string(), Start::Silent, ev, false, out)
-                        .reasoning = started;
-                } else {
-                    let join = silent
-                        || matches!(&self.biz, Some(b)
-                            if b.text.is_some() || b.reasoning.is_some() || !b.auto_close);
-                    match &mut self.biz {
-                        Some(b) if join => b.reasoning = started,
-                        _ => {
-                            let b = self.open_biz(
-                                message_id.clone(),
-                                Start::Write("assistant"),
-                                ev,
-                                true,
-                                out,
-                            );
-                            b.reasoning = started;
-                        }
-                    }
-                }
-            }
-            K::ReasoningDelta { message_id, delta } => {
-                let now = ev.timestamp.unwrap_or_else(|| self.ctx.clock.now_ms());
-                let since = match &mut self.biz {
-                    Some(b) => match &b.reasoning {
-                        Some((id, t)) if id == message_id => *t,
-                        _ => {
-                            b.reasoning = Some((message_id.clone(), now));
-                            now
-                        }
-                    },
-                    None => {
-                        let b = self.open_biz(
-                            message_id.clone(),
-                            Start::Write("assistant"),
-                            ev,
-                            true,
-                            out,
-                        );
-                        b.reasoning = Some((message_id.clone(), now));
-                        now
-                    }
-                };
-                let elapsed = (now - since).max(0) / 1000;
-                let d = thinking_delta(ev, delta, elapsed);
-                self.write_content(d, vec![], ev, out);
-            }
-            K::ReasoningEnd { message_id } => {
-                if let Some(end) = kept(ev, wire::X_END) {
-                    self.write_kept(out, wire::BUSINESS_DATA_END, end);
-                    self.biz = None;
-                } else if let Some(b) = &mut self.biz {
-                    if b.reasoning.as_ref().is_some_and(|(id, _)| id == message_id) {
-                        b.reasoning = None;
-                    }
-                }
-            }
-            K::ReasoningEncrypted {
-                subtype,
-                entity_id,
-                value,
-            } => {
-                // An opaque provider artefact: passed through untranslated.
-                let event = json!({"type": "REASONING_ENCRYPTED_VALUE", "subtype": subtype,
-                                   "entityId": entity_id, "encryptedValue": value});
-                let mut f = vec![("event", event)];
-                if let Some(o) = ev.origin {
-                    f.push(("source", json!(o.as_str())));
-                }
-                self.write(out, wire::RAW, f, Some(ev), false);
-            }
-            K::ToolCallStart {
-                tool_call_id,
-                tool_name,
-                parent_message_id,
-            } => {
-                let open = self.tracker.tool_call_open(tool_call_id);
-                if !open {
-                    self.observe_tool_start(tool_call_id, tool_name);
-                }
-                // A second start of an open call would be refused.
-                if silent || open {
-                    return;
-                }
-                let fast = [
-                    ("toolCallId", Fv::Str(tool_call_id)),
-                    ("toolCallName", Fv::Str(tool_name)),
-                    (
-                        "parentMessageId",
-                        Fv::Str(parent_message_id.as_deref().unwrap_or("")),
-                    ),
-                ];
-                let fast = if parent_message_id.is_some() {
-                    &fast[..]
-                } else {
-                    &fast[..2]
-                };
-                if self.write_fast(out, wire::TOOL_CALL_START, fast, Some(ev), false) {
-                    return;
-                }
-                let mut f = vec![
-                    ("toolCallId", json!(tool_call_id)),
-                    ("toolCallName", json!(tool_name)),
-                ];
-                push_opt(&mut f, "parentMessageId", parent_message_id);
-                self.write(out, wire::TOOL_CALL_START, f, Some(ev), false);
-            }
-            K::ToolCallArgs {
-                tool_call_id,
-                delta,
-            } => {
-                // (A call's start comes first: the shape stage sees to it.)
-                let d = match ev
-                    .extra_from(Dialect::Hai)
-                    .and_then(|x| x.get(wire::X_ARGS_JSON))
-                {
-                    Some(Value::Bool(true)) => {
-                        serde_json::from_str(delta).unwrap_or_else(|_| json!(delta))
-                    }
-                    _ => {
-                        let f = [
-                            ("toolCallId", Fv::Str(tool_call_id)),
-                            ("delta", Fv::Str(delta)),
-                        ];
-                        if self.write_fast(out, wire::TOOL_CALL_ARGS, &f, Some(ev), false) {
-                            return;
-                        }
-                        json!(delta)
-                    }
-                };
-                self.write(
-                    out,
-                    wire::TOOL_CALL_ARGS,
-                    vec![("toolCallId", json!(tool_call_id)), ("delta", d)],
-                    Some(ev),
-                    false,
-                );
-            }
-            K::ToolCallEnd { tool_call_id } => {
-                let open = self.tracker.tool_call_open(tool_call_id);
-                self.tracker.observe(ev);
-                if !silent && (open || hai) {
-                    let f = [("toolCallId", Fv::Str(tool_call_id))];
-                    if !self.write_fast(out, wire::TOOL_CALL_END, &f, Some(ev), false) {
-                        self.write(
-                            out,
-                            wire::TOOL_CALL_END,
-                            vec![("toolCallId", json!(tool_call_id))],
-                            Some(ev),
-                            false,
-                        );
-                    }
-                }
-            }
-            K::ToolCallResult {
-                tool_call_id,
-                message_id,
-                content,
-            } => {
-                let mut f = vec![];
-                if hai {
-                    self.end_before_result(ev, tool_call_id, out);
-                    let fast = [
-                        ("messageId", Fv::Str(message_id.as_deref().unwrap_or(""))),
-                        ("toolCallId", Fv::Str(tool_call_id)),
-                        ("content", Fv::Json(content)),
-                    ];
-                    let fast = if message_id.is_some() {
-                        &fast[..]
-                    } else {
-                        &fast[1..]
-                    };
-                    if self.write_fast(out, wire::TOOL_CALL_RESULT, fast, Some(ev), false) {
-                        return;
-                    }
-                    push_opt(&mut f, "messageId", message_id);
-                    f.push(("toolCallId", json!(tool_call_id)));
-                    f.push(("content", content.clone()));
-                } else {
-                    let mid = message_id
-                        .clone()
-                        .unwrap_or_else(|| self.ctx.ids.next("msg"));
-                    self.end_before_result(ev, tool_call_id, out);
-                    // `agui_content` keeps a string as it is.
-                    if content.is_string() {
-                        let fast = [
-                            ("messageId", Fv::Str(&mid)),
-                            ("toolCallId", Fv::Str(tool_call_id)),
-                            ("content", Fv::Json(content)),
-                            ("role", Fv::Str("tool")),
-                        ];
-                        if self.write_fast(out, wire::TOOL_CALL_RESULT, &fast, Some(ev), false) {
-                            return;
-                        }
-                    }
-                    f.push(("messageId", json!(mid)));
-                    f.push(("toolCallId", json!(tool_call_id)));
-                    f.push(("content", agui_content(content)));
-                    f.push(("role", json!("tool")));
-                }
-                self.write(out, wire::TOOL_CALL_RESULT, f, Some(ev), false);
-            }
-            K::ToolCallError {
-                tool_call_id,
-                error,
-                ..
-            } => {
-                let mid = self.ctx.ids.next("msg");
-                let f = vec![
-                    ("messageId", json!(mid)),
-                    ("toolCallId", json!(tool_call_id)),
-                    ("content", json!(error)),
-                    ("role", json!("tool")),
-                    ("error", json!(error)),
-                ];
-                self.tool_result(ev, tool_call_id, f, out);
-            }
-            K::ToolCallDenied { tool_call_id } => {
-                let mid = self.ctx.ids.next("msg");
-                let f = vec![
-                    ("messageId", json!(mid)),
-                    ("toolCallId", json!(tool_call_id)),
-                    ("content", json!("The user denied this tool call.")),
-                    ("role", json!("tool")),
-                    ("error", json!("denied")),
-                ];
-                self.tool_result(ev, tool_call_id, f, out);
-            }
-            K::StateSnapshot { snapshot } => {
-                self.write(
-                    out,
-                    wire::STATE_SNAPSHOT,
-                    vec![("snapshot", snapshot.clone())],
-                    Some(ev),
-                    false,
-                );
-            }
-            K::StateDelta { patch }
-                if matches!(patch, Value::Array(_) | Value::Object(_))
-                    && self.write_fast(
-                        out,
-                        wire::STATE_DELTA,
-                        &[("delta", Fv::Ops(patch))],
-                        Some(ev),
-                        false,
-                    ) => {}
-            K::StateDelta { patch } => match with_from(patch) {
-                Some(ops) => self.write(
-                    out,
-                    wire::STATE_DELTA,
-                    vec![("delta", ops)],
-                    Some(ev),
-                    false,
-                ),
-                // Not a JSON Patch: a client applying it would fail.
-                None => self.custom(ev, "state_delta", patch.clone(), out),
-            },
-            K::MessagesSnapshot { messages } => {
-                let list = messages.iter().flat_map(messages_to_json).collect();
-                self.write(
-                    out,
-                    wire::MESSAGE_SNAPSHOT,
-                    vec![("messages", Value::Array(list))],
-                    Some(ev),
-                    false,
-                );
-            }
-            K::ActivitySnapshot {
-                message_id,
-                activity_type,
-                content,
-                replace,
-            } => {
-                let mut v = json!({"messageId": message_id, "activityType": activity_type, "content": content});
-                if let (Some(r), Some(o)) = (replace, v.as_object_mut()) {
-                    o.insert("replace".into(), json!(r));
-                }
-                self.custom(ev, "activity_snapshot", v, out);
-            }
-            K::ActivityDelta {
-                message_id,
-                activity_type,
-                patch,
-            } => {
-                let v =
-                    json!({"messageId": message_id, "activityType": activity_type, "patch": patch});
-                self.custom(ev, "activity_delta", v, out);
-            }
-            K::Source {
-                source_kind,
-                source_id,
-                url,
-                title,
-                media_type,
-                filename,
-            } => {
-                let mut d = Map::new();
-                d.insert("sourceType".into(), json!(source_kind));
-                d.insert("id".into(), json!(source_id));
-                for (k, v) in [
-                    ("url", url),
-                    ("title", title),
-                    ("mediaType", media_type),
-                    ("filename", filename),
-                ] {
-                    if let Some(v) = v {
-                        d.insert(k.into(), json!(v));
-                    }
-                }
-                self.widget(ev, "source", None, None, &Value::Object(d), out);
-            }
-            K::File { url, media_type } => {
-                let d = json!({"url": url, "mediaType": media_type});
-                self.widget(ev, "file", None, None, &d, out);
-            }
-            K::Data {
-                name,
-                id,
-                message_id,
-                data,
-                ..
-            } => {
-                self.widget(ev, name, id.as_deref(), message_id.as_deref(), data, out);
-            }
-            K::Custom { name, value } => self.custom(ev, name, value.clone(), out),
-            K::MessageMetadata { metadata } => {
-                self.custom(ev, "message_metadata", metadata.clone(), out);
-            }
-            K::CollabStart {
-                message_id,
-                from,
-                to,
-            } => {
-                // Already open: a second start would be a second message.
-                if self.collabs.contains(message_id) {
-                    return;
-                }
-                self.collabs.push(message_id.clone());
-                if !silent {
-                    let mut f = vec![];
-                    push_opt(&mut f, "from", from);
-                    push_opt(&mut f, "to", to);
-                    f.push(("messageId", json!(message_id)));
-                    self.write(out, wire::COLLAB_START, f, Some(ev), false);
-                }
-            }
-            K::CollabContent { message_id, delta } => {
-                self.ensure_collab(message_id, out);
-                self.write(
-                    out,
-                    wire::COLLAB_CONTENT,
-                    vec![("delta", delta.clone()), ("messageId", json!(message_id))],
-                    Some(ev),
-                    false,
-                );
-            }
-            K::CollabEnd { message_id } => {
-                let open = self.collabs.iter().any(|c| c == message_id);
-                if silent {
-                    self.collabs.retain(|c| c != message_id);
-                } else if open || hai {
-                    self.end_collab(message_id, Some(ev), out);
-                }
-            }
-            K::SubagentStarted {
-                subagent_run_id,
-                name,
-                description,
-            } => {
-                // A subagent is HAI's agent collaboration: a task handed to
-                // another agent.
-                if !self.collabs.contains(subagent_run_id) {
-                    self.write(
-                        out,
-                        wire::COLLAB_START,
-                        vec![("to", json!(name)), ("messageId", json!(subagent_run_id))],
-                        Some(ev),
-                        false,
-                    );
-                    self.collabs.push(subagent_run_id.clone());
-                }
-                let mut task = json!({"id": subagent_run_id, "name": name});
-                if let (Some(d), Some(o)) = (description, task.as_object_mut()) {
-                    o.insert("description".into(), json!(d));
-                }
-                self.write(
-                    out,
-                    wire::COLLAB_CONTENT,
-                    vec![
-                        ("delta", json!({"task": task})),
-                        ("messageId", json!(subagent_run_id)),
-                    ],
-                    Some(ev),
-                    false,
-                );
-            }
-            K::SubagentFinished {
+    fn collab_content(&mut self, ev: &Event, id: &str, delta: Value, out: &mut Sink) {
+        let f = vec![("delta", delta), ("messageId", json!(id))];
+        self.write(out, wire::COLLAB_CONTENT, f, Some(ev), false);
+    }
+
+    fn collab_start(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::CollabStart {
+            message_id,
+            from,
+            to,
+        } = &ev.kind
+        else {
+            return;
+        };
+        // Already open (content or a subagent may have opened it): a second
+        // start would be a second message.
+        if self.collabs.contains(message_id) {
+            return;
+        }
+        self.collabs.push(message_id.clone());
+        if !is_synth(ev) {
+            let mut f = vec![];
+            push_opt(&mut f, "from", from);
+            push_opt(&mut f, "to", to);
+            f.push(("messageId", json!(message_id)));
+            self.write(out, wire::COLLAB_START, f, Some(ev), false);
+        }
+    }
+
+    fn collab_end(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::CollabEnd { message_id } = &ev.kind else {
+            return;
+        };
+        // Open as the shape stage sees it, but maybe ended already here (by
+        // a subagent's end, or a start said twice).
+        let open = self.collabs.iter().any(|c| c == message_id);
+        if is_synth(ev) {
+            self.collabs.retain(|c| c != message_id);
+        } else if open || is_hai(Some(ev)) {
+            self.end_collab(message_id, Some(ev), out);
+        }
+    }
+
+    /// A subagent is HAI's agent collaboration: a task handed to another
+    /// agent.
+    fn subagent_started(&mut self, ev: &Event, out: &mut Sink) {
+        let EventKind::SubagentStarted {
+            subagent_run_id,
+            name,
+            description,
+        } = &ev.kind
+        else {
+            return;
+        };
+        if !self.collabs.contains(subagent_run_id) {
+            let f = vec![("to", json!(name)), ("messageId", json!(subagent_run_id))];
+            self.write(out, wire::COLLAB_START, f, Some(ev), false);
+            self.collabs.push(subagent_run_id.clone());
+        }
+        let mut task = json!({"id": subagent_run_id, "name": name});
+        if let (Some(d), Some(o)) = (description, task.as_object_mut()) {
+            o.insert("description".into(), json!(d));
+        }
+        self.collab_content(ev, subagent_run_id, json!({"task": task}), out);
+    }
+
+    /// A subagent's result or error, then the end of its collaboration.
+    fn subagent_ended(&mut self, ev: &Event, out: &mut Sink) {
+        let (id, delta) = match &ev.kind {
+            EventKind::SubagentFinished {
                 subagent_run_id,
                 result,
                 outcome,
             } => {
-                self.ensure_collab(subagent_run_id, out);
-                if result.is_some() || outcome.is_some() {
-                    let mut d = Map::new();
-                    if let Some(r) = result {
-                        d.insert("result".into(), r.clone());
-                    }
-                    if let Some(o) = outcome {
-                        d.insert("outcome".into(), o.clone());
-                    }
-                    self.write(
-                        out,
-                        wire::COLLAB_CONTENT,
-                        vec![
-                            ("delta", Value::Object(d)),
-                            ("messageId", json!(subagent_run_id)),
-                        ],
-                        Some(ev),
-                        false,
-                    );
+                let mut d = Map::new();
+                if let Some(r) = result {
+                    d.insert("result".into(), r.clone());
                 }
-                self.end_collab(subagent_run_id, Some(ev), out);
+                if let Some(o) = outcome {
+                    d.insert("outcome".into(), o.clone());
+                }
+                (subagent_run_id, (!d.is_empty()).then_some(Value::Object(d)))
             }
-            K::SubagentError {
+            EventKind::SubagentError {
                 subagent_run_id,
                 message,
                 code,
             } => {
-                self.ensure_collab(subagent_run_id, out);
                 let mut e = json!({"message": message});
                 if let (Some(c), Some(o)) = (code, e.as_object_mut()) {
                     o.insert("code".into(), json!(c));
                 }
-                self.write(
-                    out,
-                    wire::COLLAB_CONTENT,
-                    vec![
-                        ("delta", json!({"error": e})),
-                        ("messageId", json!(subagent_run_id)),
-                    ],
-                    Some(ev),
-                    false,
-                );
-                self.end_collab(subagent_run_id, Some(ev), out);
+                (subagent_run_id, Some(json!({"error": e})))
             }
-            K::Raw { event, source } => {
-                let mut f = vec![("event", event.clone())];
-                push_opt(&mut f, "source", source);
-                self.write(out, wire::RAW, f, Some(ev), false);
-            }
-            K::Unknown { raw } => {
-                let unknown_type = raw
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .is_some_and(|ty| !wire::is_known_type(ty));
-                if hai && unknown_type {
-                    // A HAI frame this adapter does not know: back as it came.
-                    match raw {
-                        Value::Object(o) => self.put(out, o.clone()),
-                        _ => out.json(raw),
-                    }
-                } else {
-                    // Another dialect's, or something no HAI client could
-                    // read (an AG-Kit `unknown` envelope may claim any JSON,
-                    // a known type without its fields included, is HAI's):
-                    // passed through untranslated. The latter in a RAW of
-                    // our own making, timestamp included.
-                    let mut f = vec![("event", raw.clone())];
-                    if let Some(o) = ev.origin {
-                        f.push(("source", json!(o.as_str())));
-                    }
-                    self.write(out, wire::RAW, f, (!hai).then_some(ev), false);
-                }
-            }
+            _ => return,
+        };
+        self.ensure_collab(id, out);
+        if let Some(d) = delta {
+            self.collab_content(ev, id, d, out);
         }
-    }
-
-    fn custom(&mut self, ev: &Event, name: &str, value: Value, out: &mut Sink) {
-        self.write(
-            out,
-            wire::CUSTOM,
-            vec![("name", json!(name)), ("value", value)],
-            Some(ev),
-            false,
-        );
+        self.end_collab(id, Some(ev), out);
     }
 }
 
@@ -1235,80 +1277,84 @@ impl Encoder for HaiEncoder {
         Dialect::Hai
     }
 
+    /// Events come shaped (see `babelgate_core::shape`), but for the
+    /// `RunError` of `fail`; the run's rules left here are HAI's own.
     fn encode_to(&mut self, ev: &Event, out: &mut Sink) {
-        if self.finished {
-            return;
-        }
-        match &ev.kind {
-            EventKind::RunStarted {
-                thread_id,
-                run_id,
-                parent_run_id,
-                message_id,
-                input,
-            } => {
-                if self.tracker.run_open() {
-                    // A new run while one is open: end that one first.
-                    self.finish_run(None, out);
-                }
-                let id = message_id
-                    .clone()
-                    .or_else(|| self.ctx.message_id.clone())
-                    .unwrap_or_else(|| self.ctx.ids.next("msg"));
-                let mut f = vec![];
-                if is_hai(Some(ev)) {
-                    push_opt(&mut f, "messageId", message_id);
-                    push_opt(&mut f, "threadId", thread_id);
-                    push_opt(&mut f, "runId", run_id);
-                    push_opt(&mut f, "parentRunId", parent_run_id);
-                    if let Some(i) = input {
-                        f.push(("input", i.clone()));
-                    }
-                } else {
-                    f.push(("messageId", json!(id)));
-                    f.push(("role", json!("assistant")));
-                }
-                self.write(out, wire::RUN_STARTED, f, Some(ev), false);
-                self.run_message_id = Some(id);
-                self.observe_run(true);
-                return;
-            }
-            // Nothing to end after the run ended.
-            EventKind::RunFinished { .. } | EventKind::RunError { .. }
-                if self.tracker.run == RunState::Ended =>
-            {
-                return
-            }
+        match (&self.run, &ev.kind) {
+            // Nothing after `finish`; and one end per run: an error after
+            // the run ended (the shape stage passes one, `fail` may come
+            // after the end) is not said.
+            (Run::Done, _) | (Run::Ended, EventKind::RunError { .. }) => return,
+            // `RUN_STARTED` first, for the two the shape stage does not
+            // start a run for: `fail`'s error, and an unknown event (which
+            // the stage leaves outside runs).
+            (
+                Run::NotStarted | Run::Ended,
+                EventKind::RunError { .. } | EventKind::Unknown { .. },
+            ) => self.start_run(out),
             _ => {}
-        }
-        if !self.tracker.run_open() {
-            self.start_run(out);
         }
         if !is_content(&ev.kind) {
             self.close_idle_biz(out);
         }
-        if let EventKind::RunFinished { .. } = ev.kind {
-            self.finish_run(Some(ev), out);
-        } else {
-            self.encode_kind(ev, out);
-        }
+        self.encode_kind(ev, out);
     }
 
+    /// The end of the stream, cut or not (the shape stage does not see it):
+    /// a run, if none was written, and its end, closing what is open.
     fn finish_to(&mut self, out: &mut Sink) {
-        if self.finished {
-            return;
+        match self.run {
+            Run::Done => return,
+            Run::NotStarted => {
+                self.start_run(out);
+                self.finish_run(None, out);
+            }
+            Run::Open { .. } => self.finish_run(None, out),
+            Run::Ended => {}
         }
-        if !self.tracker.run_started() {
-            self.start_run(out);
-        }
-        if self.tracker.run_open() {
-            self.finish_run(None, out);
-        }
-        self.finished = true;
+        self.run = Run::Done;
     }
 }
 
 // ---- helpers ------------------------------------------------------------------
+
+/// The `messageId` of a START frame a HAI source sent.
+fn kept_id(start: &Map<String, Value>) -> String {
+    start
+        .get("messageId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A source's widget data.
+fn source_data(kind: &EventKind) -> Value {
+    let EventKind::Source {
+        source_kind,
+        source_id,
+        url,
+        title,
+        media_type,
+        filename,
+    } = kind
+    else {
+        return Value::Null;
+    };
+    let mut d = Map::new();
+    d.insert("sourceType".into(), json!(source_kind));
+    d.insert("id".into(), json!(source_id));
+    for (k, v) in [
+        ("url", url),
+        ("title", title),
+        ("mediaType", media_type),
+        ("filename", filename),
+    ] {
+        if let Some(v) = v {
+            d.insert(k.into(), json!(v));
+        }
+    }
+    Value::Object(d)
+}
 
 /// A field's value for [`HaiEncoder::write_fast`], borrowed from the event.
 #[derive(Clone, Copy)]
