@@ -230,6 +230,10 @@ impl AgKitEncoder {
         obj
     }
 
+    /// Maps one shaped event (the shape stage keeps starts before their
+    /// arguments, no second start of an open call, ends of open calls only);
+    /// what AG-Kit holds is its own: results while a call is open, and the
+    /// frame types its server declares.
     fn encode_one(&mut self, event: &Event, out: &mut Sink) {
         use EventKind as K;
         // What an AG-Kit upstream itself sent is its client's to hear,
@@ -241,111 +245,19 @@ impl AgKitEncoder {
         if self.plain && self.encode_plain(event, out) {
             return;
         }
-        let put = |obj: &mut Map<String, Value>, k: &str, v: Value| {
-            obj.insert(k.into(), v);
-        };
-        let s = |v: &str| Value::String(v.into());
         match &event.kind {
-            K::RunStarted { .. } => {} // AG-Kit has no run start: the response is the run.
-            K::RunFinished { outcome, .. } => {
-                self.close_open(out);
-                if let babelgate_core::Outcome::Interrupt { interrupts } = outcome {
-                    for i in interrupts {
-                        let obj = self.interrupt_frame(event, i);
-                        out.json(&Value::Object(obj));
-                    }
-                }
-                out.done();
-                self.done = true;
-            }
-            K::RunError { message, code } => {
-                self.close_open(out);
-                let mut obj = frame(wire::ERROR);
-                put(&mut obj, "error", s(message));
-                put_opt(&mut obj, "code", code.clone());
-                Self::write(out, event, obj);
-                // No `[DONE]`: the legacy client ignores the error frame and
-                // takes `[DONE]` for success; only a body that breaks off
-                // shows it a failure (docs/cut-streams.md).
-                self.done = true;
-                self.failed = true;
-            }
-            K::StepStarted { name } | K::StepFinished { name } => {
-                let ty = if matches!(event.kind, K::StepStarted { .. }) {
-                    wire::STEP_STARTED
-                } else {
-                    wire::STEP_FINISHED
-                };
-                let mut obj = frame(ty);
-                put_opt(&mut obj, "name", name.clone());
-                Self::write(out, event, obj);
-            }
-            K::TextStart { .. } | K::TextEnd { .. } => {}
-            K::TextDelta { delta, .. } => {
-                let mut obj = frame(wire::TEXT);
-                put(&mut obj, "content", s(delta));
-                Self::write(out, event, obj);
-            }
-            K::ReasoningStart { .. } | K::ReasoningEnd { .. } => {}
-            K::ReasoningDelta { delta, .. } => {
-                let mut obj = frame(wire::REASONING);
-                put(&mut obj, "content", s(delta));
-                Self::write(out, event, obj);
-            }
-            K::ReasoningPhaseStart { message_id } | K::ReasoningPhaseEnd { message_id } => {
-                let ty = if matches!(event.kind, K::ReasoningPhaseStart { .. }) {
-                    wire::REASONING_PHASE_START
-                } else {
-                    wire::REASONING_PHASE_END
-                };
-                let mut obj = frame(ty);
-                put(&mut obj, "messageId", s(message_id));
-                Self::write(out, event, obj);
-            }
-            K::ReasoningEncrypted {
-                subtype,
-                entity_id,
-                value,
-            } => {
-                let mut obj = frame(wire::REASONING_ENCRYPTED);
-                put(&mut obj, "subtype", s(subtype));
-                put(&mut obj, "entityId", s(entity_id));
-                put(&mut obj, "value", s(value));
-                Self::write(out, event, obj);
-            }
+            K::RunFinished { outcome, .. } => self.run_finished(event, outcome, out),
+            K::RunError { message, code } => self.run_error(event, message, code, out),
             K::ToolCallStart {
                 tool_call_id,
                 tool_name,
                 ..
-            } => {
-                // A second start of an open call would add a duplicate call.
-                if !self.open.tool_call_open(tool_call_id) {
-                    self.start_call(tool_call_id, tool_name, Some(event), out);
-                }
-                return;
-            }
+            } => return self.start_call(tool_call_id, tool_name, Some(event), out),
             K::ToolCallArgs {
                 tool_call_id,
                 delta,
-            } => {
-                if let Some(text) = self.args.get_mut(tool_call_id) {
-                    text.push_str(delta);
-                }
-                let mut obj = frame(wire::TOOL_CALL_ARGS);
-                put(&mut obj, "toolCallId", s(tool_call_id));
-                put(&mut obj, "delta", s(delta));
-                Self::write(out, event, obj);
-            }
-            K::ToolCallEnd { tool_call_id } => {
-                // (Only open calls are ended: the shape stage drops the rest.)
-                let mut obj = frame(wire::TOOL_CALL_END);
-                put(&mut obj, "toolCallId", s(tool_call_id));
-                Self::write(out, event, obj);
-                self.args.remove(tool_call_id);
-                self.open.observe(event);
-                self.flush_held(out);
-                return;
-            }
+            } => self.tool_call_args(event, tool_call_id, delta, out),
+            K::ToolCallEnd { tool_call_id } => return self.tool_call_end(event, tool_call_id, out),
             K::ToolCallResult {
                 tool_call_id,
                 content,
@@ -368,187 +280,331 @@ impl AgKitEncoder {
             K::ToolCallDenied { tool_call_id } => {
                 self.result(event, tool_call_id, wire::TOOL_DENIED_RESULT.into(), out);
             }
-            K::StateSnapshot { snapshot } => {
-                let mut obj = frame(wire::STATE_SNAPSHOT);
-                put(&mut obj, "snapshot", snapshot.clone());
-                Self::write(out, event, obj);
-            }
-            K::StateDelta { patch } => {
-                let mut obj = frame(wire::STATE_DELTA);
-                put(&mut obj, "delta", patch.clone());
-                Self::write(out, event, obj);
-            }
-            K::MessagesSnapshot { messages } => {
-                let mut list = Vec::with_capacity(messages.len());
-                for (i, m) in messages.iter().enumerate() {
-                    // Only a tool message without its call id fails; it has
-                    // no AG-Kit shape, like reasoning and activity messages.
-                    if let Ok(ws) = message_to_wire(m, &format!("messages[{i}]")) {
-                        for mut w in ws {
-                            w.entry("id").or_insert_with(|| s(&m.id));
-                            list.push(Value::Object(w));
-                        }
-                    }
+            K::Unknown { raw } => unknown(event, raw, out),
+            kind => {
+                if let Some(obj) = content_frame(kind).or_else(|| extension_frame(kind)) {
+                    Self::write(out, event, obj);
                 }
-                let mut obj = frame(wire::MESSAGES_SNAPSHOT);
-                put(&mut obj, "messages", Value::Array(list));
-                Self::write(out, event, obj);
             }
-            K::ActivitySnapshot {
-                message_id,
-                activity_type,
-                content,
-                replace,
-            } => {
-                let mut obj = frame(wire::ACTIVITY_SNAPSHOT);
-                put(&mut obj, "messageId", s(message_id));
-                put(&mut obj, "activityType", s(activity_type));
-                put(&mut obj, "content", content.clone());
-                put_opt(&mut obj, "replace", *replace);
-                Self::write(out, event, obj);
-            }
-            K::ActivityDelta {
-                message_id,
-                activity_type,
-                patch,
-            } => {
-                let mut obj = frame(wire::ACTIVITY_DELTA);
-                put(&mut obj, "messageId", s(message_id));
-                put(&mut obj, "activityType", s(activity_type));
-                put(&mut obj, "patch", patch.clone());
-                Self::write(out, event, obj);
-            }
-            K::Source {
-                source_kind,
-                source_id,
-                url,
-                title,
-                media_type,
-                filename,
-            } => {
-                let mut obj = frame(wire::SOURCE);
-                let kind = match source_kind {
-                    SourceKind::Url => "url",
-                    SourceKind::Document => "document",
-                };
-                put(&mut obj, "sourceType", s(kind));
-                put(&mut obj, "sourceId", s(source_id));
-                put_opt(&mut obj, "url", url.clone());
-                put_opt(&mut obj, "title", title.clone());
-                put_opt(&mut obj, "mediaType", media_type.clone());
-                put_opt(&mut obj, "filename", filename.clone());
-                Self::write(out, event, obj);
-            }
-            K::File { url, media_type } => {
-                let mut obj = frame(wire::FILE);
-                put(&mut obj, "url", s(url));
-                put(&mut obj, "mediaType", s(media_type));
-                Self::write(out, event, obj);
-            }
-            K::Data {
-                name,
-                id,
-                message_id,
-                data,
-                transient,
-            } => {
-                let mut obj = frame(wire::DATA);
-                put(&mut obj, "name", s(name));
-                put_opt(&mut obj, "id", id.clone());
-                put_opt(&mut obj, "messageId", message_id.clone());
-                put(&mut obj, "data", data.clone());
-                if *transient {
-                    put(&mut obj, "transient", Value::Bool(true));
-                }
-                Self::write(out, event, obj);
-            }
-            K::Custom { name, value } => {
-                let mut obj = frame(wire::CUSTOM);
-                put(&mut obj, "name", s(name));
-                put(&mut obj, "value", value.clone());
-                Self::write(out, event, obj);
-            }
-            K::MessageMetadata { metadata } => {
-                let mut obj = frame(wire::MESSAGE_METADATA);
-                put(&mut obj, "metadata", metadata.clone());
-                Self::write(out, event, obj);
-            }
-            K::CollabStart {
-                message_id,
-                from,
-                to,
-            } => {
-                let mut obj = frame(wire::COLLAB_START);
-                put(&mut obj, "messageId", s(message_id));
-                put_opt(&mut obj, "from", from.clone());
-                put_opt(&mut obj, "to", to.clone());
-                Self::write(out, event, obj);
-            }
-            K::CollabContent { message_id, delta } => {
-                let mut obj = frame(wire::COLLAB_CONTENT);
-                put(&mut obj, "messageId", s(message_id));
-                put(&mut obj, "delta", delta.clone());
-                Self::write(out, event, obj);
-            }
-            K::CollabEnd { message_id } => {
-                let mut obj = frame(wire::COLLAB_END);
-                put(&mut obj, "messageId", s(message_id));
-                Self::write(out, event, obj);
-            }
-            K::SubagentStarted {
-                subagent_run_id,
-                name,
-                description,
-            } => {
-                let mut obj = frame(wire::SUBAGENT_STARTED);
-                put(&mut obj, "subagentRunId", s(subagent_run_id));
-                put(&mut obj, "name", s(name));
-                put_opt(&mut obj, "description", description.clone());
-                Self::write(out, event, obj);
-            }
-            K::SubagentFinished {
-                subagent_run_id,
-                result,
-                outcome,
-            } => {
-                let mut obj = frame(wire::SUBAGENT_FINISHED);
-                put(&mut obj, "subagentRunId", s(subagent_run_id));
-                put_opt(&mut obj, "result", result.clone());
-                put_opt(&mut obj, "outcome", outcome.clone());
-                Self::write(out, event, obj);
-            }
-            K::SubagentError {
-                subagent_run_id,
-                message,
-                code,
-            } => {
-                let mut obj = frame(wire::SUBAGENT_ERROR);
-                put(&mut obj, "subagentRunId", s(subagent_run_id));
-                put(&mut obj, "message", s(message));
-                put_opt(&mut obj, "code", code.clone());
-                Self::write(out, event, obj);
-            }
-            K::Raw { event: raw, source } => {
-                let mut obj = frame(wire::RAW);
-                put(&mut obj, "event", raw.clone());
-                put_opt(&mut obj, "source", source.clone());
-                Self::write(out, event, obj);
-            }
-            K::Unknown { raw } => match (event.origin, raw) {
-                // Our own: back verbatim (text the decoder could not parse
-                // included).
-                (Some(Dialect::AgKit), Value::String(text)) => out.data(text),
-                (Some(Dialect::AgKit), other) => out.json(other),
-                (origin, other) => {
-                    let mut obj = frame(wire::UNKNOWN);
-                    put_opt(&mut obj, "dialect", origin.map(|d| d.as_str()));
-                    put(&mut obj, "event", other.clone());
-                    out.json(&Value::Object(obj));
-                }
-            },
         }
         self.open.observe(event);
     }
+
+    /// Closes what is open, then the interrupts and `[DONE]`: the response
+    /// is the run.
+    fn run_finished(&mut self, event: &Event, outcome: &babelgate_core::Outcome, out: &mut Sink) {
+        self.close_open(out);
+        if let babelgate_core::Outcome::Interrupt { interrupts } = outcome {
+            for i in interrupts {
+                let obj = self.interrupt_frame(event, i);
+                out.json(&Value::Object(obj));
+            }
+        }
+        out.done();
+        self.done = true;
+    }
+
+    fn run_error(&mut self, event: &Event, message: &str, code: &Option<String>, out: &mut Sink) {
+        self.close_open(out);
+        let mut obj = frame(wire::ERROR);
+        put(&mut obj, "error", s(message));
+        put_opt(&mut obj, "code", code.clone());
+        Self::write(out, event, obj);
+        // No `[DONE]`: the legacy client ignores the error frame and
+        // takes `[DONE]` for success; only a body that breaks off
+        // shows it a failure (docs/cut-streams.md).
+        self.done = true;
+        self.failed = true;
+    }
+
+    fn tool_call_args(&mut self, event: &Event, tool_call_id: &str, delta: &str, out: &mut Sink) {
+        if let Some(text) = self.args.get_mut(tool_call_id) {
+            text.push_str(delta);
+        }
+        let mut obj = frame(wire::TOOL_CALL_ARGS);
+        put(&mut obj, "toolCallId", s(tool_call_id));
+        put(&mut obj, "delta", s(delta));
+        Self::write(out, event, obj);
+    }
+
+    /// The call's arguments are complete: the results held for it follow
+    /// once no call is open.
+    fn tool_call_end(&mut self, event: &Event, tool_call_id: &str, out: &mut Sink) {
+        let mut obj = frame(wire::TOOL_CALL_END);
+        put(&mut obj, "toolCallId", s(tool_call_id));
+        Self::write(out, event, obj);
+        self.args.remove(tool_call_id);
+        self.open.observe(event);
+        self.flush_held(out);
+    }
+}
+
+fn put(obj: &mut Map<String, Value>, key: &str, value: Value) {
+    obj.insert(key.into(), value);
+}
+
+fn s(v: &str) -> Value {
+    Value::String(v.into())
+}
+
+/// Our own (an AG-Kit upstream's frame): back verbatim, text the decoder
+/// could not parse included; another dialect's: wrapped.
+fn unknown(event: &Event, raw: &Value, out: &mut Sink) {
+    match (event.origin, raw) {
+        (Some(Dialect::AgKit), Value::String(text)) => out.data(text),
+        (Some(Dialect::AgKit), other) => out.json(other),
+        (origin, other) => {
+            let mut obj = frame(wire::UNKNOWN);
+            put_opt(&mut obj, "dialect", origin.map(|d| d.as_str()));
+            put(&mut obj, "event", other.clone());
+            out.json(&Value::Object(obj));
+        }
+    }
+}
+
+/// The frame of a content event that holds no state: text, reasoning,
+/// steps, state and messages. `None`: no frame (starts and ends of text
+/// and reasoning write nothing; AG-Kit has no run start: the response is
+/// the run), or not a content event.
+fn content_frame(kind: &EventKind) -> Option<Map<String, Value>> {
+    use EventKind as K;
+    let obj = match kind {
+        K::StepStarted { name } | K::StepFinished { name } => {
+            let ty = if matches!(kind, K::StepStarted { .. }) {
+                wire::STEP_STARTED
+            } else {
+                wire::STEP_FINISHED
+            };
+            let mut obj = frame(ty);
+            put_opt(&mut obj, "name", name.clone());
+            obj
+        }
+        K::TextDelta { delta, .. } => {
+            let mut obj = frame(wire::TEXT);
+            put(&mut obj, "content", s(delta));
+            obj
+        }
+        K::ReasoningDelta { delta, .. } => {
+            let mut obj = frame(wire::REASONING);
+            put(&mut obj, "content", s(delta));
+            obj
+        }
+        K::ReasoningPhaseStart { message_id } | K::ReasoningPhaseEnd { message_id } => {
+            let ty = if matches!(kind, K::ReasoningPhaseStart { .. }) {
+                wire::REASONING_PHASE_START
+            } else {
+                wire::REASONING_PHASE_END
+            };
+            let mut obj = frame(ty);
+            put(&mut obj, "messageId", s(message_id));
+            obj
+        }
+        K::ReasoningEncrypted {
+            subtype,
+            entity_id,
+            value,
+        } => {
+            let mut obj = frame(wire::REASONING_ENCRYPTED);
+            put(&mut obj, "subtype", s(subtype));
+            put(&mut obj, "entityId", s(entity_id));
+            put(&mut obj, "value", s(value));
+            obj
+        }
+        K::StateSnapshot { snapshot } => {
+            let mut obj = frame(wire::STATE_SNAPSHOT);
+            put(&mut obj, "snapshot", snapshot.clone());
+            obj
+        }
+        K::StateDelta { patch } => {
+            let mut obj = frame(wire::STATE_DELTA);
+            put(&mut obj, "delta", patch.clone());
+            obj
+        }
+        K::MessagesSnapshot { messages } => messages_frame(messages),
+        _ => return None,
+    };
+    Some(obj)
+}
+
+fn messages_frame(messages: &[babelgate_core::request::Message]) -> Map<String, Value> {
+    let mut list = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        // Only a tool message without its call id fails; it has no AG-Kit
+        // shape, like reasoning and activity messages.
+        if let Ok(ws) = message_to_wire(m, &format!("messages[{i}]")) {
+            for mut w in ws {
+                w.entry("id").or_insert_with(|| s(&m.id));
+                list.push(Value::Object(w));
+            }
+        }
+    }
+    let mut obj = frame(wire::MESSAGES_SNAPSHOT);
+    put(&mut obj, "messages", Value::Array(list));
+    obj
+}
+
+/// The frame of an event only extension frames carry: activities,
+/// sources, files, data, collaboration and subagents, raw events.
+fn extension_frame(kind: &EventKind) -> Option<Map<String, Value>> {
+    use EventKind as K;
+    let obj = match kind {
+        K::ActivitySnapshot {
+            message_id,
+            activity_type,
+            content,
+            replace,
+        } => {
+            let mut obj = frame(wire::ACTIVITY_SNAPSHOT);
+            put(&mut obj, "messageId", s(message_id));
+            put(&mut obj, "activityType", s(activity_type));
+            put(&mut obj, "content", content.clone());
+            put_opt(&mut obj, "replace", *replace);
+            obj
+        }
+        K::ActivityDelta {
+            message_id,
+            activity_type,
+            patch,
+        } => {
+            let mut obj = frame(wire::ACTIVITY_DELTA);
+            put(&mut obj, "messageId", s(message_id));
+            put(&mut obj, "activityType", s(activity_type));
+            put(&mut obj, "patch", patch.clone());
+            obj
+        }
+        K::Source { .. } => source_frame(kind),
+        K::File { url, media_type } => {
+            let mut obj = frame(wire::FILE);
+            put(&mut obj, "url", s(url));
+            put(&mut obj, "mediaType", s(media_type));
+            obj
+        }
+        K::Data {
+            name,
+            id,
+            message_id,
+            data,
+            transient,
+        } => {
+            let mut obj = frame(wire::DATA);
+            put(&mut obj, "name", s(name));
+            put_opt(&mut obj, "id", id.clone());
+            put_opt(&mut obj, "messageId", message_id.clone());
+            put(&mut obj, "data", data.clone());
+            if *transient {
+                put(&mut obj, "transient", Value::Bool(true));
+            }
+            obj
+        }
+        K::Custom { name, value } => {
+            let mut obj = frame(wire::CUSTOM);
+            put(&mut obj, "name", s(name));
+            put(&mut obj, "value", value.clone());
+            obj
+        }
+        K::MessageMetadata { metadata } => {
+            let mut obj = frame(wire::MESSAGE_METADATA);
+            put(&mut obj, "metadata", metadata.clone());
+            obj
+        }
+        _ => return collab_frame(kind),
+    };
+    Some(obj)
+}
+
+fn source_frame(kind: &EventKind) -> Map<String, Value> {
+    let mut obj = frame(wire::SOURCE);
+    if let EventKind::Source {
+        source_kind,
+        source_id,
+        url,
+        title,
+        media_type,
+        filename,
+    } = kind
+    {
+        let kind = match source_kind {
+            SourceKind::Url => "url",
+            SourceKind::Document => "document",
+        };
+        put(&mut obj, "sourceType", s(kind));
+        put(&mut obj, "sourceId", s(source_id));
+        put_opt(&mut obj, "url", url.clone());
+        put_opt(&mut obj, "title", title.clone());
+        put_opt(&mut obj, "mediaType", media_type.clone());
+        put_opt(&mut obj, "filename", filename.clone());
+    }
+    obj
+}
+
+/// Collaboration messages, subagents and raw events, as extension frames.
+fn collab_frame(kind: &EventKind) -> Option<Map<String, Value>> {
+    use EventKind as K;
+    let obj = match kind {
+        K::CollabStart {
+            message_id,
+            from,
+            to,
+        } => {
+            let mut obj = frame(wire::COLLAB_START);
+            put(&mut obj, "messageId", s(message_id));
+            put_opt(&mut obj, "from", from.clone());
+            put_opt(&mut obj, "to", to.clone());
+            obj
+        }
+        K::CollabContent { message_id, delta } => {
+            let mut obj = frame(wire::COLLAB_CONTENT);
+            put(&mut obj, "messageId", s(message_id));
+            put(&mut obj, "delta", delta.clone());
+            obj
+        }
+        K::CollabEnd { message_id } => {
+            let mut obj = frame(wire::COLLAB_END);
+            put(&mut obj, "messageId", s(message_id));
+            obj
+        }
+        K::SubagentStarted {
+            subagent_run_id,
+            name,
+            description,
+        } => {
+            let mut obj = frame(wire::SUBAGENT_STARTED);
+            put(&mut obj, "subagentRunId", s(subagent_run_id));
+            put(&mut obj, "name", s(name));
+            put_opt(&mut obj, "description", description.clone());
+            obj
+        }
+        K::SubagentFinished {
+            subagent_run_id,
+            result,
+            outcome,
+        } => {
+            let mut obj = frame(wire::SUBAGENT_FINISHED);
+            put(&mut obj, "subagentRunId", s(subagent_run_id));
+            put_opt(&mut obj, "result", result.clone());
+            put_opt(&mut obj, "outcome", outcome.clone());
+            obj
+        }
+        K::SubagentError {
+            subagent_run_id,
+            message,
+            code,
+        } => {
+            let mut obj = frame(wire::SUBAGENT_ERROR);
+            put(&mut obj, "subagentRunId", s(subagent_run_id));
+            put(&mut obj, "message", s(message));
+            put_opt(&mut obj, "code", code.clone());
+            obj
+        }
+        K::Raw { event: raw, source } => {
+            let mut obj = frame(wire::RAW);
+            put(&mut obj, "event", raw.clone());
+            put_opt(&mut obj, "source", source.clone());
+            obj
+        }
+        _ => return None,
+    };
+    Some(obj)
 }
 
 impl AgKitEncoder {

@@ -721,11 +721,14 @@ impl VercelDecoder {
                 out.push(ev(kind, extra));
             }
             Phase::End => {
+                let mut extra = extra;
                 if !open.remove(&id) {
                     // For the balance of the core stream only: a Vercel
-                    // client's encoder writes neither it nor the stray end.
+                    // client's encoder writes neither it nor the stray end
+                    // (both marked).
                     let made_up = marked(marker::SYNTHESIZED, Value::Bool(true));
                     out.push(ev(start(id.clone()), made_up));
+                    extra.insert(marker::SYNTHESIZED.into(), Value::Bool(true));
                 }
                 let kind = if reasoning {
                     EventKind::ReasoningEnd { message_id: id }

@@ -29,6 +29,7 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 
 use babelgate_core::event::{Role, SourceKind};
 use babelgate_core::request::Message;
+use babelgate_core::Interrupt;
 use babelgate_core::{
     Dialect, EncodeContext, Encoder, Event, EventKind, Extra, OpenList, OpenTracker, Outcome, Sink,
 };
@@ -37,17 +38,29 @@ use serde_json::{json, Map, Value};
 use crate::decoder::input_from_args;
 use crate::request::{apply_patch, core_to_ui_messages};
 use crate::wire::{self, is_marker, marker, HEADERS, STATE_PART_ID, UNKNOWN_TOOL_NAME};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Nothing of a run seen yet.
-    Idle,
-    Running,
-    /// A `finish` or `abort` was written.
-    Ended,
-    /// An `error` was written: the chat stops reading there, so nothing more
-    /// is written but `[DONE]`.
+/// Where the response is: the encoder's one state.
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Nothing written yet.
+    Fresh,
+    /// `start` is written.
+    Live(Response),
+    /// An `error` chunk ended the response (its step and message closed):
+    /// the chat stops reading there, so nothing more is written but `[DONE]`.
     Errored,
+    /// `[DONE]` is written.
+    Done,
+}
+
+/// A response whose `start` is written.
+#[derive(Debug, Clone, PartialEq)]
+struct Response {
+    /// A run is open: started, and neither finished (`finish`, `abort`) nor
+    /// failed.
+    running: bool,
+    step: Step,
+    /// A chunk the client stores was written after the first step opened.
+    committed: bool,
 }
 
 /// Where the response is in its steps (`start-step` ... `finish-step`).
@@ -55,15 +68,29 @@ enum Phase {
 enum Step {
     /// No step opened yet in this response.
     NoneYet,
-    /// A step is open; `output`: a tool result came in it, so content from
-    /// another dialect opens a new step.
-    Open { output: bool },
+    /// A step is open. `output`: a tool result came in it, so content from
+    /// another dialect opens a new step. `calls_of`: the upstream message
+    /// the step's calls belong to: text of another message is the next
+    /// model call, so the next step.
+    Open {
+        output: bool,
+        calls_of: Option<String>,
+    },
     /// A Vercel upstream's `finish-step` (its extras), written before the
     /// next chunk unless the run's finish comes first (trailing content
     /// stays in the step that is closing).
     Closing(Extra),
     /// The last step is closed.
     Closed,
+}
+
+impl Step {
+    fn open() -> Self {
+        Step::Open {
+            output: false,
+            calls_of: None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -83,25 +110,36 @@ struct Call {
     result_id: Option<String>,
 }
 
+impl Call {
+    fn new(name: &str, run: u64) -> Self {
+        Call {
+            name: name.to_string(),
+            args: String::new(),
+            start_written: false,
+            input_done: false,
+            resolved: false,
+            run,
+            result_id: None,
+        }
+    }
+}
+
+/// Maps shaped events (`babelgate_core::shape`) to UI message stream chunks.
+/// How a cut stream ends (`finish_to`, `fail_to`) is its own: it closes what
+/// it wrote open.
 pub struct VercelEncoder {
     ctx: EncodeContext,
-    /// Open text and reasoning parts (what is written, not what was asked).
+    state: State,
+    /// Open text and reasoning parts (what is written, for a cut stream to
+    /// close them and for `verbatim`).
     tracker: OpenTracker,
-    phase: Phase,
+    /// Runs started in this response.
     run_seq: u64,
-    start_written: bool,
-    done: bool,
-    step: Step,
-    /// A chunk the client stores was written after the first step opened.
-    committed: bool,
-    /// The upstream message the current step's calls belong to: text of
-    /// another message is the next model call, so the next step.
-    step_calls_of: Option<String>,
     calls: HashMap<String, Call>,
     /// Calls whose input is still streaming, in the order they started.
     open_inputs: OpenList<()>,
     /// The state as StateSnapshot/StateDelta left it.
-    state: Value,
+    state_value: Value,
     /// Activity contents by message id, for applying deltas.
     activities: HashMap<String, Value>,
     /// Ids of the approval requests the client's message holds (written
@@ -116,17 +154,12 @@ pub struct VercelEncoder {
 impl VercelEncoder {
     pub fn new(ctx: EncodeContext) -> Self {
         VercelEncoder {
+            state: State::Fresh,
             tracker: OpenTracker::default(),
-            phase: Phase::Idle,
             run_seq: 0,
-            start_written: false,
-            done: false,
-            step: Step::NoneYet,
-            committed: false,
-            step_calls_of: None,
             calls: HashMap::new(),
             open_inputs: OpenList::default(),
-            state: json!({}),
+            state_value: json!({}),
             activities: HashMap::new(),
             approvals: ctx.continued.approvals.iter().cloned().collect(),
             held_calls: ctx.continued.tool_calls.iter().cloned().collect(),
@@ -146,6 +179,13 @@ fn write_finish_step(out: &mut Sink, extra: Extra) {
 fn chunk(ty: &str) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("type".into(), Value::String(ty.to_string()));
+    m
+}
+
+/// A chunk object with its type and a string field.
+fn chunk_with(ty: &str, key: &str, value: &str) -> Map<String, Value> {
+    let mut m = chunk(ty);
+    m.insert(key.into(), s(value));
     m
 }
 
@@ -218,12 +258,112 @@ fn output_value(content: &Value, from_vercel: bool) -> Value {
     content.clone()
 }
 
+/// The `source-url`/`source-document` chunk of a `Source` event.
+fn source_chunk(
+    source_kind: &SourceKind,
+    source_id: &str,
+    url: Option<&str>,
+    title: Option<&str>,
+    media_type: Option<&str>,
+    filename: Option<&str>,
+) -> Map<String, Value> {
+    match source_kind {
+        SourceKind::Url => {
+            let mut c = chunk_with("source-url", "sourceId", source_id);
+            c.insert("url".into(), s(url.unwrap_or_default()));
+            if let Some(t) = title {
+                c.insert("title".into(), s(t));
+            }
+            c
+        }
+        SourceKind::Document => {
+            let mut c = chunk_with("source-document", "sourceId", source_id);
+            let media_type = media_type.unwrap_or("application/octet-stream");
+            c.insert("mediaType".into(), s(media_type));
+            // title is required: fall back to the file name
+            let t = title.or(filename).unwrap_or_default();
+            c.insert("title".into(), s(t));
+            if let Some(f) = filename {
+                c.insert("filename".into(), s(f));
+            }
+            c
+        }
+    }
+}
+
+// ---- state: the response and its steps -----------------------------------
+
 impl VercelEncoder {
+    fn response(&mut self) -> Option<&mut Response> {
+        match &mut self.state {
+            State::Live(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn step(&self) -> Option<&Step> {
+        match &self.state {
+            State::Live(r) => Some(&r.step),
+            _ => None,
+        }
+    }
+
+    fn set_step(&mut self, step: Step) {
+        if let Some(r) = self.response() {
+            r.step = step;
+        }
+    }
+
+    /// A step is open (a `finish-step` due still counts).
+    fn step_open(&self) -> bool {
+        matches!(self.step(), Some(Step::Open { .. } | Step::Closing(_)))
+    }
+
+    fn any_step(&self) -> bool {
+        matches!(self.step(), Some(s) if *s != Step::NoneYet)
+    }
+
+    /// A chunk the client stores is written: after the first step, the
+    /// response has content.
+    fn note_commit(&mut self) {
+        if let Some(r) = self.response() {
+            if r.step != Step::NoneYet {
+                r.committed = true;
+            }
+        }
+    }
+
     fn emit(&mut self, out: &mut Sink, obj: Map<String, Value>, event: Option<&Event>) {
-        if self.any_step() && commits(&obj) {
-            self.committed = true;
+        if commits(&obj) {
+            self.note_commit();
         }
         write_chunk(out, obj, event);
+    }
+
+    /// `start`, before anything else the response says.
+    fn ensure_start(&mut self, out: &mut Sink) {
+        if self.state == State::Fresh {
+            self.write_start(out, None, None);
+        }
+    }
+
+    fn write_start(&mut self, out: &mut Sink, message_id: Option<&str>, event: Option<&Event>) {
+        let mut c = chunk("start");
+        if let Some(id) = self.ctx.message_id.as_deref().or(message_id) {
+            c.insert("messageId".into(), s(id));
+        }
+        self.emit(out, c, event);
+        self.state = State::Live(Response {
+            running: false,
+            step: Step::NoneYet,
+            committed: false,
+        });
+    }
+
+    fn set_running(&mut self, running: bool) {
+        if let Some(r) = self.response() {
+            r.running = running;
+        }
     }
 
     /// A continuation must show the client its new step: a stream that only
@@ -233,7 +373,8 @@ impl VercelEncoder {
     /// complete, and send the same request again, forever. An empty text part
     /// makes it store the step.
     fn commit_continuation(&mut self, out: &mut Sink) {
-        if self.ctx.message_id.is_none() || self.committed {
+        let committed = matches!(&self.state, State::Live(r) if r.committed);
+        if self.ctx.message_id.is_none() || committed {
             return;
         }
         if !self.step_open() {
@@ -241,59 +382,30 @@ impl VercelEncoder {
         }
         let id = self.ctx.ids.next("txt");
         for ty in ["text-start", "text-end"] {
-            let mut c = chunk(ty);
-            c.insert("id".into(), s(&id));
-            self.emit(out, c, None);
+            self.emit(out, chunk_with(ty, "id", &id), None);
         }
-    }
-
-    // ---- run and steps ---------------------------------------------------
-
-    fn ensure_start(&mut self, out: &mut Sink) {
-        if !self.start_written {
-            let mut c = chunk("start");
-            if let Some(id) = &self.ctx.message_id {
-                c.insert("messageId".into(), s(id));
-            }
-            self.emit(out, c, None);
-            self.start_written = true;
-        }
-    }
-
-    /// Before writing anything that belongs to a run.
-    fn begin(&mut self, out: &mut Sink) {
-        self.ensure_start(out);
-        if matches!(self.phase, Phase::Idle | Phase::Ended) {
-            self.phase = Phase::Running;
-        }
-    }
-
-    /// A step is open (a `finish-step` due still counts).
-    fn step_open(&self) -> bool {
-        matches!(self.step, Step::Open { .. } | Step::Closing(_))
-    }
-
-    fn any_step(&self) -> bool {
-        self.step != Step::NoneYet
     }
 
     /// A tool result came: content after it belongs to a new step.
     fn step_output(&mut self) {
-        if let Step::Open { output } = &mut self.step {
-            *output = true;
+        if let Some(r) = self.response() {
+            if let Step::Open { output, .. } = &mut r.step {
+                *output = true;
+            }
         }
     }
 
     fn open_step(&mut self, out: &mut Sink) {
         self.emit(out, chunk("start-step"), None);
-        self.step = Step::Open { output: false };
-        self.step_calls_of = None;
+        self.set_step(Step::open());
     }
 
     fn flush_finish_step(&mut self, out: &mut Sink) {
-        if matches!(self.step, Step::Closing(_)) {
-            if let Step::Closing(extra) = std::mem::replace(&mut self.step, Step::Closed) {
-                write_finish_step(out, extra);
+        if let Some(r) = self.response() {
+            if matches!(r.step, Step::Closing(_)) {
+                if let Step::Closing(extra) = std::mem::replace(&mut r.step, Step::Closed) {
+                    write_finish_step(out, extra);
+                }
             }
         }
     }
@@ -302,7 +414,19 @@ impl VercelEncoder {
         self.flush_finish_step(out);
         if self.step_open() {
             self.emit(out, chunk("finish-step"), None);
-            self.step = Step::Closed;
+            self.set_step(Step::Closed);
+        }
+    }
+
+    /// Closes the last step of a response that ends; every answer opens
+    /// one, or a continuation after a front-end tool would look unanswered
+    /// and be re-sent.
+    fn end_steps(&mut self, out: &mut Sink) {
+        self.commit_continuation(out);
+        self.close_step(out);
+        if !self.any_step() {
+            self.open_step(out);
+            self.close_step(out);
         }
     }
 
@@ -314,10 +438,10 @@ impl VercelEncoder {
     fn ensure_step(&mut self, out: &mut Sink, from_vercel: bool, trailer: bool) {
         if !trailer {
             self.flush_finish_step(out);
-            let output = self.step == Step::Open { output: true };
+            let output = matches!(self.step(), Some(Step::Open { output: true, .. }));
             if output && !from_vercel && self.open_inputs.is_empty() {
                 self.emit(out, chunk("finish-step"), None);
-                self.step = Step::Closed;
+                self.set_step(Step::Closed);
             }
         }
         if !self.step_open() {
@@ -325,23 +449,37 @@ impl VercelEncoder {
         }
     }
 
-    fn close_texts(&mut self, out: &mut Sink) {
+    /// Closes the text and reasoning parts left open (a cut stream).
+    fn close_parts(&mut self, out: &mut Sink) {
         for e in self.tracker.closing_events() {
-            match &e.kind {
-                EventKind::TextEnd { message_id } => {
-                    let mut c = chunk("text-end");
-                    c.insert("id".into(), s(message_id));
-                    self.emit(out, c, None);
-                }
+            let c = match &e.kind {
+                EventKind::TextEnd { message_id } => chunk_with("text-end", "id", message_id),
                 EventKind::ReasoningEnd { message_id } => {
-                    let mut c = chunk("reasoning-end");
-                    c.insert("id".into(), s(message_id));
-                    self.emit(out, c, None);
+                    chunk_with("reasoning-end", "id", message_id)
                 }
                 _ => continue,
-            }
+            };
+            self.emit(out, c, None);
             self.tracker.observe(&e);
         }
+    }
+}
+
+// ---- the run ---------------------------------------------------------------
+
+impl VercelEncoder {
+    /// One `start` per response: a later run's metadata still counts.
+    fn run_started(&mut self, event: &Event, message_id: Option<&str>, out: &mut Sink) {
+        if self.state == State::Fresh {
+            self.write_start(out, message_id, Some(event));
+        } else if let Some(md) = note(event, "messageMetadata") {
+            let mut c = chunk("message-metadata");
+            c.insert("messageMetadata".into(), md.clone());
+            self.emit(out, c, None);
+        }
+        self.set_running(true);
+        self.run_seq += 1;
+        self.tracker.observe(event);
     }
 
     fn finish_reason(
@@ -386,10 +524,6 @@ impl VercelEncoder {
         finish_reason: Option<&str>,
         out: &mut Sink,
     ) {
-        if self.phase == Phase::Ended {
-            return; // a second finish for the same run says nothing new
-        }
-        self.begin(out);
         if let Outcome::Cancelled { reason } = outcome {
             // As the ai package does on abort: nothing is closed.
             self.commit_continuation(out);
@@ -400,70 +534,222 @@ impl VercelEncoder {
             }
             self.emit(out, c, Some(event));
         } else {
-            self.close_texts(out);
-            for id in self
-                .open_inputs
-                .ids()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-            {
+            // The calls whose input is still streaming are complete now.
+            for id in self.open_input_ids() {
                 self.end_call(out, &id, None);
             }
             if let Outcome::Interrupt { interrupts } = outcome {
                 for it in interrupts {
-                    match &it.tool_call_id {
-                        Some(call_id) => {
-                            self.ensure_known(out, call_id, true);
-                            let mut c = chunk("tool-approval-request");
-                            c.insert("approvalId".into(), s(&it.id));
-                            c.insert("toolCallId".into(), s(call_id));
-                            if let Some(m) = &it.message {
-                                c.insert("reason".into(), s(m));
-                            }
-                            if let Some(p) = &it.payload {
-                                c.insert("approvalDescriptor".into(), p.clone());
-                            }
-                            if is_vercel(event) {
-                                for (k, v) in &it.extra {
-                                    c.insert(k.clone(), v.clone());
-                                }
-                            }
-                            self.emit(out, c, None);
-                        }
-                        None => {
-                            // No chunk asks a human anything but a tool
-                            // approval: the question stays in the message.
-                            self.ensure_step(out, true, true);
-                            let mut c = chunk("data-interrupt");
-                            c.insert("id".into(), s(&it.id));
-                            c.insert(
-                                "data".into(),
-                                serde_json::to_value(it).unwrap_or(Value::Null),
-                            );
-                            self.emit(out, c, None);
-                        }
-                    }
+                    self.interrupt(event, it, out);
                 }
             }
-            self.commit_continuation(out);
-            self.close_step(out);
-            if !self.any_step() {
-                // Every answer opens a step, or a continuation after a
-                // front-end tool would look unanswered and be re-sent.
-                self.open_step(out);
-                self.close_step(out);
-            }
+            self.end_steps(out);
             let mut c = chunk("finish");
             if let Some(r) = self.finish_reason(event, finish_reason, outcome) {
                 c.insert("finishReason".into(), Value::String(r));
             }
             self.emit(out, c, Some(event));
         }
-        self.phase = Phase::Ended;
+        self.set_running(false);
         self.tracker.observe(event);
     }
 
-    // ---- tool calls ------------------------------------------------------
+    /// An interrupt a `RunFinished` carries, inside the step that closes.
+    fn interrupt(&mut self, event: &Event, it: &Interrupt, out: &mut Sink) {
+        let Some(call_id) = &it.tool_call_id else {
+            // No chunk asks a human anything but a tool approval: the
+            // question stays in the message.
+            self.ensure_step(out, true, true);
+            let mut c = chunk_with("data-interrupt", "id", &it.id);
+            c.insert(
+                "data".into(),
+                serde_json::to_value(it).unwrap_or(Value::Null),
+            );
+            self.emit(out, c, None);
+            return;
+        };
+        self.ensure_known(out, call_id, true);
+        let mut c = chunk_with("tool-approval-request", "approvalId", &it.id);
+        c.insert("toolCallId".into(), s(call_id));
+        if let Some(m) = &it.message {
+            c.insert("reason".into(), s(m));
+        }
+        if let Some(p) = &it.payload {
+            c.insert("approvalDescriptor".into(), p.clone());
+        }
+        if is_vercel(event) {
+            for (k, v) in &it.extra {
+                c.insert(k.clone(), v.clone());
+            }
+        }
+        self.emit(out, c, None);
+    }
+
+    /// The calls whose input is still streaming fail with the run; the
+    /// `error` chunk follows, and the step and the message are closed with
+    /// reason "error", as the `ai` package's own streams end a failed run.
+    fn run_error(&mut self, event: &Event, message: &str, code: Option<&str>, out: &mut Sink) {
+        for id in self.open_input_ids() {
+            let why = format!("the run failed before the call's input was complete: {message}");
+            self.abandon_call(out, &id, &why);
+        }
+        let mut c = chunk_with("error", "errorText", message);
+        if let Some(code) = code {
+            c.insert("code".into(), s(code));
+        }
+        self.emit(out, c, Some(event));
+        self.close_step(out);
+        self.emit(out, chunk_with("finish", "finishReason", "error"), None);
+        self.state = State::Errored;
+        self.tracker.observe(event);
+    }
+
+    /// The upstream stopped without finishing: close what is open and say
+    /// the answer may be incomplete.
+    fn finish_cut(&mut self, out: &mut Sink) {
+        self.ensure_start(out);
+        self.close_parts(out);
+        for id in self.open_input_ids() {
+            let why = "the stream ended before the call's input was complete";
+            self.abandon_call(out, &id, why);
+        }
+        self.end_steps(out);
+        self.emit(
+            out,
+            chunk_with("finish", "finishReason", "interrupted"),
+            None,
+        );
+        self.set_running(false);
+    }
+
+    /// A Vercel step is one model call. Another dialect's steps are not
+    /// (LangGraph's are graph nodes): its steps are opened by content and
+    /// after tool results (`ensure_step`), so the client's step checks
+    /// (`lastAssistantMessageIsComplete...`) see the calls in the last step.
+    fn step_started(&mut self, event: &Event, out: &mut Sink) {
+        if is_vercel(event) {
+            self.emit(out, chunk("start-step"), Some(event));
+            self.set_step(Step::open());
+        }
+    }
+
+    fn step_finished(&mut self, event: &Event, out: &mut Sink) {
+        if !is_vercel(event) {
+            return;
+        }
+        let extra: Extra = event
+            .extra
+            .iter()
+            .filter(|(k, _)| !is_marker(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if self.step_open() {
+            self.set_step(Step::Closing(extra));
+        } else {
+            // No step to close: written at once, the state kept.
+            write_finish_step(out, extra);
+        }
+    }
+}
+
+// ---- text and reasoning parts ----------------------------------------------
+
+impl VercelEncoder {
+    /// Whether the client has the text (or reasoning) part `id` open.
+    fn part_open(&self, reasoning: bool, id: &str) -> bool {
+        if reasoning {
+            self.tracker.reasoning_open(id)
+        } else {
+            self.tracker.text_open(id)
+        }
+    }
+
+    /// `text-start`/`reasoning-start`. A start the Vercel decoder made up
+    /// for a stray end is written no more than that end.
+    fn part_start(&mut self, event: &Event, reasoning: bool, id: &str, out: &mut Sink) {
+        if note(event, marker::SYNTHESIZED).is_some() {
+            return;
+        }
+        let from_vercel = is_vercel(event);
+        let calls_of_another = matches!(
+            self.step(),
+            Some(Step::Open { calls_of: Some(p), .. }) if p != id
+        );
+        if !from_vercel && calls_of_another {
+            // The calls' results may come late (or only in a snapshot):
+            // this is the next model call all the same.
+            self.step_output();
+        }
+        self.ensure_step(out, from_vercel, false);
+        let ty = if reasoning {
+            "reasoning-start"
+        } else {
+            "text-start"
+        };
+        let mut c = chunk_with(ty, "id", id);
+        if !from_vercel {
+            c.insert("providerMetadata".into(), wire::id_metadata(id));
+        }
+        self.emit(out, c, Some(event));
+        self.tracker.observe(event);
+    }
+
+    fn part_delta(
+        &mut self,
+        event: &Event,
+        reasoning: bool,
+        id: &str,
+        delta: &str,
+        out: &mut Sink,
+    ) {
+        if event.extra_from(Dialect::Vercel).is_some() {
+            let ty = if reasoning {
+                "reasoning-delta"
+            } else {
+                "text-delta"
+            };
+            let mut c = chunk_with(ty, "id", id);
+            c.insert("delta".into(), s(delta));
+            self.emit(out, c, Some(event));
+            return;
+        }
+        // The hot path: the same bytes as the map above, written straight out.
+        self.note_commit();
+        out.event(|out| {
+            out.extend_from_slice(if reasoning {
+                b"data: {\"type\":\"reasoning-delta\",\"id\":"
+            } else {
+                b"data: {\"type\":\"text-delta\",\"id\":"
+            });
+            babelgate_core::json::write_str(out, id);
+            out.extend_from_slice(b",\"delta\":");
+            babelgate_core::json::write_str(out, delta);
+            out.extend_from_slice(b"}\n\n");
+        });
+    }
+
+    /// `text-end`/`reasoning-end`; the end of a part whose start the Vercel
+    /// decoder made up is not written (nor was that start).
+    fn part_end(&mut self, event: &Event, reasoning: bool, id: &str, out: &mut Sink) {
+        if note(event, marker::SYNTHESIZED).is_some() {
+            return;
+        }
+        let ty = if reasoning {
+            "reasoning-end"
+        } else {
+            "text-end"
+        };
+        self.emit(out, chunk_with(ty, "id", id), Some(event));
+        self.tracker.observe(event);
+    }
+}
+
+// ---- tool calls ------------------------------------------------------------
+
+impl VercelEncoder {
+    fn open_input_ids(&self) -> Vec<String> {
+        self.open_inputs.ids().map(str::to_string).collect()
+    }
 
     /// `parent`: the upstream message holding the call, kept on the part.
     #[allow(clippy::too_many_arguments)]
@@ -479,33 +765,28 @@ impl VercelEncoder {
     ) {
         self.ensure_step(out, event.is_some_and(is_vercel), trailer);
         if write {
-            let mut c = chunk("tool-input-start");
-            c.insert("toolCallId".into(), s(id));
+            let mut c = chunk_with("tool-input-start", "toolCallId", id);
             c.insert("toolName".into(), s(name));
             if let Some(p) = parent {
                 c.insert("providerMetadata".into(), wire::id_metadata(p));
-                self.step_calls_of = Some(p.to_string());
+                if let Some(r) = self.response() {
+                    if let Step::Open { calls_of, .. } = &mut r.step {
+                        *calls_of = Some(p.to_string());
+                    }
+                }
             }
             self.emit(out, c, event);
         }
-        self.calls.insert(
-            id.to_string(),
-            Call {
-                name: name.to_string(),
-                args: String::new(),
-                start_written: write,
-                input_done: false,
-                resolved: false,
-                run: self.run_seq,
-                result_id: None,
-            },
-        );
+        let mut call = Call::new(name, self.run_seq);
+        call.start_written = write;
+        self.calls.insert(id.to_string(), call);
         self.open_inputs.push(id.to_string(), ());
     }
 
     /// The call's input is complete: `tool-input-available` with the parsed
     /// arguments (none at all means `{}`), or `tool-input-error` when they
-    /// are not JSON.
+    /// are not JSON. Nothing for a call whose input is complete already (one
+    /// the continued message holds, or started again).
     fn end_call(&mut self, out: &mut Sink, id: &str, event: Option<&Event>) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
@@ -523,22 +804,18 @@ impl VercelEncoder {
         };
         let c = match parsed {
             Ok(input) => {
-                let mut c = chunk("tool-input-available");
-                c.insert("toolCallId".into(), s(id));
+                let mut c = chunk_with("tool-input-available", "toolCallId", id);
                 c.insert("toolName".into(), s(&call.name));
                 c.insert("input".into(), input);
                 c
             }
             Err(e) => {
                 call.resolved = true;
-                let mut c = chunk("tool-input-error");
-                c.insert("toolCallId".into(), s(id));
+                let mut c = chunk_with("tool-input-error", "toolCallId", id);
                 c.insert("toolName".into(), s(&call.name));
                 c.insert("input".into(), Value::String(call.args.clone()));
-                c.insert(
-                    "errorText".into(),
-                    Value::String(format!("the tool call's arguments are not valid JSON: {e}")),
-                );
+                let why = format!("the tool call's arguments are not valid JSON: {e}");
+                c.insert("errorText".into(), Value::String(why));
                 c
             }
         };
@@ -557,36 +834,11 @@ impl VercelEncoder {
         call.input_done = true;
         call.resolved = true;
         self.open_inputs.remove_all(id);
-        let mut c = chunk("tool-input-error");
-        c.insert("toolCallId".into(), s(id));
+        let mut c = chunk_with("tool-input-error", "toolCallId", id);
         c.insert("toolName".into(), s(&call.name));
         c.insert("input".into(), input_from_args(&call.args));
         c.insert("errorText".into(), s(why));
         self.emit(out, c, None);
-    }
-
-    /// Whether the client takes `raw`, a Vercel chunk kept unknown, as it
-    /// came: a type it knows, the fields its schema asks, and for an answer
-    /// to an approval, a request in the message it is assembling (one
-    /// written here, or one the continued answer holds).
-    fn client_accepts(&self, raw: &Value) -> bool {
-        let ty = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-        wire::is_kept_whole(ty, raw)
-            && wire::client_accepts(raw)
-            && (ty != "tool-approval-response"
-                || raw
-                    .get("approvalId")
-                    .and_then(Value::as_str)
-                    .is_some_and(|id| self.approvals.contains(id)))
-    }
-
-    /// Whether the client has the text (or reasoning) part `id` open.
-    fn part_open(&self, reasoning: bool, id: &str) -> bool {
-        if reasoning {
-            self.tracker.reasoning_open(id)
-        } else {
-            self.tracker.text_open(id)
-        }
     }
 
     /// Before a chunk that refers to a call (output, error, denial, approval):
@@ -613,6 +865,146 @@ impl VercelEncoder {
         self.step_output();
     }
 
+    /// One tool part per call: a start of a call the response has a part
+    /// for already writes nothing (one started again after its input ended,
+    /// or one the continued message holds).
+    fn tool_call_start(
+        &mut self,
+        event: &Event,
+        id: &str,
+        name: &str,
+        parent: Option<&str>,
+        out: &mut Sink,
+    ) {
+        if self.calls.contains_key(id) {
+            return;
+        }
+        if self.held_calls.contains(id) {
+            // A call the continued message holds already (an upstream
+            // resuming after an interrupt starts it again): a second part
+            // would show it twice, once without its result. Its input is
+            // complete; its result may follow.
+            let mut call = Call::new(name, self.run_seq);
+            call.start_written = true;
+            call.input_done = true;
+            self.calls.insert(id.to_string(), call);
+            return;
+        }
+        let write = note(event, marker::SYNTHESIZED).is_none();
+        let parent = parent.filter(|_| !is_vercel(event));
+        self.start_call(out, id, name, write, Some(event), false, parent);
+    }
+
+    /// Arguments after the input was complete cannot be shown; arguments
+    /// the Vercel decoder made up (from a bare `tool-input-available`) are
+    /// only kept.
+    fn tool_call_args(&mut self, event: &Event, id: &str, delta: &str, out: &mut Sink) {
+        let Some(call) = self.calls.get_mut(id) else {
+            return;
+        };
+        if call.input_done {
+            return;
+        }
+        call.args.push_str(delta);
+        if note(event, marker::SYNTHESIZED).is_some() {
+            return;
+        }
+        if !call.start_written {
+            call.start_written = true;
+            let mut c = chunk_with("tool-input-start", "toolCallId", id);
+            c.insert("toolName".into(), s(&call.name));
+            self.emit(out, c, None);
+        }
+        if event.extra_from(Dialect::Vercel).is_none() {
+            self.note_commit();
+            let fields = [("toolCallId", id), ("inputTextDelta", delta)];
+            write_fields(out, "tool-input-delta", &fields);
+            return;
+        }
+        let mut c = chunk_with("tool-input-delta", "toolCallId", id);
+        c.insert("inputTextDelta".into(), s(delta));
+        self.emit(out, c, Some(event));
+    }
+
+    fn tool_call_end(&mut self, event: &Event, id: &str, out: &mut Sink) {
+        if note(event, marker::INPUT_ERROR).is_some() {
+            // The ToolCallError that follows writes tool-input-error.
+            if let Some(call) = self.calls.get_mut(id) {
+                call.input_done = true;
+            }
+            self.open_inputs.remove_all(id);
+        } else {
+            self.end_call(out, id, Some(event));
+        }
+    }
+
+    fn tool_result(
+        &mut self,
+        event: &Event,
+        id: &str,
+        content: &Value,
+        message_id: Option<&str>,
+        out: &mut Sink,
+    ) {
+        let from_vercel = is_vercel(event);
+        self.ensure_known(out, id, false);
+        let mut c = chunk_with("tool-output-available", "toolCallId", id);
+        c.insert("output".into(), output_value(content, from_vercel));
+        if let Some(mid) = message_id.filter(|_| !from_vercel) {
+            c.insert("providerMetadata".into(), wire::id_metadata(mid));
+            if let Some(call) = self.calls.get_mut(id) {
+                call.result_id = Some(mid.to_string());
+            }
+        }
+        self.emit(out, c, Some(event));
+        // (A preliminary output is no result: kept whole, it comes as
+        // `Unknown`.)
+        self.resolve(id);
+    }
+
+    fn tool_error(
+        &mut self,
+        event: &Event,
+        id: &str,
+        error: &str,
+        input_invalid: bool,
+        out: &mut Sink,
+    ) {
+        if input_invalid {
+            return self.input_error(event, id, error, out);
+        }
+        self.ensure_known(out, id, false);
+        let mut c = chunk_with("tool-output-error", "toolCallId", id);
+        c.insert("errorText".into(), s(error));
+        self.emit(out, c, Some(event));
+        self.resolve(id);
+    }
+
+    /// `tool-input-error`, which makes the part itself if need be.
+    fn input_error(&mut self, event: &Event, id: &str, error: &str, out: &mut Sink) {
+        if !self.calls.contains_key(id) {
+            self.start_call(out, id, UNKNOWN_TOOL_NAME, false, None, false, None);
+        }
+        if let Some(call) = self.calls.get_mut(id) {
+            call.input_done = true;
+            call.resolved = true;
+            let mut c = chunk_with("tool-input-error", "toolCallId", id);
+            c.insert("toolName".into(), s(&call.name));
+            c.insert("input".into(), input_from_args(&call.args));
+            c.insert("errorText".into(), s(error));
+            self.emit(out, c, Some(event));
+        }
+        self.open_inputs.remove_all(id);
+        self.step_output();
+    }
+
+    fn tool_denied(&mut self, event: &Event, id: &str, out: &mut Sink) {
+        self.ensure_known(out, id, false);
+        let c = chunk_with("tool-output-denied", "toolCallId", id);
+        self.emit(out, c, Some(event));
+        self.resolve(id);
+    }
+
     /// A snapshot of the conversation settles the calls of this response it
     /// holds results for: a call the stream left open gets its result (an
     /// upstream may say a tool failed only there: ag-ui-langgraph), and a
@@ -633,10 +1025,8 @@ impl VercelEncoder {
             let text = m.text();
             let mut c = match &m.error {
                 Some(error) => {
-                    let mut c = chunk("tool-output-error");
                     let shown = if text.is_empty() { error } else { &text };
-                    c.insert("errorText".into(), s(shown));
-                    c
+                    chunk_with("tool-output-error", "errorText", shown)
                 }
                 None => {
                     let mut c = chunk("tool-output-available");
@@ -655,9 +1045,11 @@ impl VercelEncoder {
             }
         }
     }
+}
 
-    // ---- parts carried as data-<name> ------------------------------------
+// ---- parts carried as data-<name>, sources, files ---------------------------
 
+impl VercelEncoder {
     /// A `data-<name>` part. From a Vercel upstream its `id`/`transient` come
     /// back from the extras; otherwise `id` and `transient` are as given.
     fn data_part(
@@ -691,6 +1083,13 @@ impl VercelEncoder {
         self.emit(out, c, Some(event));
     }
 
+    /// A core event with no chunk of its own, as a transient data part
+    /// holding its fields.
+    fn kind_part(&mut self, event: &Event, out: &mut Sink) {
+        let name = wire::kind_part_name(&event.kind).unwrap_or("unknown");
+        self.data_part(out, event, name, wire::kind_fields(&event.kind), None, true);
+    }
+
     fn state_part(
         &mut self,
         out: &mut Sink,
@@ -712,41 +1111,230 @@ impl VercelEncoder {
             self.data_part(out, event, "state", data, Some(STATE_PART_ID), false);
         }
     }
-}
 
-impl Encoder for VercelEncoder {
-    fn dialect(&self) -> Dialect {
-        Dialect::Vercel
+    fn state_snapshot(&mut self, event: &Event, snapshot: &Value, out: &mut Sink) {
+        self.state_value = snapshot.clone();
+        self.state_part(out, event, snapshot.clone(), None);
     }
 
-    fn encode_to(&mut self, event: &Event, out: &mut Sink) {
-        if self.done || self.phase == Phase::Errored {
+    /// The state keeps one live part: a delta that applies writes the whole
+    /// state again.
+    fn state_delta(&mut self, event: &Event, patch: &Value, out: &mut Sink) {
+        // Unchanged when the patch does not apply.
+        let applied = apply_patch(&mut self.state_value, patch);
+        if is_vercel(event) {
+            self.state_part(out, event, Value::Null, Some(patch));
+        } else if applied && event.extra_from(Dialect::Vercel).is_none() {
+            // What state_part writes for this, without copying the state
+            // into a chunk map first.
+            self.ensure_step(out, false, false);
+            self.note_commit();
+            let state = &self.state_value;
+            out.event(|out| {
+                out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
+                babelgate_core::json::write_str(out, STATE_PART_ID);
+                out.extend_from_slice(b",\"data\":");
+                // A `Value` always serializes (string keys, finite numbers).
+                #[allow(clippy::expect_used)]
+                serde_json::to_writer(&mut *out, state).expect("JSON into memory");
+                out.extend_from_slice(b"}\n\n");
+            });
+        } else if applied {
+            let full = self.state_value.clone();
+            self.state_part(out, event, full, None);
+        } else {
+            // The patch does not fit the state this stream built: the
+            // client gets the patch itself, shown but not kept.
+            self.data_part(out, event, "state-delta", patch.clone(), None, true);
+        }
+    }
+
+    fn messages_snapshot(&mut self, event: &Event, messages: &[Message], out: &mut Sink) {
+        if !is_vercel(event) {
+            self.settle_from_snapshot(out, messages);
+        }
+        let data = json!({"messages": core_to_ui_messages(messages)});
+        self.data_part(out, event, "messages-snapshot", data, None, true);
+    }
+
+    fn activity_snapshot(
+        &mut self,
+        event: &Event,
+        message_id: &str,
+        content: &Value,
+        out: &mut Sink,
+    ) {
+        self.activities
+            .insert(message_id.to_string(), content.clone());
+        let data = wire::kind_fields(&event.kind);
+        let id = Some(message_id);
+        self.data_part(out, event, "activity-snapshot", data, id, false);
+    }
+
+    /// A delta that applies to the activity replaces its part (same id) in
+    /// place; otherwise the delta itself is shown, not kept.
+    fn activity_delta(
+        &mut self,
+        event: &Event,
+        message_id: &str,
+        activity_type: &str,
+        patch: &Value,
+        out: &mut Sink,
+    ) {
+        let applied = match (is_vercel(event), self.activities.get(message_id)) {
+            (false, Some(content)) => {
+                let mut next = content.clone();
+                apply_patch(&mut next, patch).then_some(next)
+            }
+            _ => None,
+        };
+        let Some(content) = applied else {
+            let data = wire::kind_fields(&event.kind);
+            return self.data_part(out, event, "activity-delta", data, None, true);
+        };
+        self.activities
+            .insert(message_id.to_string(), content.clone());
+        let snapshot = EventKind::ActivitySnapshot {
+            message_id: message_id.to_string(),
+            activity_type: activity_type.to_string(),
+            content,
+            replace: None,
+        };
+        let data = wire::kind_fields(&snapshot);
+        let id = Some(message_id);
+        self.data_part(out, event, "activity-snapshot", data, id, false);
+    }
+
+    fn source(&mut self, event: &Event, out: &mut Sink) {
+        let EventKind::Source {
+            source_kind,
+            source_id,
+            url,
+            title,
+            media_type,
+            filename,
+        } = &event.kind
+        else {
+            return;
+        };
+        self.ensure_step(out, is_vercel(event), false);
+        let c = source_chunk(
+            source_kind,
+            source_id,
+            url.as_deref(),
+            title.as_deref(),
+            media_type.as_deref(),
+            filename.as_deref(),
+        );
+        self.emit(out, c, Some(event));
+    }
+
+    fn file(&mut self, event: &Event, url: &str, media_type: &str, out: &mut Sink) {
+        self.ensure_step(out, is_vercel(event), false);
+        let ty = match note(event, marker::TYPE).and_then(Value::as_str) {
+            Some("reasoning-file") => "reasoning-file",
+            _ => "file",
+        };
+        let mut c = chunk_with(ty, "url", url);
+        c.insert("mediaType".into(), s(media_type));
+        self.emit(out, c, Some(event));
+    }
+
+    fn data(&mut self, event: &Event, out: &mut Sink) {
+        let EventKind::Data {
+            name,
+            id,
+            data,
+            transient,
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        if !*transient {
+            self.ensure_step(out, is_vercel(event), false);
+        }
+        let mut c = chunk(&format!("data-{name}"));
+        if let Some(id) = id {
+            c.insert("id".into(), s(id));
+        }
+        c.insert("data".into(), data.clone());
+        if *transient {
+            c.insert("transient".into(), Value::Bool(true));
+        }
+        self.emit(out, c, Some(event));
+    }
+
+    /// Metadata that came inside `start`/`finish` is written there.
+    fn message_metadata(&mut self, event: &Event, metadata: &Value, out: &mut Sink) {
+        if note(event, marker::CARRIED_BY).is_some() {
             return;
         }
-        let from_vercel = is_vercel(event);
-        if !matches!(event.kind, EventKind::RunFinished { .. }) {
-            self.flush_finish_step(out);
+        let mut c = chunk("message-metadata");
+        c.insert("messageMetadata".into(), metadata.clone());
+        self.emit(out, c, Some(event));
+    }
+
+    /// Whether the client takes `raw`, a Vercel chunk kept unknown, as it
+    /// came: a type it knows, the fields its schema asks, and for an answer
+    /// to an approval, a request in the message it is assembling (one
+    /// written here, or one the continued answer holds).
+    fn client_accepts(&self, raw: &Value) -> bool {
+        let ty = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+        wire::is_kept_whole(ty, raw)
+            && wire::client_accepts(raw)
+            && (ty != "tool-approval-response"
+                || raw
+                    .get("approvalId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|id| self.approvals.contains(id)))
+    }
+
+    /// Opaque to the shape stage, run or not: written after `start`, as it
+    /// came when the client takes it, else wrapped (the client rejects
+    /// unknown chunk types).
+    fn unknown(&mut self, event: &Event, raw: &Value, out: &mut Sink) {
+        self.ensure_start(out);
+        let from_data_part = note(event, marker::TYPE).is_some();
+        if is_vercel(event) && !from_data_part && self.client_accepts(raw) {
+            // A chunk a 7.x client knows, from a 7.x upstream.
+            self.before_kept_chunk(raw, out);
+            out.json(raw);
+        } else if from_data_part {
+            self.data_part(out, event, "unknown", raw.clone(), None, true);
+        } else {
+            let mut c = chunk("data-unknown");
+            c.insert("data".into(), raw.clone());
+            c.insert("transient".into(), Value::Bool(true));
+            self.emit(out, c, None);
         }
+    }
+
+    /// What a chunk kept whole needs written before it.
+    fn before_kept_chunk(&mut self, raw: &Value, out: &mut Sink) {
+        let call = raw.get("toolCallId").and_then(Value::as_str);
+        match raw.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "custom" | "steering-message" => self.ensure_step(out, true, false),
+            // Progress of a call: its part first.
+            "tool-output-available" => self.ensure_known(out, call.unwrap_or_default(), false),
+            "tool-approval-request" => {
+                // One the stream answers itself: its call first.
+                self.ensure_known(out, call.unwrap_or_default(), false);
+                let id = raw.get("approvalId").and_then(Value::as_str);
+                self.approvals.insert(id.unwrap_or_default().to_string());
+            }
+            _ => {}
+        }
+    }
+}
+
+// ---- events to chunks --------------------------------------------------------
+
+impl VercelEncoder {
+    fn run_event(&mut self, event: &Event, out: &mut Sink) {
         match &event.kind {
             EventKind::RunStarted { message_id, .. } => {
-                if !self.start_written {
-                    let mut c = chunk("start");
-                    if let Some(id) = self.ctx.message_id.as_ref().or(message_id.as_ref()) {
-                        c.insert("messageId".into(), s(id));
-                    }
-                    self.emit(out, c, Some(event));
-                    self.start_written = true;
-                } else if let Some(md) = note(event, "messageMetadata") {
-                    // One start per response: a later run's metadata still counts.
-                    let mut c = chunk("message-metadata");
-                    c.insert("messageMetadata".into(), md.clone());
-                    self.emit(out, c, None);
-                }
-                if self.phase != Phase::Running {
-                    self.phase = Phase::Running;
-                    self.run_seq += 1;
-                }
-                self.tracker.observe(event);
+                self.run_started(event, message_id.as_deref(), out)
             }
             EventKind::RunFinished {
                 outcome,
@@ -754,588 +1342,172 @@ impl Encoder for VercelEncoder {
                 ..
             } => self.run_finished(event, outcome, finish_reason.as_deref(), out),
             EventKind::RunError { message, code } => {
-                self.ensure_start(out);
-                self.close_texts(out);
-                for id in self
-                    .open_inputs
-                    .ids()
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-                {
-                    self.abandon_call(
-                        out,
-                        &id,
-                        &format!("the run failed before the call's input was complete: {message}"),
-                    );
-                }
-                let mut c = chunk("error");
-                c.insert("errorText".into(), s(message));
-                if let Some(code) = code {
-                    c.insert("code".into(), s(code));
-                }
-                self.emit(out, c, Some(event));
-                // As the `ai` package's own streams end a failed run: the
-                // step and the message are closed, with reason "error".
-                self.close_step(out);
-                let mut f = chunk("finish");
-                f.insert("finishReason".into(), s("error"));
-                self.emit(out, f, None);
-                self.phase = Phase::Errored;
-                self.tracker.observe(event);
+                self.run_error(event, message, code.as_deref(), out)
             }
-            EventKind::StepStarted { .. } => {
-                self.begin(out);
-                if from_vercel {
-                    self.emit(out, chunk("start-step"), Some(event));
-                    self.step = Step::Open { output: false };
-                }
-                // Another dialect's steps are not model calls (LangGraph's
-                // are graph nodes): a Vercel step is one model call, opened
-                // by content and after tool results (`ensure_step`), so the
-                // client's step checks (`lastAssistantMessageIsComplete...`)
-                // see the calls in the last step.
-            }
-            EventKind::StepFinished { .. } => {
-                self.begin(out);
-                if from_vercel {
-                    let extra: Extra = event
-                        .extra
-                        .iter()
-                        .filter(|(k, _)| !is_marker(k))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    if self.step_open() {
-                        self.step = Step::Closing(extra);
-                    } else {
-                        // No step to close: written at once, the state kept.
-                        write_finish_step(out, extra);
-                    }
-                }
-            }
+            EventKind::StepStarted { .. } => self.step_started(event, out),
+            EventKind::StepFinished { .. } => self.step_finished(event, out),
+            _ => {}
+        }
+    }
 
-            EventKind::TextStart { message_id, .. } | EventKind::ReasoningStart { message_id } => {
-                let reasoning = matches!(event.kind, EventKind::ReasoningStart { .. });
-                self.begin(out);
-                let open = self.part_open(reasoning, message_id);
-                // A start the Vercel decoder made up for a stray end.
-                let made_up = note(event, marker::SYNTHESIZED).is_some();
-                if !open && !made_up {
-                    if !from_vercel && self.step_calls_of.as_ref().is_some_and(|p| p != message_id)
-                    {
-                        // The calls' results may come late (or only in a
-                        // snapshot): this is the next model call all the same.
-                        self.step_output();
-                    }
-                    self.ensure_step(out, from_vercel, false);
-                    let mut c = chunk(if reasoning {
-                        "reasoning-start"
-                    } else {
-                        "text-start"
-                    });
-                    c.insert("id".into(), s(message_id));
-                    if !from_vercel {
-                        c.insert("providerMetadata".into(), wire::id_metadata(message_id));
-                    }
-                    self.emit(out, c, Some(event));
-                    self.tracker.observe(event);
-                }
+    fn part_event(&mut self, event: &Event, out: &mut Sink) {
+        use EventKind as K;
+        match &event.kind {
+            K::TextStart { message_id, .. } => self.part_start(event, false, message_id, out),
+            K::ReasoningStart { message_id } => self.part_start(event, true, message_id, out),
+            K::TextDelta { message_id, delta } => {
+                self.part_delta(event, false, message_id, delta, out)
             }
-            EventKind::TextDelta { message_id, delta }
-            | EventKind::ReasoningDelta { message_id, delta } => {
-                let reasoning = matches!(event.kind, EventKind::ReasoningDelta { .. });
-                self.begin(out);
-                let ty = if reasoning {
-                    "reasoning-delta"
-                } else {
-                    "text-delta"
-                };
-                if event.extra_from(Dialect::Vercel).is_none() {
-                    // The hot path: the same bytes as the map below, written
-                    // straight out.
-                    if self.any_step() {
-                        self.committed = true;
-                    }
-                    out.event(|out| {
-                        out.extend_from_slice(if reasoning {
-                            b"data: {\"type\":\"reasoning-delta\",\"id\":"
-                        } else {
-                            b"data: {\"type\":\"text-delta\",\"id\":"
-                        });
-                        babelgate_core::json::write_str(out, message_id);
-                        out.extend_from_slice(b",\"delta\":");
-                        babelgate_core::json::write_str(out, delta);
-                        out.extend_from_slice(b"}\n\n");
-                    });
-                    return;
-                }
-                let mut c = chunk(ty);
-                c.insert("id".into(), s(message_id));
-                c.insert("delta".into(), s(delta));
-                self.emit(out, c, Some(event));
+            K::ReasoningDelta { message_id, delta } => {
+                self.part_delta(event, true, message_id, delta, out)
             }
-            EventKind::TextEnd { message_id } | EventKind::ReasoningEnd { message_id } => {
-                let reasoning = matches!(event.kind, EventKind::ReasoningEnd { .. });
-                let open = self.part_open(reasoning, message_id);
-                if !open {
-                    // The end of a part never started, or ended already:
-                    // the client throws on it (see `passes`).
-                    return;
-                }
-                let mut c = chunk(if reasoning {
-                    "reasoning-end"
-                } else {
-                    "text-end"
-                });
-                c.insert("id".into(), s(message_id));
-                self.emit(out, c, Some(event));
-                self.tracker.observe(event);
-            }
+            K::TextEnd { message_id } => self.part_end(event, false, message_id, out),
+            K::ReasoningEnd { message_id } => self.part_end(event, true, message_id, out),
             // Vercel has no reasoning phases; the reasoning parts inside are written.
-            EventKind::ReasoningPhaseStart { .. } | EventKind::ReasoningPhaseEnd { .. } => {}
-            EventKind::ReasoningEncrypted { .. } => {
-                self.begin(out);
-                self.data_part(
-                    out,
-                    event,
-                    "reasoning-encrypted",
-                    wire::kind_fields(&event.kind),
-                    None,
-                    true,
-                );
+            K::ReasoningPhaseStart { .. } | K::ReasoningPhaseEnd { .. } => {}
+            K::ReasoningEncrypted { .. } => {
+                let data = wire::kind_fields(&event.kind);
+                self.data_part(out, event, "reasoning-encrypted", data, None, true);
             }
+            _ => {}
+        }
+    }
 
-            EventKind::ToolCallStart {
+    fn tool_event(&mut self, event: &Event, out: &mut Sink) {
+        use EventKind as K;
+        match &event.kind {
+            K::ToolCallStart {
                 tool_call_id,
                 tool_name,
                 parent_message_id,
             } => {
-                self.begin(out);
-                if self.calls.contains_key(tool_call_id) {
-                    return;
-                }
-                if self.held_calls.contains(tool_call_id) {
-                    // A call the continued message holds already (an
-                    // upstream resuming after an interrupt starts it again):
-                    // a second part would show it twice, once without its
-                    // result. Its input is complete; its result may follow.
-                    self.calls.insert(
-                        tool_call_id.clone(),
-                        Call {
-                            name: tool_name.clone(),
-                            args: String::new(),
-                            start_written: true,
-                            input_done: true,
-                            resolved: false,
-                            run: self.run_seq,
-                            result_id: None,
-                        },
-                    );
-                    return;
-                }
-                let write = note(event, marker::SYNTHESIZED).is_none();
-                let parent = parent_message_id.as_deref().filter(|_| !from_vercel);
-                self.start_call(
-                    out,
-                    tool_call_id,
-                    tool_name,
-                    write,
-                    Some(event),
-                    false,
-                    parent,
-                );
+                let parent = parent_message_id.as_deref();
+                self.tool_call_start(event, tool_call_id, tool_name, parent, out)
             }
-            EventKind::ToolCallArgs {
+            K::ToolCallArgs {
                 tool_call_id,
                 delta,
-            } => {
-                self.begin(out);
-                let synthesized = note(event, marker::SYNTHESIZED).is_some();
-                if let Some(call) = self.calls.get_mut(tool_call_id) {
-                    // Arguments after the input was complete cannot be shown.
-                    if call.input_done {
-                        return;
-                    }
-                    call.args.push_str(delta);
-                    if !synthesized {
-                        if !call.start_written {
-                            call.start_written = true;
-                            let mut c = chunk("tool-input-start");
-                            c.insert("toolCallId".into(), s(tool_call_id));
-                            c.insert("toolName".into(), s(&call.name));
-                            self.emit(out, c, None);
-                        }
-                        if event.extra_from(Dialect::Vercel).is_none() {
-                            if self.any_step() {
-                                self.committed = true;
-                            }
-                            write_fields(
-                                out,
-                                "tool-input-delta",
-                                &[("toolCallId", tool_call_id), ("inputTextDelta", delta)],
-                            );
-                            return;
-                        }
-                        let mut c = chunk("tool-input-delta");
-                        c.insert("toolCallId".into(), s(tool_call_id));
-                        c.insert("inputTextDelta".into(), s(delta));
-                        self.emit(out, c, Some(event));
-                    }
-                }
-            }
-            EventKind::ToolCallEnd { tool_call_id } => {
-                if note(event, marker::INPUT_ERROR).is_some() {
-                    // The ToolCallError that follows writes tool-input-error.
-                    if let Some(call) = self.calls.get_mut(tool_call_id) {
-                        call.input_done = true;
-                    }
-                    self.open_inputs.remove_all(tool_call_id);
-                } else if self.calls.contains_key(tool_call_id) {
-                    self.begin(out);
-                    self.end_call(out, tool_call_id, Some(event));
-                }
-            }
-            EventKind::ToolCallResult {
+            } => self.tool_call_args(event, tool_call_id, delta, out),
+            K::ToolCallEnd { tool_call_id } => self.tool_call_end(event, tool_call_id, out),
+            K::ToolCallResult {
                 tool_call_id,
                 content,
                 message_id,
-            } => {
-                self.begin(out);
-                self.ensure_known(out, tool_call_id, false);
-                let mut c = chunk("tool-output-available");
-                c.insert("toolCallId".into(), s(tool_call_id));
-                c.insert("output".into(), output_value(content, from_vercel));
-                if let Some(id) = message_id.as_deref().filter(|_| !from_vercel) {
-                    c.insert("providerMetadata".into(), wire::id_metadata(id));
-                    if let Some(call) = self.calls.get_mut(tool_call_id) {
-                        call.result_id = Some(id.to_string());
-                    }
-                }
-                self.emit(out, c, Some(event));
-                // (A preliminary output is no result: kept whole, it comes
-                // as `Unknown`.)
-                self.resolve(tool_call_id);
-            }
-            EventKind::ToolCallError {
+            } => self.tool_result(event, tool_call_id, content, message_id.as_deref(), out),
+            K::ToolCallError {
                 tool_call_id,
                 error,
                 input_invalid,
-            } => {
-                self.begin(out);
-                if *input_invalid {
-                    // tool-input-error makes the part itself if need be.
-                    if !self.calls.contains_key(tool_call_id) {
-                        self.start_call(
-                            out,
-                            tool_call_id,
-                            UNKNOWN_TOOL_NAME,
-                            false,
-                            None,
-                            false,
-                            None,
-                        );
-                    }
-                    if let Some(call) = self.calls.get_mut(tool_call_id) {
-                        call.input_done = true;
-                        call.resolved = true;
-                        let mut c = chunk("tool-input-error");
-                        c.insert("toolCallId".into(), s(tool_call_id));
-                        c.insert("toolName".into(), s(&call.name));
-                        c.insert("input".into(), input_from_args(&call.args));
-                        c.insert("errorText".into(), s(error));
-                        self.emit(out, c, Some(event));
-                    }
-                    self.open_inputs.remove_all(tool_call_id);
-                    self.step_output();
-                } else {
-                    self.ensure_known(out, tool_call_id, false);
-                    let mut c = chunk("tool-output-error");
-                    c.insert("toolCallId".into(), s(tool_call_id));
-                    c.insert("errorText".into(), s(error));
-                    self.emit(out, c, Some(event));
-                    self.resolve(tool_call_id);
-                }
-            }
-            EventKind::ToolCallDenied { tool_call_id } => {
-                self.begin(out);
-                self.ensure_known(out, tool_call_id, false);
-                let mut c = chunk("tool-output-denied");
-                c.insert("toolCallId".into(), s(tool_call_id));
-                self.emit(out, c, Some(event));
-                self.resolve(tool_call_id);
-            }
+            } => self.tool_error(event, tool_call_id, error, *input_invalid, out),
+            K::ToolCallDenied { tool_call_id } => self.tool_denied(event, tool_call_id, out),
+            _ => {}
+        }
+    }
 
-            EventKind::StateSnapshot { snapshot } => {
-                self.begin(out);
-                self.state = snapshot.clone();
-                self.state_part(out, event, snapshot.clone(), None);
-            }
-            EventKind::StateDelta { patch } => {
-                self.begin(out);
-                // Unchanged when the patch does not apply.
-                let applied = apply_patch(&mut self.state, patch);
-                if from_vercel {
-                    self.state_part(out, event, Value::Null, Some(patch));
-                } else if applied && event.extra_from(Dialect::Vercel).is_none() {
-                    // What state_part writes for this, without copying the
-                    // state into a chunk map first.
-                    self.ensure_step(out, false, false);
-                    if self.any_step() {
-                        self.committed = true;
-                    }
-                    let state = &self.state;
-                    out.event(|out| {
-                        out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
-                        babelgate_core::json::write_str(out, STATE_PART_ID);
-                        out.extend_from_slice(b",\"data\":");
-                        // A `Value` always serializes (string keys, finite numbers).
-                        #[allow(clippy::expect_used)]
-                        serde_json::to_writer(&mut *out, state).expect("JSON into memory");
-                        out.extend_from_slice(b"}\n\n");
-                    });
-                } else if applied {
-                    let full = self.state.clone();
-                    self.state_part(out, event, full, None);
-                } else {
-                    // The patch does not fit the state this stream built: the
-                    // client gets the patch itself, shown but not kept.
-                    self.data_part(out, event, "state-delta", patch.clone(), None, true);
-                }
-            }
-            EventKind::MessagesSnapshot { messages } => {
-                self.begin(out);
-                if !from_vercel {
-                    self.settle_from_snapshot(out, messages);
-                }
-                let data = json!({"messages": core_to_ui_messages(messages)});
-                self.data_part(out, event, "messages-snapshot", data, None, true);
-            }
-            EventKind::ActivitySnapshot {
+    fn other_event(&mut self, event: &Event, out: &mut Sink) {
+        use EventKind as K;
+        match &event.kind {
+            K::StateSnapshot { snapshot } => self.state_snapshot(event, snapshot, out),
+            K::StateDelta { patch } => self.state_delta(event, patch, out),
+            K::MessagesSnapshot { messages } => self.messages_snapshot(event, messages, out),
+            K::ActivitySnapshot {
                 message_id,
                 content,
                 ..
-            } => {
-                self.begin(out);
-                self.activities.insert(message_id.clone(), content.clone());
-                let data = wire::kind_fields(&event.kind);
-                self.data_part(
-                    out,
-                    event,
-                    "activity-snapshot",
-                    data,
-                    Some(message_id),
-                    false,
-                );
-            }
-            EventKind::ActivityDelta {
+            } => self.activity_snapshot(event, message_id, content, out),
+            K::ActivityDelta {
                 message_id,
                 activity_type,
                 patch,
-            } => {
-                self.begin(out);
-                let applied = match (from_vercel, self.activities.get(message_id)) {
-                    (false, Some(content)) => {
-                        let mut next = content.clone();
-                        apply_patch(&mut next, patch).then_some(next)
-                    }
-                    _ => None,
-                };
-                match applied {
-                    Some(content) => {
-                        // The activity part (same id) is replaced in place.
-                        self.activities.insert(message_id.clone(), content.clone());
-                        let snapshot = EventKind::ActivitySnapshot {
-                            message_id: message_id.clone(),
-                            activity_type: activity_type.clone(),
-                            content,
-                            replace: None,
-                        };
-                        let data = wire::kind_fields(&snapshot);
-                        self.data_part(
-                            out,
-                            event,
-                            "activity-snapshot",
-                            data,
-                            Some(message_id),
-                            false,
-                        );
-                    }
-                    None => {
-                        let data = wire::kind_fields(&event.kind);
-                        self.data_part(out, event, "activity-delta", data, None, true);
-                    }
-                }
-            }
-
-            EventKind::Source {
-                source_kind,
-                source_id,
-                url,
-                title,
-                media_type,
-                filename,
-            } => {
-                self.begin(out);
-                self.ensure_step(out, from_vercel, false);
-                let c = match source_kind {
-                    SourceKind::Url => {
-                        let mut c = chunk("source-url");
-                        c.insert("sourceId".into(), s(source_id));
-                        c.insert("url".into(), s(url.as_deref().unwrap_or_default()));
-                        if let Some(t) = title {
-                            c.insert("title".into(), s(t));
-                        }
-                        c
-                    }
-                    SourceKind::Document => {
-                        let mut c = chunk("source-document");
-                        c.insert("sourceId".into(), s(source_id));
-                        c.insert(
-                            "mediaType".into(),
-                            s(media_type.as_deref().unwrap_or("application/octet-stream")),
-                        );
-                        // title is required: fall back to the file name
-                        let t = title.as_deref().or(filename.as_deref()).unwrap_or_default();
-                        c.insert("title".into(), s(t));
-                        if let Some(f) = filename {
-                            c.insert("filename".into(), s(f));
-                        }
-                        c
-                    }
-                };
-                self.emit(out, c, Some(event));
-            }
-            EventKind::File { url, media_type } => {
-                self.begin(out);
-                self.ensure_step(out, from_vercel, false);
-                let ty = match note(event, marker::TYPE).and_then(Value::as_str) {
-                    Some("reasoning-file") => "reasoning-file",
-                    _ => "file",
-                };
-                let mut c = chunk(ty);
-                c.insert("url".into(), s(url));
-                c.insert("mediaType".into(), s(media_type));
-                self.emit(out, c, Some(event));
-            }
-            EventKind::Data {
-                name,
-                id,
-                data,
-                transient,
-                ..
-            } => {
-                self.begin(out);
-                if !*transient {
-                    self.ensure_step(out, from_vercel, false);
-                }
-                let mut c = chunk(&format!("data-{name}"));
-                if let Some(id) = id {
-                    c.insert("id".into(), s(id));
-                }
-                c.insert("data".into(), data.clone());
-                if *transient {
-                    c.insert("transient".into(), Value::Bool(true));
-                }
-                self.emit(out, c, Some(event));
-            }
-            EventKind::Custom { name, value } => {
-                self.begin(out);
+            } => self.activity_delta(event, message_id, activity_type, patch, out),
+            K::Source { .. } => self.source(event, out),
+            K::File { url, media_type } => self.file(event, url, media_type, out),
+            K::Data { .. } => self.data(event, out),
+            K::Custom { name, value } => {
                 let data = json!({"name": name, "value": value});
                 self.data_part(out, event, "custom", data, None, true);
             }
-            EventKind::MessageMetadata { metadata } => {
-                // Metadata that came inside start/finish is written there.
-                if note(event, marker::CARRIED_BY).is_some() {
-                    return;
-                }
-                self.begin(out);
-                let mut c = chunk("message-metadata");
-                c.insert("messageMetadata".into(), metadata.clone());
-                self.emit(out, c, Some(event));
-            }
+            K::MessageMetadata { metadata } => self.message_metadata(event, metadata, out),
+            K::CollabStart { .. }
+            | K::CollabContent { .. }
+            | K::CollabEnd { .. }
+            | K::SubagentStarted { .. }
+            | K::SubagentFinished { .. }
+            | K::SubagentError { .. }
+            | K::Raw { .. } => self.kind_part(event, out),
+            K::Unknown { raw } => self.unknown(event, raw, out),
+            _ => {}
+        }
+    }
+}
 
-            EventKind::CollabStart { .. }
-            | EventKind::CollabContent { .. }
-            | EventKind::CollabEnd { .. }
-            | EventKind::SubagentStarted { .. }
-            | EventKind::SubagentFinished { .. }
-            | EventKind::SubagentError { .. }
-            | EventKind::Raw { .. } => {
-                self.begin(out);
-                let name = wire::kind_part_name(&event.kind).unwrap_or("unknown");
-                self.data_part(out, event, name, wire::kind_fields(&event.kind), None, true);
-            }
-            EventKind::Unknown { raw } => {
-                self.begin(out);
-                let from_data_part = note(event, marker::TYPE).is_some();
-                let raw_type = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-                if from_vercel && !from_data_part && self.client_accepts(raw) {
-                    // A chunk a 7.x client knows, from a 7.x upstream.
-                    match raw_type {
-                        "custom" | "steering-message" => self.ensure_step(out, true, false),
-                        "tool-output-available" => {
-                            // Progress of a call: its part first.
-                            let call = raw.get("toolCallId").and_then(Value::as_str);
-                            self.ensure_known(out, call.unwrap_or_default(), false);
-                        }
-                        "tool-approval-request" => {
-                            // One the stream answers itself: its call first.
-                            let call = raw.get("toolCallId").and_then(Value::as_str);
-                            self.ensure_known(out, call.unwrap_or_default(), false);
-                            let id = raw.get("approvalId").and_then(Value::as_str);
-                            self.approvals.insert(id.unwrap_or_default().to_string());
-                        }
-                        _ => {}
-                    }
-                    out.json(raw);
-                } else if from_data_part {
-                    self.data_part(out, event, "unknown", raw.clone(), None, true);
-                } else {
-                    // The client rejects unknown chunk types: carried inside.
-                    let mut c = chunk("data-unknown");
-                    c.insert("data".into(), raw.clone());
-                    c.insert("transient".into(), Value::Bool(true));
-                    self.emit(out, c, None);
-                }
-            }
+impl Encoder for VercelEncoder {
+    fn dialect(&self) -> Dialect {
+        Dialect::Vercel
+    }
+
+    /// Maps one shaped event (the shape stage keeps the run first, starts
+    /// before deltas, ends of open things only, nothing after an error).
+    fn encode_to(&mut self, event: &Event, out: &mut Sink) {
+        use EventKind as K;
+        if !matches!(event.kind, K::RunFinished { .. }) {
+            // Written lazily, right before whatever comes next.
+            self.flush_finish_step(out);
+        }
+        match &event.kind {
+            K::RunStarted { .. }
+            | K::RunFinished { .. }
+            | K::RunError { .. }
+            | K::StepStarted { .. }
+            | K::StepFinished { .. } => self.run_event(event, out),
+            K::TextStart { .. }
+            | K::TextDelta { .. }
+            | K::TextEnd { .. }
+            | K::ReasoningStart { .. }
+            | K::ReasoningDelta { .. }
+            | K::ReasoningEnd { .. }
+            | K::ReasoningPhaseStart { .. }
+            | K::ReasoningPhaseEnd { .. }
+            | K::ReasoningEncrypted { .. } => self.part_event(event, out),
+            K::ToolCallStart { .. }
+            | K::ToolCallArgs { .. }
+            | K::ToolCallEnd { .. }
+            | K::ToolCallResult { .. }
+            | K::ToolCallError { .. }
+            | K::ToolCallDenied { .. } => self.tool_event(event, out),
+            _ => self.other_event(event, out),
         }
     }
 
+    /// A cut stream (the upstream stopped without finishing its run) is
+    /// closed here: parts and inputs left open, then `finish` with reason
+    /// "interrupted".
     fn finish_to(&mut self, out: &mut Sink) {
-        if self.done {
-            return;
-        }
-        if matches!(self.phase, Phase::Idle | Phase::Running) {
-            // The upstream stopped without finishing: close what is open and
-            // say the answer may be incomplete.
-            self.ensure_start(out);
-            self.close_texts(out);
-            for id in self
-                .open_inputs
-                .ids()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-            {
-                self.abandon_call(
-                    out,
-                    &id,
-                    "the stream ended before the call's input was complete",
-                );
-            }
-            self.commit_continuation(out);
-            self.close_step(out);
-            if !self.any_step() {
-                self.open_step(out);
-                self.close_step(out);
-            }
-            let mut c = chunk("finish");
-            c.insert("finishReason".into(), s("interrupted"));
-            self.emit(out, c, None);
-            self.phase = Phase::Ended;
+        match &self.state {
+            State::Done => return,
+            State::Fresh | State::Live(Response { running: true, .. }) => self.finish_cut(out),
+            State::Live(_) | State::Errored => {}
         }
         out.done();
-        self.done = true;
+        self.state = State::Done;
     }
 
+    /// After partial output, unshaped: what is open is closed first, as the
+    /// shape stage would before an error. Nothing but `[DONE]` after the
+    /// response ended with an error already.
+    fn fail_to(&mut self, message: &str, code: Option<&str>, out: &mut Sink) {
+        if matches!(self.state, State::Fresh | State::Live(_)) {
+            let event = Event::new(EventKind::RunError {
+                message: message.to_string(),
+                code: code.map(str::to_string),
+            });
+            self.flush_finish_step(out);
+            self.ensure_start(out);
+            self.close_parts(out);
+            self.run_error(&event, message, code, out);
+        }
+        self.finish_to(out);
+    }
     /// The `ai` client fails on a chunk type it does not know, even from a
     /// Vercel upstream: such a frame is wrapped (see `EventKind::Unknown`
     /// above) rather than passed through. It also throws on a text or
@@ -1347,7 +1519,7 @@ impl Encoder for VercelEncoder {
     /// before its output (as on any route, as `unknown`), and the start the
     /// decoder makes up for a stray end is written no more than the end.
     fn verbatim(&self, event: &Event) -> bool {
-        if self.phase == Phase::Errored {
+        if matches!(self.state, State::Errored | State::Done) {
             // The run failed (an `error` chunk ended it): as on every route,
             // nothing of it follows. Frames the decoder reads as nothing
             // (the closing `finish-step` and `finish` of a failed run) still

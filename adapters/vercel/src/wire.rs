@@ -232,7 +232,8 @@ pub fn metadata_id(metadata: Option<&serde_json::Value>) -> Option<&str> {
 /// convention for every adapter) and are never written to the wire.
 pub mod marker {
     /// The decoder made this event up (a `ToolCallStart`/`ToolCallArgs` for a
-    /// bare `tool-input-available`): nothing is written for it.
+    /// bare `tool-input-available`, a start for a stray text or reasoning
+    /// end), or it is that stray end: nothing is written for it.
     pub const SYNTHESIZED: &str = "$synthesized";
     /// This `MessageMetadata` was a field of `start` or `finish` (value
     /// `"start"`/`"finish"`), which carry it again in their own extras.
