@@ -155,37 +155,8 @@ impl Shaper {
 
     fn rules(&mut self, ev: &Event, out: &mut Vec<Event>) -> Keep {
         match &ev.kind {
-            EventKind::RunStarted { .. } => {
-                if self.open.run == RunState::Running {
-                    return Keep::Drop; // a run inside the run: nothing new
-                }
-                self.pending.clear();
-                self.held.clear();
-                Keep::Event
-            }
-            EventKind::RunFinished { outcome, .. } => {
-                if self.open.run == RunState::Ended {
-                    return Keep::Drop; // one end per run
-                }
-                self.ensure_run(out);
-                if !matches!(outcome, Outcome::Cancelled { .. }) {
-                    self.close(true, out);
-                }
-                self.held.clear();
-                if matches!(outcome, Outcome::Unspecified) && !self.pending.is_empty() {
-                    let mut e = ev.clone();
-                    if let EventKind::RunFinished { outcome, .. } = &mut e.kind {
-                        *outcome = Outcome::Success {
-                            pending_tool_call_ids: std::mem::take(&mut self.pending)
-                                .ids()
-                                .map(str::to_string)
-                                .collect(),
-                        };
-                    }
-                    return Keep::Replaced(Box::new(e));
-                }
-                Keep::Event
-            }
+            EventKind::RunStarted { .. } => self.run_started(),
+            EventKind::RunFinished { outcome, .. } => self.run_finished(ev, outcome, out),
             EventKind::RunError { .. } => {
                 // After a finished run an error is still said (AG-UI takes one).
                 if self.open.run == RunState::NotStarted {
@@ -195,32 +166,9 @@ impl Shaper {
                 self.errored = true;
                 Keep::Event
             }
-            EventKind::TextStart { message_id, .. } => {
-                self.ensure_run(out);
-                if self.open.text_open(message_id) || self.held.contains(message_id) {
-                    return Keep::Drop; // already open
-                }
-                self.held.push(message_id.clone(), ev.clone());
-                Keep::Drop
-            }
+            EventKind::TextStart { message_id, .. } => self.text_start(ev, message_id, out),
             EventKind::TextDelta { message_id, delta } => {
-                self.ensure_run(out);
-                if self.held.contains(message_id) {
-                    if delta.is_empty() {
-                        return Keep::Drop;
-                    }
-                    out.extend(self.held.take(message_id));
-                } else if !self.open.text_open(message_id) {
-                    out.push(
-                        Event::new(EventKind::TextStart {
-                            message_id: message_id.clone(),
-                            role: Role::Assistant,
-                            name: None,
-                        })
-                        .with_timestamp(ev.timestamp),
-                    );
-                }
-                Keep::Event
+                self.text_delta(ev, message_id, delta, out)
             }
             EventKind::TextEnd { message_id } => {
                 if self.held.remove(message_id) {
@@ -238,12 +186,10 @@ impl Shaper {
             EventKind::ReasoningDelta { message_id, .. } => {
                 self.ensure_run(out);
                 if !self.open.reasoning_open(message_id) {
-                    out.push(
-                        Event::new(EventKind::ReasoningStart {
-                            message_id: message_id.clone(),
-                        })
-                        .with_timestamp(ev.timestamp),
-                    );
+                    let start = EventKind::ReasoningStart {
+                        message_id: message_id.clone(),
+                    };
+                    out.push(Event::new(start).with_timestamp(ev.timestamp));
                 }
                 Keep::Event
             }
@@ -257,60 +203,14 @@ impl Shaper {
                 tool_call_id,
                 tool_name,
                 ..
-            } => {
-                self.ensure_run(out);
-                if self.open.tool_call_open(tool_call_id) {
-                    return Keep::Drop; // already open
-                }
-                self.tool_names
-                    .insert(tool_call_id.clone(), tool_name.clone());
-                if !self.pending.contains(tool_call_id) {
-                    self.pending.push(tool_call_id.clone(), ());
-                }
-                Keep::Event
-            }
-            EventKind::ToolCallArgs { tool_call_id, .. } => {
-                self.ensure_run(out);
-                if !self.open.tool_call_open(tool_call_id) {
-                    if self.ended.contains(tool_call_id) {
-                        return Keep::Drop;
-                    }
-                    let name = self
-                        .tool_names
-                        .get(tool_call_id)
-                        .cloned()
-                        .unwrap_or_else(|| UNKNOWN_TOOL.to_string());
-                    self.tool_names.insert(tool_call_id.clone(), name.clone());
-                    if !self.pending.contains(tool_call_id) {
-                        self.pending.push(tool_call_id.clone(), ());
-                    }
-                    out.push(
-                        Event::new(EventKind::ToolCallStart {
-                            tool_call_id: tool_call_id.clone(),
-                            tool_name: name,
-                            parent_message_id: None,
-                        })
-                        .with_timestamp(ev.timestamp),
-                    );
-                }
-                Keep::Event
-            }
+            } => self.tool_start(tool_call_id, tool_name, out),
+            EventKind::ToolCallArgs { tool_call_id, .. } => self.tool_args(ev, tool_call_id, out),
             EventKind::ToolCallEnd { tool_call_id } => {
                 self.if_open(self.open.tool_call_open(tool_call_id))
             }
             EventKind::ToolCallResult { tool_call_id, .. }
             | EventKind::ToolCallError { tool_call_id, .. }
-            | EventKind::ToolCallDenied { tool_call_id } => {
-                self.ensure_run(out);
-                if self.open.tool_call_open(tool_call_id) {
-                    out.push(Event::new(EventKind::ToolCallEnd {
-                        tool_call_id: tool_call_id.clone(),
-                    }));
-                }
-                self.pending.remove_all(tool_call_id);
-                self.tool_names.remove(tool_call_id);
-                Keep::Event
-            }
+            | EventKind::ToolCallDenied { tool_call_id } => self.tool_outcome(tool_call_id, out),
             EventKind::MessagesSnapshot { messages } => {
                 self.ensure_run(out);
                 self.settle_from_snapshot(messages, ev.timestamp, out);
@@ -327,6 +227,129 @@ impl Shaper {
                 Keep::Event
             }
         }
+    }
+
+    fn run_started(&mut self) -> Keep {
+        if self.open.run == RunState::Running {
+            return Keep::Drop; // a run inside the run: nothing new
+        }
+        self.pending.clear();
+        self.held.clear();
+        Keep::Event
+    }
+
+    /// One end per run, what is open closed first, and the calls left for
+    /// the client named when the end says nothing of its outcome.
+    fn run_finished(&mut self, ev: &Event, outcome: &Outcome, out: &mut Vec<Event>) -> Keep {
+        if self.open.run == RunState::Ended {
+            return Keep::Drop; // one end per run
+        }
+        self.ensure_run(out);
+        if !matches!(outcome, Outcome::Cancelled { .. }) {
+            self.close(true, out);
+        }
+        self.held.clear();
+        if !matches!(outcome, Outcome::Unspecified) || self.pending.is_empty() {
+            return Keep::Event;
+        }
+        let mut e = ev.clone();
+        if let EventKind::RunFinished { outcome, .. } = &mut e.kind {
+            *outcome = Outcome::Success {
+                pending_tool_call_ids: std::mem::take(&mut self.pending)
+                    .ids()
+                    .map(str::to_string)
+                    .collect(),
+            };
+        }
+        Keep::Replaced(Box::new(e))
+    }
+
+    /// A text start waits for its first content (see the module's rules).
+    fn text_start(&mut self, ev: &Event, message_id: &str, out: &mut Vec<Event>) -> Keep {
+        self.ensure_run(out);
+        if !self.open.text_open(message_id) && !self.held.contains(message_id) {
+            self.held.push(message_id.to_string(), ev.clone());
+        }
+        Keep::Drop
+    }
+
+    fn text_delta(
+        &mut self,
+        ev: &Event,
+        message_id: &str,
+        delta: &str,
+        out: &mut Vec<Event>,
+    ) -> Keep {
+        self.ensure_run(out);
+        if self.held.contains(message_id) {
+            if delta.is_empty() {
+                return Keep::Drop;
+            }
+            out.extend(self.held.take(message_id));
+        } else if !self.open.text_open(message_id) {
+            let start = EventKind::TextStart {
+                message_id: message_id.to_string(),
+                role: Role::Assistant,
+                name: None,
+            };
+            out.push(Event::new(start).with_timestamp(ev.timestamp));
+        }
+        Keep::Event
+    }
+
+    fn tool_start(&mut self, tool_call_id: &str, tool_name: &str, out: &mut Vec<Event>) -> Keep {
+        self.ensure_run(out);
+        if self.open.tool_call_open(tool_call_id) {
+            return Keep::Drop; // already open
+        }
+        self.tool_names
+            .insert(tool_call_id.to_string(), tool_name.to_string());
+        if !self.pending.contains(tool_call_id) {
+            self.pending.push(tool_call_id.to_string(), ());
+        }
+        Keep::Event
+    }
+
+    /// Arguments of a call not open: dropped after its end, else its start
+    /// first (its name if an earlier start said it).
+    fn tool_args(&mut self, ev: &Event, tool_call_id: &str, out: &mut Vec<Event>) -> Keep {
+        self.ensure_run(out);
+        if self.open.tool_call_open(tool_call_id) {
+            return Keep::Event;
+        }
+        if self.ended.contains(tool_call_id) {
+            return Keep::Drop;
+        }
+        let name = self
+            .tool_names
+            .get(tool_call_id)
+            .cloned()
+            .unwrap_or_else(|| UNKNOWN_TOOL.to_string());
+        self.tool_names
+            .insert(tool_call_id.to_string(), name.clone());
+        if !self.pending.contains(tool_call_id) {
+            self.pending.push(tool_call_id.to_string(), ());
+        }
+        let start = EventKind::ToolCallStart {
+            tool_call_id: tool_call_id.to_string(),
+            tool_name: name,
+            parent_message_id: None,
+        };
+        out.push(Event::new(start).with_timestamp(ev.timestamp));
+        Keep::Event
+    }
+
+    /// A result, error or denial ends its call's arguments.
+    fn tool_outcome(&mut self, tool_call_id: &str, out: &mut Vec<Event>) -> Keep {
+        self.ensure_run(out);
+        if self.open.tool_call_open(tool_call_id) {
+            out.push(Event::new(EventKind::ToolCallEnd {
+                tool_call_id: tool_call_id.to_string(),
+            }));
+        }
+        self.pending.remove_all(tool_call_id);
+        self.tool_names.remove(tool_call_id);
+        Keep::Event
     }
 
     /// A snapshot holding the result of a call the stream left without one

@@ -575,65 +575,10 @@ pub fn decode_event_general(bytes: &[u8]) -> Result<Value, Error> {
                 .collect::<Result<Vec<_>, _>>()?;
             decoded.insert("messages".into(), Value::Array(ms));
         }
-        "RUN_FINISHED" => {
-            let wire_outcome = decoded
-                .shift_remove("outcome")
-                .and_then(|v| v.as_str().map(str::to_string));
-            let pending = as_array(decoded.shift_remove("pendingToolCallIds").as_ref());
-            let interrupts = as_array(decoded.shift_remove("interrupts").as_ref());
-            match wire_outcome.as_deref() {
-                None | Some("") => pending_and_interrupts(&pending, &interrupts, &mut decoded),
-                Some(t) => {
-                    let mut o = Map::new();
-                    o.insert("type".into(), t.into());
-                    if t == "interrupt" {
-                        o.insert("interrupts".into(), Value::Array(interrupts));
-                        pending_and_interrupts(&pending, &[], &mut o);
-                    } else {
-                        pending_and_interrupts(&pending, &interrupts, &mut o);
-                    }
-                    decoded.insert("outcome".into(), Value::Object(o));
-                }
-            }
-        }
-        "SUBAGENT_FINISHED" => {
-            let wire_outcome = decoded
-                .shift_remove("outcome")
-                .and_then(|v| v.as_str().map(str::to_string));
-            let ids = as_array(decoded.shift_remove("interruptIds").as_ref());
-            let mut target = Map::new();
-            if !ids.is_empty() {
-                target.insert("interruptIds".into(), Value::Array(ids));
-            }
-            match wire_outcome.as_deref() {
-                None | Some("") => decoded.extend(target),
-                Some(t) => {
-                    let mut o = Map::new();
-                    o.insert("type".into(), t.into());
-                    o.extend(target);
-                    decoded.insert("outcome".into(), Value::Object(o));
-                }
-            }
-        }
-        "STATE_DELTA" | "ACTIVITY_DELTA" => {
-            let key = if entry_type == "STATE_DELTA" {
-                "delta"
-            } else {
-                "patch"
-            };
-            if let Some(Value::Array(ops)) = decoded.get_mut(key) {
-                for op in ops {
-                    if let Some(o) = op.as_object_mut() {
-                        let n = o.get("op").and_then(Value::as_i64).unwrap_or(0);
-                        let name = schema()
-                            .patch_op_names
-                            .get(&(n as i32))
-                            .map_or_else(|| n.to_string(), |s| s.to_ascii_lowercase());
-                        o.insert("op".into(), name.into());
-                    }
-                }
-            }
-        }
+        "RUN_FINISHED" => run_finished_from_wire(&mut decoded),
+        "SUBAGENT_FINISHED" => subagent_finished_from_wire(&mut decoded),
+        "STATE_DELTA" => patch_ops_from_wire(&mut decoded, "delta"),
+        "ACTIVITY_DELTA" => patch_ops_from_wire(&mut decoded, "patch"),
         "TOOL_CALL_RESULT" => {
             let parts = as_array(decoded.get("contentParts"));
             if decoded.contains_key("content") && !parts.is_empty() {
@@ -645,37 +590,7 @@ pub fn decode_event_general(bytes: &[u8]) -> Result<Value, Error> {
             }
             decoded.shift_remove("contentParts");
         }
-        "RUN_STARTED" => {
-            if let Some(Value::Object(input)) = decoded.get("input").cloned() {
-                let mut out = Map::new();
-                for k in [
-                    "threadId",
-                    "runId",
-                    "protocolVersion",
-                    "parentRunId",
-                    "state",
-                ] {
-                    if let Some(v) = input.get(k) {
-                        out.insert(k.into(), v.clone());
-                    }
-                }
-                let ms = as_array(input.get("messages"))
-                    .iter()
-                    .map(from_wire_message)
-                    .collect::<Result<Vec<_>, _>>()?;
-                out.insert("messages".into(), Value::Array(ms));
-                out.insert("tools".into(), Value::Array(as_array(input.get("tools"))));
-                out.insert(
-                    "context".into(),
-                    Value::Array(as_array(input.get("context"))),
-                );
-                if let Some(v) = input.get("forwardedProps") {
-                    out.insert("forwardedProps".into(), v.clone());
-                }
-                out.insert("resume".into(), Value::Array(as_array(input.get("resume"))));
-                decoded.insert("input".into(), Value::Object(out));
-            }
-        }
+        "RUN_STARTED" => run_input_from_wire(&mut decoded)?,
         _ => {}
     }
     if matches!(entry_type.as_str(), "RUN_FINISHED" | "RUN_ERROR")
@@ -692,4 +607,99 @@ pub fn decode_event_general(bytes: &[u8]) -> Result<Value, Error> {
         .map(|f| f.type_name())
         .ok_or(Error::NoEvent)?;
     Ok(Value::Object(declaration_order(arm_type, decoded, late)))
+}
+
+/// `RUN_FINISHED`'s outcome, pending calls and interrupts in their JSON form.
+fn run_finished_from_wire(decoded: &mut Map<String, Value>) {
+    let wire_outcome = decoded
+        .shift_remove("outcome")
+        .and_then(|v| v.as_str().map(str::to_string));
+    let pending = as_array(decoded.shift_remove("pendingToolCallIds").as_ref());
+    let interrupts = as_array(decoded.shift_remove("interrupts").as_ref());
+    match wire_outcome.as_deref() {
+        None | Some("") => pending_and_interrupts(&pending, &interrupts, decoded),
+        Some(t) => {
+            let mut o = Map::new();
+            o.insert("type".into(), t.into());
+            if t == "interrupt" {
+                o.insert("interrupts".into(), Value::Array(interrupts));
+                pending_and_interrupts(&pending, &[], &mut o);
+            } else {
+                pending_and_interrupts(&pending, &interrupts, &mut o);
+            }
+            decoded.insert("outcome".into(), Value::Object(o));
+        }
+    }
+}
+
+/// `SUBAGENT_FINISHED`'s outcome and interrupt ids in their JSON form.
+fn subagent_finished_from_wire(decoded: &mut Map<String, Value>) {
+    let wire_outcome = decoded
+        .shift_remove("outcome")
+        .and_then(|v| v.as_str().map(str::to_string));
+    let ids = as_array(decoded.shift_remove("interruptIds").as_ref());
+    let mut target = Map::new();
+    if !ids.is_empty() {
+        target.insert("interruptIds".into(), Value::Array(ids));
+    }
+    match wire_outcome.as_deref() {
+        None | Some("") => decoded.extend(target),
+        Some(t) => {
+            let mut o = Map::new();
+            o.insert("type".into(), t.into());
+            o.extend(target);
+            decoded.insert("outcome".into(), Value::Object(o));
+        }
+    }
+}
+
+/// A patch's ops by name (the schema numbers them).
+fn patch_ops_from_wire(decoded: &mut Map<String, Value>, key: &str) {
+    if let Some(Value::Array(ops)) = decoded.get_mut(key) {
+        for op in ops {
+            if let Some(o) = op.as_object_mut() {
+                let n = o.get("op").and_then(Value::as_i64).unwrap_or(0);
+                let name = schema()
+                    .patch_op_names
+                    .get(&(n as i32))
+                    .map_or_else(|| n.to_string(), |s| s.to_ascii_lowercase());
+                o.insert("op".into(), name.into());
+            }
+        }
+    }
+}
+
+/// `RUN_STARTED`'s input as the run's JSON input.
+fn run_input_from_wire(decoded: &mut Map<String, Value>) -> Result<(), Error> {
+    let Some(Value::Object(input)) = decoded.get("input").cloned() else {
+        return Ok(());
+    };
+    let mut out = Map::new();
+    for k in [
+        "threadId",
+        "runId",
+        "protocolVersion",
+        "parentRunId",
+        "state",
+    ] {
+        if let Some(v) = input.get(k) {
+            out.insert(k.into(), v.clone());
+        }
+    }
+    let ms = as_array(input.get("messages"))
+        .iter()
+        .map(from_wire_message)
+        .collect::<Result<Vec<_>, _>>()?;
+    out.insert("messages".into(), Value::Array(ms));
+    out.insert("tools".into(), Value::Array(as_array(input.get("tools"))));
+    out.insert(
+        "context".into(),
+        Value::Array(as_array(input.get("context"))),
+    );
+    if let Some(v) = input.get("forwardedProps") {
+        out.insert("forwardedProps".into(), v.clone());
+    }
+    out.insert("resume".into(), Value::Array(as_array(input.get("resume"))));
+    decoded.insert("input".into(), Value::Object(out));
+    Ok(())
 }
