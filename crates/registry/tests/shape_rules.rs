@@ -9,9 +9,111 @@ use babelgate_core::SseFramer;
 use babelgate_core::{Dialect, EncodeContext, Event, EventKind};
 use babelgate_registry::{decoder, translator};
 
-/// `frames` (one JSON text each) as an SSE stream.
-fn sse(frames: &[&str]) -> String {
-    frames.iter().map(|f| format!("data: {f}\n\n")).collect()
+/// How an upstream of a dialect says each thing the tests need (the
+/// dialects whose wire can say a stream out of shape: AG-UI, HAI, Vercel).
+#[derive(Clone, Copy)]
+enum Say {
+    RunStart,
+    TextStart,
+    Text(&'static str),
+    TextEnd,
+    /// A call `c` to `f` with these arguments.
+    ToolStart,
+    ToolArgs(&'static str),
+    ToolResult(&'static str),
+    ToolEnd,
+    /// An end of something named `never`, never opened.
+    StrayEnd,
+    Finish,
+    Error(&'static str),
+}
+
+const UPSTREAMS: [Dialect; 3] = [Dialect::AgUi, Dialect::Hai, Dialect::Vercel];
+
+/// `says` in `d`'s wire, as an SSE stream (text on message `m`).
+fn sse(d: Dialect, says: &[Say]) -> String {
+    use serde_json::json;
+    let frame = |say: &Say| -> Option<serde_json::Value> {
+        Some(match (d, *say) {
+            (Dialect::AgUi, Say::RunStart) => {
+                json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})
+            }
+            (Dialect::Hai, Say::RunStart) => {
+                json!({"type":"RUN_STARTED","messageId":"m","role":"assistant"})
+            }
+            (Dialect::Vercel, Say::RunStart) => json!({"type":"start"}),
+            (Dialect::AgUi, Say::TextStart) => {
+                json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"})
+            }
+            (Dialect::Hai, Say::TextStart) => {
+                json!({"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"})
+            }
+            (Dialect::Vercel, Say::TextStart) => json!({"type":"text-start","id":"m"}),
+            (Dialect::AgUi, Say::Text(t)) => {
+                json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":t})
+            }
+            (Dialect::Hai, Say::Text(t)) => {
+                json!({"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":t})
+            }
+            (Dialect::Vercel, Say::Text(t)) => json!({"type":"text-delta","id":"m","delta":t}),
+            (Dialect::AgUi, Say::TextEnd) => json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+            (Dialect::Hai, Say::TextEnd) => {
+                json!({"type":"BUSINESS_DATA_END","messageId":"m","role":"assistant"})
+            }
+            (Dialect::Vercel, Say::TextEnd) => json!({"type":"text-end","id":"m"}),
+            (Dialect::AgUi | Dialect::Hai, Say::ToolStart) => {
+                json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"})
+            }
+            (Dialect::AgUi | Dialect::Hai, Say::ToolArgs(a)) => {
+                json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":a})
+            }
+            (Dialect::AgUi | Dialect::Hai, Say::ToolResult(r)) => {
+                json!({"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"x","content":r})
+            }
+            (Dialect::AgUi | Dialect::Hai, Say::ToolEnd) => {
+                json!({"type":"TOOL_CALL_END","toolCallId":"c"})
+            }
+            (Dialect::AgUi, Say::StrayEnd) => {
+                json!({"type":"TEXT_MESSAGE_END","messageId":"never"})
+            }
+            (Dialect::Hai, Say::StrayEnd) => {
+                json!({"type":"BUSINESS_DATA_END","messageId":"never","role":"assistant"})
+            }
+            (Dialect::Vercel, Say::StrayEnd) => json!({"type":"text-end","id":"never"}),
+            (Dialect::AgUi, Say::Finish) => {
+                json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
+            }
+            (Dialect::Hai, Say::Finish) => {
+                json!({"type":"RUN_FINISHED","messageId":"m","role":"assistant"})
+            }
+            (Dialect::Vercel, Say::Finish) => json!({"type":"finish"}),
+            (Dialect::AgUi | Dialect::Hai, Say::Error(m)) => {
+                json!({"type":"RUN_ERROR","message":m})
+            }
+            (Dialect::Vercel, Say::Error(m)) => json!({"type":"error","errorText":m}),
+            _ => return None,
+        })
+    };
+    let mut out = String::new();
+    for say in says {
+        if d == Dialect::Vercel && matches!(say, Say::Finish) {
+            out.push_str("data: {\"type\":\"finish-step\"}\n\n");
+        }
+        let f = frame(say).unwrap_or_else(|| panic!("{d} cannot say this"));
+        out.push_str(&format!("data: {f}\n\n"));
+        if d == Dialect::Vercel && matches!(say, Say::RunStart) {
+            out.push_str("data: {\"type\":\"start-step\"}\n\n");
+        }
+    }
+    if d == Dialect::Vercel {
+        out.push_str("data: [DONE]\n\n");
+    }
+    out
+}
+
+/// `says` in each of `dialects`, as the upstream inputs of a rule.
+fn inputs(dialects: &[Dialect], says: &[Say]) -> Vec<(Dialect, String)> {
+    dialects.iter().map(|d| (*d, sse(*d, says))).collect()
 }
 
 /// The client's bytes for `input` from a `from` upstream, read back as
@@ -73,26 +175,11 @@ fn has_run_start(d: Dialect) -> bool {
 
 #[test]
 fn the_run_comes_first() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"BUSINESS_DATA_END","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(
+        &[Dialect::AgUi, Dialect::Hai],
+        &[TextStart, Text("hello"), TextEnd, Finish],
+    );
     every_pair(&inputs, |from, to, events, text| {
         assert_eq!(text_of(events), "hello", "{from}->{to}\n{text}");
         if has_run_start(to) {
@@ -106,46 +193,19 @@ fn the_run_comes_first() {
 
 #[test]
 fn a_second_start_is_dropped() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"BUSINESS_DATA_END","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-        (
-            Dialect::Vercel,
-            sse(&[
-                r#"{"type":"start"}"#,
-                r#"{"type":"start"}"#,
-                r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"m"}"#,
-                r#"{"type":"text-delta","id":"m","delta":"hello"}"#,
-                r#"{"type":"text-start","id":"m"}"#,
-                r#"{"type":"text-end","id":"m"}"#,
-                r#"{"type":"finish-step"}"#,
-                r#"{"type":"finish"}"#,
-                "[DONE]",
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(
+        &UPSTREAMS,
+        &[
+            RunStart,
+            RunStart,
+            TextStart,
+            Text("hello"),
+            TextStart,
+            TextEnd,
+            Finish,
+        ],
+    );
     every_pair(&inputs, |from, to, events, text| {
         assert_eq!(text_of(events), "hello", "{from}->{to}\n{text}");
         if has_run_start(to) {
@@ -162,52 +222,15 @@ fn a_second_start_is_dropped() {
 
 #[test]
 fn what_is_open_is_closed_before_the_run_finishes() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-        (
-            Dialect::Vercel,
-            sse(&[
-                r#"{"type":"start"}"#,
-                r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"m"}"#,
-                r#"{"type":"text-delta","id":"m","delta":"hello"}"#,
-                r#"{"type":"finish-step"}"#,
-                r#"{"type":"finish"}"#,
-                "[DONE]",
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(&UPSTREAMS, &[RunStart, TextStart, Text("hello"), Finish]);
     every_pair(&inputs, |from, to, events, text| {
         assert_eq!(text_of(events), "hello", "{from}->{to}\n{text}");
-        let end = events
-            .iter()
-            .position(|e| matches!(e.kind, EventKind::TextEnd { .. }));
-        let finished = events
-            .iter()
-            .position(|e| matches!(e.kind, EventKind::RunFinished { .. }));
-        if let (Some(start), Some(finished)) = (
-            events
-                .iter()
-                .position(|e| matches!(e.kind, EventKind::TextStart { .. })),
-            finished,
-        ) {
+        let at = |pred: fn(&EventKind) -> bool| events.iter().position(|e| pred(&e.kind));
+        let start = at(|k| matches!(k, EventKind::TextStart { .. }));
+        let end = at(|k| matches!(k, EventKind::TextEnd { .. }));
+        let finished = at(|k| matches!(k, EventKind::RunFinished { .. }));
+        if let (Some(start), Some(finished)) = (start, finished) {
             assert!(
                 end.is_some_and(|end| start < end && end < finished),
                 "{from}->{to}: the text closed before the end\n{text}"
@@ -218,43 +241,28 @@ fn what_is_open_is_closed_before_the_run_finishes() {
 
 #[test]
 fn a_result_ends_its_call() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}"#,
-                r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":1}"}"#,
-                r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"x","content":"done"}"#,
-                r#"{"type":"TOOL_CALL_END","toolCallId":"c"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}"#,
-                r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":1}"}"#,
-                r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"x","content":"done"}"#,
-                r#"{"type":"TOOL_CALL_END","toolCallId":"c"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(
+        &[Dialect::AgUi, Dialect::Hai],
+        &[
+            RunStart,
+            ToolStart,
+            ToolArgs("{\"a\":1}"),
+            ToolResult("done"),
+            ToolEnd,
+            Finish,
+        ],
+    );
     every_pair(&inputs, |from, to, events, text| {
+        let at = |pred: fn(&EventKind) -> bool| events.iter().position(|e| pred(&e.kind));
         let ends = count(events, |k| matches!(k, EventKind::ToolCallEnd { .. }));
-        let results = events
-            .iter()
-            .position(|e| matches!(e.kind, EventKind::ToolCallResult { .. }));
-        let end = events
-            .iter()
-            .position(|e| matches!(e.kind, EventKind::ToolCallEnd { .. }));
         assert!(
             ends <= 1,
             "{from}->{to}: the call ended {ends} times\n{text}"
         );
-        if let (Some(end), Some(result)) = (end, results) {
+        let end = at(|k| matches!(k, EventKind::ToolCallEnd { .. }));
+        let result = at(|k| matches!(k, EventKind::ToolCallResult { .. }));
+        if let (Some(end), Some(result)) = (end, result) {
             assert!(
                 end < result,
                 "{from}->{to}: the result before the end\n{text}"
@@ -277,50 +285,24 @@ fn a_result_ends_its_call() {
 
 #[test]
 fn nothing_follows_an_error() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"RUN_ERROR","message":"boom"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"late"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"RUN_ERROR","message":"boom"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"late"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-        (
-            Dialect::Vercel,
-            sse(&[
-                r#"{"type":"start"}"#,
-                r#"{"type":"start-step"}"#,
-                r#"{"type":"text-start","id":"m"}"#,
-                r#"{"type":"text-delta","id":"m","delta":"hello"}"#,
-                r#"{"type":"error","errorText":"boom"}"#,
-                r#"{"type":"text-delta","id":"m","delta":"late"}"#,
-                r#"{"type":"finish"}"#,
-                "[DONE]",
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(
+        &UPSTREAMS,
+        &[
+            RunStart,
+            TextStart,
+            Text("hello"),
+            Error("boom"),
+            Text("late"),
+            Finish,
+        ],
+    );
     every_pair(&inputs, |from, to, events, text| {
         assert_eq!(text_of(events), "hello", "{from}->{to}\n{text}");
         assert!(!text.contains("late"), "{from}->{to}\n{text}");
-        assert!(
-            !events
-                .iter()
-                .any(|e| matches!(e.kind, EventKind::RunFinished { .. })),
+        let finished = count(events, |k| matches!(k, EventKind::RunFinished { .. }));
+        assert_eq!(
+            finished, 0,
             "{from}->{to}: a failed run reported finished\n{text}"
         );
         if to != Dialect::AgKit {
@@ -336,46 +318,18 @@ fn nothing_follows_an_error() {
 
 #[test]
 fn ends_of_what_never_opened_are_dropped() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"TEXT_MESSAGE_END","messageId":"never"}"#,
-                r#"{"type":"TOOL_CALL_END","toolCallId":"never"}"#,
-                r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_END","messageId":"never","role":"assistant"}"#,
-                r#"{"type":"TOOL_CALL_END","toolCallId":"never"}"#,
-                r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"BUSINESS_DATA_END","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-        (
-            Dialect::Vercel,
-            sse(&[
-                r#"{"type":"start"}"#,
-                r#"{"type":"start-step"}"#,
-                r#"{"type":"text-end","id":"never"}"#,
-                r#"{"type":"text-start","id":"m"}"#,
-                r#"{"type":"text-delta","id":"m","delta":"hello"}"#,
-                r#"{"type":"text-end","id":"m"}"#,
-                r#"{"type":"finish-step"}"#,
-                r#"{"type":"finish"}"#,
-                "[DONE]",
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(
+        &UPSTREAMS,
+        &[
+            RunStart,
+            StrayEnd,
+            TextStart,
+            Text("hello"),
+            TextEnd,
+            Finish,
+        ],
+    );
     every_pair(&inputs, |from, to, events, text| {
         assert_eq!(text_of(events), "hello", "{from}->{to}\n{text}");
         assert!(!text.contains("never"), "{from}->{to}\n{text}");
@@ -384,38 +338,8 @@ fn ends_of_what_never_opened_are_dropped() {
 
 #[test]
 fn content_without_a_start_gets_one() {
-    let inputs = [
-        (
-            Dialect::AgUi,
-            sse(&[
-                r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
-                r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
-                r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
-            ]),
-        ),
-        (
-            Dialect::Hai,
-            sse(&[
-                r#"{"type":"RUN_STARTED","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"hello"}"#,
-                r#"{"type":"BUSINESS_DATA_END","messageId":"m","role":"assistant"}"#,
-                r#"{"type":"RUN_FINISHED","messageId":"m","role":"assistant"}"#,
-            ]),
-        ),
-        (
-            Dialect::Vercel,
-            sse(&[
-                r#"{"type":"start"}"#,
-                r#"{"type":"start-step"}"#,
-                r#"{"type":"text-delta","id":"m","delta":"hello"}"#,
-                r#"{"type":"text-end","id":"m"}"#,
-                r#"{"type":"finish-step"}"#,
-                r#"{"type":"finish"}"#,
-                "[DONE]",
-            ]),
-        ),
-    ];
+    use Say::*;
+    let inputs = inputs(&UPSTREAMS, &[RunStart, Text("hello"), TextEnd, Finish]);
     every_pair(&inputs, |from, to, events, text| {
         assert_eq!(text_of(events), "hello", "{from}->{to}\n{text}");
         let first_text = events.iter().position(|e| {
