@@ -32,8 +32,9 @@ fn binary_output_is_the_json_output_as_protobuf() {
     for to in Dialect::ALL.into_iter().filter(|d| policy(*d).binary) {
         let prefix = policy(to).binary_custom_prefix;
         for (from, name, input) in common::fixtures() {
-            // A same-dialect route passes frames through; its transports are
-            // converted at the edges instead (docs/transports.md).
+            // A same-dialect route may write a frame as received; between
+            // two transports the gateway maps every frame instead
+            // (`Translator::map_all`, crates/gateway/tests/binary_drops.rs).
             if from == to {
                 continue;
             }
