@@ -142,20 +142,22 @@ impl Sink {
         self.written
     }
 
-    /// Writes `write`'s event in place of the last event written, which
-    /// must be the last thing in the buffer (a same-dialect frame as
-    /// received instead of the encoder's mapping of it, see
-    /// `Translator::same_dialect`); else appends it.
-    pub fn replace_last_event(&mut self, write: impl FnOnce(&mut Sink)) {
+    /// Writes `write`'s event in place of the last event written (a
+    /// same-dialect frame as received instead of the encoder's mapping of
+    /// it, see `Translator::same_dialect`), when that event is the last
+    /// thing in the buffer; else writes nothing. Whether it replaced it.
+    pub fn replace_last_event(&mut self, write: impl FnOnce(&mut Sink)) -> bool {
         self.end_event();
-        if self.written > 0 && self.last.end == self.buf.len() && !self.last.is_empty() {
-            self.buf.truncate(self.last.start);
-            if !self.untracked {
-                self.spans.pop();
-            }
-            self.written -= 1;
+        if self.written == 0 || self.last.end != self.buf.len() || self.last.is_empty() {
+            return false;
         }
+        self.buf.truncate(self.last.start);
+        if !self.untracked {
+            self.spans.pop();
+        }
+        self.written -= 1;
         write(self);
+        true
     }
 
     /// The buffer, for writers that do not know about spans (inside a
@@ -290,6 +292,25 @@ mod tests {
         sink.events()
             .map(|e| String::from_utf8(e.to_vec()).unwrap())
             .collect()
+    }
+
+    /// The last event gives way to a frame as received only while nothing
+    /// follows it; tracked or not, the count of events stays right.
+    #[test]
+    fn the_last_event_is_replaced_only_when_it_ends_the_buffer() {
+        for mut sink in [Sink::new(), Sink::untracked(Vec::new())] {
+            sink.data("a");
+            sink.data("mapped");
+            assert!(sink.replace_last_event(|s| s.data("raw")));
+            assert_eq!(sink.bytes(), b"data: a\n\ndata: raw\n\n");
+            assert_eq!(sink.events_written(), 2);
+            sink.buf_mut().extend_from_slice(b": stray\n\n");
+            assert!(!sink.replace_last_event(|s| s.data("again")));
+            assert_eq!(sink.bytes(), b"data: a\n\ndata: raw\n\n: stray\n\n");
+            sink.clear();
+            assert!(!sink.replace_last_event(|s| s.data("none")));
+            assert!(sink.bytes().is_empty());
+        }
     }
 
     #[test]

@@ -459,7 +459,8 @@ impl Translator {
         self.unchanged = true;
         self.encode_pending(out);
         if stands && self.unchanged && out.events_written() == written + 1 {
-            out.replace_last_event(as_received);
+            // Not replaced (bytes after the event): the mapping stands.
+            let _ = out.replace_last_event(as_received);
         }
     }
 

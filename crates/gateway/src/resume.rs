@@ -334,14 +334,9 @@ impl Replica {
     /// client's transport. Whether the entry held an event.
     fn send(&mut self, id: EventId, data: &[u8], steps: &[Step], out: &mut Vec<u8>) -> bool {
         self.observe(steps);
-        let (bytes, spans) = self.written.take();
         if self.reencode {
-            tagged(
-                &bytes,
-                &spans,
-                (!data.is_empty() && !self.binary).then_some(id),
-                out,
-            );
+            let tag = (!data.is_empty() && !self.binary).then_some(id);
+            tagged(self.written.bytes(), self.written.spans(), tag, out);
         } else if !data.is_empty() {
             if self.binary {
                 out.extend_from_slice(data);
@@ -349,6 +344,8 @@ impl Replica {
                 with_id(id, data, out);
             }
         }
+        // Cleared, not taken: its room serves the next entry.
+        self.written.clear();
         !data.is_empty()
     }
 
