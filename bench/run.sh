@@ -237,19 +237,7 @@ echo "systems: $SYSTEMS; workloads: $WORKLOADS"
 # PORT_OFFSET=N moves every port by N (another run.sh on the same machine)
 O="${PORT_OFFSET:-0}"
 UP=$((19100 + O)); P_NGINX=$((18080 + O)); P_BG=$((18081 + O)); P_NODE=$((18082 + O)); P_PY=$((18083 + O)); P_LEAN=$((18084 + O))
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
-wait_port() {
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2; return 1
-}
+. "$ROOT/bench/lib.sh"
 
 "$BIN/loadgen" upstream --listen "127.0.0.1:$UP" 2>"$OUT/upstream.log" &
 PIDS+=($!)

@@ -49,19 +49,7 @@ NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 echo "==> build ($PROFILE)"
 cargo build --profile "$PROFILE" -p babelgate -p babelgate-loadgen
 
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
-wait_port() {
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2; return 1
-}
+. "$ROOT/bench/lib.sh"
 join() { local IFS=,; echo "$*"; }
 
 UP=$((19200 + O)); LB=$((18180 + O)); GW0=$((18190 + O)); REDIS=$((16400 + O)); CL0=$((16410 + O))
