@@ -1426,6 +1426,10 @@ impl Encoder for AgUiEncoder {
         self.unframed
     }
 
+    fn writes_binary(&self) -> bool {
+        self.ctx.binary
+    }
+
     /// An explicit end of what a chunk lane holds is refused by
     /// `@ag-ui/client` even from its own upstream: the lane ends the item
     /// itself, when this end closes it or later, and the end comes twice.

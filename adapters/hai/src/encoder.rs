@@ -1273,6 +1273,10 @@ impl Encoder for HaiEncoder {
         self.unframed.get()
     }
 
+    fn writes_binary(&self) -> bool {
+        self.ctx.binary
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Hai
     }

@@ -100,6 +100,13 @@ pub trait Encoder: Send {
         0
     }
 
+    /// Whether it writes the dialect's binary form
+    /// (`EncodeContext::binary`): a same-dialect route writes an upstream
+    /// frame as received only when it came in the form the encoder writes.
+    fn writes_binary(&self) -> bool {
+        false
+    }
+
     /// Events this encoder dropped because the binary form
     /// (`EncodeContext::binary`) has no message for them, for metrics.
     fn unframed(&self) -> u64 {

@@ -179,7 +179,9 @@ impl Translator {
     /// writes as one event, is written as received in place of the
     /// encoder's bytes, so that what the upstream said (field order, number
     /// forms, fields with no slot in the model) reaches the client as it
-    /// came. Anything else is written as mapped: what reaches the client is
+    /// came, when it came in the form the encoder writes (SSE or the binary
+    /// transport, [`Encoder::writes_binary`]). Anything else is written as
+    /// mapped: what reaches the client is
     /// then JSON-equal to the upstream's frame, or the repair the shape
     /// stage made, as on every route.
     pub fn same_dialect(
@@ -190,13 +192,6 @@ impl Translator {
         let mut t = Translator::new(framer, decoder, encoder);
         t.verbatim = true;
         t
-    }
-
-    /// Writes every frame as the encoder maps it, none as received: a
-    /// same-dialect route whose two sides use different transports (an
-    /// upstream frame is not in the client's form).
-    pub fn map_all(&mut self) {
-        self.verbatim = false;
     }
 
     /// Reads the input as the dialect's binary transport: length-prefixed
@@ -408,7 +403,7 @@ impl Translator {
                 result = Err(e.into());
                 break;
             }
-            if self.verbatim {
+            if self.verbatim && !self.encoder.writes_binary() {
                 self.encode_frame(out, |out| out.data(&frame.data));
             }
             self.framer.recycle(frame);
@@ -435,7 +430,7 @@ impl Translator {
                 result = Err(e.into());
                 break;
             }
-            if self.verbatim {
+            if self.verbatim && self.encoder.writes_binary() {
                 self.encode_frame(out, |out| out.message(&message));
             }
             b.framer.recycle(message);
@@ -587,10 +582,12 @@ mod tests {
         }
     }
 
-    /// Writes `[kind]` per event, `<err:..>` for errors and `.` at finish.
+    /// Writes `[kind]` per event, `<err:..>` for errors and `.` at finish;
+    /// says it writes the binary form when `binary`.
     #[derive(Default)]
     struct Marks {
         finished: bool,
+        binary: bool,
     }
     impl Encoder for Marks {
         fn dialect(&self) -> Dialect {
@@ -611,6 +608,9 @@ mod tests {
         }
         fn verbatim(&self, event: &Event) -> bool {
             !matches!(&event.kind, EventKind::TextDelta { delta, .. } if delta == "v")
+        }
+        fn writes_binary(&self) -> bool {
+            self.binary
         }
     }
 
@@ -784,6 +784,24 @@ mod tests {
             )
         );
         assert_eq!(t.events_translated, 5);
+
+        // An encoder writing the binary form: no SSE frame stands for its
+        // events, all are mapped.
+        let mut t = Translator::same_dialect(
+            SseFramer::new(64),
+            Box::new(Lines),
+            Box::new(Marks {
+                binary: true,
+                ..Marks::default()
+            }),
+        );
+        let mut out = Vec::new();
+        t.push(b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\n", &mut out)
+            .unwrap();
+        assert_eq!(
+            text(&out),
+            "[run_started][text_start][text_delta][text_delta]"
+        );
 
         // A frame that fails to decode writes nothing but the failure.
         let mut t = same();

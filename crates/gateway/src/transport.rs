@@ -61,10 +61,6 @@ pub fn translator(
     if matches!(upstream, Transport::Proto(_)) {
         t = t.with_binary_input(max_event_bytes);
     }
-    if upstream != client {
-        // An upstream frame is not in the client's form: all is mapped.
-        t.map_all();
-    }
     t
 }
 

@@ -32,9 +32,10 @@ fn binary_output_is_the_json_output_as_protobuf() {
     for to in Dialect::ALL.into_iter().filter(|d| policy(*d).binary) {
         let prefix = policy(to).binary_custom_prefix;
         for (from, name, input) in common::fixtures() {
-            // A same-dialect route may write a frame as received; between
-            // two transports the gateway maps every frame instead
-            // (`Translator::map_all`, crates/gateway/tests/binary_drops.rs).
+            // A same-dialect route writes what comes through unchanged as
+            // received, which this JSON-to-protobuf comparison does not
+            // model; its binary output is held to the SSE one by
+            // `binary_drops.rs` and tests/node/e2e/proto.test.mjs.
             if from == to {
                 continue;
             }
