@@ -206,7 +206,8 @@ step "end to end: real clients -> babelgate serve -> real agents (node --test te
 # gateway's integration tests (had that build failed, this run is red
 # already); a second build with the binary's own feature set cost 36 s warm
 # and more on a clean machine.
-if [ -n "$RUN_OUT" ] && [ -x target/debug/babelgate ]; then
+stale="$( [ -x target/debug/babelgate ] && find crates adapters Cargo.toml Cargo.lock \( -name '*.rs' -o -name '*.toml' -o -name '*.lock' -o -name '*.proto' \) -newer target/debug/babelgate -print -quit 2>/dev/null || echo missing)"
+if [ -n "$RUN_OUT" ] && [ -z "$stale" ]; then
   echo "target/debug/babelgate: as this run's cargo test built it"
 else
   check "cargo build -p babelgate" cargo build -p babelgate
