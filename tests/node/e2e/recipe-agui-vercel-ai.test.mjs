@@ -1,0 +1,68 @@
+// Recipe examples/agui-vercel-ai, run as its README says, in headless
+// Chromium: an @ag-ui/client page served from its own origin, the recipe's
+// gateway.toml, the `ai` route handler (streamText with a mock model). The
+// page's own tool reaches the model through the body's `tools` field, which
+// the handler reads; a run that declares no tool offers the model none.
+
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { HttpAgent } from '@ag-ui/client';
+import { launchChromium } from './lib/chromium.mjs';
+import { Recipe, answered, ask, openChat } from './lib/recipe.mjs';
+import { REPO_ROOT, freePort, stopProc, waitReady } from './lib/stack.mjs';
+
+const GUARD = { timeout: 60_000 };
+const RESOLVE = path.join(REPO_ROOT, 'tests/node/e2e/lib/resolve-tests-node.mjs');
+
+const recipe = new Recipe('agui-vercel-ai');
+const procs = [];
+let gateway;
+let browser;
+
+before(async () => {
+  const [serverPort, gwPort] = await Promise.all([freePort(), freePort()]);
+  const server = recipe.launch('route-handler', process.execPath, ['--import', RESOLVE, path.join(recipe.dir, 'server.mjs'), '--port', String(serverPort)]);
+  procs.push(server);
+  const origin = await recipe.servePage('page.mjs');
+  gateway = await recipe.startGateway('babelgate', [
+    ['127.0.0.1:3001', `127.0.0.1:${serverPort}`], ['127.0.0.1:8080', `127.0.0.1:${gwPort}`], ['http://localhost:3000', origin],
+  ]);
+  procs.push(gateway.proc);
+  await waitReady(server, `http://127.0.0.1:${serverPort}/healthz`);
+  browser = await launchChromium();
+}, { timeout: 120_000 });
+
+after(async () => {
+  await browser?.close();
+  await recipe.close();
+  await Promise.all(procs.map(stopProc));
+});
+
+test('the page asks; the route handler runs its server tool and the page runs its own tool', GUARD, async () => {
+  const page = await openChat(browser, recipe, gateway.url);
+  await ask(page, 'what is the weather in Paris?');
+  await answered(page, 'Done: sunny in Paris, 22 C');
+  // The page's tool: declared in the run, offered to the model by the
+  // handler, called, run on the page, its result sent in the next run.
+  await ask(page, 'a blue background, please');
+  await answered(page, 'Done: background set to #bae6fd');
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(186, 230, 253)');
+  const calls = await page.$$eval('.tool', (ts) => ts.map((t) => t.textContent));
+  assert.deepEqual(calls, ['get_weather({"city":"Paris"}) → sunny in Paris, 22 C', 'change_background({"color":"#bae6fd"}) → background set to #bae6fd']);
+  assert.deepEqual(await page.$$('[role=alert]'), []);
+  assert.deepEqual(page.errors, []);
+  await recipe.screenshot(page);
+  await page.close();
+});
+
+test('the model is offered exactly the tools the run declares: none, and it cannot call the page', GUARD, async () => {
+  const agent = new HttpAgent({ url: `${gateway.url}/agent`, threadId: randomUUID() });
+  agent.addMessage({ id: randomUUID(), role: 'user', content: 'a blue background, please' });
+  await agent.runAgent({ tools: [] });
+  const answer = agent.messages.at(-1);
+  assert.equal(answer.role, 'assistant');
+  assert.equal(answer.content, 'No change_background tool was offered.');
+  assert.equal(answer.toolCalls, undefined);
+});
