@@ -5,7 +5,9 @@
 // the handler reads; a run that declares no tool offers the model none.
 
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
@@ -20,14 +22,28 @@ const recipe = new Recipe('agui-vercel-ai');
 const procs = [];
 let gateway;
 let browser;
+// What reached the route handler: the gateway's upstream is a hop that
+// records each body and passes it on.
+const bodies = [];
+let hop;
 
 before(async () => {
   const [serverPort, gwPort] = await Promise.all([freePort(), freePort()]);
   const server = recipe.launch('route-handler', process.execPath, ['--import', RESOLVE, path.join(recipe.dir, 'server.mjs'), '--port', String(serverPort)]);
   procs.push(server);
+  hop = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks);
+    bodies.push(JSON.parse(body.toString('utf8')));
+    const up = await fetch(`http://127.0.0.1:${serverPort}${req.url}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    res.writeHead(up.status, Object.fromEntries(up.headers));
+    Readable.fromWeb(up.body).pipe(res);
+  });
+  await new Promise((resolve) => hop.listen(0, '127.0.0.1', resolve));
   const origin = await recipe.servePage('page.mjs');
   gateway = await recipe.startGateway('babelgate', [
-    ['127.0.0.1:3001', `127.0.0.1:${serverPort}`], ['127.0.0.1:8080', `127.0.0.1:${gwPort}`], ['http://localhost:3000', origin],
+    ['127.0.0.1:3001', `127.0.0.1:${hop.address().port}`], ['127.0.0.1:8080', `127.0.0.1:${gwPort}`], ['http://localhost:3000', origin],
   ]);
   procs.push(gateway.proc);
   await waitReady(server, `http://127.0.0.1:${serverPort}/healthz`);
@@ -37,6 +53,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await recipe.close();
+  await new Promise((resolve) => (hop ? hop.close(resolve) : resolve()));
   await Promise.all(procs.map(stopProc));
 });
 
@@ -52,6 +69,11 @@ test('the page asks; the route handler runs its server tool and the page runs it
   const calls = await page.$$eval('.tool', (ts) => ts.map((t) => t.textContent));
   assert.deepEqual(calls, ['get_weather({"city":"Paris"}) → sunny in Paris, 22 C', 'change_background({"color":"#bae6fd"}) → background set to #bae6fd']);
   assert.deepEqual(await page.$$('[role=alert]'), []);
+  // Each run's body carried the page's declaration, in AG-UI's shape, as `tools`.
+  assert.equal(bodies.length, 3, 'weather; background; background with the page\'s result');
+  for (const b of bodies) {
+    assert.deepEqual(b.tools?.map((t) => [t.name, Object.keys(t).sort()]), [['change_background', ['description', 'name', 'parameters']]]);
+  }
   assert.deepEqual(page.errors, []);
   await recipe.screenshot(page);
   await page.close();
