@@ -6,20 +6,16 @@
 
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
-import { launchChromium } from './lib/chromium.mjs';
 import { Recipe, answered, ask, openChat } from './lib/recipe.mjs';
-import { REPO_ROOT, freePort, stopProc, waitReady } from './lib/stack.mjs';
+import { freePort, waitReady } from './lib/stack.mjs';
 
 const GUARD = { timeout: 60_000 };
-const RESOLVE = path.join(REPO_ROOT, 'tests/node/e2e/lib/resolve-tests-node.mjs');
 
 const recipe = new Recipe('agui-vercel-ai');
-const procs = [];
 let gateway;
 let browser;
 // What reached the route handler: the gateway's upstream is a hop that
@@ -29,8 +25,7 @@ let hop;
 
 before(async () => {
   const [serverPort, gwPort] = await Promise.all([freePort(), freePort()]);
-  const server = recipe.launch('route-handler', process.execPath, ['--import', RESOLVE, path.join(recipe.dir, 'server.mjs'), '--port', String(serverPort)]);
-  procs.push(server);
+  const server = recipe.launchNode('route-handler', 'server.mjs', ['--port', String(serverPort)]);
   hop = http.createServer(async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
@@ -45,16 +40,13 @@ before(async () => {
   gateway = await recipe.startGateway('babelgate', [
     ['127.0.0.1:3001', `127.0.0.1:${hop.address().port}`], ['127.0.0.1:8080', `127.0.0.1:${gwPort}`], ['http://localhost:3000', origin],
   ]);
-  procs.push(gateway.proc);
   await waitReady(server, `http://127.0.0.1:${serverPort}/healthz`);
-  browser = await launchChromium();
+  browser = await recipe.browser();
 }, { timeout: 120_000 });
 
 after(async () => {
-  await browser?.close();
   await recipe.close();
   await new Promise((resolve) => (hop ? hop.close(resolve) : resolve()));
-  await Promise.all(procs.map(stopProc));
 });
 
 test('the page asks; the route handler runs its server tool and the page runs its own tool', GUARD, async () => {

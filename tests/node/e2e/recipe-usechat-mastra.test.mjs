@@ -5,39 +5,29 @@
 // middle of an answer gets the whole answer by resuming.
 
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { launchChromium } from './lib/chromium.mjs';
 import { Recipe, answered, ask, openChat, reloadMidAnswer, texts } from './lib/recipe.mjs';
-import { REPO_ROOT, freePort, stopProc, waitReady } from './lib/stack.mjs';
+import { freePort, waitReady } from './lib/stack.mjs';
 
 const GUARD = { timeout: 60_000 };
-const RESOLVE = path.join(REPO_ROOT, 'tests/node/e2e/lib/resolve-tests-node.mjs');
 const STORY = `${Array.from({ length: 120 }, (_, i) => `word${i + 1} `).join('')}The end.`;
 
 const recipe = new Recipe('usechat-mastra');
-const procs = [];
 let gateway;
 let browser;
 
 before(async () => {
   const [agentPort, gwPort] = await Promise.all([freePort(), freePort()]);
-  const agent = recipe.launch('mastra-agent', process.execPath, ['--import', RESOLVE, path.join(recipe.dir, 'agent.mjs'), '--port', String(agentPort)]);
-  procs.push(agent);
+  const agent = recipe.launchNode('mastra-agent', 'agent.mjs', ['--port', String(agentPort)]);
   const origin = await recipe.servePage('page.jsx');
   gateway = await recipe.startGateway('babelgate', [
     ['127.0.0.1:4111', `127.0.0.1:${agentPort}`], ['127.0.0.1:8080', `127.0.0.1:${gwPort}`], ['http://localhost:3000', origin],
   ]);
-  procs.push(gateway.proc);
   await waitReady(agent, `http://127.0.0.1:${agentPort}/healthz`);
-  browser = await launchChromium();
+  browser = await recipe.browser();
 }, { timeout: 120_000 });
 
-after(async () => {
-  await browser?.close();
-  await recipe.close();
-  await Promise.all(procs.map(stopProc));
-});
+after(() => recipe.close());
 
 test('the page asks; the Mastra agent runs its tool and answers', GUARD, async () => {
   const page = await openChat(browser, recipe, gateway.url);

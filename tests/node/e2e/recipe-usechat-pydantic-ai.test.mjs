@@ -8,15 +8,13 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { launchChromium } from './lib/chromium.mjs';
 import { Recipe, answered, ask, openChat, reloadMidAnswer, texts } from './lib/recipe.mjs';
-import { PYTHON, freePort, stopProc, waitReady } from './lib/stack.mjs';
+import { PYTHON, freePort, waitReady } from './lib/stack.mjs';
 
 const GUARD = { timeout: 60_000 };
 const STORY = `${Array.from({ length: 120 }, (_, i) => `word${i + 1} `).join('')}The end.`;
 
 const recipe = new Recipe('usechat-pydantic-ai');
-const procs = [];
 let keep;
 let cancel;
 let browser;
@@ -24,11 +22,9 @@ let browser;
 before(async () => {
   const [agentPort, keepPort, cancelPort] = await Promise.all([freePort(), freePort(), freePort()]);
   const agent = recipe.launch('agent', PYTHON, [path.join(recipe.dir, 'agent.py'), '--port', String(agentPort)]);
-  procs.push(agent);
   const origin = await recipe.servePage('page.jsx');
   const ports = (gw) => [['127.0.0.1:8000', `127.0.0.1:${agentPort}`], ['127.0.0.1:8080', `127.0.0.1:${gw}`], ['http://localhost:3000', origin]];
   keep = await recipe.startGateway('babelgate', ports(keepPort));
-  procs.push(keep.proc);
   // The same config without the key: a reload cancels the run.
   const withoutKeep = (t) => {
     const out = t.replace(/^on_disconnect = "keep"\n/m, '');
@@ -36,16 +32,11 @@ before(async () => {
     return out;
   };
   cancel = await recipe.startGateway('babelgate-cancel', ports(cancelPort), withoutKeep);
-  procs.push(cancel.proc);
   await waitReady(agent, `http://127.0.0.1:${agentPort}/healthz`);
-  browser = await launchChromium();
+  browser = await recipe.browser();
 }, { timeout: 120_000 });
 
-after(async () => {
-  await browser?.close();
-  await recipe.close();
-  await Promise.all(procs.map(stopProc));
-});
+after(() => recipe.close());
 
 test('the page asks; the agent runs its server tool and the page runs change_background', GUARD, async () => {
   const page = await openChat(browser, recipe, keep.url);

@@ -8,9 +8,11 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import * as esbuild from 'esbuild';
-import { BABELGATE, REPO_ROOT, launch, waitReady } from './stack.mjs';
+import { launchChromium } from './chromium.mjs';
+import { BABELGATE, REPO_ROOT, launch, stopProc, waitReady } from './stack.mjs';
 
 const NODE_MODULES = path.join(REPO_ROOT, 'tests', 'node', 'node_modules');
+const RESOLVE = path.join(REPO_ROOT, 'tests', 'node', 'e2e', 'lib', 'resolve-tests-node.mjs');
 
 export class Recipe {
   constructor(name) {
@@ -21,6 +23,7 @@ export class Recipe {
     fs.rmSync(this.logDir, { recursive: true, force: true });
     fs.mkdirSync(this.logDir, { recursive: true });
     fs.mkdirSync(this.artifacts, { recursive: true });
+    this.procs = [];
   }
 
   /** Serves the recipe's index.html and its page bundled as bundle.js; returns the origin. */
@@ -62,13 +65,26 @@ export class Recipe {
     const config = path.join(this.logDir, `${label}.gateway.toml`);
     fs.writeFileSync(config, edited);
     const listen = edited.match(/^listen = "([^"]+)"/m)[1];
-    const gw = launch(label, BABELGATE, ['serve', '--config', config], this.logDir);
+    const gw = this.launch(label, BABELGATE, ['serve', '--config', config]);
     await waitReady(gw, `http://${listen}/healthz`);
     return { proc: gw, url: `http://${listen}` };
   }
 
+  /** A process of the recipe (stopped by close()). */
   launch(label, cmd, args) {
-    return launch(label, cmd, args, this.logDir);
+    const proc = launch(label, cmd, args, this.logDir);
+    this.procs.push(proc);
+    return proc;
+  }
+
+  /** `node <recipe>/<file>`, its packages resolved from tests/node (resolve-tests-node.mjs). */
+  launchNode(label, file, args) {
+    return this.launch(label, process.execPath, ['--import', RESOLVE, path.join(this.dir, file), ...args]);
+  }
+
+  async browser() {
+    this.chromium = await launchChromium();
+    return this.chromium;
   }
 
   /** A screenshot under target/e2e-artifacts; with UPDATE_SCREENSHOTS=1 also the recipe's screenshot.png. */
@@ -79,7 +95,9 @@ export class Recipe {
   }
 
   async close() {
+    await this.chromium?.close();
     await new Promise((resolve) => (this.site ? this.site.close(resolve) : resolve()));
+    await Promise.all(this.procs.map(stopProc));
   }
 }
 
