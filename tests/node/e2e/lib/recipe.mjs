@@ -33,7 +33,6 @@ export class Recipe {
       bundle: true,
       jsx: 'automatic',
       nodePaths: [NODE_MODULES],
-      define: { 'process.env.NODE_ENV': '"production"' },
       write: false,
       logLevel: 'silent',
     });
