@@ -101,7 +101,7 @@ export class Recipe {
 }
 
 /** A new page whose errors (uncaught, console.error) are collected in `page.errors`. */
-export async function newPage(browser) {
+async function newPage(browser) {
   const page = await browser.newPage({ viewport: { width: 800, height: 600 } });
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(`pageerror: ${e.message}`));
