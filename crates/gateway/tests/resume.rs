@@ -288,7 +288,7 @@ fn error_event(dialect: Dialect, events: &[(Option<String>, Value)]) -> Option<V
 
 /// A `keep` run outlives its client; `stop` ends it for whoever follows it,
 /// in every client dialect, with that dialect's error event carrying the
-/// `stopped` code (README "Error codes"), before the answer is complete.
+/// `stopped` code (docs/errors.md), before the answer is complete.
 #[tokio::test]
 async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
     for dialect in Dialect::ALL {
@@ -338,7 +338,7 @@ async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
         }
         // What the client saw before and after reconnecting is the start of
         // the answer, cut short by the stop. A Vercel resume replays the
-        // answer from its `start` (README), the others go on after the id.
+        // answer from its `start` (docs/resume-and-stop.md), the others go on after the id.
         let seen = if dialect == Dialect::Vercel {
             assert_eq!(rest[0].1["type"], "start", "{dialect}: {rest:?}");
             rest.clone()
