@@ -158,10 +158,4 @@ impl UpstreamFault {
             UpstreamFault::Malformed(why) => format!("the upstream's stream is malformed: {why}"),
         }
     }
-
-    pub fn detail(&self) -> &str {
-        match self {
-            UpstreamFault::Connection(d) | UpstreamFault::Malformed(d) => d,
-        }
-    }
 }

@@ -437,7 +437,7 @@ impl Pump {
                 },
                 Some(Err(fault)) => {
                     let code = fault.code();
-                    tracing::warn!(error = %fault.detail(), code, "the upstream's stream failed");
+                    tracing::warn!(?fault, "the upstream's stream failed");
                     self.fail(&fault.client_message(), code, &mut out);
                     End::Upstream(code)
                 }
