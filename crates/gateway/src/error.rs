@@ -128,3 +128,34 @@ pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<
     );
     resp
 }
+
+/// Why an upstream's stream failed once it had begun (the response is
+/// under way: the client gets its dialect's error event with
+/// [`code`](Self::code), not a status). Each transport says which it was;
+/// nothing is told apart by its wording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamFault {
+    /// The connection broke: reset, closed before its end, a WebSocket
+    /// closed with a code other than normal. The detail is for the log.
+    Connection(String),
+    /// The upstream broke its transport's rules: a message of the kind its
+    /// subprotocol excludes. The detail is the upstream's, told the client.
+    Malformed(String),
+}
+
+impl UpstreamFault {
+    pub fn code(&self) -> &'static str {
+        match self {
+            UpstreamFault::Connection(_) => "upstream_disconnected",
+            UpstreamFault::Malformed(_) => "upstream_malformed",
+        }
+    }
+
+    /// What the client's error event says.
+    pub fn client_message(&self) -> String {
+        match self {
+            UpstreamFault::Connection(_) => "the upstream connection failed".to_string(),
+            UpstreamFault::Malformed(why) => format!("the upstream's stream is malformed: {why}"),
+        }
+    }
+}

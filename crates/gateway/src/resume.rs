@@ -78,10 +78,23 @@ impl Recorder {
     ///
     /// `steps` is left empty, its room kept for the caller to reuse.
     pub async fn record(&mut self, out: &Sink, steps: &mut Journal, client: &mut Vec<u8>) {
+        self.record_into(out, steps, Some(client)).await;
+    }
+
+    /// [`record`](Self::record) for a client that takes each event as a
+    /// message of its own (a WebSocket session): logged alike, and no
+    /// stream with ids to write (a message has no place for one).
+    pub async fn log(&mut self, out: &Sink, steps: &mut Journal) {
+        self.record_into(out, steps, None).await;
+    }
+
+    async fn record_into(&mut self, out: &Sink, steps: &mut Journal, client: Option<&mut Vec<u8>>) {
         let bytes = out.bytes();
         let Some(writer) = self.writer.as_ref() else {
             steps.clear();
-            client.extend_from_slice(bytes);
+            if let Some(client) = client {
+                client.extend_from_slice(bytes);
+            }
             return;
         };
         if steps.failed > 0 {
@@ -182,6 +195,9 @@ impl Recorder {
             }
         }
         steps.clear();
+        let Some(client) = client else {
+            return;
+        };
         // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
         client.reserve(bytes.len() + 26 * ids.len());
         // Events the log took carry their id; the rest (comments, and what

@@ -20,12 +20,13 @@ use tokio::sync::mpsc;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
-use super::pump::{stream_translator, Pump, PumpBody, Report, Slot, UpstreamFault};
+use super::pump::{stream_translator, Pump, PumpBody, Report, Slot};
 use super::{BoxError, Gateway, ReqBody, Routes, STREAM_BUFFER_CHUNKS};
 use crate::access;
 use crate::body::ReadBodyLayer;
 use crate::config::{Config, OnDisconnect, Route, UpstreamTransport};
 use crate::conn;
+use crate::error::UpstreamFault;
 use crate::error::{json_response, Body, GatewayError};
 use crate::inspector::capture::transport_name;
 use crate::inspector::{CaptureHandle, Exchange, ReplaySetup, Requests, Side};
@@ -34,7 +35,7 @@ use crate::metrics::CountAtEnd;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
 use crate::telemetry::{Trace, ViaWebSocket};
-use crate::transport::{self, Transport};
+use crate::transport::{self, Read, Transport};
 use crate::upstream;
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
@@ -490,6 +491,7 @@ impl Gateway {
                 new_from_client,
                 started,
                 transport,
+                messages: session,
                 capture,
                 trace,
             };
@@ -505,13 +507,7 @@ impl Gateway {
                 } else {
                     None
                 };
-                return self
-                    .start_pump(
-                        stream,
-                        ws.map(|r| r.map_err(UpstreamFault::from)),
-                        upstream_binary,
-                    )
-                    .await;
+                return self.start_pump(stream, ws, upstream_binary).await;
             }
             let send = client.post(&route.upstream, headers, upstream_body.to_string());
             let asked = tokio::time::Instant::now();
@@ -578,7 +574,9 @@ impl Gateway {
                 ));
             }
 
-            let upstream = resp.body.map(|r| r.map_err(UpstreamFault::Connection));
+            let upstream = resp
+                .body
+                .map(|r| r.map(Read::Bytes).map_err(UpstreamFault::Connection));
             self.start_pump(stream, upstream, upstream_binary).await
         }
         .await;
@@ -601,7 +599,7 @@ impl Gateway {
         upstream_binary: Option<Transport>,
     ) -> Result<Response<Body>, GatewayError>
     where
-        S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
+        S: futures_util::Stream<Item = Result<Read, UpstreamFault>> + Unpin + Send + 'static,
     {
         let (route, run, transport) = (stream.route, stream.run, stream.transport);
         // A route without resume has no run log: no writer, no lease kept
@@ -667,10 +665,11 @@ impl Gateway {
                 r.binary();
             }
         }
-        // A binary stream has no comment to send: no heartbeats.
+        // A binary stream or messages have no comment to send: no
+        // heartbeats (a WebSocket session pings instead).
         let heartbeat = match transport {
-            Transport::Sse => route.heartbeat,
-            Transport::Proto(_) => None,
+            Transport::Sse if !stream.messages => route.heartbeat,
+            Transport::Sse | Transport::Proto(_) => None,
         };
 
         // The body runs the pump (no task of its own), tracked so that a
@@ -703,6 +702,7 @@ impl Gateway {
             }),
             abort: abort.clone(),
             capture: stream.capture,
+            messages: stream.messages,
         };
         let span = tracing::Span::current();
         let run = Box::new(pump).run(upstream).instrument(span);
@@ -879,6 +879,8 @@ struct Stream<'a> {
     started: tokio::time::Instant,
     /// The client's transport.
     transport: Transport,
+    /// The client takes each event as a message (a WebSocket session).
+    messages: bool,
     capture: Option<CaptureHandle>,
     trace: Trace,
 }
