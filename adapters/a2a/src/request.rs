@@ -146,7 +146,7 @@ impl RequestTranslator for A2aRequests {
 
     fn parse_request(&self, body: &[u8]) -> Result<RunRequest, RequestError> {
         match self.classify(body)? {
-            Intent::Run(run) => Ok(run),
+            Intent::Run(run) => Ok(*run),
             Intent::About { .. } => Err(RequestError::field(
                 "method",
                 format!("does not start a run (one of {RUN_METHODS:?})"),
@@ -201,7 +201,7 @@ impl RequestTranslator for A2aRequests {
             .and_then(Value::as_object)
             .ok_or_else(|| params(RequestError::field("params.message", "must be an object")))?;
         run_request(m, reply_to.clone())
-            .map(Intent::Run)
+            .map(|r| Intent::Run(Box::new(r)))
             .map_err(params)
     }
 
@@ -355,7 +355,7 @@ mod tests {
 
     fn refused(body: &[u8]) -> (RequestFault, Option<Value>) {
         let e = A2aRequests.classify(body).unwrap_err();
-        (e.fault, e.reply_to)
+        (e.fault, e.reply_to.map(|r| *r))
     }
 
     #[test]

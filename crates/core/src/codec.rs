@@ -147,7 +147,7 @@ pub trait RequestTranslator: Send + Sync {
     /// What a client request body asks for: a run, or (dialects whose
     /// clients address runs by id) something about a run.
     fn classify(&self, body: &[u8]) -> Result<Intent, RequestError> {
-        self.parse_request(body).map(Intent::Run)
+        self.parse_request(body).map(|r| Intent::Run(Box::new(r)))
     }
 
     /// The dialect's own answer to a request refused before any stream
@@ -262,8 +262,9 @@ pub struct RequestError {
     /// What kind of fault, for dialects whose errors tell them apart.
     pub fault: RequestFault,
     /// What the request asked answers to carry, when it was read that far
-    /// (the refusal carries it too: [`Refusal::reply_to`]).
-    pub reply_to: Option<serde_json::Value>,
+    /// (the refusal carries it too: [`Refusal::reply_to`]); boxed, so that
+    /// the error stays small beside what a parse returns.
+    pub reply_to: Option<Box<serde_json::Value>>,
 }
 
 impl RequestError {
@@ -292,7 +293,7 @@ impl RequestError {
     }
 
     pub fn replying_to(mut self, reply_to: Option<serde_json::Value>) -> Self {
-        self.reply_to = reply_to;
+        self.reply_to = reply_to.map(Box::new);
         self
     }
 }

@@ -15,8 +15,9 @@ use crate::request::RunRequest;
 /// What one client request asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Intent {
-    /// A run (the only intent of most dialects).
-    Run(RunRequest),
+    /// A run (the only intent of most dialects); boxed, as it is many
+    /// times the other's size.
+    Run(Box<RunRequest>),
     /// Something about a run the gateway began, named by the run id its
     /// stream carried ([`crate::EncodeContext::run_id`]).
     About {

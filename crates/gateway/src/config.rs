@@ -1568,7 +1568,7 @@ impl Config {
                 Some(v) => *v.get_ref(),
                 None => false,
             };
-            let agent = agent_about(&mut c, &r, &path, client);
+            let agent = agent_about(&mut c, r, path, client);
             let upstream_transport = match r.upstream_transport.as_ref() {
                 None => UpstreamTransport::Sse,
                 Some(v) => {

@@ -42,8 +42,9 @@ pub struct GatewayError {
     /// Seconds for a `retry-after` header, when waiting helps.
     pub retry_after: Option<u64>,
     /// What the request asked its answers to carry, when it was read that
-    /// far (a dialect's own refusal carries it: JSON-RPC's `id`).
-    pub reply_to: Option<serde_json::Value>,
+    /// far (a dialect's own refusal carries it: JSON-RPC's `id`); boxed,
+    /// to keep the error small.
+    pub reply_to: Option<Box<serde_json::Value>>,
     /// What was wrong with the request itself, when it was at fault.
     pub request_fault: Option<RequestFault>,
 }
@@ -112,7 +113,7 @@ impl GatewayError {
     /// The answer to carry `reply_to` (the request's, read before it was
     /// refused).
     pub fn replying_to(mut self, reply_to: Option<serde_json::Value>) -> Self {
-        self.reply_to = reply_to;
+        self.reply_to = reply_to.map(Box::new);
         self
     }
 
@@ -123,7 +124,7 @@ impl GatewayError {
             status: self.status.as_u16(),
             code: self.code,
             message: &self.message,
-            reply_to: self.reply_to.as_ref(),
+            reply_to: self.reply_to.as_deref(),
             fault: self.request_fault,
         };
         let Some((status, body)) = dialect.and_then(|d| d.refusal(&refusal)) else {

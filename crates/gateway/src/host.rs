@@ -183,8 +183,7 @@ pub fn origin<B>(
                 .filter_map(|v| v.to_str().ok())
                 .flat_map(|v| v.split(','))
                 .map(|v| v.trim().trim_matches('"'))
-                .filter(|v| !v.is_empty())
-                .last()
+                .rfind(|v| !v.is_empty())
                 .map(str::to_string)
         };
         let forwarded = last(header::FORWARDED.as_str());

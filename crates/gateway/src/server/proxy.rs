@@ -425,7 +425,7 @@ impl Gateway {
                 .classify(&body)
                 .map_err(GatewayError::request)?
             {
-                Intent::Run(run) => run,
+                Intent::Run(run) => *run,
                 Intent::About {
                     run_id,
                     ask,
