@@ -209,6 +209,28 @@ struct RawRoute {
     upstream_transport: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
     upstream_ca: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
+    agent_name: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
+    agent_description: Option<Spanned<String>>,
+    #[serde(default)]
+    #[schemars(with = "Vec<RawSkill>")]
+    agent_skills: Vec<Spanned<RawSkill>>,
+}
+
+/// `[[routes.agent_skills]]`: one thing the agent does, for the clients
+/// that read a description of it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawSkill {
+    id: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    examples: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -556,6 +578,10 @@ pub struct Route {
     pub upstream_transport: UpstreamTransport,
     /// Extra roots for the upstream's certificate (`upstream_ca`).
     pub upstream_ca: Option<UpstreamCa>,
+    /// What the route says of its agent to clients whose dialect reads a
+    /// description (`agent_name`, `agent_description`, `agent_skills`);
+    /// its URL and version are filled in per request.
+    pub agent: babelgate_core::AgentAbout,
 }
 
 /// The transport asked of a route's upstream.
@@ -720,6 +746,78 @@ fn position(src: &str, offset: usize) -> (usize, usize) {
         .map_or(before.len(), |i| before.len() - i - 1)
         + 1;
     (line, column)
+}
+
+/// A route's `agent_*` keys: only for a client dialect that has a
+/// description of the agent to serve (`RequestTranslator::describe`); the
+/// name defaults to the route's path.
+fn agent_about(
+    c: &mut Collector<'_>,
+    r: &RawRoute,
+    path: &str,
+    client: Option<Dialect>,
+) -> babelgate_core::AgentAbout {
+    let describes =
+        client.is_none_or(|d| crate::registry::requests(d).description_path().is_some());
+    let refuse = |c: &mut Collector<'_>, span: &std::ops::Range<usize>, key: &str| {
+        let (line, column) = position(c.src, span.start);
+        c.errors.push(ConfigError {
+            line,
+            column,
+            message: format!("routes.{key}: the client dialect serves no description of the agent"),
+        });
+    };
+    if !describes {
+        if let Some(v) = &r.agent_name {
+            refuse(c, &v.span(), "agent_name");
+        }
+        if let Some(v) = &r.agent_description {
+            refuse(c, &v.span(), "agent_description");
+        }
+        if let Some(v) = r.agent_skills.first() {
+            refuse(c, &v.span(), "agent_skills");
+        }
+    }
+    let name = match &r.agent_name {
+        Some(v) if v.get_ref().trim().is_empty() => {
+            c.at(v, "routes.agent_name: must not be empty");
+            path.to_string()
+        }
+        Some(v) => v.get_ref().clone(),
+        None => path.to_string(),
+    };
+    let mut skills: Vec<babelgate_core::Skill> = Vec::new();
+    for raw in &r.agent_skills {
+        let s = raw.get_ref();
+        if s.id.trim().is_empty() || s.name.trim().is_empty() {
+            c.at(
+                raw,
+                "routes.agent_skills: `id` and `name` must not be empty",
+            );
+        } else if skills.iter().any(|k| k.id == s.id) {
+            c.at(
+                raw,
+                format!("routes.agent_skills: `{}` is listed twice", s.id),
+            );
+        }
+        skills.push(babelgate_core::Skill {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            tags: s.tags.clone(),
+            examples: s.examples.clone(),
+        });
+    }
+    babelgate_core::AgentAbout {
+        name,
+        description: r
+            .agent_description
+            .as_ref()
+            .map(|v| v.get_ref().clone())
+            .unwrap_or_default(),
+        skills,
+        ..Default::default()
+    }
 }
 
 struct Collector<'a> {
@@ -1566,6 +1664,7 @@ impl Config {
                 Some(v) => *v.get_ref(),
                 None => false,
             };
+            let agent = agent_about(&mut c, r, path, client);
             let upstream_transport = match r.upstream_transport.as_ref() {
                 None => UpstreamTransport::Sse,
                 Some(v) => {
@@ -1651,6 +1750,7 @@ impl Config {
                     drop_raw: r.drop_raw.unwrap_or(false),
                     upstream_transport,
                     upstream_ca,
+                    agent,
                 });
             }
         }
@@ -1912,6 +2012,52 @@ upstream_protocol = "ag-ui"             # ag-ui | hai | vercel | agkit
         assert_eq!(with("300"), Some(Duration::from_millis(300)));
         assert_eq!(with("0"), None);
         assert!(Config::parse(&format!("{ISSUE_EXAMPLE}client_stall_timeout_ms = -1\n")).is_err());
+    }
+
+    /// `agent_name`, `agent_description` and `[[routes.agent_skills]]`:
+    /// read on a route whose client dialect describes the agent, refused
+    /// (at their line and column) on one whose dialect does not.
+    #[test]
+    fn agent_keys_describe_the_route_where_the_client_dialect_reads_them() {
+        let a2a = ISSUE_EXAMPLE.replace("client = \"vercel\"", "client = \"a2a\"");
+        let src = format!(
+            "{a2a}agent_name = \"Weather\"\nagent_description = \"Says it\"\n\
+             [[routes.agent_skills]]\nid = \"w\"\nname = \"Weather\"\ntags = [\"t\"]\n"
+        );
+        let c = Config::parse(&src).unwrap();
+        let agent = &c.route("/api/chat").unwrap().agent;
+        assert_eq!(agent.name, "Weather");
+        assert_eq!(agent.description, "Says it");
+        assert_eq!(agent.skills.len(), 1);
+        assert_eq!(agent.skills[0].tags, vec!["t".to_string()]);
+        // The name defaults to the path.
+        let plain = Config::parse(&a2a).unwrap();
+        assert_eq!(plain.route("/api/chat").unwrap().agent.name, "/api/chat");
+
+        let errs =
+            Config::parse(&format!("{ISSUE_EXAMPLE}agent_name = \"Weather\"\n")).unwrap_err();
+        assert_eq!((errs[0].line, errs[0].column), (10, 14), "{errs:?}");
+        assert!(
+            errs[0].message.contains("routes.agent_name"),
+            "{}",
+            errs[0].message
+        );
+
+        let twice = format!(
+            "{a2a}[[routes.agent_skills]]\nid = \"w\"\nname = \"A\"\n[[routes.agent_skills]]\nid = \"w\"\nname = \"B\"\n"
+        );
+        let errs = Config::parse(&twice).unwrap_err();
+        assert_eq!(errs[0].line, 13, "{errs:?}");
+        assert!(
+            errs[0].message.contains("listed twice"),
+            "{}",
+            errs[0].message
+        );
+        let unnamed = format!("{a2a}[[routes.agent_skills]]\nid = \"w\"\nname = \" \"\n");
+        assert!(Config::parse(&unnamed).is_err());
+        let unknown = format!("{a2a}[[routes.agent_skills]]\nid = \"w\"\nname = \"A\"\nicon = 1\n");
+        let errs = Config::parse(&unknown).unwrap_err();
+        assert!(errs[0].message.contains("icon"), "{}", errs[0].message);
     }
 
     #[test]
