@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
-import { Recipe, answered, ask, openChat } from './lib/recipe.mjs';
+import { Recipe, answered, ask, openChat, settledBackground } from './lib/recipe.mjs';
 import { freePort, waitReady } from './lib/stack.mjs';
 
 const GUARD = { timeout: 60_000 };
@@ -57,7 +57,7 @@ test('the page asks; the route handler runs its server tool and the page runs it
   // handler, called, run on the page, its result sent in the next run.
   await ask(page, 'a blue background, please');
   await answered(page, 'Done: background set to #bae6fd');
-  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(186, 230, 253)');
+  assert.equal(await settledBackground(page, 'rgb(186, 230, 253)'), 'rgb(186, 230, 253)');
   const calls = await page.$$eval('.tool', (ts) => ts.map((t) => t.textContent));
   assert.deepEqual(calls, ['get_weather({"city":"Paris"}) → sunny in Paris, 22 C', 'change_background({"color":"#bae6fd"}) → background set to #bae6fd']);
   assert.deepEqual(await page.$$('[role=alert]'), []);

@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { Recipe, answered, ask, openChat, texts } from './lib/recipe.mjs';
+import { Recipe, answered, ask, openChat, texts, settledBackground } from './lib/recipe.mjs';
 import { PYTHON, freePort, waitReady } from './lib/stack.mjs';
 
 const GUARD = { timeout: 60_000 };
@@ -87,7 +87,7 @@ test('the page shows a server tool and runs change_background; each turn reaches
   // sendAutomaticallyWhen posts the result, on which the graph answers.
   await ask(page, BACKGROUND.q);
   await answered(page, BACKGROUND.a);
-  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(0, 128, 128)');
+  assert.equal(await settledBackground(page, 'rgb(0, 128, 128)'), 'rgb(0, 128, 128)');
   // The scripted model counts the questions it is given: "(turn 3)".
   await ask(page, THANKS.q);
   await answered(page, THANKS.a);

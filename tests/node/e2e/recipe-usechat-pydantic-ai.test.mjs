@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { Recipe, answered, ask, openChat, reloadMidAnswer, texts } from './lib/recipe.mjs';
+import { Recipe, answered, ask, openChat, reloadMidAnswer, texts, settledBackground } from './lib/recipe.mjs';
 import { PYTHON, freePort, waitReady } from './lib/stack.mjs';
 
 const GUARD = { timeout: 60_000 };
@@ -46,7 +46,7 @@ test('the page asks; the agent runs its server tool and the page runs change_bac
   // The call reached the page (the route's client_tools told the agent of
   // the tool), the page ran it and useChat sent the result back.
   await answered(page, 'Done: background set to #fde68a');
-  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(253, 230, 138)');
+  assert.equal(await settledBackground(page, 'rgb(253, 230, 138)'), 'rgb(253, 230, 138)');
   assert.deepEqual(await texts(page, 'user'), ['what is the weather in Paris?', 'a yellow background, please']);
   assert.equal((await texts(page, 'assistant')).length, 2, 'one assistant message per question');
   assert.deepEqual(page.errors, []);

@@ -155,3 +155,12 @@ export async function reloadMidAnswer(page, { prompt, shown, end, route }) {
   await page.waitForSelector('main[data-status=ready]');
   return res;
 }
+
+/** The page's background once its colour has settled: the recipes' pages
+ * fade it in over 0.2 s, which a loaded machine can catch halfway. Waits up
+ * to 5 s for `want`, then returns what the page shows either way. */
+export async function settledBackground(page, want) {
+  const shown = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await page.waitForFunction((c) => getComputedStyle(document.body).backgroundColor === c, want, { timeout: 5000 }).catch(() => {});
+  return shown();
+}
