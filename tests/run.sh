@@ -206,7 +206,9 @@ step "end to end: real clients -> babelgate serve -> real agents (node --test te
 # gateway's integration tests (had that build failed, this run is red
 # already); a second build with the binary's own feature set cost 36 s warm
 # and more on a clean machine.
-stale="$( [ -x target/debug/babelgate ] && find crates adapters Cargo.toml Cargo.lock \( -name '*.rs' -o -name '*.toml' -o -name '*.lock' -o -name '*.proto' \) -newer target/debug/babelgate -print -quit 2>/dev/null || echo missing)"
+# What goes into the binary: sources under src/, build scripts, .proto files
+# and manifests (a test file changed since does not make it stale).
+stale="$( [ -x target/debug/babelgate ] && find crates adapters Cargo.toml Cargo.lock \( -path '*/src/*' -o -name build.rs -o -name '*.proto' -o -name Cargo.toml -o -name Cargo.lock \) -newer target/debug/babelgate -print -quit 2>/dev/null || echo missing)"
 if [ -n "$RUN_OUT" ] && [ -z "$stale" ]; then
   echo "target/debug/babelgate: as this run's cargo test built it"
 else
