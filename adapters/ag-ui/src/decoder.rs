@@ -348,10 +348,9 @@ impl AgUiDecoder {
             },
             TEXT_MESSAGE_START => {
                 let message_id = f.req_str("messageId")?;
+                // No role is the assistant's (the schema's default), which
+                // the encoder writes.
                 let role = parse_role(ty, f.opt_str("role")?)?;
-                if role.is_none() {
-                    f.o.insert(NOTE_NO_ROLE.into(), true.into());
-                }
                 EventKind::TextStart {
                     message_id,
                     role: role.unwrap_or_default(),
@@ -617,6 +616,7 @@ fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> 
         origin: Some(Dialect::AgUi),
         extra,
         restated: false,
+        synthesized: false,
     }
 }
 
@@ -672,6 +672,7 @@ impl AgUiDecoder {
                 origin: Some(Dialect::AgUi),
                 extra: Map::new(),
                 restated: false,
+                synthesized: false,
             });
             return Ok(());
         }

@@ -599,9 +599,7 @@ impl AgUiEncoder {
                     return; // opened by a lane, which goes on
                 }
                 let mut o = item(TEXT_MESSAGE_START, "messageId", message_id, ev);
-                if note(ev, NOTE_NO_ROLE) != Some(&Value::Bool(true)) {
-                    o.insert("role".into(), text_role(*role).into());
-                }
+                o.insert("role".into(), text_role(*role).into());
                 opt(&mut o, "name", name);
                 o
             }
