@@ -311,15 +311,13 @@ impl HaiDecoder {
                     }
                     _ => None,
                 };
-                match template {
-                    Some(t) => {
-                        rest.insert(wire::X_DELTA.into(), t);
-                        if inline {
-                            rest.insert(wire::X_INLINE.into(), Value::Bool(true));
-                        }
+                // No template (a raw delta): the encoder writes `data` as
+                // the delta.
+                if let Some(t) = template {
+                    rest.insert(wire::X_DELTA.into(), t);
+                    if inline {
+                        rest.insert(wire::X_INLINE.into(), Value::Bool(true));
                     }
-                    // No template: the encoder writes `data` as the delta.
-                    None => {}
                 }
                 let ev = hai(EventKind::Data {
                     name,
