@@ -278,10 +278,12 @@ pub fn read_log_steps(bytes: &[u8]) -> Result<Vec<Step>, LogStepsError> {
 /// journals kept: the ones that said the event was made up are
 /// [`Event::synthesized`] now; the others the encoders no longer read (the
 /// form a frame came in, which its dialect's plain form means as well).
-const OLD_NOTES: [(&str, bool); 6] = [
+const OLD_NOTES: [(&str, bool); 8] = [
     ("$synthesized", true),
     ("$carriedBy", true),
     ("$inputError", true),
+    ("$derived", true),
+    ("$follow", false),
     ("$noRole", false),
     ("$argsJson", false),
     ("$rawDelta", false),
