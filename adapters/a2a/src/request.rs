@@ -168,6 +168,26 @@ impl RequestTranslator for A2aRequests {
             "tasks/get" => (Version::V03, Some(RunAsk::Get)),
             "tasks/cancel" => (Version::V03, Some(RunAsk::Stop)),
             "tasks/resubscribe" => (Version::V03, Some(RunAsk::Follow)),
+            // A2A's methods the card declares no support for: the spec's
+            // errors for them, not "method not found".
+            push if push.contains("PushNotificationConfig")
+                || push.starts_with("tasks/pushNotificationConfig/") =>
+            {
+                return Err(RequestError::field(
+                    "method",
+                    format!("`{push}`: this agent sends no push notifications"),
+                )
+                .with_fault(RequestFault::Unsupported(rpc::NO_PUSH))
+                .replying_to(env.id.map(|id| rpc::reply_to(id, Version::V1))));
+            }
+            card @ ("GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard") => {
+                return Err(RequestError::field(
+                    "method",
+                    format!("`{card}`: this agent has no extended card"),
+                )
+                .with_fault(RequestFault::Unsupported("extended_agent_card"))
+                .replying_to(env.id.map(|id| rpc::reply_to(id, Version::V1))));
+            }
             other => {
                 return Err(RequestError::field(
                     "method",
@@ -420,6 +440,27 @@ mod tests {
             refused(br#"{"jsonrpc":"2.0","id":3,"method":"Nope","params":{}}"#),
             (RequestFault::UnknownOperation, Some(json!(3)))
         );
+        for (method, fault) in [
+            (
+                "CreateTaskPushNotificationConfig",
+                RequestFault::Unsupported(rpc::NO_PUSH),
+            ),
+            (
+                "tasks/pushNotificationConfig/get",
+                RequestFault::Unsupported(rpc::NO_PUSH),
+            ),
+            (
+                "GetExtendedAgentCard",
+                RequestFault::Unsupported("extended_agent_card"),
+            ),
+        ] {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {}});
+            assert_eq!(
+                refused(body.to_string().as_bytes()),
+                (fault, Some(json!(3))),
+                "{method}"
+            );
+        }
         assert_eq!(
             refused(br#"{"jsonrpc":"2.0","id":4,"method":"SendStreamingMessage","params":{}}"#),
             (RequestFault::InvalidParams, Some(json!(4)))
@@ -450,6 +491,16 @@ mod tests {
                 -32601,
             ),
             (Some(RequestFault::InvalidParams), "invalid_request", -32602),
+            (
+                Some(RequestFault::Unsupported(rpc::NO_PUSH)),
+                "invalid_request",
+                -32003,
+            ),
+            (
+                Some(RequestFault::Unsupported("extended_agent_card")),
+                "invalid_request",
+                -32004,
+            ),
             (None, "no_such_run", -32001),
             (None, "run_not_stoppable", -32002),
             (None, "run_ended", -32004),

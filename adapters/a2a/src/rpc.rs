@@ -137,6 +137,10 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const TASK_NOT_FOUND: i64 = -32001;
 pub const TASK_NOT_CANCELABLE: i64 = -32002;
 pub const UNSUPPORTED_OPERATION: i64 = -32004;
+pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
+/// What [`RequestFault::Unsupported`] names for the push notification
+/// methods (the card declares no push notifications).
+pub const NO_PUSH: &str = "push_notifications";
 
 /// The JSON-RPC error a refusal is, and the HTTP status it goes with: 200
 /// for what JSON-RPC has a code for (the SDK servers' status, and the only
@@ -152,6 +156,8 @@ pub fn refusal(r: &Refusal<'_>) -> (u16, Value) {
         (Some(RequestFault::Malformed), _) => Some(INVALID_REQUEST),
         (Some(RequestFault::UnknownOperation), _) => Some(METHOD_NOT_FOUND),
         (Some(RequestFault::InvalidParams), _) => Some(INVALID_PARAMS),
+        (Some(RequestFault::Unsupported(NO_PUSH)), _) => Some(PUSH_NOTIFICATION_NOT_SUPPORTED),
+        (Some(RequestFault::Unsupported(_)), _) => Some(UNSUPPORTED_OPERATION),
         (None, "no_such_run") => Some(TASK_NOT_FOUND),
         (None, "run_not_stoppable") => Some(TASK_NOT_CANCELABLE),
         (None, "run_ended" | "resume_disabled") => Some(UNSUPPORTED_OPERATION),

@@ -57,6 +57,10 @@ pub enum RequestFault {
     UnknownOperation,
     /// A known operation with arguments it cannot take.
     InvalidParams,
+    /// An operation of the dialect that the gateway does not offer, named
+    /// as the dialect tells such refusals apart (a capability the agent
+    /// does not declare, say).
+    Unsupported(&'static str),
 }
 
 /// A request the gateway refuses before any stream, for the client's dialect

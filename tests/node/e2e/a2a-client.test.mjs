@@ -323,6 +323,11 @@ test('JSON-RPC errors: each its code, with the request id (null when unreadable)
     ['{"jsonrpc":"2.0","id":8,"method":"GetTask","params":{"id":"0123abcd.00ff"}}', -32001, 8],
     ['{"jsonrpc":"2.0","id":9,"method":"CancelTask","params":{"id":"not-a-task"}}', -32001, 9],
     ['{"jsonrpc":"2.0","id":10,"method":"tasks/get","params":{"id":"0123abcd.00ff"}}', -32001, 10],
+    // The card declares no push notifications and no extended card: the
+    // spec's errors for their methods.
+    ['{"jsonrpc":"2.0","id":11,"method":"CreateTaskPushNotificationConfig","params":{}}', -32003, 11],
+    ['{"jsonrpc":"2.0","id":12,"method":"tasks/pushNotificationConfig/set","params":{}}', -32003, 12],
+    ['{"jsonrpc":"2.0","id":13,"method":"GetExtendedAgentCard","params":{}}', -32004, 13],
   ];
   for (const [body, code, id] of cases) {
     const got = await rpc(body);
