@@ -346,6 +346,73 @@ pub fn origin<B>(route: &Route, req: &http::Request<B>) -> Origin {
     }
 }
 
+/// Authentication as a layer of a route's stack (see `server/stack.rs`):
+/// the caller [`authorize`] names, and a rebound page refused, before
+/// anything else of the route runs; the caller goes on as the request's
+/// [`Caller`] extension (limits and the run's keys read it).
+#[derive(Clone)]
+pub struct AuthLayer {
+    route: Arc<Route>,
+}
+
+impl AuthLayer {
+    pub fn new(route: Arc<Route>) -> Self {
+        AuthLayer { route }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = Authenticated<S>;
+
+    fn layer(&self, inner: S) -> Authenticated<S> {
+        Authenticated {
+            inner,
+            route: self.route.clone(),
+        }
+    }
+}
+
+/// The service [`AuthLayer`] makes.
+#[derive(Clone)]
+pub struct Authenticated<S> {
+    inner: S,
+    route: Arc<Route>,
+}
+
+type AuthFuture<T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, GatewayError>> + Send>>;
+
+impl<S, B> tower::Service<http::Request<B>> for Authenticated<S>
+where
+    S: tower::Service<http::Request<B>, Error = GatewayError> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = GatewayError;
+    type Future = AuthFuture<S::Response>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), GatewayError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        // The service polled ready is the one to call; a clone takes its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let route = self.route.clone();
+        Box::pin(async move {
+            let caller = authorize(&route, req.headers()).await?;
+            refuse_rebound(&route, &req)?;
+            req.extensions_mut().insert(caller);
+            inner.call(req).await
+        })
+    }
+}
+
 /// Refuses a request from a rebound page ([`Origin::Rebound`]): 403
 /// `origin_not_allowed`. Other origins are CORS's to judge.
 pub fn refuse_rebound<B>(route: &Route, req: &http::Request<B>) -> Result<(), GatewayError> {

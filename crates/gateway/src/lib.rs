@@ -23,6 +23,7 @@ pub mod inflight;
 pub mod inspector;
 pub mod limits;
 pub mod metrics;
+pub mod process;
 pub mod registry;
 pub mod resume;
 pub mod server;

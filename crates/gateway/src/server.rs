@@ -20,7 +20,7 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Backend, Config, Route};
+use crate::config::{Backend, Config};
 use crate::error::GatewayError;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
@@ -28,14 +28,21 @@ use crate::resume;
 use crate::upstream;
 use babelgate_store::{MemoryConfig, MemoryConversationStore, MemoryRunLog, StoreConfig, Stores};
 
+mod accept;
+mod follow;
 mod lean;
 mod listener;
 mod proxy;
 mod pump;
+mod route;
 mod runs;
+mod send;
+mod stack;
+mod stream;
+mod upstream_request;
 
-pub use proxy::loggable_url;
-pub(crate) use proxy::sse_response;
+pub use send::loggable_url;
+pub(crate) use stream::sse_response;
 
 /// A request body, boxed: hyper's from the accept loop, anyone's through
 /// [`Gateway::into_service`].
@@ -50,13 +57,14 @@ const STREAM_BUFFER_CHUNKS: usize = 16;
 /// the route it started with.
 struct Routes {
     config: Config,
-    /// One client per route: timeouts are per route.
-    clients: HashMap<String, upstream::Client>,
+    /// Each route's stacks (its HTTP client inside: timeouts are per route),
+    /// by path.
+    stacks: HashMap<String, stack::RouteStacks>,
 }
 
 impl Routes {
-    fn build(config: Config) -> Result<Routes, GatewayError> {
-        let mut clients = HashMap::new();
+    fn build(config: Config, shared: &stack::Shared) -> Result<Routes, GatewayError> {
+        let mut stacks = HashMap::new();
         for r in &config.routes {
             let reqwest = || {
                 let mut builder = reqwest::Client::builder()
@@ -76,13 +84,12 @@ impl Routes {
             };
             let client = upstream::Client::for_route(&r.upstream, r.connect_timeout, reqwest)
                 .map_err(|e| GatewayError::internal(format!("HTTP client: {e}")))?;
-            clients.insert(r.path.clone(), client);
+            stacks.insert(
+                r.path.clone(),
+                stack::RouteStacks::build(r, &client, shared),
+            );
         }
-        Ok(Routes { config, clients })
-    }
-
-    fn route_and_client(&self, path: &str) -> Option<(&Route, &upstream::Client)> {
-        Some((self.config.route(path)?, self.clients.get(path)?))
+        Ok(Routes { config, stacks })
     }
 }
 
@@ -147,11 +154,17 @@ impl Gateway {
             )),
             None => None,
         };
+        let shared = stack::Shared {
+            limits: Limits::new(limiter, metrics.clone()),
+            metrics: metrics.clone(),
+            inflight: crate::inflight::Inflight::new(config.max_inflight_bytes),
+            read_timeout: config.request_read_timeout,
+        };
         Ok(Gateway {
             telemetry,
-            limits: Limits::new(limiter, metrics.clone()),
-            inflight: crate::inflight::Inflight::new(config.max_inflight_bytes),
-            routes: ArcSwap::from_pointee(Routes::build(config)?),
+            routes: ArcSwap::from_pointee(Routes::build(config, &shared)?),
+            limits: shared.limits,
+            inflight: shared.inflight,
             leases: babelgate_store::Leases::new(stores.runs.clone()),
             stores,
             owner,
@@ -183,7 +196,13 @@ impl Gateway {
         if old.config.telemetry != config.telemetry {
             tracing::warn!("`[telemetry]` changes apply after a restart");
         }
-        self.routes.store(Arc::new(Routes::build(config)?));
+        let shared = stack::Shared {
+            limits: self.limits.clone(),
+            metrics: self.metrics.clone(),
+            inflight: self.inflight.clone(),
+            read_timeout: config.request_read_timeout,
+        };
+        self.routes.store(Arc::new(Routes::build(config, &shared)?));
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use babelgate_core::{AgentAbout, RunAsk};
 use babelgate_store::{run_key, RunInfo};
 use http::{Method, Response, StatusCode};
 
-use super::proxy::store_error;
+use super::follow::store_error;
 use super::Gateway;
 use crate::access::Caller;
 use crate::config::{Config, Route};

@@ -1,0 +1,1178 @@
+//! The config compiler: the raw file turned into [`Config`], every error
+//! collected with its line and column so that `babelgate check` prints them
+//! all at once.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelgate_core::request::Tool;
+use babelgate_core::Dialect;
+use toml::Spanned;
+
+use super::error::*;
+use super::raw::*;
+use super::*;
+
+/// A route's `agent_*` keys: only for a client dialect that has a
+/// description of the agent to serve (`RequestTranslator::describe`); the
+/// name defaults to the route's path.
+fn agent_about(
+    c: &mut Collector<'_>,
+    r: &RawRoute,
+    path: &str,
+    client: Option<Dialect>,
+) -> babelgate_core::AgentAbout {
+    let describes =
+        client.is_none_or(|d| crate::registry::requests(d).description_path().is_some());
+    let refuse = |c: &mut Collector<'_>, span: &std::ops::Range<usize>, key: &str| {
+        let (line, column) = position(c.src, span.start);
+        c.errors.push(ConfigError {
+            line,
+            column,
+            message: format!("routes.{key}: the client dialect serves no description of the agent"),
+        });
+    };
+    if !describes {
+        if let Some(v) = &r.agent_name {
+            refuse(c, &v.span(), "agent_name");
+        }
+        if let Some(v) = &r.agent_description {
+            refuse(c, &v.span(), "agent_description");
+        }
+        if let Some(v) = r.agent_skills.first() {
+            refuse(c, &v.span(), "agent_skills");
+        }
+    }
+    let name = match &r.agent_name {
+        Some(v) if v.get_ref().trim().is_empty() => {
+            c.at(v, "routes.agent_name: must not be empty");
+            path.to_string()
+        }
+        Some(v) => v.get_ref().clone(),
+        None => path.to_string(),
+    };
+    let mut skills: Vec<babelgate_core::Skill> = Vec::new();
+    for raw in &r.agent_skills {
+        let s = raw.get_ref();
+        if s.id.trim().is_empty() || s.name.trim().is_empty() {
+            c.at(
+                raw,
+                "routes.agent_skills: `id` and `name` must not be empty",
+            );
+        } else if skills.iter().any(|k| k.id == s.id) {
+            c.at(
+                raw,
+                format!("routes.agent_skills: `{}` is listed twice", s.id),
+            );
+        }
+        skills.push(babelgate_core::Skill {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            tags: s.tags.clone(),
+            examples: s.examples.clone(),
+        });
+    }
+    babelgate_core::AgentAbout {
+        name,
+        description: r
+            .agent_description
+            .as_ref()
+            .map(|v| v.get_ref().clone())
+            .unwrap_or_default(),
+        skills,
+        ..Default::default()
+    }
+}
+
+pub(super) struct Collector<'a> {
+    src: &'a str,
+    errors: Vec<ConfigError>,
+}
+
+impl Collector<'_> {
+    fn at<T>(&mut self, spanned: &Spanned<T>, message: impl Into<String>) {
+        let (line, column) = position(self.src, spanned.span().start);
+        self.errors.push(ConfigError {
+            line,
+            column,
+            message: clip_quoted(&message.into()),
+        });
+    }
+
+    /// A positive count (bytes, streams), or `default` when absent.
+    fn count(&mut self, v: &Option<Spanned<u64>>, key: &str, default: usize) -> usize {
+        match v {
+            None => default,
+            Some(n) if *n.get_ref() == 0 => {
+                self.at(n, format!("{key}: must be at least 1"));
+                default
+            }
+            Some(n) => usize::try_from(*n.get_ref()).unwrap_or(usize::MAX),
+        }
+    }
+
+    fn dialect(&mut self, v: &Spanned<String>, key: &str) -> Option<Dialect> {
+        match v.get_ref().parse::<Dialect>() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.at(v, format!("{key}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// A path from the file, relative to the file's directory.
+    fn file(&mut self, v: &Spanned<String>, base: &Path, key: &str) -> PathBuf {
+        let p = base.join(v.get_ref());
+        if !p.is_file() {
+            self.at(
+                v,
+                format!("{key}: `{}` is not a readable file", p.display()),
+            );
+        }
+        p
+    }
+
+    /// `upstream_ca`: a PEM file of one or more certificates, each usable
+    /// as a trust anchor.
+    fn upstream_ca(&mut self, v: &Spanned<String>, base: &Path) -> Option<UpstreamCa> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::CertificateDer;
+        let path = base.join(v.get_ref());
+        let certs = match CertificateDer::pem_file_iter(&path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        {
+            Ok(c) => c,
+            Err(e) => {
+                self.at(v, format!("routes.upstream_ca: `{}`: {e}", path.display()));
+                return None;
+            }
+        };
+        if certs.is_empty() {
+            self.at(
+                v,
+                format!(
+                    "routes.upstream_ca: `{}` holds no PEM certificate",
+                    path.display()
+                ),
+            );
+            return None;
+        }
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        for cert in &certs {
+            if let Err(e) = roots.add(cert.clone()) {
+                self.at(
+                    v,
+                    format!(
+                        "routes.upstream_ca: `{}`: not a usable CA certificate: {e}",
+                        path.display()
+                    ),
+                );
+                return None;
+            }
+        }
+        Some(UpstreamCa { path, certs })
+    }
+
+    /// `${NAME}` replaced by the environment variable NAME; `$$` is a `$`.
+    fn interpolate(
+        &mut self,
+        v: &Spanned<String>,
+        env: &dyn Fn(&str) -> Option<String>,
+        key: &str,
+    ) -> Option<String> {
+        let src = v.get_ref();
+        let mut out = String::with_capacity(src.len());
+        let mut rest = src.as_str();
+        while let Some((before, after)) = rest.split_once('$') {
+            out.push_str(before);
+            rest = after;
+            if let Some(r) = rest.strip_prefix('$') {
+                out.push('$');
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix('{') {
+                let Some((name, after)) = r.split_once('}') else {
+                    self.at(v, format!("{key}: `${{` without a closing `}}`"));
+                    return None;
+                };
+                match env(name) {
+                    Some(val) => out.push_str(&val),
+                    None => {
+                        self.at(
+                            v,
+                            format!("{key}: environment variable `{name}` is not set"),
+                        );
+                        return None;
+                    }
+                }
+                rest = after;
+            } else {
+                out.push('$');
+            }
+        }
+        out.push_str(rest);
+        Some(out)
+    }
+
+    fn inspector(
+        &mut self,
+        raw: &RawInspector,
+        src: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Inspector {
+        let _ = src;
+        let path = match &raw.path {
+            None => "/inspector".to_string(),
+            Some(p) => {
+                let v = p.get_ref().trim_end_matches('/').to_string();
+                if !v.starts_with('/') || v.len() < 2 {
+                    self.at(
+                        p,
+                        format!(
+                            "inspector.path: `{}` must start with `/` and name a path",
+                            p.get_ref()
+                        ),
+                    );
+                } else if let Some(why) = unreachable_path(&v) {
+                    self.at(p, format!("inspector.path: `{}` {why}", p.get_ref()));
+                }
+                v
+            }
+        };
+        let auth = raw.auth.as_ref().map(|a| {
+            let at = raw
+                .path
+                .clone()
+                .unwrap_or_else(|| Spanned::new(0..0, path.clone()));
+            self.auth(&at, a, base, env)
+        });
+        let max_runs = match &raw.max_runs {
+            None => 200,
+            Some(v) if *v.get_ref() == 0 || *v.get_ref() > 100_000 => {
+                self.at(v, "inspector.max_runs: must be 1 to 100000");
+                200
+            }
+            Some(v) => *v.get_ref() as usize,
+        };
+        let max_run_bytes = match &raw.max_run_bytes {
+            None => 1 << 20,
+            Some(v) if *v.get_ref() < 1024 || *v.get_ref() > (64 << 20) => {
+                self.at(v, "inspector.max_run_bytes: must be 1024 to 67108864");
+                1 << 20
+            }
+            Some(v) => *v.get_ref() as usize,
+        };
+        let sample = match &raw.sample {
+            None => 1.0,
+            Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
+                self.at(v, "inspector.sample: must be between 0 and 1");
+                1.0
+            }
+            Some(v) => *v.get_ref(),
+        };
+        let allowed_hosts = raw
+            .allowed_hosts
+            .iter()
+            .filter_map(|h| {
+                let name = h.get_ref().trim();
+                // A name as `Host` gives it, without a port: `gw.internal`.
+                let ok = !name.is_empty()
+                    && !name.contains([':', '@', '/', '*'])
+                    && name.parse::<http::uri::Authority>().is_ok();
+                if !ok {
+                    self.at(
+                        h,
+                        format!("inspector.allowed_hosts: `{name}` is not a host name (no port, no wildcard)"),
+                    );
+                }
+                ok.then(|| name.to_ascii_lowercase())
+            })
+            .collect();
+        Inspector {
+            path,
+            auth,
+            max_runs,
+            max_run_bytes,
+            sample,
+            allowed_hosts,
+        }
+    }
+
+    /// `a`: where table-level problems are reported.
+    fn auth(
+        &mut self,
+        a: &Spanned<String>,
+        raw: &RawAuth,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Auth {
+        let errors_before = self.errors.len();
+        let mut keys = Vec::new();
+        for name in &raw.bearer_env {
+            match env(name.get_ref()).map(|k| k.trim().to_string()) {
+                Some(k) if !k.is_empty() => keys.push(k),
+                _ => self.at(
+                    name,
+                    format!(
+                        "routes.auth.bearer_env: environment variable `{}` is not set or empty",
+                        name.get_ref()
+                    ),
+                ),
+            }
+        }
+        for f in &raw.bearer_files {
+            let p = base.join(f.get_ref());
+            match std::fs::read_to_string(&p) {
+                // One key per line; blank lines and `#` comments ignored.
+                Ok(text) => keys.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(String::from),
+                ),
+                Err(e) => self.at(
+                    f,
+                    format!("routes.auth.bearer_files: `{}`: {e}", p.display()),
+                ),
+            }
+        }
+        let jwt = raw.jwt.as_ref().and_then(|j| self.jwt(a, j, base, env));
+        if keys.is_empty() && raw.jwt.is_none() && self.errors.len() == errors_before {
+            self.at(
+                a,
+                "routes.auth: no keys (name `bearer_env` variables or `bearer_files`, or add `[routes.auth.jwt]`)",
+            );
+        }
+        Auth {
+            keys: Keys(keys),
+            jwt,
+        }
+    }
+
+    fn jwt(
+        &mut self,
+        j: &Spanned<String>,
+        raw: &RawJwt,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Jwt> {
+        use jsonwebtoken::Algorithm;
+        let required = |c: &mut Self, v: &Option<Spanned<String>>, key: &str| match v {
+            Some(v) if !v.get_ref().trim().is_empty() => Some(v.get_ref().clone()),
+            Some(v) => {
+                c.at(v, format!("routes.auth.jwt.{key}: must not be empty"));
+                None
+            }
+            None => {
+                c.at(j, format!("routes.auth.jwt: `{key}` is required"));
+                None
+            }
+        };
+        let issuer = required(self, &raw.issuer, "issuer");
+        let audience = required(self, &raw.audience, "audience");
+        let sources = [&raw.hs256_secret_env, &raw.jwks_file, &raw.jwks_url]
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        if sources != 1 {
+            self.at(
+                j,
+                "routes.auth.jwt: give exactly one of `hs256_secret_env`, `jwks_file`, `jwks_url`",
+            );
+            return None;
+        }
+        let keys = if let Some(name) = &raw.hs256_secret_env {
+            match env(name.get_ref()) {
+                Some(secret) if !secret.is_empty() => {
+                    Some(JwtKeys::Hs256(Redacted(secret.into_bytes())))
+                }
+                // The name is printed, never the value.
+                _ => {
+                    self.at(
+                        name,
+                        format!(
+                            "routes.auth.jwt.hs256_secret_env: environment variable `{}` is not set or empty",
+                            name.get_ref()
+                        ),
+                    );
+                    None
+                }
+            }
+        } else if let Some(f) = &raw.jwks_file {
+            let p = base.join(f.get_ref());
+            let parsed = std::fs::read_to_string(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|text| {
+                    serde_json::from_str::<jsonwebtoken::jwk::JwkSet>(&text)
+                        .map_err(|e| format!("not a JWKS: {e}"))
+                });
+            match parsed {
+                Ok(set) if set.keys.is_empty() => {
+                    self.at(
+                        f,
+                        format!("routes.auth.jwt.jwks_file: `{}` holds no keys", p.display()),
+                    );
+                    None
+                }
+                Ok(set) => Some(JwtKeys::Jwks(Arc::new(set))),
+                Err(e) => {
+                    self.at(
+                        f,
+                        format!("routes.auth.jwt.jwks_file: `{}`: {e}", p.display()),
+                    );
+                    None
+                }
+            }
+        } else if let Some(u) = &raw.jwks_url {
+            match reqwest::Url::parse(u.get_ref()) {
+                Ok(url) if url.scheme() == "https" || url.scheme() == "http" => {
+                    if !url.username().is_empty() || url.password().is_some() {
+                        self.at(
+                            u,
+                            "routes.auth.jwt.jwks_url: credentials in the URL are not supported",
+                        );
+                        None
+                    } else {
+                        Some(JwtKeys::JwksUrl(Arc::new(crate::access::JwksCache::new(
+                            url,
+                        ))))
+                    }
+                }
+                Ok(url) => {
+                    self.at(
+                        u,
+                        format!(
+                            "routes.auth.jwt.jwks_url: scheme `{}` is not http or https",
+                            url.scheme()
+                        ),
+                    );
+                    None
+                }
+                Err(e) => {
+                    self.at(u, format!("routes.auth.jwt.jwks_url: {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let hmac = raw.hs256_secret_env.is_some();
+        let algorithms: Vec<Algorithm> = match &raw.algorithms {
+            None if hmac => vec![Algorithm::HS256],
+            None => vec![Algorithm::RS256, Algorithm::ES256],
+            Some(list) => {
+                let mut out = Vec::new();
+                for a in list {
+                    let name = a.get_ref();
+                    let parsed = name.parse::<Algorithm>().ok().filter(|alg| {
+                        // An HMAC secret takes only HS256, a JWKS only public-key
+                        // algorithms: a token never picks how it is checked.
+                        if hmac {
+                            *alg == Algorithm::HS256
+                        } else {
+                            !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
+                        }
+                    });
+                    match parsed {
+                        Some(alg) => out.push(alg),
+                        None => self.at(
+                            a,
+                            if hmac {
+                                format!("routes.auth.jwt.algorithms: `{name}`: with `hs256_secret_env` only HS256")
+                            } else {
+                                format!("routes.auth.jwt.algorithms: `{name}` is not a public-key algorithm (RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA)")
+                            },
+                        ),
+                    }
+                }
+                if list.is_empty() {
+                    self.at(j, "routes.auth.jwt.algorithms: empty");
+                }
+                out
+            }
+        };
+        Some(Jwt {
+            issuer: issuer?,
+            audience: audience?,
+            keys: keys?,
+            leeway: Duration::from_secs(raw.leeway_s.unwrap_or(30)),
+            algorithms,
+        })
+    }
+
+    fn addr(&mut self, v: &Spanned<String>, key: &str) -> Option<SocketAddr> {
+        match v.get_ref().parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.at(
+                    v,
+                    format!(
+                        "{key}: `{}` is not an address like 127.0.0.1:8080",
+                        v.get_ref()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// `[store]` compiled (the in-memory defaults when it is absent).
+    fn store(&mut self, store: Option<&RawStore>, env: &dyn Fn(&str) -> Option<String>) -> Store {
+        match store {
+            None => Store::default(),
+            Some(st) => {
+                let name = st.backend.get_ref().as_str();
+                if let (Some(u), false) = (&st.urls, name == "redis-cluster") {
+                    self.at(u, "store.urls: only the redis-cluster backend takes urls");
+                }
+                let backend = match (name, &st.url) {
+                    ("redis-cluster", Some(u)) => {
+                        self.at(
+                        u,
+                        "store.url: the redis-cluster backend takes `urls`, a list of seed nodes",
+                    );
+                        Backend::Memory
+                    }
+                    ("redis-cluster", None) => match &st.urls {
+                        Some(list) if !list.get_ref().is_empty() => {
+                            let mut urls = Vec::new();
+                            for (i, u) in list.get_ref().iter().enumerate() {
+                                let key = format!("store.urls[{i}]");
+                                let Some(url) = self.interpolate(u, env, &key) else {
+                                    continue;
+                                };
+                                // No unix socket: a cluster's nodes name each
+                                // other by host and port.
+                                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                                    self.at(u, format!("{key}: expected redis://host:port"));
+                                }
+                                urls.push(url);
+                            }
+                            Backend::RedisCluster { urls }
+                        }
+                        Some(list) => {
+                            self.at(list, "store.urls: give at least one seed node");
+                            Backend::Memory
+                        }
+                        None => {
+                            self.at(
+                            &st.backend,
+                            "store.urls: the redis-cluster backend needs urls = [\"redis://host:port\", ...]",
+                        );
+                            Backend::Memory
+                        }
+                    },
+                    ("memory", None) => Backend::Memory,
+                    ("memory", Some(u)) => {
+                        self.at(u, "store.url: only the redis backend takes a url");
+                        Backend::Memory
+                    }
+                    ("redis", Some(u)) => {
+                        let url = self.interpolate(u, env, "store.url").unwrap_or_default();
+                        if !(url.starts_with("redis://")
+                            || url.starts_with("rediss://")
+                            || url.starts_with("redis+unix://"))
+                        {
+                            self.at(u, "store.url: expected redis://host:port");
+                        }
+                        Backend::Redis { url }
+                    }
+                    ("redis", None) => {
+                        self.at(&st.backend, "store.url: the redis backend needs a url");
+                        Backend::Memory
+                    }
+                    (other, _) => {
+                        self.at(
+                            &st.backend,
+                            format!(
+                                "store.backend: `{other}` is not memory, redis or redis-cluster"
+                            ),
+                        );
+                        Backend::Memory
+                    }
+                };
+                let d = Store::default();
+                Store {
+                    backend,
+                    lease: st
+                        .lease_ms
+                        .map_or(d.lease, |ms| Duration::from_millis(ms.max(100))),
+                    op_timeout: st
+                        .op_timeout_ms
+                        .map_or(d.op_timeout, |ms| Duration::from_millis(ms.max(10))),
+                    history_ttl: st.history_ttl_s.map_or(d.history_ttl, Duration::from_secs),
+                    max_run_bytes: self.count(
+                        &st.max_run_bytes,
+                        "store.max_run_bytes",
+                        d.max_run_bytes,
+                    ),
+                    max_runs: self.count(&st.max_runs, "store.max_runs", d.max_runs),
+                    max_total_bytes: self.count(
+                        &st.max_total_bytes,
+                        "store.max_total_bytes",
+                        d.max_total_bytes,
+                    ),
+                    max_history_bytes: self.count(
+                        &st.max_history_bytes,
+                        "store.max_history_bytes",
+                        d.max_history_bytes,
+                    ),
+                    max_total_history_bytes: self.count(
+                        &st.max_total_history_bytes,
+                        "store.max_total_history_bytes",
+                        d.max_total_history_bytes,
+                    ),
+                    max_snapshot_bytes: self.count(
+                        &st.max_snapshot_bytes,
+                        "store.max_snapshot_bytes",
+                        d.max_snapshot_bytes,
+                    ),
+                    max_followers: self.count(
+                        &st.max_followers,
+                        "store.max_followers",
+                        d.max_followers,
+                    ),
+                }
+            }
+        }
+    }
+
+    /// One `[[routes]]` table compiled; `None` with its errors recorded.
+    fn route<'r>(
+        &mut self,
+        r: &'r RawRoute,
+        seen: &mut Vec<&'r str>,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Route> {
+        let path = r.path.get_ref();
+        if !path.starts_with('/') {
+            self.at(
+                &r.path,
+                format!("routes.path: `{path}` must start with `/`"),
+            );
+        } else if let Some(why) = unreachable_path(path) {
+            self.at(&r.path, format!("routes.path: `{path}` {why}"));
+        } else if seen.contains(&path.as_str()) {
+            self.at(
+                &r.path,
+                format!("routes.path: `{path}` is used by two routes"),
+            );
+        }
+        seen.push(path);
+        let client = self.dialect(&r.client, "routes.client");
+        let upstream_protocol = self.dialect(&r.upstream_protocol, "routes.upstream_protocol");
+        let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
+            Ok(u) if matches!(u.scheme(), "http" | "https" | "ws" | "wss") => Some(u),
+            Ok(u) => {
+                self.at(
+                    &r.upstream,
+                    format!(
+                        "routes.upstream: scheme `{}` is not http, https, ws or wss",
+                        u.scheme()
+                    ),
+                );
+                None
+            }
+            Err(e) => {
+                self.at(&r.upstream, format!("routes.upstream: {e}"));
+                None
+            }
+        };
+        let upstream_headers = r
+            .upstream_headers
+            .iter()
+            .filter_map(|(k, v)| {
+                if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                    self.at(
+                        v,
+                        format!("routes.upstream_headers: `{k}` is not a header name"),
+                    );
+                    return None;
+                }
+                let value = self.interpolate(v, env, "routes.upstream_headers")?;
+                if http::HeaderValue::from_str(&value).is_err() {
+                    // The value may hold a secret: say where, not what.
+                    self.at(
+                        v,
+                        format!("routes.upstream_headers.{k}: not a valid header value"),
+                    );
+                    return None;
+                }
+                Some((k.to_ascii_lowercase(), value))
+            })
+            .collect();
+        let forward_headers = r
+            .forward_headers
+            .iter()
+            .filter_map(|h| {
+                let name = h.get_ref().to_ascii_lowercase();
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    self.at(h, format!("routes.forward_headers: `{name}` is not a header name"));
+                    None
+                } else if NEVER_FORWARDED.contains(&name.as_str()) {
+                    self.at(h, format!("routes.forward_headers: `{name}` is hop-by-hop or set by the gateway; it is never forwarded"));
+                    None
+                } else {
+                    Some(name)
+                }
+            })
+            .collect();
+        let auth = r.auth.as_ref().map(|a| self.auth(&r.path, a, base, env));
+        let cors = r.cors.as_ref().map(|cors| Cors {
+            allow_origins: cors
+                .allow_origins
+                .iter()
+                .map(|o| {
+                    let v = o.get_ref();
+                    if v != "*" && http::HeaderValue::from_str(v).is_err() {
+                        self.at(
+                            o,
+                            format!("routes.cors.allow_origins: `{v}` is not an origin"),
+                        );
+                    }
+                    v.clone()
+                })
+                .collect(),
+            allow_headers: if cors.allow_headers.is_empty() {
+                [
+                    "content-type",
+                    "authorization",
+                    "accept",
+                    "x-request-id",
+                    "last-event-id",
+                ]
+                .map(String::from)
+                .to_vec()
+            } else {
+                cors.allow_headers
+                    .iter()
+                    .map(|h| h.get_ref().to_ascii_lowercase())
+                    .collect()
+            },
+            max_age: Duration::from_secs(cors.max_age_s.unwrap_or(600)),
+            allow_credentials: match &cors.allow_credentials {
+                Some(v) if *v.get_ref() => {
+                    if cors.allow_origins.iter().any(|o| o.get_ref() == "*") {
+                        self.at(v, "routes.cors.allow_credentials: not with `*` in allow_origins (list the origins)");
+                    }
+                    true
+                }
+                _ => false,
+            },
+        });
+        let on_disconnect = match r.on_disconnect.as_ref().map(|v| (v, v.get_ref().as_str())) {
+            None | Some((_, "cancel")) => OnDisconnect::Cancel,
+            Some((_, "keep")) => OnDisconnect::Keep,
+            Some((v, other)) => {
+                self.at(
+                    v,
+                    format!("routes.on_disconnect: `{other}` is not cancel or keep"),
+                );
+                OnDisconnect::Cancel
+            }
+        };
+        let resume = r.resume.as_ref().is_none_or(|v| *v.get_ref());
+        if let Some(off) = r.resume.as_ref().filter(|_| !resume) {
+            // What only a run log gives cannot be promised without one.
+            let (line, _) = position(self.src, off.span().start);
+            if let (Some(v), OnDisconnect::Keep) = (&r.on_disconnect, on_disconnect) {
+                self.at(
+                    v,
+                    format!("routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line {line}) and keeps no run log"),
+                );
+            }
+            if let Some(v) = &r.retention_s {
+                self.at(
+                    v,
+                    format!("routes.retention_s: this route has `resume = false` (line {line}) and keeps no run log to retain"),
+                );
+            }
+        }
+        let client_tools = r
+            .client_tools
+            .iter()
+            .map(|t| Tool {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t
+                    .parameters
+                    .as_ref()
+                    .and_then(|p| serde_json::to_value(p).ok()),
+            })
+            .collect();
+        let rate_limit = r.rate_limit.as_ref().map(|rl| {
+            let rate = rl.requests_per_s.as_ref().and_then(|v| {
+                let x = *v.get_ref();
+                if x.is_finite() && x > 0.0 {
+                    Some(x)
+                } else {
+                    self.at(
+                        v,
+                        "routes.rate_limit.requests_per_s: must be a positive number",
+                    );
+                    None
+                }
+            });
+            RateLimit {
+                requests_per_s: rate,
+                burst: rl
+                    .burst
+                    .unwrap_or_else(|| rate.map_or(1, |x| x.ceil().min(u32::MAX as f64) as u32))
+                    .max(1),
+                concurrent_streams: rl.concurrent_streams,
+            }
+        });
+        let extension_frames = match &r.extension_frames {
+            Some(v)
+                if *v.get_ref()
+                    && client.is_some_and(|d| !crate::registry::policy(d).extension_frames) =>
+            {
+                self.at(
+                    v,
+                    "routes.extension_frames: only AG-Kit clients have extension frames (the client dialect has none)",
+                );
+                false
+            }
+            Some(v) => *v.get_ref(),
+            None => false,
+        };
+        let agent = agent_about(self, r, path, client);
+        let upstream_transport = match r.upstream_transport.as_ref() {
+            None => UpstreamTransport::Sse,
+            Some(v) => {
+                let t = match v.get_ref().as_str() {
+                    "sse" => Some(UpstreamTransport::Sse),
+                    "proto" => Some(UpstreamTransport::Proto),
+                    "auto" => Some(UpstreamTransport::Auto),
+                    other => {
+                        self.at(
+                            v,
+                            format!(
+                                "routes.upstream_transport: `{other}` is not sse, proto or auto"
+                            ),
+                        );
+                        None
+                    }
+                };
+                match t {
+                    Some(t)
+                        if t != UpstreamTransport::Sse
+                            && upstream_protocol
+                                .is_some_and(|d| !crate::registry::policy(d).binary) =>
+                    {
+                        self.at(
+                            v,
+                            "routes.upstream_transport: the upstream dialect has no binary transport",
+                        );
+                        UpstreamTransport::Sse
+                    }
+                    t => t.unwrap_or_default(),
+                }
+            }
+        };
+        let upstream_ca = r.upstream_ca.as_ref().and_then(|v| {
+            if upstream
+                .as_ref()
+                .is_some_and(|u| !matches!(u.scheme(), "https" | "wss"))
+            {
+                self.at(
+                    v,
+                    "routes.upstream_ca: only an https:// or wss:// upstream has a certificate to check",
+                );
+                return None;
+            }
+            self.upstream_ca(v, base)
+        });
+        if let (Some(client), Some(upstream), Some(upstream_protocol)) =
+            (client, upstream, upstream_protocol)
+        {
+            return Some(Route {
+                path: path.clone(),
+                client,
+                upstream,
+                upstream_protocol,
+                client_tools,
+                upstream_headers: Redacted(upstream_headers),
+                forward_headers,
+                auth,
+                cors,
+                max_body_bytes: r.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+                on_disconnect,
+                resume,
+                retention: Duration::from_secs(
+                    r.retention_s.as_ref().map_or(300, |v| *v.get_ref()),
+                ),
+                connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
+                idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
+                heartbeat: match r.heartbeat_ms.unwrap_or(15_000) {
+                    0 => None,
+                    ms => Some(Duration::from_millis(ms)),
+                },
+                client_stall_timeout: match r
+                    .client_stall_timeout_ms
+                    .unwrap_or(DEFAULT_CLIENT_STALL_TIMEOUT_MS)
+                {
+                    0 => None,
+                    ms => Some(Duration::from_millis(ms)),
+                },
+                response_timeout: Duration::from_millis(
+                    r.response_timeout_ms.unwrap_or(60_000).max(1),
+                ),
+                max_streams: r.max_streams.unwrap_or(0),
+                rate_limit,
+                extension_frames,
+                drop_raw: r.drop_raw.unwrap_or(false),
+                upstream_transport,
+                upstream_ca,
+                agent,
+            });
+        }
+        None
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ConfigErrors {
+            file: file.clone(),
+            errors: vec![ConfigError {
+                line: 0,
+                column: 0,
+                message: format!("cannot read: {e}"),
+            }],
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse_with(&src, base, &|k| std::env::var(k).ok())
+            .map_err(|errors| ConfigErrors { file, errors })
+    }
+
+    /// Parses a file's text; relative paths are taken from the working
+    /// directory and `${NAME}` from the process environment.
+    pub fn parse(src: &str) -> Result<Config, Vec<ConfigError>> {
+        Config::parse_with(src, Path::new("."), &|k| std::env::var(k).ok())
+    }
+
+    pub fn parse_with(
+        src: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, Vec<ConfigError>> {
+        let raw: RawConfig = toml::from_str(src).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| position(src, s.start));
+            vec![ConfigError {
+                line,
+                column,
+                message: clip_quoted(e.message()),
+            }]
+        })?;
+        let mut c = Collector {
+            src,
+            errors: Vec::new(),
+        };
+        let default_listen = SocketAddr::from(([127, 0, 0, 1], 8080));
+        let listen = match &raw.server.listen {
+            Some(l) => c.addr(l, "server.listen"),
+            None => Some(default_listen),
+        };
+        let store = c.store(raw.store.as_ref(), env);
+        let tls = raw.server.tls.as_ref().map(|t| Tls {
+            cert: c.file(&t.cert, base, "server.tls.cert"),
+            key: c.file(&t.key, base, "server.tls.key"),
+        });
+        let log_format = match raw
+            .server
+            .log_format
+            .as_ref()
+            .map(|v| (v, v.get_ref().as_str()))
+        {
+            None | Some((_, "text")) => LogFormat::Text,
+            Some((_, "json")) => LogFormat::Json,
+            Some((v, other)) => {
+                c.at(
+                    v,
+                    format!("server.log_format: `{other}` is not text or json"),
+                );
+                LogFormat::Text
+            }
+        };
+        let trusted_proxies = raw
+            .server
+            .trusted_proxies
+            .iter()
+            .filter_map(|p| {
+                let v = p.get_ref().trim();
+                // A bare address is a network of one.
+                let net = v
+                    .parse::<ipnet::IpNet>()
+                    .ok()
+                    .or_else(|| v.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from));
+                if net.is_none() {
+                    c.at(
+                        p,
+                        format!("server.trusted_proxies: `{v}` is not an address or a network like 10.0.0.0/8"),
+                    );
+                }
+                net
+            })
+            .collect();
+        let demo_agent = raw.demo_agent.as_ref().and_then(|d| {
+            let listen = c.addr(&d.listen, "demo_agent.listen");
+            let protocol = c.dialect(&d.protocol, "demo_agent.protocol");
+            Some(DemoAgent {
+                listen: listen?,
+                protocol: protocol?,
+                delay: Duration::from_millis(d.delay_ms.unwrap_or(15)),
+            })
+        });
+        let inspector = raw
+            .inspector
+            .as_ref()
+            .map(|i| c.inspector(i, src, base, env));
+        let telemetry = raw.telemetry.as_ref().map(|t| c.telemetry(t, env));
+        let mut routes = Vec::new();
+        let mut seen_paths: Vec<&str> = Vec::new();
+        for r in &raw.routes {
+            if let Some(route) = c.route(r, &mut seen_paths, base, env) {
+                routes.push(route);
+            }
+        }
+        if let (Some(i), Some(raw_i)) = (&inspector, &raw.inspector) {
+            let clash = routes
+                .iter()
+                .find(|r: &&Route| r.path == i.path || r.path.starts_with(&format!("{}/", i.path)));
+            if let Some(r) = clash {
+                let msg = format!(
+                    "inspector.path: `{}` is taken by the route at `{}`",
+                    i.path, r.path
+                );
+                match &raw_i.path {
+                    Some(p) => c.at(p, msg),
+                    None => c.errors.push(ConfigError {
+                        line: 0,
+                        column: 0,
+                        message: msg,
+                    }),
+                }
+            }
+        }
+        if !c.errors.is_empty() {
+            return Err(c.errors);
+        }
+        Ok(Config {
+            // `None` only with an error recorded above.
+            listen: listen.unwrap_or(default_listen),
+            tls,
+            request_read_timeout: Duration::from_millis(
+                raw.server
+                    .request_read_timeout_ms
+                    .or(raw.server.header_read_timeout_ms)
+                    .unwrap_or(10_000)
+                    .max(1),
+            ),
+            keepalive_timeout: Duration::from_millis(
+                raw.server.keepalive_timeout_ms.unwrap_or(60_000).max(1),
+            ),
+            max_connections: raw.server.max_connections.unwrap_or(10_000).max(1),
+            max_inflight_bytes: raw
+                .server
+                .max_inflight_bytes
+                .unwrap_or_else(crate::inflight::default_budget)
+                .max(1),
+            shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms.unwrap_or(30_000)),
+            log_format,
+            trusted_proxies,
+            store,
+            demo_agent,
+            inspector,
+            telemetry,
+            routes,
+        })
+    }
+
+    pub fn route(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.path == path)
+    }
+}
+
+impl Collector<'_> {
+    fn telemetry(
+        &mut self,
+        t: &Spanned<RawTelemetry>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Telemetry {
+        let raw = t.get_ref();
+        let ep = &raw.otlp_endpoint;
+        match reqwest::Url::parse(ep.get_ref()) {
+            Ok(u) if !matches!(u.scheme(), "http" | "https") => self.at(
+                ep,
+                format!(
+                    "telemetry.otlp_endpoint: scheme `{}` is not http or https",
+                    u.scheme()
+                ),
+            ),
+            // Credentials in the URL would end up in logs: `headers_env` is the place.
+            Ok(u) if !u.username().is_empty() || u.password().is_some() => self.at(
+                ep,
+                "telemetry.otlp_endpoint: no credentials in the URL (use `headers_env`)",
+            ),
+            Ok(u) if u.host_str().is_none_or(str::is_empty) => {
+                self.at(ep, "telemetry.otlp_endpoint: the URL has no host")
+            }
+            Ok(_) => {}
+            Err(e) => self.at(ep, format!("telemetry.otlp_endpoint: {e}")),
+        }
+        let service_name = match &raw.service_name {
+            Some(s) if s.get_ref().trim().is_empty() => {
+                self.at(s, "telemetry.service_name: must not be empty");
+                String::new()
+            }
+            Some(s) => s.get_ref().clone(),
+            None => "babelgate".to_string(),
+        };
+        let mut headers = Vec::new();
+        for (name, var) in &raw.headers_env {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.at(
+                    var,
+                    format!("telemetry.headers_env: `{name}` is not a header name"),
+                );
+                continue;
+            }
+            match env(var.get_ref()) {
+                Some(v) if !v.is_empty() && http::HeaderValue::from_str(&v).is_ok() => {
+                    headers.push((name.to_ascii_lowercase(), v))
+                }
+                // The value is a secret: its variable is named, never it.
+                _ => self.at(
+                    var,
+                    format!(
+                        "telemetry.headers_env.{name}: environment variable `{}` is not set, empty or not a header value",
+                        var.get_ref()
+                    ),
+                ),
+            }
+        }
+        let sample_ratio = match &raw.sample_ratio {
+            None => 1.0,
+            Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
+            Some(r) => {
+                self.at(r, "telemetry.sample_ratio: must be between 0 and 1");
+                1.0
+            }
+        };
+        Telemetry {
+            otlp_endpoint: ep.get_ref().clone(),
+            service_name,
+            headers: Redacted(headers),
+            sample_ratio,
+            max_queue_spans: self.count(&raw.max_queue_spans, "telemetry.max_queue_spans", 2048),
+            export_timeout: Duration::from_millis(raw.export_timeout_ms.unwrap_or(10_000).max(1)),
+        }
+    }
+}
