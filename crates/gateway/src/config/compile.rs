@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelgate_core::request::Tool;
 use babelgate_core::Dialect;
 use toml::Spanned;
 
@@ -15,85 +14,13 @@ use super::error::*;
 use super::raw::*;
 use super::*;
 
-/// A route's `agent_*` keys: only for a client dialect that has a
-/// description of the agent to serve (`RequestTranslator::describe`); the
-/// name defaults to the route's path.
-fn agent_about(
-    c: &mut Collector<'_>,
-    r: &RawRoute,
-    path: &str,
-    client: Option<Dialect>,
-) -> babelgate_core::AgentAbout {
-    let describes =
-        client.is_none_or(|d| crate::registry::requests(d).description_path().is_some());
-    let refuse = |c: &mut Collector<'_>, span: &std::ops::Range<usize>, key: &str| {
-        let (line, column) = position(c.src, span.start);
-        c.errors.push(ConfigError {
-            line,
-            column,
-            message: format!("routes.{key}: the client dialect serves no description of the agent"),
-        });
-    };
-    if !describes {
-        if let Some(v) = &r.agent_name {
-            refuse(c, &v.span(), "agent_name");
-        }
-        if let Some(v) = &r.agent_description {
-            refuse(c, &v.span(), "agent_description");
-        }
-        if let Some(v) = r.agent_skills.first() {
-            refuse(c, &v.span(), "agent_skills");
-        }
-    }
-    let name = match &r.agent_name {
-        Some(v) if v.get_ref().trim().is_empty() => {
-            c.at(v, "routes.agent_name: must not be empty");
-            path.to_string()
-        }
-        Some(v) => v.get_ref().clone(),
-        None => path.to_string(),
-    };
-    let mut skills: Vec<babelgate_core::Skill> = Vec::new();
-    for raw in &r.agent_skills {
-        let s = raw.get_ref();
-        if s.id.trim().is_empty() || s.name.trim().is_empty() {
-            c.at(
-                raw,
-                "routes.agent_skills: `id` and `name` must not be empty",
-            );
-        } else if skills.iter().any(|k| k.id == s.id) {
-            c.at(
-                raw,
-                format!("routes.agent_skills: `{}` is listed twice", s.id),
-            );
-        }
-        skills.push(babelgate_core::Skill {
-            id: s.id.clone(),
-            name: s.name.clone(),
-            description: s.description.clone(),
-            tags: s.tags.clone(),
-            examples: s.examples.clone(),
-        });
-    }
-    babelgate_core::AgentAbout {
-        name,
-        description: r
-            .agent_description
-            .as_ref()
-            .map(|v| v.get_ref().clone())
-            .unwrap_or_default(),
-        skills,
-        ..Default::default()
-    }
-}
-
 pub(super) struct Collector<'a> {
-    src: &'a str,
-    errors: Vec<ConfigError>,
+    pub(super) src: &'a str,
+    pub(super) errors: Vec<ConfigError>,
 }
 
 impl Collector<'_> {
-    fn at<T>(&mut self, spanned: &Spanned<T>, message: impl Into<String>) {
+    pub(super) fn at<T>(&mut self, spanned: &Spanned<T>, message: impl Into<String>) {
         let (line, column) = position(self.src, spanned.span().start);
         self.errors.push(ConfigError {
             line,
@@ -103,7 +30,7 @@ impl Collector<'_> {
     }
 
     /// A positive count (bytes, streams), or `default` when absent.
-    fn count(&mut self, v: &Option<Spanned<u64>>, key: &str, default: usize) -> usize {
+    pub(super) fn count(&mut self, v: &Option<Spanned<u64>>, key: &str, default: usize) -> usize {
         match v {
             None => default,
             Some(n) if *n.get_ref() == 0 => {
@@ -114,7 +41,7 @@ impl Collector<'_> {
         }
     }
 
-    fn dialect(&mut self, v: &Spanned<String>, key: &str) -> Option<Dialect> {
+    pub(super) fn dialect(&mut self, v: &Spanned<String>, key: &str) -> Option<Dialect> {
         match v.get_ref().parse::<Dialect>() {
             Ok(d) => Some(d),
             Err(e) => {
@@ -125,7 +52,7 @@ impl Collector<'_> {
     }
 
     /// A path from the file, relative to the file's directory.
-    fn file(&mut self, v: &Spanned<String>, base: &Path, key: &str) -> PathBuf {
+    pub(super) fn file(&mut self, v: &Spanned<String>, base: &Path, key: &str) -> PathBuf {
         let p = base.join(v.get_ref());
         if !p.is_file() {
             self.at(
@@ -138,7 +65,7 @@ impl Collector<'_> {
 
     /// `upstream_ca`: a PEM file of one or more certificates, each usable
     /// as a trust anchor.
-    fn upstream_ca(&mut self, v: &Spanned<String>, base: &Path) -> Option<UpstreamCa> {
+    pub(super) fn upstream_ca(&mut self, v: &Spanned<String>, base: &Path) -> Option<UpstreamCa> {
         use rustls_pki_types::pem::PemObject;
         use rustls_pki_types::CertificateDer;
         let path = base.join(v.get_ref());
@@ -178,7 +105,7 @@ impl Collector<'_> {
     }
 
     /// `${NAME}` replaced by the environment variable NAME; `$$` is a `$`.
-    fn interpolate(
+    pub(super) fn interpolate(
         &mut self,
         v: &Spanned<String>,
         env: &dyn Fn(&str) -> Option<String>,
@@ -217,7 +144,7 @@ impl Collector<'_> {
         Some(out)
     }
 
-    fn inspector(
+    pub(super) fn inspector(
         &mut self,
         raw: &RawInspector,
         src: &str,
@@ -303,7 +230,7 @@ impl Collector<'_> {
     }
 
     /// `a`: where table-level problems are reported.
-    fn auth(
+    pub(super) fn auth(
         &mut self,
         a: &Spanned<String>,
         raw: &RawAuth,
@@ -353,7 +280,7 @@ impl Collector<'_> {
         }
     }
 
-    fn jwt(
+    pub(super) fn jwt(
         &mut self,
         j: &Spanned<String>,
         raw: &RawJwt,
@@ -504,7 +431,7 @@ impl Collector<'_> {
         })
     }
 
-    fn addr(&mut self, v: &Spanned<String>, key: &str) -> Option<SocketAddr> {
+    pub(super) fn addr(&mut self, v: &Spanned<String>, key: &str) -> Option<SocketAddr> {
         match v.get_ref().parse() {
             Ok(a) => Some(a),
             Err(_) => {
@@ -521,7 +448,11 @@ impl Collector<'_> {
     }
 
     /// `[store]` compiled (the in-memory defaults when it is absent).
-    fn store(&mut self, store: Option<&RawStore>, env: &dyn Fn(&str) -> Option<String>) -> Store {
+    pub(super) fn store(
+        &mut self,
+        store: Option<&RawStore>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Store {
         match store {
             None => Store::default(),
             Some(st) => {
@@ -639,300 +570,6 @@ impl Collector<'_> {
                 }
             }
         }
-    }
-
-    /// One `[[routes]]` table compiled; `None` with its errors recorded.
-    fn route<'r>(
-        &mut self,
-        r: &'r RawRoute,
-        seen: &mut Vec<&'r str>,
-        base: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Option<Route> {
-        let path = r.path.get_ref();
-        if !path.starts_with('/') {
-            self.at(
-                &r.path,
-                format!("routes.path: `{path}` must start with `/`"),
-            );
-        } else if let Some(why) = unreachable_path(path) {
-            self.at(&r.path, format!("routes.path: `{path}` {why}"));
-        } else if seen.contains(&path.as_str()) {
-            self.at(
-                &r.path,
-                format!("routes.path: `{path}` is used by two routes"),
-            );
-        }
-        seen.push(path);
-        let client = self.dialect(&r.client, "routes.client");
-        let upstream_protocol = self.dialect(&r.upstream_protocol, "routes.upstream_protocol");
-        let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
-            Ok(u) if matches!(u.scheme(), "http" | "https" | "ws" | "wss") => Some(u),
-            Ok(u) => {
-                self.at(
-                    &r.upstream,
-                    format!(
-                        "routes.upstream: scheme `{}` is not http, https, ws or wss",
-                        u.scheme()
-                    ),
-                );
-                None
-            }
-            Err(e) => {
-                self.at(&r.upstream, format!("routes.upstream: {e}"));
-                None
-            }
-        };
-        let upstream_headers = r
-            .upstream_headers
-            .iter()
-            .filter_map(|(k, v)| {
-                if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
-                    self.at(
-                        v,
-                        format!("routes.upstream_headers: `{k}` is not a header name"),
-                    );
-                    return None;
-                }
-                let value = self.interpolate(v, env, "routes.upstream_headers")?;
-                if http::HeaderValue::from_str(&value).is_err() {
-                    // The value may hold a secret: say where, not what.
-                    self.at(
-                        v,
-                        format!("routes.upstream_headers.{k}: not a valid header value"),
-                    );
-                    return None;
-                }
-                Some((k.to_ascii_lowercase(), value))
-            })
-            .collect();
-        let forward_headers = r
-            .forward_headers
-            .iter()
-            .filter_map(|h| {
-                let name = h.get_ref().to_ascii_lowercase();
-                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                    self.at(h, format!("routes.forward_headers: `{name}` is not a header name"));
-                    None
-                } else if NEVER_FORWARDED.contains(&name.as_str()) {
-                    self.at(h, format!("routes.forward_headers: `{name}` is hop-by-hop or set by the gateway; it is never forwarded"));
-                    None
-                } else {
-                    Some(name)
-                }
-            })
-            .collect();
-        let auth = r.auth.as_ref().map(|a| self.auth(&r.path, a, base, env));
-        let cors = r.cors.as_ref().map(|cors| Cors {
-            allow_origins: cors
-                .allow_origins
-                .iter()
-                .map(|o| {
-                    let v = o.get_ref();
-                    if v != "*" && http::HeaderValue::from_str(v).is_err() {
-                        self.at(
-                            o,
-                            format!("routes.cors.allow_origins: `{v}` is not an origin"),
-                        );
-                    }
-                    v.clone()
-                })
-                .collect(),
-            allow_headers: if cors.allow_headers.is_empty() {
-                [
-                    "content-type",
-                    "authorization",
-                    "accept",
-                    "x-request-id",
-                    "last-event-id",
-                ]
-                .map(String::from)
-                .to_vec()
-            } else {
-                cors.allow_headers
-                    .iter()
-                    .map(|h| h.get_ref().to_ascii_lowercase())
-                    .collect()
-            },
-            max_age: Duration::from_secs(cors.max_age_s.unwrap_or(600)),
-            allow_credentials: match &cors.allow_credentials {
-                Some(v) if *v.get_ref() => {
-                    if cors.allow_origins.iter().any(|o| o.get_ref() == "*") {
-                        self.at(v, "routes.cors.allow_credentials: not with `*` in allow_origins (list the origins)");
-                    }
-                    true
-                }
-                _ => false,
-            },
-        });
-        let on_disconnect = match r.on_disconnect.as_ref().map(|v| (v, v.get_ref().as_str())) {
-            None | Some((_, "cancel")) => OnDisconnect::Cancel,
-            Some((_, "keep")) => OnDisconnect::Keep,
-            Some((v, other)) => {
-                self.at(
-                    v,
-                    format!("routes.on_disconnect: `{other}` is not cancel or keep"),
-                );
-                OnDisconnect::Cancel
-            }
-        };
-        let resume = r.resume.as_ref().is_none_or(|v| *v.get_ref());
-        if let Some(off) = r.resume.as_ref().filter(|_| !resume) {
-            // What only a run log gives cannot be promised without one.
-            let (line, _) = position(self.src, off.span().start);
-            if let (Some(v), OnDisconnect::Keep) = (&r.on_disconnect, on_disconnect) {
-                self.at(
-                    v,
-                    format!("routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line {line}) and keeps no run log"),
-                );
-            }
-            if let Some(v) = &r.retention_s {
-                self.at(
-                    v,
-                    format!("routes.retention_s: this route has `resume = false` (line {line}) and keeps no run log to retain"),
-                );
-            }
-        }
-        let client_tools = r
-            .client_tools
-            .iter()
-            .map(|t| Tool {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                parameters: t
-                    .parameters
-                    .as_ref()
-                    .and_then(|p| serde_json::to_value(p).ok()),
-            })
-            .collect();
-        let rate_limit = r.rate_limit.as_ref().map(|rl| {
-            let rate = rl.requests_per_s.as_ref().and_then(|v| {
-                let x = *v.get_ref();
-                if x.is_finite() && x > 0.0 {
-                    Some(x)
-                } else {
-                    self.at(
-                        v,
-                        "routes.rate_limit.requests_per_s: must be a positive number",
-                    );
-                    None
-                }
-            });
-            RateLimit {
-                requests_per_s: rate,
-                burst: rl
-                    .burst
-                    .unwrap_or_else(|| rate.map_or(1, |x| x.ceil().min(u32::MAX as f64) as u32))
-                    .max(1),
-                concurrent_streams: rl.concurrent_streams,
-            }
-        });
-        let extension_frames = match &r.extension_frames {
-            Some(v)
-                if *v.get_ref()
-                    && client.is_some_and(|d| !crate::registry::policy(d).extension_frames) =>
-            {
-                self.at(
-                    v,
-                    "routes.extension_frames: only AG-Kit clients have extension frames (the client dialect has none)",
-                );
-                false
-            }
-            Some(v) => *v.get_ref(),
-            None => false,
-        };
-        let agent = agent_about(self, r, path, client);
-        let upstream_transport = match r.upstream_transport.as_ref() {
-            None => UpstreamTransport::Sse,
-            Some(v) => {
-                let t = match v.get_ref().as_str() {
-                    "sse" => Some(UpstreamTransport::Sse),
-                    "proto" => Some(UpstreamTransport::Proto),
-                    "auto" => Some(UpstreamTransport::Auto),
-                    other => {
-                        self.at(
-                            v,
-                            format!(
-                                "routes.upstream_transport: `{other}` is not sse, proto or auto"
-                            ),
-                        );
-                        None
-                    }
-                };
-                match t {
-                    Some(t)
-                        if t != UpstreamTransport::Sse
-                            && upstream_protocol
-                                .is_some_and(|d| !crate::registry::policy(d).binary) =>
-                    {
-                        self.at(
-                            v,
-                            "routes.upstream_transport: the upstream dialect has no binary transport",
-                        );
-                        UpstreamTransport::Sse
-                    }
-                    t => t.unwrap_or_default(),
-                }
-            }
-        };
-        let upstream_ca = r.upstream_ca.as_ref().and_then(|v| {
-            if upstream
-                .as_ref()
-                .is_some_and(|u| !matches!(u.scheme(), "https" | "wss"))
-            {
-                self.at(
-                    v,
-                    "routes.upstream_ca: only an https:// or wss:// upstream has a certificate to check",
-                );
-                return None;
-            }
-            self.upstream_ca(v, base)
-        });
-        if let (Some(client), Some(upstream), Some(upstream_protocol)) =
-            (client, upstream, upstream_protocol)
-        {
-            return Some(Route {
-                path: path.clone(),
-                client,
-                upstream,
-                upstream_protocol,
-                client_tools,
-                upstream_headers: Redacted(upstream_headers),
-                forward_headers,
-                auth,
-                cors,
-                max_body_bytes: r.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
-                on_disconnect,
-                resume,
-                retention: Duration::from_secs(
-                    r.retention_s.as_ref().map_or(300, |v| *v.get_ref()),
-                ),
-                connect_timeout: Duration::from_millis(r.connect_timeout_ms.unwrap_or(5_000)),
-                idle_timeout: Duration::from_millis(r.idle_timeout_ms.unwrap_or(300_000)),
-                heartbeat: match r.heartbeat_ms.unwrap_or(15_000) {
-                    0 => None,
-                    ms => Some(Duration::from_millis(ms)),
-                },
-                client_stall_timeout: match r
-                    .client_stall_timeout_ms
-                    .unwrap_or(DEFAULT_CLIENT_STALL_TIMEOUT_MS)
-                {
-                    0 => None,
-                    ms => Some(Duration::from_millis(ms)),
-                },
-                response_timeout: Duration::from_millis(
-                    r.response_timeout_ms.unwrap_or(60_000).max(1),
-                ),
-                max_streams: r.max_streams.unwrap_or(0),
-                rate_limit,
-                extension_frames,
-                drop_raw: r.drop_raw.unwrap_or(false),
-                upstream_transport,
-                upstream_ca,
-                agent,
-            });
-        }
-        None
     }
 }
 
@@ -1101,7 +738,7 @@ impl Config {
 }
 
 impl Collector<'_> {
-    fn telemetry(
+    pub(super) fn telemetry(
         &mut self,
         t: &Spanned<RawTelemetry>,
         env: &dyn Fn(&str) -> Option<String>,

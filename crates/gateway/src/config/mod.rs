@@ -12,6 +12,7 @@ mod compile;
 mod error;
 mod model;
 mod raw;
+mod route;
 #[cfg(test)]
 mod tests;
 
