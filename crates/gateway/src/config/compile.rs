@@ -280,39 +280,15 @@ impl Collector<'_> {
         }
     }
 
-    pub(super) fn jwt(
+    /// `routes.auth.jwt`'s one key source: an HMAC secret from the
+    /// environment, a JWKS file or a JWKS URL.
+    fn jwt_keys(
         &mut self,
-        j: &Spanned<String>,
         raw: &RawJwt,
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Option<Jwt> {
-        use jsonwebtoken::Algorithm;
-        let required = |c: &mut Self, v: &Option<Spanned<String>>, key: &str| match v {
-            Some(v) if !v.get_ref().trim().is_empty() => Some(v.get_ref().clone()),
-            Some(v) => {
-                c.at(v, format!("routes.auth.jwt.{key}: must not be empty"));
-                None
-            }
-            None => {
-                c.at(j, format!("routes.auth.jwt: `{key}` is required"));
-                None
-            }
-        };
-        let issuer = required(self, &raw.issuer, "issuer");
-        let audience = required(self, &raw.audience, "audience");
-        let sources = [&raw.hs256_secret_env, &raw.jwks_file, &raw.jwks_url]
-            .iter()
-            .filter(|s| s.is_some())
-            .count();
-        if sources != 1 {
-            self.at(
-                j,
-                "routes.auth.jwt: give exactly one of `hs256_secret_env`, `jwks_file`, `jwks_url`",
-            );
-            return None;
-        }
-        let keys = if let Some(name) = &raw.hs256_secret_env {
+    ) -> Option<JwtKeys> {
+        if let Some(name) = &raw.hs256_secret_env {
             match env(name.get_ref()) {
                 Some(secret) if !secret.is_empty() => {
                     Some(JwtKeys::Hs256(Redacted(secret.into_bytes())))
@@ -386,7 +362,42 @@ impl Collector<'_> {
             }
         } else {
             None
+        }
+    }
+
+    pub(super) fn jwt(
+        &mut self,
+        j: &Spanned<String>,
+        raw: &RawJwt,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Jwt> {
+        use jsonwebtoken::Algorithm;
+        let required = |c: &mut Self, v: &Option<Spanned<String>>, key: &str| match v {
+            Some(v) if !v.get_ref().trim().is_empty() => Some(v.get_ref().clone()),
+            Some(v) => {
+                c.at(v, format!("routes.auth.jwt.{key}: must not be empty"));
+                None
+            }
+            None => {
+                c.at(j, format!("routes.auth.jwt: `{key}` is required"));
+                None
+            }
         };
+        let issuer = required(self, &raw.issuer, "issuer");
+        let audience = required(self, &raw.audience, "audience");
+        let sources = [&raw.hs256_secret_env, &raw.jwks_file, &raw.jwks_url]
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        if sources != 1 {
+            self.at(
+                j,
+                "routes.auth.jwt: give exactly one of `hs256_secret_env`, `jwks_file`, `jwks_url`",
+            );
+            return None;
+        }
+        let keys = self.jwt_keys(raw, base, env);
         let hmac = raw.hs256_secret_env.is_some();
         let algorithms: Vec<Algorithm> = match &raw.algorithms {
             None if hmac => vec![Algorithm::HS256],
@@ -447,6 +458,120 @@ impl Collector<'_> {
         }
     }
 
+    /// `[store] backend` with its `url` or `urls`.
+    fn backend(&mut self, st: &RawStore, env: &dyn Fn(&str) -> Option<String>) -> Backend {
+        let name = st.backend.get_ref().as_str();
+        if let (Some(u), false) = (&st.urls, name == "redis-cluster") {
+            self.at(u, "store.urls: only the redis-cluster backend takes urls");
+        }
+        match (name, &st.url) {
+            ("redis-cluster", Some(u)) => {
+                self.at(
+                    u,
+                    "store.url: the redis-cluster backend takes `urls`, a list of seed nodes",
+                );
+                Backend::Memory
+            }
+            ("redis-cluster", None) => match &st.urls {
+                Some(list) if !list.get_ref().is_empty() => {
+                    let mut urls = Vec::new();
+                    for (i, u) in list.get_ref().iter().enumerate() {
+                        let key = format!("store.urls[{i}]");
+                        let Some(url) = self.interpolate(u, env, &key) else {
+                            continue;
+                        };
+                        // No unix socket: a cluster's nodes name each
+                        // other by host and port.
+                        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                            self.at(u, format!("{key}: expected redis://host:port"));
+                        }
+                        urls.push(url);
+                    }
+                    Backend::RedisCluster { urls }
+                }
+                Some(list) => {
+                    self.at(list, "store.urls: give at least one seed node");
+                    Backend::Memory
+                }
+                None => {
+                    self.at(
+                    &st.backend,
+                    "store.urls: the redis-cluster backend needs urls = [\"redis://host:port\", ...]",
+                );
+                    Backend::Memory
+                }
+            },
+            ("memory", None) => Backend::Memory,
+            ("memory", Some(u)) => {
+                self.at(u, "store.url: only the redis backend takes a url");
+                Backend::Memory
+            }
+            ("redis", Some(u)) => {
+                let url = self.interpolate(u, env, "store.url").unwrap_or_default();
+                if !(url.starts_with("redis://")
+                    || url.starts_with("rediss://")
+                    || url.starts_with("redis+unix://"))
+                {
+                    self.at(u, "store.url: expected redis://host:port");
+                }
+                Backend::Redis { url }
+            }
+            ("redis", None) => {
+                self.at(&st.backend, "store.url: the redis backend needs a url");
+                Backend::Memory
+            }
+            (other, _) => {
+                self.at(
+                    &st.backend,
+                    format!("store.backend: `{other}` is not memory, redis or redis-cluster"),
+                );
+                Backend::Memory
+            }
+        }
+    }
+
+    /// `[server] log_format`: text or json.
+    fn log_format(&mut self, server: &RawServer) -> LogFormat {
+        match server
+            .log_format
+            .as_ref()
+            .map(|v| (v, v.get_ref().as_str()))
+        {
+            None | Some((_, "text")) => LogFormat::Text,
+            Some((_, "json")) => LogFormat::Json,
+            Some((v, other)) => {
+                self.at(
+                    v,
+                    format!("server.log_format: `{other}` is not text or json"),
+                );
+                LogFormat::Text
+            }
+        }
+    }
+
+    /// `[server] trusted_proxies`: addresses or networks.
+    fn trusted_proxies(&mut self, server: &RawServer) -> Vec<ipnet::IpNet> {
+        server
+            .trusted_proxies
+            .iter()
+            .filter_map(|p| {
+                let v = p.get_ref().trim();
+                // A bare address is a network of one.
+                let net = v
+                    .parse::<ipnet::IpNet>()
+                    .ok()
+                    .or_else(|| v.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from));
+                if net.is_none() {
+                    self.at(
+                        p,
+                        format!("server.trusted_proxies: `{v}` is not an address or a network like 10.0.0.0/8"),
+                    );
+                }
+                net
+            })
+            .collect()
+    }
+
     /// `[store]` compiled (the in-memory defaults when it is absent).
     pub(super) fn store(
         &mut self,
@@ -456,76 +581,7 @@ impl Collector<'_> {
         match store {
             None => Store::default(),
             Some(st) => {
-                let name = st.backend.get_ref().as_str();
-                if let (Some(u), false) = (&st.urls, name == "redis-cluster") {
-                    self.at(u, "store.urls: only the redis-cluster backend takes urls");
-                }
-                let backend = match (name, &st.url) {
-                    ("redis-cluster", Some(u)) => {
-                        self.at(
-                        u,
-                        "store.url: the redis-cluster backend takes `urls`, a list of seed nodes",
-                    );
-                        Backend::Memory
-                    }
-                    ("redis-cluster", None) => match &st.urls {
-                        Some(list) if !list.get_ref().is_empty() => {
-                            let mut urls = Vec::new();
-                            for (i, u) in list.get_ref().iter().enumerate() {
-                                let key = format!("store.urls[{i}]");
-                                let Some(url) = self.interpolate(u, env, &key) else {
-                                    continue;
-                                };
-                                // No unix socket: a cluster's nodes name each
-                                // other by host and port.
-                                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                                    self.at(u, format!("{key}: expected redis://host:port"));
-                                }
-                                urls.push(url);
-                            }
-                            Backend::RedisCluster { urls }
-                        }
-                        Some(list) => {
-                            self.at(list, "store.urls: give at least one seed node");
-                            Backend::Memory
-                        }
-                        None => {
-                            self.at(
-                            &st.backend,
-                            "store.urls: the redis-cluster backend needs urls = [\"redis://host:port\", ...]",
-                        );
-                            Backend::Memory
-                        }
-                    },
-                    ("memory", None) => Backend::Memory,
-                    ("memory", Some(u)) => {
-                        self.at(u, "store.url: only the redis backend takes a url");
-                        Backend::Memory
-                    }
-                    ("redis", Some(u)) => {
-                        let url = self.interpolate(u, env, "store.url").unwrap_or_default();
-                        if !(url.starts_with("redis://")
-                            || url.starts_with("rediss://")
-                            || url.starts_with("redis+unix://"))
-                        {
-                            self.at(u, "store.url: expected redis://host:port");
-                        }
-                        Backend::Redis { url }
-                    }
-                    ("redis", None) => {
-                        self.at(&st.backend, "store.url: the redis backend needs a url");
-                        Backend::Memory
-                    }
-                    (other, _) => {
-                        self.at(
-                            &st.backend,
-                            format!(
-                                "store.backend: `{other}` is not memory, redis or redis-cluster"
-                            ),
-                        );
-                        Backend::Memory
-                    }
-                };
+                let backend = self.backend(st, env);
                 let d = Store::default();
                 Store {
                     backend,
@@ -622,42 +678,8 @@ impl Config {
             cert: c.file(&t.cert, base, "server.tls.cert"),
             key: c.file(&t.key, base, "server.tls.key"),
         });
-        let log_format = match raw
-            .server
-            .log_format
-            .as_ref()
-            .map(|v| (v, v.get_ref().as_str()))
-        {
-            None | Some((_, "text")) => LogFormat::Text,
-            Some((_, "json")) => LogFormat::Json,
-            Some((v, other)) => {
-                c.at(
-                    v,
-                    format!("server.log_format: `{other}` is not text or json"),
-                );
-                LogFormat::Text
-            }
-        };
-        let trusted_proxies = raw
-            .server
-            .trusted_proxies
-            .iter()
-            .filter_map(|p| {
-                let v = p.get_ref().trim();
-                // A bare address is a network of one.
-                let net = v
-                    .parse::<ipnet::IpNet>()
-                    .ok()
-                    .or_else(|| v.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from));
-                if net.is_none() {
-                    c.at(
-                        p,
-                        format!("server.trusted_proxies: `{v}` is not an address or a network like 10.0.0.0/8"),
-                    );
-                }
-                net
-            })
-            .collect();
+        let log_format = c.log_format(&raw.server);
+        let trusted_proxies = c.trusted_proxies(&raw.server);
         let demo_agent = raw.demo_agent.as_ref().and_then(|d| {
             let listen = c.addr(&d.listen, "demo_agent.listen");
             let protocol = c.dialect(&d.protocol, "demo_agent.protocol");

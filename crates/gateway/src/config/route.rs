@@ -22,20 +22,7 @@ impl Collector<'_> {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Route> {
         let path = r.path.get_ref();
-        if !path.starts_with('/') {
-            self.at(
-                &r.path,
-                format!("routes.path: `{path}` must start with `/`"),
-            );
-        } else if let Some(why) = unreachable_path(path) {
-            self.at(&r.path, format!("routes.path: `{path}` {why}"));
-        } else if seen.contains(&path.as_str()) {
-            self.at(
-                &r.path,
-                format!("routes.path: `{path}` is used by two routes"),
-            );
-        }
-        seen.push(path);
+        self.route_path(&r.path, seen);
         let client = self.dialect(&r.client, "routes.client");
         let upstream_protocol = self.dialect(&r.upstream_protocol, "routes.upstream_protocol");
         let upstream = self.upstream_url(&r.upstream);
@@ -43,34 +30,7 @@ impl Collector<'_> {
         let forward_headers = self.forward_headers(r);
         let auth = r.auth.as_ref().map(|a| self.auth(&r.path, a, base, env));
         let cors = r.cors.as_ref().map(|cors| self.cors(cors));
-        let on_disconnect = match r.on_disconnect.as_ref().map(|v| (v, v.get_ref().as_str())) {
-            None | Some((_, "cancel")) => OnDisconnect::Cancel,
-            Some((_, "keep")) => OnDisconnect::Keep,
-            Some((v, other)) => {
-                self.at(
-                    v,
-                    format!("routes.on_disconnect: `{other}` is not cancel or keep"),
-                );
-                OnDisconnect::Cancel
-            }
-        };
-        let resume = r.resume.as_ref().is_none_or(|v| *v.get_ref());
-        if let Some(off) = r.resume.as_ref().filter(|_| !resume) {
-            // What only a run log gives cannot be promised without one.
-            let (line, _) = position(self.src, off.span().start);
-            if let (Some(v), OnDisconnect::Keep) = (&r.on_disconnect, on_disconnect) {
-                self.at(
-                    v,
-                    format!("routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line {line}) and keeps no run log"),
-                );
-            }
-            if let Some(v) = &r.retention_s {
-                self.at(
-                    v,
-                    format!("routes.retention_s: this route has `resume = false` (line {line}) and keeps no run log to retain"),
-                );
-            }
-        }
+        let (on_disconnect, resume) = self.keeping(r);
         let client_tools = r
             .client_tools
             .iter()
@@ -145,6 +105,52 @@ impl Collector<'_> {
             });
         }
         None
+    }
+
+    /// `path`: absolute, reachable, and one route's only.
+    fn route_path<'r>(&mut self, v: &'r Spanned<String>, seen: &mut Vec<&'r str>) {
+        let path = v.get_ref();
+        if !path.starts_with('/') {
+            self.at(v, format!("routes.path: `{path}` must start with `/`"));
+        } else if let Some(why) = unreachable_path(path) {
+            self.at(v, format!("routes.path: `{path}` {why}"));
+        } else if seen.contains(&path.as_str()) {
+            self.at(v, format!("routes.path: `{path}` is used by two routes"));
+        }
+        seen.push(path);
+    }
+
+    /// `on_disconnect` and `resume`: what only a run log gives cannot be
+    /// promised without one.
+    fn keeping(&mut self, r: &RawRoute) -> (OnDisconnect, bool) {
+        let on_disconnect = match r.on_disconnect.as_ref().map(|v| (v, v.get_ref().as_str())) {
+            None | Some((_, "cancel")) => OnDisconnect::Cancel,
+            Some((_, "keep")) => OnDisconnect::Keep,
+            Some((v, other)) => {
+                self.at(
+                    v,
+                    format!("routes.on_disconnect: `{other}` is not cancel or keep"),
+                );
+                OnDisconnect::Cancel
+            }
+        };
+        let resume = r.resume.as_ref().is_none_or(|v| *v.get_ref());
+        if let Some(off) = r.resume.as_ref().filter(|_| !resume) {
+            let (line, _) = position(self.src, off.span().start);
+            if let (Some(v), OnDisconnect::Keep) = (&r.on_disconnect, on_disconnect) {
+                self.at(
+                    v,
+                    format!("routes.on_disconnect: `keep` runs on for its client to resume, but this route has `resume = false` (line {line}) and keeps no run log"),
+                );
+            }
+            if let Some(v) = &r.retention_s {
+                self.at(
+                    v,
+                    format!("routes.retention_s: this route has `resume = false` (line {line}) and keeps no run log to retain"),
+                );
+            }
+        }
+        (on_disconnect, resume)
     }
 
     /// `upstream`: an http(s) or ws(s) URL.
