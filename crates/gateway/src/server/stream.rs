@@ -70,33 +70,7 @@ impl Gateway {
             (upstream_binary.unwrap_or(Transport::Sse), transport),
         );
         if let Some(c) = &ctx.capture {
-            let read = upstream_binary.unwrap_or(Transport::Sse);
-            let written = transport;
-            let ws = crate::ws::is_ws_url(&route.upstream);
-            let up_name = match (ws, upstream_binary.is_some()) {
-                (true, true) => "ws-proto",
-                (true, false) => "ws",
-                (false, true) => "proto",
-                (false, false) => "sse",
-            };
-            c.plan(
-                Side {
-                    dialect: route.upstream_protocol.to_string(),
-                    transport: up_name.into(),
-                },
-                Side {
-                    dialect: route.client.to_string(),
-                    transport: transport_name(transport).into(),
-                },
-                ReplaySetup {
-                    from: route.upstream_protocol,
-                    to: route.client,
-                    from_transport: transport_name(read).into(),
-                    to_transport: transport_name(written).into(),
-                    setup,
-                    ending: Default::default(),
-                },
-            );
+            plan_capture(c, route, upstream_binary, transport, setup);
         }
         let headers = translator.encoder().headers();
         if matches!(transport, Transport::Proto(_)) {
@@ -260,4 +234,42 @@ fn stream_response(
         }
     }
     response
+}
+
+/// What the inspector's capture of a run needs to replay it: both sides'
+/// dialects and transports, and the encoder's setup.
+fn plan_capture(
+    c: &crate::inspector::CaptureHandle,
+    route: &Route,
+    upstream_binary: Option<Transport>,
+    transport: Transport,
+    setup: babelgate_core::journal::Setup,
+) {
+    let read = upstream_binary.unwrap_or(Transport::Sse);
+    let written = transport;
+    let ws = crate::ws::is_ws_url(&route.upstream);
+    let up_name = match (ws, upstream_binary.is_some()) {
+        (true, true) => "ws-proto",
+        (true, false) => "ws",
+        (false, true) => "proto",
+        (false, false) => "sse",
+    };
+    c.plan(
+        Side {
+            dialect: route.upstream_protocol.to_string(),
+            transport: up_name.into(),
+        },
+        Side {
+            dialect: route.client.to_string(),
+            transport: transport_name(transport).into(),
+        },
+        ReplaySetup {
+            from: route.upstream_protocol,
+            to: route.client,
+            from_transport: transport_name(read).into(),
+            to_transport: transport_name(written).into(),
+            setup,
+            ending: Default::default(),
+        },
+    );
 }
