@@ -6,7 +6,8 @@ targets of the redesign issues (38, 39).
 
 Counts, per DIR, the lines of `src/**/*.rs` that are neither blank nor only
 a comment, outside `#[cfg(test)]` items (the `mod tests` blocks); `tests/`,
-`benches/` and `examples/` are left out. Lists every function whose body
+`benches/` and `examples/` are left out, and so is a `src/**/tests.rs`
+(a test module in a file of its own). Lists every function whose body
 spans more than N lines (default 150), test code aside; a function's lines
 run from its `fn` line, its signature included. Reads the files as
 text: braces in strings and chars are skipped, which is enough for this
@@ -93,7 +94,8 @@ def main() -> int:
     total = 0
     long_fns: list = []
     for d in a.dirs:
-        files = sorted(pathlib.Path(d).glob("src/**/*.rs"))
+        # A `tests.rs` is a module declared under `#[cfg(test)]`: test code.
+        files = sorted(f for f in pathlib.Path(d).glob("src/**/*.rs") if f.name != "tests.rs")
         n = sum(scan(f, a.over, long_fns) for f in files)
         total += n
         print(f"{n:7d}  {d}")
