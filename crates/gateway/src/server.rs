@@ -3,13 +3,16 @@
 //! client's dialect.
 //!
 //! This file holds the [`Gateway`] itself: its state, its constructors and
-//! reload. The rest is split by concern:
-//! - `listener.rs`: the accept loop (`serve`, TLS, `max_connections`, each
-//!   connection's watchdog, drain and shutdown);
-//! - `proxy.rs`: answering a request (routing, the upstream request and its
-//!   errors, resume and stop, the SSE response);
-//! - `pump.rs`: the stream pump that moves one upstream answer to one
-//!   client, translating as it goes.
+//! reload, and its routes, each with the stacks built for it at load. The
+//! rest is a request's life, phase by phase, a file each:
+//! - accept: `listener.rs` (the accept loop, TLS, `max_connections`, each
+//!   connection's watchdog, drain and shutdown; `lean.rs` for a first
+//!   request that came whole) and `accept.rs` (id, trace, client address;
+//!   the error, CORS and count on the way out);
+//! - route: `route.rs`; authenticate and limit: `stack.rs`;
+//! - a run: `proxy.rs` (its phases over one `RunCtx`), `upstream_request.rs`,
+//!   `send.rs`, `stream.rs`, then `pump.rs`, where a stream runs and ends;
+//! - a kept run followed or stopped: `follow.rs`; about a run: `runs.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
