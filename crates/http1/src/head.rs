@@ -89,19 +89,24 @@ pub(crate) fn trailer_fields(block: &[u8]) -> Result<HeaderMap, HeadError> {
     }
 }
 
+/// A head's length once it has all arrived, if within [`MAX_HEAD`]; an
+/// error once `read` bytes without its end pass it.
+fn within_limit(parsed: httparse::Status<usize>, read: usize) -> Result<Option<usize>, HeadError> {
+    match parsed {
+        httparse::Status::Complete(len) if len <= MAX_HEAD => Ok(Some(len)),
+        httparse::Status::Partial if read < MAX_HEAD => Ok(None),
+        _ => Err(HeadError::TooLarge),
+    }
+}
+
 /// A request head off the front of `buf` and its length, `None` while it has
 /// not all arrived.
 pub fn parse_request(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HeadError> {
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut slots);
-    let len = match req.parse(buf)? {
-        httparse::Status::Complete(len) => len,
-        httparse::Status::Partial if buf.len() >= MAX_HEAD => return Err(HeadError::TooLarge),
-        httparse::Status::Partial => return Ok(None),
+    let Some(len) = within_limit(req.parse(buf)?, buf.len())? else {
+        return Ok(None);
     };
-    if len > MAX_HEAD {
-        return Err(HeadError::TooLarge);
-    }
     let version = version(req.version);
     let method = Method::from_bytes(req.method.unwrap_or_default().as_bytes())
         .map_err(|_| HeadError::Method)?;
@@ -127,14 +132,9 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HeadErr
 pub fn parse_response(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, HeadError> {
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut res = httparse::Response::new(&mut slots);
-    let len = match res.parse(buf)? {
-        httparse::Status::Complete(len) => len,
-        httparse::Status::Partial if buf.len() >= MAX_HEAD => return Err(HeadError::TooLarge),
-        httparse::Status::Partial => return Ok(None),
+    let Some(len) = within_limit(res.parse(buf)?, buf.len())? else {
+        return Ok(None);
     };
-    if len > MAX_HEAD {
-        return Err(HeadError::TooLarge);
-    }
     let status = res
         .code
         .and_then(|c| StatusCode::from_u16(c).ok())

@@ -434,7 +434,11 @@ fn ours_client(wire: &[u8]) -> Result<Seen, String> {
 }
 
 /// Where this codec and hyper's client differ on purpose.
-const ALLOWED: &[(&str, &str, fn(&[u8]) -> bool)] = &[
+/// A difference's name, why it is kept, and whether it applies to a
+/// message.
+type Allowed = (&'static str, &'static str, fn(&[u8]) -> bool);
+
+const ALLOWED: &[Allowed] = &[
     (
         "101",
         "hyper hands a 101 back for the caller to take the connection over; the gateway asked for no upgrade, so here it is an error",

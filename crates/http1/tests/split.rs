@@ -63,7 +63,9 @@ fn same_at_every_cut(wire: &[u8]) -> Read {
 
 #[test]
 fn responses_read_the_same_whatever_the_reads() {
-    let cases: &[(&[u8], &[u8], Result<(), Incomplete>)] = &[
+    // The wire, the body read, how it ended at the connection's end.
+    type Case = (&'static [u8], &'static [u8], Result<(), Incomplete>);
+    let cases: &[Case] = &[
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
             b"hello",
