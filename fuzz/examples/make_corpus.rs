@@ -13,6 +13,8 @@
 //!   text, a few fixed byte strings for the structured form.
 //! - `proto_framer`: @ag-ui/encoder's proto stream and the reference byte
 //!   corpus (`crates/proto/testdata/`), framed, and edge cases.
+//! - `http1_codec`: a cut byte, then requests and responses, plain and in
+//!   the shapes requests are smuggled with.
 //! - every crash found, in its target's directory ([`REGRESSIONS`]).
 
 use std::fs;
@@ -48,6 +50,7 @@ fn main() {
     }
     write_dir(&corpus.join("sse_framer"), &framer);
     write_dir(&corpus.join("proto_framer"), &proto_seeds(repo));
+    write_dir(&corpus.join("http1_codec"), &http1_seeds());
 
     for d in Dialect::ALL {
         let mut seeds = Vec::new();
@@ -335,6 +338,29 @@ fn fast_seeds(corpus: &Path, fixtures: &Path) {
 /// `proto_framer`: two control bytes (size limit, cut point) then a stream of
 /// length-prefixed messages: @ag-ui/encoder's own stream, every event of the
 /// reference byte corpus framed one by one and all together, and edge cases.
+/// Requests and responses for the HTTP/1.1 codec, each after a cut byte.
+fn http1_seeds() -> Vec<(String, Vec<u8>)> {
+    let messages: [(&str, &[u8]); 8] = [
+        ("post", b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"),
+        ("post-cl-te", b"POST /a HTTP/1.1\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("post-two-lengths", b"POST /a HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 1, 1\r\n\r\na"),
+        ("sse-chunked", b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n9;x=y\r\ndata: a\n\n\r\n0\r\nx-t: 1\r\n\r\n"),
+        ("interim-then-length", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2, 2\r\n\r\nok"),
+        ("until-close", b"HTTP/1.0 200 OK\n\ndata: x\n\n"),
+        ("te-not-chunked-last", b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\ncontent-length: 3\r\n\r\nabcdef"),
+        ("bad-chunk", b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5 x\r\nhello\r\n"),
+    ];
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, (name, wire))| {
+            let mut seed = vec![(i * 37 % 256) as u8];
+            seed.extend_from_slice(wire);
+            (name.to_string(), seed)
+        })
+        .collect()
+}
+
 fn proto_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
     let testdata = repo.join("crates/proto/testdata");
     let with = |pick: u8, cut: u8, body: &[u8]| [&[pick, cut][..], body].concat();

@@ -15,6 +15,8 @@
 //!   fast paths (the AG-UI decoder's, the JSON writers') agree with
 //!   serde_json; [`decoders::check_fast_decoders`]: the Vercel, AG-Kit and
 //!   HAI decoders' fast paths agree with their general paths.
+//! - [`http1::check_http1`]: the HTTP/1.1 codec reads a response the same
+//!   however it arrives, and a request it takes whole writes back the same.
 //! - [`check_request`]: a request body that parses builds into every
 //!   dialect's upstream body without panicking, and what a same-dialect build
 //!   gives back parses again.
@@ -33,6 +35,7 @@ pub mod proto;
 
 pub mod decoders;
 pub mod fast;
+pub mod http1;
 
 // ---- SSE framer ---------------------------------------------------------------
 
@@ -492,6 +495,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("fast_json", fast::check_fast_json),
     ("fast_decoders", decoders::check_fast_decoders),
     ("proto_framer", proto::check_proto),
+    ("http1_codec", http1::check_http1),
 ];
 
 /// Runs fuzz target `target`'s check on `data`; panics on an unknown name.

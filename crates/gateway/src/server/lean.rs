@@ -21,17 +21,14 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::Poll;
 
+use babelgate_http1::{BodyEncoder, BodyLength};
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response};
 use http_body::Body as _;
 use http_body_util::Full;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::error::Body;
-
-/// Headers a request may have and still be taken here (hyper takes 100).
-const MAX_HEADERS: usize = 64;
 
 /// What is kept of bytes the client sends while its response streams (a
 /// next request, sent early): past this the socket is no longer read until
@@ -46,59 +43,25 @@ pub(super) struct Lean {
     pub close: bool,
 }
 
-/// `first` as one whole request this path takes, or `None`: hyper serves
-/// the connection, from `first` on.
+/// `first` as one whole `POST` this path takes (see
+/// [`babelgate_http1::whole_request`]), or `None`: hyper serves the
+/// connection, from `first` on.
 pub(super) fn parse(first: &[u8]) -> Option<Lean> {
-    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut head = httparse::Request::new(&mut slots);
-    let httparse::Status::Complete(head_len) = head.parse(first).ok()? else {
-        return None;
-    };
-    if head.method? != "POST" || head.version? != 1 {
+    let whole = babelgate_http1::whole_request(first)?;
+    if whole.head.method != Method::POST {
         return None;
     }
-    let uri = Uri::try_from(head.path?).ok()?;
-    let mut headers = HeaderMap::with_capacity(head.headers.len());
-    let mut length = None;
-    let mut close = false;
-    for h in head.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
-        let value = HeaderValue::from_bytes(h.value).ok()?;
-        if name == header::CONTENT_LENGTH {
-            // One length, as digits (a list of equal lengths is hyper's).
-            let v = value.to_str().ok()?;
-            if length.is_some() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            length = Some(v.parse::<usize>().ok()?);
-        } else if name == header::TRANSFER_ENCODING
-            || name == header::EXPECT
-            || name == header::UPGRADE
-        {
-            return None;
-        } else if name == header::CONNECTION {
-            for token in value.to_str().ok()?.split(',') {
-                let token = token.trim();
-                if token.eq_ignore_ascii_case("close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case("upgrade") {
-                    return None;
-                }
-            }
-        }
-        headers.append(name, value);
-    }
-    // The whole body and nothing after it: a pipelined request is hyper's.
-    if head_len.checked_add(length?)? != first.len() {
-        return None;
-    }
-    let body = Bytes::copy_from_slice(first.get(head_len..)?);
+    let body = Bytes::copy_from_slice(first.get(whole.body)?);
+    let head = whole.head;
     let mut request = Request::new(Full::new(body));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = uri;
-    *request.version_mut() = Version::HTTP_11;
-    *request.headers_mut() = headers;
-    Some(Lean { request, close })
+    *request.method_mut() = head.method;
+    *request.uri_mut() = head.uri;
+    *request.version_mut() = head.version;
+    *request.headers_mut() = head.headers;
+    Some(Lean {
+        request,
+        close: whole.close,
+    })
 }
 
 /// How a response written here ended.
@@ -121,44 +84,21 @@ where
     I: AsyncRead + AsyncWrite + Unpin,
 {
     let (parts, mut body) = response.into_parts();
-    let no_body = parts.status.is_informational()
-        || parts.status == StatusCode::NO_CONTENT
-        || parts.status == StatusCode::NOT_MODIFIED;
-    let close = close
-        || parts
-            .headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .any(|v| v.to_str().is_ok_and(|v| v.eq_ignore_ascii_case("close")));
-    let framing = if no_body {
-        Framing::None
-    } else if let Some(n) = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-    {
-        Framing::Length(n)
-    } else if let Some(n) = body.size_hint().exact() {
-        Framing::Length(n)
-    } else {
-        Framing::Chunked
-    };
-    let head = write_head(parts.status, &parts.headers, framing, close);
+    let close = close || babelgate_http1::connection_has(&parts.headers, "close");
+    let length = BodyLength::for_response(parts.status, &parts.headers, body.size_hint().exact());
+    let head = babelgate_http1::response_head(parts.status, &parts.headers, length, close);
     if write_all(io, [&head]).await.is_err() {
         return Ended::Close;
     }
     drop(head);
-    if matches!(framing, Framing::None) {
+    let mut encoder = BodyEncoder::new(length);
+    if !encoder.has_body() {
         return end(io, close, BytesMut::new()).await;
     }
     let mut early = BytesMut::new();
     // Small: it lives as long as the response, and what it mostly reads is
     // nothing (the client's end).
     let mut probe = [0u8; 128];
-    let mut left = match framing {
-        Framing::Length(n) => n,
-        _ => u64::MAX,
-    };
     loop {
         // The next frame, or the client's end while it is awaited.
         let watching = early.len() < MAX_EARLY_BYTES;
@@ -192,23 +132,12 @@ where
                 if data.is_empty() {
                     continue;
                 }
-                let written = match framing {
-                    Framing::Chunked => {
-                        let mut line = [0u8; 18];
-                        let size = chunk_size_line(data.len(), &mut line);
-                        write_all(io, [size, &data, b"\r\n"]).await
-                    }
-                    _ => {
-                        // More than the length said is not sent: cut.
-                        let n = data.len() as u64;
-                        if n > left {
-                            return Ended::Close;
-                        }
-                        left -= n;
-                        write_all(io, [&data]).await
-                    }
+                let mut line = [0u8; 18];
+                // More than the length said is not sent: cut.
+                let Ok((before, after)) = encoder.frame(data.len(), &mut line) else {
+                    return Ended::Close;
                 };
-                if written.is_err() {
+                if write_all(io, [before, &data, after]).await.is_err() {
                     return Ended::Close;
                 }
             }
@@ -216,17 +145,12 @@ where
             Next::Gone => return Ended::Close,
         }
     }
-    match framing {
-        Framing::Chunked if write_all(io, [b"0\r\n\r\n"]).await.is_err() => {
-            return Ended::Close;
-        }
-        Framing::Chunked => {}
+    match encoder.finish() {
+        Ok(last) if write_all(io, [last]).await.is_ok() => end(io, close, early).await,
         // A body shorter than its length: the client must not wait for
         // the rest on a connection that goes on.
-        _ if left > 0 => return Ended::Close,
-        _ => {}
+        _ => Ended::Close,
     }
-    end(io, close, early).await
 }
 
 async fn end<I: AsyncWrite + Unpin>(io: &mut I, close: bool, early: BytesMut) -> Ended {
@@ -243,75 +167,6 @@ enum Next {
     Early(usize),
     /// The client closed its side, or the socket failed.
     Gone,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Framing {
-    None,
-    Length(u64),
-    Chunked,
-}
-
-/// The status line and headers, in one buffer of their size; `date`,
-/// `content-length` or `transfer-encoding`, and `connection: close` are
-/// added as hyper adds them.
-fn write_head(status: StatusCode, headers: &HeaderMap, framing: Framing, close: bool) -> Vec<u8> {
-    let date = headers
-        .get(header::DATE)
-        .is_none()
-        .then(|| httpdate::fmt_http_date(std::time::SystemTime::now()));
-    let size = 64
-        + headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 4)
-            .sum::<usize>();
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for (name, value) in headers {
-        // The framing is this writer's to say.
-        if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
-            continue;
-        }
-        line(&mut out, name.as_str().as_bytes(), value.as_bytes());
-    }
-    match framing {
-        Framing::None => {}
-        Framing::Length(n) => line(
-            &mut out,
-            b"content-length",
-            itoa::Buffer::new().format(n).as_bytes(),
-        ),
-        Framing::Chunked => line(&mut out, b"transfer-encoding", b"chunked"),
-    }
-    if close && !headers.contains_key(header::CONNECTION) {
-        line(&mut out, b"connection", b"close");
-    }
-    if let Some(date) = date {
-        line(&mut out, b"date", date.as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
-    out
-}
-
-fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// `{size:x}\r\n` in `buf`.
-fn chunk_size_line(size: usize, buf: &mut [u8; 18]) -> &[u8] {
-    use std::io::Write as _;
-    let mut rest = &mut buf[..];
-    // 16 hex digits and CRLF at most: it fits.
-    let _ = write!(rest, "{size:x}\r\n");
-    let written = 18 - rest.len();
-    buf.get(..written).unwrap_or_default()
 }
 
 /// Writes every byte of `parts`, in as few writes as the socket allows, then
@@ -335,6 +190,7 @@ async fn write_all<I: AsyncWrite + Unpin, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{HeaderValue, StatusCode, Version};
     use tokio::io::AsyncReadExt;
 
     const POST: &[u8] = b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
@@ -381,25 +237,11 @@ mod tests {
         for r in refused {
             assert!(parse(r).is_none(), "{:?}", String::from_utf8_lossy(r));
         }
-        let many: String = (0..MAX_HEADERS + 1)
+        let many: String = (0..babelgate_http1::MAX_HEADERS + 1)
             .map(|i| format!("x-{i}: y\r\n"))
             .collect();
         let req = format!("POST /a HTTP/1.1\r\n{many}content-length: 0\r\n\r\n");
         assert!(parse(req.as_bytes()).is_none());
-    }
-
-    #[test]
-    fn chunk_size_lines_are_hex() {
-        let mut buf = [0u8; 18];
-        for (n, want) in [
-            (1usize, "1\r\n"),
-            (15, "f\r\n"),
-            (16, "10\r\n"),
-            (4096, "1000\r\n"),
-            (usize::MAX, "ffffffffffffffff\r\n"),
-        ] {
-            assert_eq!(chunk_size_line(n, &mut buf), want.as_bytes());
-        }
     }
 
     fn response(body: Body, status: StatusCode) -> Response<Body> {

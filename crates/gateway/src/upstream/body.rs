@@ -15,22 +15,12 @@ use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::net::TcpStream;
 
-use super::chunked::{Chunked, ChunkedError, Decoded};
+use babelgate_http1::{BodyDecoder, BodyLength, ChunkedError, Incomplete};
 
 /// What a read asks room for at first.
 pub const READ_SIZE: usize = 4096;
 /// What a read asks room for at most (after reads that filled their room).
 pub const MAX_READ_SIZE: usize = 64 * 1024;
-
-/// How the body's end is known (RFC 9112 §6.3).
-#[derive(Debug)]
-pub enum Framing {
-    /// `content-length`: this many bytes still to come.
-    Length(u64),
-    Chunked(Chunked),
-    /// Neither: the body ends when the upstream closes the connection.
-    Close,
-}
 
 /// Why a body could not be read to its end.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +40,7 @@ pub struct Body {
     io: Option<TcpStream>,
     /// Read but not yet handed on.
     buf: BytesMut,
-    framing: Framing,
+    decoder: BodyDecoder,
     read_size: usize,
     /// Reads that found nothing although the socket looked readable (each a
     /// wasted syscall); kept for the tests.
@@ -60,12 +50,12 @@ pub struct Body {
 impl Body {
     /// The body of a response whose head was read from `io`; `buf` holds
     /// what was read after the head.
-    pub fn new(io: TcpStream, buf: BytesMut, framing: Framing) -> Body {
-        let done = matches!(framing, Framing::Length(0));
+    pub fn new(io: TcpStream, buf: BytesMut, length: BodyLength) -> Body {
+        let decoder = BodyDecoder::new(length);
         Body {
-            io: (!done).then_some(io),
+            io: (!decoder.is_done()).then_some(io),
             buf,
-            framing,
+            decoder,
             read_size: READ_SIZE,
             empty_reads: 0,
         }
@@ -81,41 +71,12 @@ impl Body {
         self.buf.capacity()
     }
 
-    /// The next bytes of the body from what has been read, if any.
-    fn decoded(&mut self) -> Result<Option<Bytes>, BodyError> {
-        match &mut self.framing {
-            Framing::Length(left) => {
-                if *left == 0 || self.buf.is_empty() {
-                    return Ok(None);
-                }
-                let n = usize::try_from(*left)
-                    .unwrap_or(usize::MAX)
-                    .min(self.buf.len());
-                *left -= n as u64;
-                Ok(Some(self.buf.split_to(n).freeze()))
-            }
-            Framing::Close => Ok((!self.buf.is_empty()).then(|| self.buf.split().freeze())),
-            Framing::Chunked(dec) => match dec.decode(&mut self.buf)? {
-                Decoded::Data(d) => Ok(Some(d)),
-                Decoded::NeedMore | Decoded::Done => Ok(None),
-            },
-        }
-    }
-
     /// Ends the body after `e`: nothing more is read or handed on.
     fn fail(&mut self, e: BodyError) -> BodyError {
         self.io = None;
         self.buf = BytesMut::new();
-        self.framing = Framing::Length(0);
+        self.decoder = BodyDecoder::new(BodyLength::Empty);
         e
-    }
-
-    fn complete(&self) -> bool {
-        match &self.framing {
-            Framing::Length(left) => *left == 0,
-            Framing::Chunked(dec) => dec.is_done(),
-            Framing::Close => false,
-        }
     }
 
     /// Reads more from the socket into the buffer: the bytes read (0 at the
@@ -173,12 +134,12 @@ impl Stream for Body {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            match this.decoded() {
+            match this.decoder.decode(&mut this.buf) {
                 Ok(Some(data)) => return Poll::Ready(Some(Ok(data))),
                 Ok(None) => {}
-                Err(e) => return Poll::Ready(Some(Err(this.fail(e)))),
+                Err(e) => return Poll::Ready(Some(Err(this.fail(e.into())))),
             }
-            if this.complete() {
+            if this.decoder.is_done() {
                 // Nothing more is read; the connection closes with the body.
                 this.io = None;
                 return Poll::Ready(None);
@@ -195,10 +156,10 @@ impl Stream for Body {
             )) {
                 Ok(0) => {
                     this.io = None;
-                    return Poll::Ready(match &this.framing {
-                        Framing::Close => None,
-                        Framing::Length(left) => Some(Err(BodyError::ShortLength(*left))),
-                        Framing::Chunked(_) => Some(Err(BodyError::ShortChunked)),
+                    return Poll::Ready(match this.decoder.at_close() {
+                        Ok(()) => None,
+                        Err(Incomplete::Length(left)) => Some(Err(BodyError::ShortLength(left))),
+                        Err(Incomplete::Chunked) => Some(Err(BodyError::ShortChunked)),
                     });
                 }
                 Ok(_) => {}

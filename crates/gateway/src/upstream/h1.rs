@@ -7,26 +7,22 @@
 //! about 30 KiB and one more wake-up per upstream read. An SSE response
 //! needs none of that. Upstreams reached over TLS or a proxy keep reqwest.
 //!
-//! Limits: a response head of at most [`MAX_HEAD`] bytes and
-//! [`MAX_HEADERS`] headers; the connect time is the route's; the time to
-//! the head is bounded by the caller (the route's `response_timeout`).
+//! The HTTP/1.1 rules (heads, framing, the chunked coding) are
+//! [`babelgate_http1`]'s, with its limits; here is only the socket. The
+//! connect time is the route's; the time to the head is bounded by the
+//! caller (the route's `response_timeout`).
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
-use http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use babelgate_http1::{HeadError, ResponseReader};
+use bytes::BytesMut;
+use http::{HeaderMap, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::body::{Body, Framing, READ_SIZE};
-use super::chunked::Chunked;
-
-/// The longest response head read.
-pub const MAX_HEAD: usize = 64 * 1024;
-/// The most headers a response head may have (hyper's default).
-pub const MAX_HEADERS: usize = 100;
+use super::body::{Body, READ_SIZE};
 
 /// Why a request got no response head.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +44,7 @@ pub enum Error {
     #[error("the upstream closed the connection before its response head")]
     Closed,
     #[error("invalid response head: {0}")]
-    Head(String),
+    Head(#[from] HeadError),
 }
 
 impl Error {
@@ -64,18 +60,6 @@ pub struct Response {
     pub headers: HeaderMap,
     pub body: Body,
 }
-
-/// Headers the client writes itself (the body's framing) or that concern
-/// one connection only: never taken from what it is given.
-const OWN_HEADERS: [&str; 7] = [
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "upgrade",
-];
 
 /// The client of one route.
 #[derive(Debug, Clone)]
@@ -138,67 +122,28 @@ async fn connect(url: &url::Url) -> Result<TcpStream, Error> {
 
 /// The request's bytes: head and body in one write.
 fn request(url: &url::Url, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + body.len());
-    out.extend_from_slice(b"POST ");
-    out.extend_from_slice(url.path().as_bytes());
-    if let Some(q) = url.query() {
-        out.push(b'?');
-        out.extend_from_slice(q.as_bytes());
-    }
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    if !headers.contains_key(header::HOST) {
-        out.extend_from_slice(b"host: ");
-        out.extend_from_slice(url.host_str().unwrap_or_default().as_bytes());
-        if let Some(port) = url.port() {
-            out.extend_from_slice(format!(":{port}").as_bytes());
-        }
-        out.extend_from_slice(b"\r\n");
-    }
-    for (name, value) in headers {
-        if OWN_HEADERS.contains(&name.as_str()) {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
-    out.extend_from_slice(body);
-    out
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    let host = match url.port() {
+        Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+        None => url.host_str().unwrap_or_default().to_string(),
+    };
+    babelgate_http1::request_bytes(&target, &host, headers, body)
 }
 
-/// Reads the response head, skipping interim (1xx) responses.
+/// Reads the response head (interim responses skipped).
 async fn read_head(mut io: TcpStream) -> Result<Response, Error> {
     let mut buf = BytesMut::with_capacity(READ_SIZE);
-    // What has been looked at for a head's end: a head that arrives a
-    // byte at a time is parsed once, not once per byte.
-    let mut scanned = 0;
+    let mut reader = ResponseReader::default();
     loop {
-        let head = if has_blank_line(&buf, scanned) {
-            parse_head(&mut buf)?
-        } else {
-            None
-        };
-        scanned = buf.len();
-        if let Some((status, headers)) = head {
-            if status.is_informational() {
-                if status == StatusCode::SWITCHING_PROTOCOLS {
-                    return Err(Error::Head("101 to a request that asked no upgrade".into()));
-                }
-                // What follows it is looked at afresh.
-                scanned = 0;
-                continue;
-            }
-            let framing = framing(status, &headers)?;
+        if let Some((head, length)) = reader.read(&mut buf)? {
             return Ok(Response {
-                status,
-                headers,
-                body: Body::new(io, buf, framing),
+                status: head.status,
+                headers: head.headers,
+                body: Body::new(io, buf, length),
             });
-        }
-        if buf.len() >= MAX_HEAD {
-            return Err(Error::Head(format!("over {} KiB", MAX_HEAD / 1024)));
         }
         if buf.capacity() - buf.len() < READ_SIZE / 2 {
             buf.reserve(buf.len().max(READ_SIZE));
@@ -209,84 +154,11 @@ async fn read_head(mut io: TcpStream) -> Result<Response, Error> {
     }
 }
 
-/// Whether `buf` from `from` on (with the 3 bytes before, where an end
-/// may have started) holds an empty line, without which no head is whole.
-fn has_blank_line(buf: &[u8], from: usize) -> bool {
-    buf.get(from.saturating_sub(3)..)
-        .is_some_and(|b| b.windows(2).any(|w| w == b"\n\n") || b.windows(3).any(|w| w == b"\n\r\n"))
-}
-
-/// A complete head off the front of `buf`, if it has all arrived.
-fn parse_head(buf: &mut BytesMut) -> Result<Option<(StatusCode, HeaderMap)>, Error> {
-    if buf.is_empty() {
-        return Ok(None);
-    }
-    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut head = httparse::Response::new(&mut slots);
-    let len = match head.parse(buf) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(Error::Head(e.to_string())),
-    };
-    let status = head
-        .code
-        .and_then(|c| StatusCode::from_u16(c).ok())
-        .ok_or_else(|| Error::Head("no status code".into()))?;
-    let mut headers = HeaderMap::with_capacity(head.headers.len());
-    for h in head.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| Error::Head(format!("header name `{}`", h.name)))?;
-        let value = HeaderValue::from_bytes(h.value)
-            .map_err(|_| Error::Head(format!("the value of `{}`", h.name)))?;
-        headers.append(name, value);
-    }
-    buf.advance(len);
-    Ok(Some((status, headers)))
-}
-
-/// How the body's end is known (RFC 9112 §6.3, for a response to a POST).
-fn framing(status: StatusCode, headers: &HeaderMap) -> Result<Framing, Error> {
-    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        return Ok(Framing::Length(0));
-    }
-    let mut codings = headers
-        .get_all(header::TRANSFER_ENCODING)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-        .map(|c| c.trim_ascii())
-        .filter(|c| !c.is_empty())
-        .peekable();
-    if codings.peek().is_some() {
-        // Chunked last: its end is the last chunk. Anything else: the
-        // connection's end (content-length does not count beside it).
-        return Ok(match codings.last() {
-            Some(c) if c.eq_ignore_ascii_case(b"chunked") => Framing::Chunked(Chunked::default()),
-            _ => Framing::Close,
-        });
-    }
-    let mut length = None;
-    for item in headers
-        .get_all(header::CONTENT_LENGTH)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-    {
-        let item = item.trim_ascii();
-        let n = (!item.is_empty() && item.len() <= 19 && item.iter().all(u8::is_ascii_digit))
-            .then(|| std::str::from_utf8(item).ok()?.parse::<u64>().ok())
-            .flatten()
-            .ok_or_else(|| Error::Head("an invalid content-length".into()))?;
-        if length.is_some_and(|l| l != n) {
-            return Err(Error::Head("content-lengths that differ".into()));
-        }
-        length = Some(n);
-    }
-    Ok(length.map_or(Framing::Close, Framing::Length))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures_util::StreamExt;
+    use http::{header, HeaderValue};
     use tokio::net::TcpListener;
 
     /// An upstream that reads one request and answers `pieces`, written
@@ -467,8 +339,13 @@ mod tests {
 
     #[tokio::test]
     async fn bad_heads_are_refused() {
-        let big = format!("HTTP/1.1 200 OK\r\nx-big: {}\r\n\r\n", "v".repeat(MAX_HEAD));
-        let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: 1\r\n")).collect();
+        let big = format!(
+            "HTTP/1.1 200 OK\r\nx-big: {}\r\n\r\n",
+            "v".repeat(babelgate_http1::MAX_HEAD)
+        );
+        let many: String = (0..=babelgate_http1::MAX_HEADERS)
+            .map(|i| format!("x-{i}: 1\r\n"))
+            .collect();
         let many = format!("HTTP/1.1 200 OK\r\n{many}\r\n");
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (

@@ -4,7 +4,6 @@
 //! proxies, credentials). Both give the same [`Response`].
 
 pub mod body;
-pub mod chunked;
 pub mod h1;
 
 use std::pin::Pin;
