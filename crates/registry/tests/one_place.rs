@@ -23,7 +23,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.unwrap().path();
         if path.is_dir() {
             rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
+        } else if path.extension().is_some_and(|x| x == "rs") && !path.ends_with("tests.rs") {
+            // A `tests.rs` is a test module in a file of its own (declared
+            // `#[cfg(test)] mod tests;`, last in its parent): test code.
             out.push(path);
         }
     }

@@ -13,9 +13,10 @@ mod error;
 mod model;
 mod raw;
 mod route;
-#[cfg(test)]
-mod tests;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use raw::schema;
+
+#[cfg(test)]
+mod tests;

@@ -24,8 +24,6 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 mod session;
-#[cfg(test)]
-mod tests;
 mod upstream;
 
 pub(crate) use session::accept;
@@ -100,3 +98,6 @@ pub(super) fn close_frame(code: CloseCode, reason: &str) -> Message {
         reason: reason.to_string().into(),
     }))
 }
+
+#[cfg(test)]
+mod tests;
