@@ -192,6 +192,45 @@ impl A2aEncoder {
         self.status(state, (!parts.is_empty()).then_some(parts), out);
         self.ended = true;
     }
+
+    /// A message's text, as chunks of one artifact per message.
+    fn text_delta(&mut self, message_id: &str, delta: &str, out: &mut Sink) {
+        self.begin(out);
+        if delta.is_empty() {
+            return;
+        }
+        let append = self.chunked.iter().any(|m| m == message_id);
+        if !append {
+            self.chunked.push(message_id.to_string());
+        }
+        self.artifact(
+            message_id,
+            None,
+            vec![json!({ "text": delta })],
+            append,
+            false,
+            out,
+        );
+    }
+
+    /// The task's final state, from how the run finished.
+    fn end_run(&mut self, outcome: &Outcome, out: &mut Sink) {
+        match outcome {
+            Outcome::Interrupt { interrupts } => {
+                let text: Vec<&str> = interrupts
+                    .iter()
+                    .filter_map(|i| i.message.as_deref())
+                    .collect();
+                let text = (!text.is_empty()).then(|| text.join("\n"));
+                let data = serde_json::to_value(interrupts)
+                    .ok()
+                    .map(|i| json!({"interrupts": i}));
+                self.end(State::InputRequired, text, data, out);
+            }
+            Outcome::Cancelled { reason } => self.end(State::Canceled, reason.clone(), None, out),
+            _ => self.end(State::Completed, None, None, out),
+        }
+    }
 }
 
 impl Encoder for A2aEncoder {
@@ -226,24 +265,7 @@ impl Encoder for A2aEncoder {
                 self.begin(out);
             }
             EventKind::TextStart { .. } => self.begin(out),
-            EventKind::TextDelta { message_id, delta } => {
-                self.begin(out);
-                if delta.is_empty() {
-                    return;
-                }
-                let append = self.chunked.iter().any(|m| m == message_id);
-                if !append {
-                    self.chunked.push(message_id.clone());
-                }
-                self.artifact(
-                    message_id,
-                    None,
-                    vec![json!({ "text": delta })],
-                    append,
-                    false,
-                    out,
-                );
-            }
+            EventKind::TextDelta { message_id, delta } => self.text_delta(message_id, delta, out),
             EventKind::TextEnd { message_id } => {
                 if let Some(at) = self.chunked.iter().position(|m| m == message_id) {
                     self.chunked.remove(at);
@@ -337,23 +359,7 @@ impl Encoder for A2aEncoder {
                     out,
                 );
             }
-            EventKind::RunFinished { outcome, .. } => match outcome {
-                Outcome::Interrupt { interrupts } => {
-                    let text: Vec<&str> = interrupts
-                        .iter()
-                        .filter_map(|i| i.message.as_deref())
-                        .collect();
-                    let text = (!text.is_empty()).then(|| text.join("\n"));
-                    let data = serde_json::to_value(interrupts)
-                        .ok()
-                        .map(|i| json!({"interrupts": i}));
-                    self.end(State::InputRequired, text, data, out);
-                }
-                Outcome::Cancelled { reason } => {
-                    self.end(State::Canceled, reason.clone(), None, out)
-                }
-                _ => self.end(State::Completed, None, None, out),
-            },
+            EventKind::RunFinished { outcome, .. } => self.end_run(outcome, out),
             EventKind::RunError { message, .. } => {
                 self.end(State::Failed, Some(message.clone()), None, out)
             }

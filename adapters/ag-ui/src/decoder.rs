@@ -315,6 +315,35 @@ impl AgUiDecoder {
     ) -> Result<Vec<Event>, DecodeError> {
         let mut f = Fields::new(ty, obj);
         let kind = match ty {
+            RUN_STARTED | RUN_FINISHED | RUN_ERROR | STEP_STARTED | STEP_FINISHED => {
+                Self::run_kind(ty, &mut f)?
+            }
+            TEXT_MESSAGE_START | TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_END | TOOL_CALL_START
+            | TOOL_CALL_ARGS | TOOL_CALL_END | TOOL_CALL_RESULT => Self::message_kind(ty, &mut f)?,
+            STATE_SNAPSHOT | STATE_DELTA | MESSAGES_SNAPSHOT | ACTIVITY_SNAPSHOT
+            | ACTIVITY_DELTA | RAW | CUSTOM => Self::state_kind(ty, &mut f)?,
+            REASONING_START
+            | REASONING_MESSAGE_START
+            | REASONING_MESSAGE_CONTENT
+            | REASONING_MESSAGE_END
+            | REASONING_END
+            | REASONING_ENCRYPTED_VALUE
+            | SUBAGENT_STARTED
+            | SUBAGENT_FINISHED
+            | SUBAGENT_ERROR => Self::reasoning_kind(ty, &mut f)?,
+            THINKING_START
+            | THINKING_TEXT_MESSAGE_START
+            | THINKING_TEXT_MESSAGE_CONTENT
+            | THINKING_TEXT_MESSAGE_END
+            | THINKING_END => return self.thinking_event(ty, f),
+            other => return Err(Self::not_mapped(other)),
+        };
+        Ok(vec![f.event(kind)])
+    }
+
+    /// RUN_* and STEP_*.
+    fn run_kind(ty: &str, f: &mut Fields) -> Result<EventKind, DecodeError> {
+        let kind = match ty {
             RUN_STARTED => EventKind::RunStarted {
                 thread_id: Some(f.req_str("threadId")?),
                 run_id: Some(f.req_str("runId")?),
@@ -326,7 +355,7 @@ impl AgUiDecoder {
                 let thread_id = Some(f.req_str("threadId")?);
                 let run_id = Some(f.req_str("runId")?);
                 let result = f.opt_val("result");
-                let outcome = parse_outcome(&mut f)?;
+                let outcome = parse_outcome(f)?;
                 EventKind::RunFinished {
                     thread_id,
                     run_id,
@@ -347,6 +376,14 @@ impl AgUiDecoder {
             STEP_FINISHED => EventKind::StepFinished {
                 name: Some(f.req_str("stepName")?),
             },
+            other => return Err(Self::not_mapped(other)),
+        };
+        Ok(kind)
+    }
+
+    /// TEXT_MESSAGE_* and TOOL_CALL_*.
+    fn message_kind(ty: &str, f: &mut Fields) -> Result<EventKind, DecodeError> {
+        let kind = match ty {
             TEXT_MESSAGE_START => {
                 let message_id = f.req_str("messageId")?;
                 // No role is the assistant's (the schema's default), which
@@ -382,6 +419,14 @@ impl AgUiDecoder {
                 message_id: f.opt_str("messageId")?,
                 content: f.req_val("content")?,
             },
+            other => return Err(Self::not_mapped(other)),
+        };
+        Ok(kind)
+    }
+
+    /// State, messages and activity snapshots and deltas, RAW and CUSTOM.
+    fn state_kind(ty: &str, f: &mut Fields) -> Result<EventKind, DecodeError> {
+        let kind = match ty {
             STATE_SNAPSHOT => EventKind::StateSnapshot {
                 snapshot: f.req_val("snapshot")?,
             },
@@ -423,6 +468,14 @@ impl AgUiDecoder {
                 name: f.req_str("name")?,
                 value: f.req_val("value")?,
             },
+            other => return Err(Self::not_mapped(other)),
+        };
+        Ok(kind)
+    }
+
+    /// REASONING_* and SUBAGENT_*.
+    fn reasoning_kind(ty: &str, f: &mut Fields) -> Result<EventKind, DecodeError> {
+        let kind = match ty {
             REASONING_START => EventKind::ReasoningPhaseStart {
                 message_id: f.req_str("messageId")?,
             },
@@ -463,9 +516,16 @@ impl AgUiDecoder {
                 message: f.req_str("message")?,
                 code: f.opt_str("code")?,
             },
-            // Deprecated names, upgraded the way the client's compatibility
-            // boundary does (their ids are minted; THINKING_START.title has no
-            // place in 1.0 and is dropped there too).
+            other => return Err(Self::not_mapped(other)),
+        };
+        Ok(kind)
+    }
+
+    /// Deprecated names, upgraded the way the client's compatibility
+    /// boundary does (their ids are minted; THINKING_START.title has no
+    /// place in 1.0 and is dropped there too).
+    fn thinking_event(&mut self, ty: &str, mut f: Fields) -> Result<Vec<Event>, DecodeError> {
+        let kind = match ty {
             THINKING_START => {
                 self.deprecated = true;
                 f.o.remove("title");
@@ -517,13 +577,14 @@ impl AgUiDecoder {
                     None => return Ok(Vec::new()),
                 }
             }
-            other => {
-                return Err(DecodeError::new(format!(
-                    "{other}: not an event this decoder maps"
-                )))
-            }
+            other => return Err(Self::not_mapped(other)),
         };
         Ok(vec![f.event(kind)])
+    }
+
+    /// A type no arm maps: the one message, whichever match meets it.
+    fn not_mapped(ty: &str) -> DecodeError {
+        DecodeError::new(format!("{ty}: not an event this decoder maps"))
     }
 }
 

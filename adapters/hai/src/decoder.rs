@@ -413,10 +413,9 @@ impl HaiDecoder {
     fn decode_object(
         &mut self,
         ty: &str,
-        mut o: Map<String, Value>,
+        o: Map<String, Value>,
         out: &mut Vec<Event>,
     ) -> Result<(), DecodeError> {
-        use EventKind as K;
         // Business content and ends of the message itself keep its START
         // held back; anything else releases it first.
         match ty {
@@ -430,6 +429,36 @@ impl HaiDecoder {
             _ => self.flush_starts(None, out),
         }
         self.close_chunks(ty, out);
+        match ty {
+            wire::RUN_STARTED | wire::RUN_FINISHED | wire::RUN_ERROR => self.run(ty, o, out),
+            wire::STEP_STARTED | wire::STEP_FINISHED => self.run(ty, o, out),
+            wire::BUSINESS_DATA_START | wire::BUSINESS_DATA_CONTENT | wire::BUSINESS_DATA_END => {
+                self.data(ty, o, out)
+            }
+            wire::COLLAB_START | wire::COLLAB_CONTENT | wire::COLLAB_END => self.collab(ty, o, out),
+            wire::TOOL_CALL_START | wire::TOOL_CALL_ARGS => self.tools(ty, o, out),
+            wire::TOOL_CALL_END | wire::TOOL_CALL_RESULT => self.tools(ty, o, out),
+            wire::STATE_SNAPSHOT | wire::STATE_DELTA => self.state(ty, o, out),
+            wire::MESSAGE_SNAPSHOT | agui::MESSAGES_SNAPSHOT => self.state(ty, o, out),
+            wire::RAW | wire::CUSTOM => self.state(ty, o, out),
+            // ---- AG-UI spellings a HAI agent may send (read, not written) ----
+            agui::TEXT_MESSAGE_START | agui::TEXT_MESSAGE_CONTENT | agui::TEXT_MESSAGE_END => {
+                self.ag_text(ty, o, out)
+            }
+            agui::TEXT_MESSAGE_CHUNK | agui::TOOL_CALL_CHUNK => self.chunks(ty, o, out),
+            agui::REASONING_START | agui::REASONING_END => self.reason(ty, o, out),
+            agui::REASONING_MESSAGE_START | agui::REASONING_MESSAGE_END => self.reason(ty, o, out),
+            agui::REASONING_MESSAGE_CONTENT => self.reason(ty, o, out),
+            _ => {
+                self.keep_unknown(ty, o, out);
+                Ok(())
+            }
+        }
+    }
+
+    /// RUN_STARTED, RUN_FINISHED, RUN_ERROR and the STEP pair.
+    fn run(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
         match ty {
             wire::RUN_STARTED => {
                 let ts = take_ts(&mut o);
@@ -491,6 +520,14 @@ impl HaiDecoder {
                 };
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// The BUSINESS_DATA frames: one message, widgets and all.
+    fn data(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match ty {
             wire::BUSINESS_DATA_START => {
                 let id = need_str(&mut o, ty, "messageId")?;
                 // messageId first, as the spec writes it
@@ -520,6 +557,15 @@ impl HaiDecoder {
                 }
                 self.business_end(id, end, out);
             }
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// The COLLAB frames; content or an end without a start gets one.
+    fn collab(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
+        match ty {
             wire::COLLAB_START => {
                 let id = need_str(&mut o, ty, "messageId")?;
                 let ts = take_ts(&mut o);
@@ -554,6 +600,15 @@ impl HaiDecoder {
                 };
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// The TOOL_CALL frames.
+    fn tools(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
+        match ty {
             wire::TOOL_CALL_START => {
                 let id = need_str(&mut o, ty, "toolCallId")?;
                 let name = need_str(&mut o, ty, "toolCallName")?;
@@ -600,6 +655,15 @@ impl HaiDecoder {
                 };
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// State, messages snapshots, RAW and CUSTOM.
+    fn state(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
+        match ty {
             wire::STATE_SNAPSHOT => {
                 let snapshot = o
                     .shift_remove("snapshot")
@@ -652,7 +716,15 @@ impl HaiDecoder {
                 let kind = K::Custom { name, value };
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
-            // ---- AG-UI spellings a HAI agent may send (read, not written) ----
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// AG-UI's TEXT_MESSAGE START, CONTENT and END.
+    fn ag_text(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
+        match ty {
             agui::TEXT_MESSAGE_START => {
                 let id = need_str(&mut o, ty, "messageId")?;
                 let ts = take_ts(&mut o);
@@ -685,6 +757,15 @@ impl HaiDecoder {
                 let kind = K::TextEnd { message_id: id };
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// AG-UI's CHUNK frames: each continues or opens its message or call.
+    fn chunks(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
+        match ty {
             agui::TEXT_MESSAGE_CHUNK => {
                 let ts = take_ts(&mut o);
                 let id = match take_opt_str(&mut o, "messageId") {
@@ -753,6 +834,15 @@ impl HaiDecoder {
                     self.emit(out, ev);
                 }
             }
+            _ => self.keep_unknown(ty, o, out),
+        }
+        Ok(())
+    }
+
+    /// AG-UI's REASONING frames.
+    fn reason(&mut self, ty: &str, mut o: Extra, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        use EventKind as K;
+        match ty {
             agui::REASONING_START | agui::REASONING_END => {
                 let id = need_str(&mut o, ty, "messageId")?;
                 let ts = take_ts(&mut o);
@@ -791,20 +881,23 @@ impl HaiDecoder {
                 let kind = K::ReasoningEnd { message_id: id };
                 self.emit(out, hai(kind).with_timestamp(ts).with_extra(o));
             }
-            _ => {
-                // Not reached (`decode_raw` keeps unknown frames whole);
-                // kept for any other caller, with `type` first.
-                let mut raw = wire::frame(ty);
-                for (k, v) in o {
-                    raw.entry(k).or_insert(v);
-                }
-                let ev = hai(K::Unknown {
-                    raw: Value::Object(raw),
-                });
-                self.emit(out, ev);
-            }
+            _ => self.keep_unknown(ty, o, out),
         }
         Ok(())
+    }
+
+    /// A frame with no mapping, kept whole with `type` first. Not reached
+    /// from `decode_raw` (it keeps unknown frames whole); kept for any other
+    /// caller.
+    fn keep_unknown(&mut self, ty: &str, o: Map<String, Value>, out: &mut Vec<Event>) {
+        let mut raw = wire::frame(ty);
+        for (k, v) in o {
+            raw.entry(k).or_insert(v);
+        }
+        let ev = hai(EventKind::Unknown {
+            raw: Value::Object(raw),
+        });
+        self.emit(out, ev);
     }
 
     /// An ARGS for a call never started: a silent start keeps the core valid.

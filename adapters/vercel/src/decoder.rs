@@ -310,6 +310,40 @@ impl VercelDecoder {
             }
         }
         match c.ty {
+            "start" | "finish" | "abort" | "error" => self.run(c, raw, out)?,
+            "message-metadata" | "start-step" | "finish-step" | "step-start" | "step-end" => {
+                self.step(c, raw, out)?
+            }
+            "text-start" | "text-delta" | "text-end" => self.text(c, out, false)?,
+            "reasoning-start" | "reasoning-delta" | "reasoning-end" => self.text(c, out, true)?,
+
+            "tool-input-start"
+            | "tool-call-start"
+            | "tool-input-delta"
+            | "tool-call-delta"
+            | "tool-input-available"
+            | "tool-call-end" => self.input(c, raw, out)?,
+            "tool-input-error" => self.tool_input_error(c, out)?,
+            "tool-output-available"
+            | "tool-result"
+            | "tool-output-error"
+            | "tool-output-denied" => self.output(c, raw, out)?,
+            "tool-approval-request" | "tool-approval-response" => self.approval(c, raw, out)?,
+            "source-url" | "source-document" | "file" | "reasoning-file" => {
+                self.source(c, raw, out)?
+            }
+            ty if ty.starts_with("data-") => {
+                let name = ty.strip_prefix("data-").unwrap_or_default();
+                self.data(c, name, out)?
+            }
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
+
+    /// start, finish, abort and error: the run opens or ends.
+    fn run(&mut self, c: &Chunk, raw: &Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match c.ty {
             "start" => {
                 let message_id = c.opt_str("messageId")?;
                 let metadata = c
@@ -387,6 +421,14 @@ impl VercelDecoder {
                     c.extra(&["errorText", "code"]),
                 ));
             }
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
+
+    /// message-metadata and the step chunks (both spellings).
+    fn step(&mut self, c: &Chunk, raw: &Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match c.ty {
             "message-metadata" => out.push(ev(
                 EventKind::MessageMetadata {
                     metadata: c.obj.get("messageMetadata").cloned().unwrap_or(Value::Null),
@@ -408,10 +450,14 @@ impl VercelDecoder {
                 },
                 Extra::new(),
             )),
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
 
-            "text-start" | "text-delta" | "text-end" => self.text(c, out, false)?,
-            "reasoning-start" | "reasoning-delta" | "reasoning-end" => self.text(c, out, true)?,
-
+    /// A call's input: its start, deltas and end (both spellings).
+    fn input(&mut self, c: &Chunk, raw: &Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match c.ty {
             "tool-input-start" => {
                 let id = c.req_str("toolCallId")?;
                 let name = c.req_str("toolName")?;
@@ -465,46 +511,14 @@ impl VercelDecoder {
                     Extra::new(),
                 ));
             }
-            "tool-input-error" => {
-                let id = c.req_str("toolCallId")?;
-                let name = c.req_str("toolName")?;
-                let error = c.req_str("errorText")?;
-                let input = c.obj.get("input");
-                let mut extra = c.extra(&["toolCallId", "toolName", "input", "errorText"]);
-                let already_ended = self.calls.get(&id).is_some_and(|s| s.ended);
-                let seen = self.open_call(&id, &name, out);
-                if !seen.deltas && !already_ended {
-                    if let Some(input) = input {
-                        seen.args = match input {
-                            Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        out.push(made_up(EventKind::ToolCallArgs {
-                            tool_call_id: id.clone(),
-                            delta: seen.args.clone(),
-                        }));
-                    }
-                }
-                if let Some(input) = input {
-                    if &input_from_args(&seen.args) != input {
-                        extra.insert("input".into(), input.clone());
-                    }
-                }
-                if !already_ended {
-                    seen.ended = true;
-                    out.push(made_up(EventKind::ToolCallEnd {
-                        tool_call_id: id.clone(),
-                    }));
-                }
-                out.push(ev(
-                    EventKind::ToolCallError {
-                        tool_call_id: id,
-                        error,
-                        input_invalid: true,
-                    },
-                    extra,
-                ));
-            }
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
+
+    /// A call's outcome: output, result, error or denial.
+    fn output(&mut self, c: &Chunk, raw: &Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match c.ty {
             // A generator tool's progress (`preliminary`), which the final
             // output replaces: no result of the call (a client would keep
             // each as a tool message), so kept whole.
@@ -567,6 +581,19 @@ impl VercelDecoder {
                 },
                 c.extra(&["toolCallId"]),
             )),
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
+
+    /// An approval asked for, or one answered in this stream.
+    fn approval(
+        &mut self,
+        c: &Chunk,
+        raw: &Value,
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        match c.ty {
             "tool-approval-request" => {
                 let id = c.req_str("approvalId")?;
                 let tool_call_id = c.req_str("toolCallId")?;
@@ -600,7 +627,14 @@ impl VercelDecoder {
                 }
                 out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new()));
             }
+            _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
+        }
+        Ok(())
+    }
 
+    /// Sources and files.
+    fn source(&mut self, c: &Chunk, raw: &Value, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match c.ty {
             "source-url" => out.push(ev(
                 EventKind::Source {
                     source_kind: SourceKind::Url,
@@ -636,12 +670,51 @@ impl VercelDecoder {
                     extra,
                 ));
             }
-            ty if ty.starts_with("data-") => {
-                let name = ty.strip_prefix("data-").unwrap_or_default();
-                self.data(c, name, out)?
-            }
             _ => out.push(ev(EventKind::Unknown { raw: raw.clone() }, Extra::new())),
         }
+        Ok(())
+    }
+
+    /// A call whose input the tool refused: its args, its end, its error.
+    fn tool_input_error(&mut self, c: &Chunk<'_>, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let id = c.req_str("toolCallId")?;
+        let name = c.req_str("toolName")?;
+        let error = c.req_str("errorText")?;
+        let input = c.obj.get("input");
+        let mut extra = c.extra(&["toolCallId", "toolName", "input", "errorText"]);
+        let already_ended = self.calls.get(&id).is_some_and(|s| s.ended);
+        let seen = self.open_call(&id, &name, out);
+        if !seen.deltas && !already_ended {
+            if let Some(input) = input {
+                seen.args = match input {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out.push(made_up(EventKind::ToolCallArgs {
+                    tool_call_id: id.clone(),
+                    delta: seen.args.clone(),
+                }));
+            }
+        }
+        if let Some(input) = input {
+            if &input_from_args(&seen.args) != input {
+                extra.insert("input".into(), input.clone());
+            }
+        }
+        if !already_ended {
+            seen.ended = true;
+            out.push(made_up(EventKind::ToolCallEnd {
+                tool_call_id: id.clone(),
+            }));
+        }
+        out.push(ev(
+            EventKind::ToolCallError {
+                tool_call_id: id,
+                error,
+                input_invalid: true,
+            },
+            extra,
+        ));
         Ok(())
     }
 
