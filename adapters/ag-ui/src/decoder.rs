@@ -10,7 +10,6 @@
 //! rides along privately so the AG-UI encoder can write it back unchanged.
 
 use babelgate_core::event::Interrupt;
-use babelgate_core::flat::{unquote, Flat};
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, Outcome, Role};
 use serde_json::{Map, Value};
 
@@ -527,88 +526,6 @@ impl AgUiDecoder {
     }
 }
 
-/// The fields the fast path knows, as slots of [`Flat`].
-const KEYS: [&str; 9] = [
-    "type",
-    "messageId",
-    "toolCallId",
-    "toolCallName",
-    "parentMessageId",
-    "role",
-    "name",
-    "delta",
-    "content",
-];
-const TYPE: usize = 0;
-const MESSAGE_ID: usize = 1;
-const TOOL_CALL_ID: usize = 2;
-const TOOL_CALL_NAME: usize = 3;
-const PARENT_MESSAGE_ID: usize = 4;
-const ROLE: usize = 5;
-const NAME: usize = 6;
-const DELTA: usize = 7;
-const CONTENT: usize = 8;
-
-/// The events that make most of a stream, read without building a JSON map:
-/// only these fields, each a string, nothing else (no `timestamp`, no
-/// `rawEvent`, no unknown field, no duplicate). Anything else takes the
-/// general path, which gives the same event for what this accepts.
-fn fast_event(data: &str) -> Option<Event> {
-    let mut f = Flat::new();
-    f.read(&KEYS, data)?;
-    let (ty, escaped) = f.raw(TYPE)?;
-    // An escaped type is rare: the general path unescapes it.
-    if escaped {
-        return None;
-    }
-    let ty = unquote(ty)?;
-    let kind = match ty {
-        TEXT_MESSAGE_CONTENT if f.has_only(&[TYPE, MESSAGE_ID, DELTA]) => EventKind::TextDelta {
-            message_id: f.string(MESSAGE_ID)?,
-            delta: f.string(DELTA)?,
-        },
-        TOOL_CALL_ARGS if f.has_only(&[TYPE, TOOL_CALL_ID, DELTA]) => EventKind::ToolCallArgs {
-            tool_call_id: f.string(TOOL_CALL_ID)?,
-            delta: f.string(DELTA)?,
-        },
-        // Without a role the general path marks the event.
-        TEXT_MESSAGE_START if f.has_only(&[TYPE, MESSAGE_ID, ROLE, NAME]) => EventKind::TextStart {
-            message_id: f.string(MESSAGE_ID)?,
-            role: Role::parse(&f.string(ROLE)?)?,
-            name: f.opt_string(NAME)?,
-        },
-        TEXT_MESSAGE_END if f.has_only(&[TYPE, MESSAGE_ID]) => EventKind::TextEnd {
-            message_id: f.string(MESSAGE_ID)?,
-        },
-        TOOL_CALL_START if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_CALL_NAME, PARENT_MESSAGE_ID]) => {
-            EventKind::ToolCallStart {
-                tool_call_id: f.string(TOOL_CALL_ID)?,
-                tool_name: f.string(TOOL_CALL_NAME)?,
-                parent_message_id: f.opt_string(PARENT_MESSAGE_ID)?,
-            }
-        }
-        TOOL_CALL_END if f.has_only(&[TYPE, TOOL_CALL_ID]) => EventKind::ToolCallEnd {
-            tool_call_id: f.string(TOOL_CALL_ID)?,
-        },
-        // A string result; `role` has no slot and stays in extra, as the
-        // general path leaves it.
-        TOOL_CALL_RESULT if f.has_only(&[TYPE, MESSAGE_ID, TOOL_CALL_ID, CONTENT, ROLE]) => {
-            let mut extra = Map::new();
-            if f.has(ROLE) {
-                extra.insert("role".into(), Value::String(f.string(ROLE)?));
-            }
-            let kind = EventKind::ToolCallResult {
-                tool_call_id: f.string(TOOL_CALL_ID)?,
-                message_id: f.opt_string(MESSAGE_ID)?,
-                content: Value::String(f.string(CONTENT)?),
-            };
-            return Some(plain(kind, None, extra));
-        }
-        _ => return None,
-    };
-    Some(plain(kind, None, Map::new()))
-}
-
 /// An event of the fast paths (no tag, AG-UI's origin).
 fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> Event {
     Event {
@@ -657,8 +574,8 @@ impl AgUiDecoder {
         if self.skip(frame) {
             return Ok(());
         }
-        if let Some(ev) = fast_event(&frame.data) {
-            self.push_plain(ev, out);
+        if let Some(read) = FAST.read(&frame.data) {
+            self.push_plain(read.event, out);
             return Ok(());
         }
         if let Some(patch) = fast_state_delta(&frame.data) {
@@ -703,54 +620,10 @@ fn proto_error(e: babelgate_proto::Error) -> DecodeError {
     DecodeError::new(format!("a protobuf message that does not decode: {e}"))
 }
 
-/// [`fast_event`]'s events from a flat protobuf message, with the same
-/// rules (only these fields; the general path for anything else), and the
-/// timestamp, which the message carries apart.
+/// The fast path's events from a flat protobuf message: the same table
+/// (`wire::FAST`), the timestamp carried apart.
 fn flat_event(f: &babelgate_proto::flat::Flat<'_>) -> Option<Event> {
-    let s = |name: &str| f.get(name).map(str::to_string);
-    let kind = match f.event_type() {
-        TEXT_MESSAGE_CONTENT if f.has_only(&["messageId", "delta"]) => EventKind::TextDelta {
-            message_id: s("messageId")?,
-            delta: s("delta")?,
-        },
-        TOOL_CALL_ARGS if f.has_only(&["toolCallId", "delta"]) => EventKind::ToolCallArgs {
-            tool_call_id: s("toolCallId")?,
-            delta: s("delta")?,
-        },
-        TEXT_MESSAGE_START if f.has_only(&["messageId", "role", "name"]) => EventKind::TextStart {
-            message_id: s("messageId")?,
-            role: Role::parse(f.get("role")?)?,
-            name: s("name"),
-        },
-        TEXT_MESSAGE_END if f.has_only(&["messageId"]) => EventKind::TextEnd {
-            message_id: s("messageId")?,
-        },
-        TOOL_CALL_START if f.has_only(&["toolCallId", "toolCallName", "parentMessageId"]) => {
-            EventKind::ToolCallStart {
-                tool_call_id: s("toolCallId")?,
-                tool_name: s("toolCallName")?,
-                parent_message_id: s("parentMessageId"),
-            }
-        }
-        TOOL_CALL_END if f.has_only(&["toolCallId"]) => EventKind::ToolCallEnd {
-            tool_call_id: s("toolCallId")?,
-        },
-        // A string result; `role` has no slot and stays in extra.
-        TOOL_CALL_RESULT if f.has_only(&["messageId", "toolCallId", "content", "role"]) => {
-            let mut extra = Map::new();
-            if let Some(role) = s("role") {
-                extra.insert("role".into(), Value::String(role));
-            }
-            let kind = EventKind::ToolCallResult {
-                tool_call_id: s("toolCallId")?,
-                message_id: s("messageId"),
-                content: Value::String(s("content")?),
-            };
-            return Some(plain(kind, f.timestamp, extra));
-        }
-        _ => return None,
-    };
-    Some(plain(kind, f.timestamp, Map::new()))
+    FAST.event_of(f.event_type(), f.timestamp, |k| f.has_only(k), |k| f.get(k))
 }
 
 /// `{"type":"STATE_DELTA","delta":...}` and nothing else: the patch read
@@ -818,7 +691,7 @@ impl AgUiDecoder {
         r
     }
 
-    /// Any frame, through a JSON map (see [`fast_event`] for the hot path).
+    /// Any frame, through a JSON map (see `wire::FAST` for the hot path).
     fn decode_general(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         let v: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
         self.decode_value(v, frame.event.as_deref(), out)
@@ -931,9 +804,14 @@ mod tests {
             r#"{"type":"TOOL_CALL_END","toolCallId":"c"}"#,
             r#"{"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":"{\"a\":1}","role":"tool"}"#,
             r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"x"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":1}"#,
+            r#"{"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"a"}"#,
         ];
         for data in cases {
-            let fast = fast_event(data).unwrap_or_else(|| panic!("not fast: {data}"));
+            let fast = FAST
+                .read(data)
+                .map(|r| r.event)
+                .unwrap_or_else(|| panic!("not fast: {data}"));
             let mut general = Vec::new();
             AgUiDecoder::new()
                 .decode_general(&frame(data), &mut general)
@@ -942,8 +820,10 @@ mod tests {
         }
         // Left to the general path (which keeps, marks or refuses them).
         let general_only = [
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":1}"#,
             r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","rawEvent":"x"}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":1.5}"#,
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":-1}"#,
+            r#"{"type":"REASONING_MESSAGE_START","messageId":"m","role":"reasoning"}"#,
             r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","future":"x"}"#,
             r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","delta":"b"}"#,
             r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","type":"TEXT_MESSAGE_END"}"#,
@@ -969,7 +849,7 @@ mod tests {
             r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","subagentRunId":"s"}"#,
         ];
         for data in general_only {
-            assert!(fast_event(data).is_none(), "fast: {data}");
+            assert!(FAST.read(data).map(|r| r.event).is_none(), "fast: {data}");
         }
     }
 
@@ -1386,7 +1266,7 @@ mod tests {
                 format!(r#"{{"type":"TEXT_MESSAGE_CONTENT","messageId":"{bad}","delta":"a"}}"#),
                 format!(r#"{{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"{bad}"}}"#),
             ] {
-                assert!(fast_event(&data).is_none(), "{data}");
+                assert!(FAST.read(&data).map(|r| r.event).is_none(), "{data}");
                 let err = AgUiDecoder::new()
                     .decode(&frame(&data), &mut Vec::new())
                     .unwrap_err();
@@ -1396,7 +1276,7 @@ mod tests {
         }
     }
 
-    /// Differential tests of the fast paths ([`fast_event`],
+    /// Differential tests of the fast paths (`wire::FAST`,
     /// [`fast_state_delta`], [`unescape`], [`string_at`]) against the general
     /// path, which reads every frame with serde_json: event objects of the
     /// types the fast paths take (and a few they do not), written with
@@ -1468,7 +1348,7 @@ mod tests {
         /// A key: mostly those of the fast path's events.
         fn key(noisy: bool) -> impl Strategy<Value = String> {
             prop_oneof![
-                8 => prop::sample::select(KEYS.to_vec()).prop_map(quoted),
+                8 => prop::sample::select(FAST.keys.iter().map(|k| k.0).collect::<Vec<_>>()).prop_map(quoted),
                 2 => prop::sample::select(vec![
                     "timestamp", "rawEvent", "future", "subagentRunId", "metadata", "threadId",
                 ])
@@ -1483,7 +1363,8 @@ mod tests {
                 12 => prop::sample::select(vec![
                     TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS, TEXT_MESSAGE_START, TEXT_MESSAGE_END,
                     TOOL_CALL_START, TOOL_CALL_END, TOOL_CALL_RESULT, STATE_DELTA,
-                    TEXT_MESSAGE_CHUNK, RUN_STARTED,
+                    TEXT_MESSAGE_CHUNK, RUN_STARTED, REASONING_MESSAGE_START,
+                    REASONING_MESSAGE_CONTENT, REASONING_MESSAGE_END,
                 ])
                 .prop_map(quoted),
                 1 => Just(r#""TEXT_\u004dESSAGE_END""#.to_string()),
@@ -1516,7 +1397,10 @@ mod tests {
         /// The fields an event of each fast type has, as keys.
         fn natural_keys(ty: &str) -> Vec<&'static str> {
             let keys: &[&str] = match ty.trim_matches('"') {
-                TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_CHUNK => &["messageId", "delta"],
+                TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_CHUNK | REASONING_MESSAGE_CONTENT => {
+                    &["messageId", "delta"]
+                }
+                REASONING_MESSAGE_START | REASONING_MESSAGE_END => &["messageId"],
                 TOOL_CALL_ARGS => &["toolCallId", "delta"],
                 TEXT_MESSAGE_START => &["messageId", "role", "name"],
                 TEXT_MESSAGE_END => &["messageId"],
@@ -1663,7 +1547,7 @@ mod tests {
             /// `unescape` reads what serde_json reads, or refuses what it refuses.
             #[test]
             fn unescape_agrees_with_serde_json(s in json_string(true)) {
-                let inner = unquote(&s).unwrap();
+                let inner = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap();
                 let want = serde_json::from_str::<String>(&s).ok();
                 // Only one whole string compares (a raw `"` ends it early),
                 // and the scan refuses a raw control character first.
@@ -1684,7 +1568,7 @@ mod tests {
             let (mut fast, mut state_delta) = (0, 0);
             for _ in 0..2000 {
                 let data = strategy.new_tree(&mut runner).unwrap().current();
-                fast += usize::from(fast_event(&data).is_some());
+                fast += usize::from(FAST.read(&data).map(|r| r.event).is_some());
                 state_delta += usize::from(fast_state_delta(&data).is_some());
             }
             assert!(fast > 100, "{fast} of 2000 frames took the fast path");

@@ -20,6 +20,7 @@ pub mod codec;
 pub mod cost;
 pub mod dialect;
 pub mod event;
+pub mod fast;
 pub mod flat;
 pub mod ids;
 pub mod journal;

@@ -1,0 +1,683 @@
+//! Fast paths from declarations: one reader and one writer of the flat JSON
+//! events that make most of a stream (a type and a few string fields), driven
+//! by each dialect's [`Table`], as `babelgate_proto::flat` is driven by the
+//! schema. The reader takes a frame into a core [`Event`] without building a
+//! `serde_json::Value`; the writer writes an event's SSE frame without
+//! building an object map.
+//!
+//! What a table does not declare, neither does anything with: the reader
+//! refuses a frame of another type, with an unknown, escaped or repeated key,
+//! a missing required key, a value that is not a string (or not an integer
+//! `timestamp`), a raw control character, a bad escape or bad syntax; the
+//! writer declines an event whose kind has no row or whose field does not fit.
+//! The adapter then takes its general path, which gives the same events and
+//! the same bytes for what these take (the property tests here, and each
+//! adapter's check of its table against its general path).
+
+use serde_json::Value;
+
+use crate::dialect::Dialect;
+use crate::event::{Event, EventKind, Extra, Role};
+use crate::json::{skip_ws, string_at, unescape, write_str};
+
+/// The largest integer every JSON reader holds exactly (2^53 - 1).
+pub const MAX_SAFE: i64 = (1 << 53) - 1;
+
+/// Where a wire key's value goes in the core event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The event type, compared with each row's `wire` (the table's first
+    /// key, written first).
+    Type,
+    /// [`Event::timestamp`]: read when it is an integer from 0 to
+    /// [`MAX_SAFE`] with no sign, fraction or exponent; written when within
+    /// ±[`MAX_SAFE`].
+    Timestamp,
+    MessageId,
+    ToolCallId,
+    ToolName,
+    ParentMessageId,
+    Delta,
+    /// A [`Role`] by its name.
+    Role,
+    Name,
+    /// A tool result's content, as a string.
+    Content,
+}
+
+/// The core kinds a row can stand for, with the slots each has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    TextStart,
+    TextDelta,
+    TextEnd,
+    ReasoningStart,
+    ReasoningDelta,
+    ReasoningEnd,
+    ToolCallStart,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallResult,
+    StepStarted,
+    StepFinished,
+}
+
+impl Kind {
+    /// The kind of `k`, when a table can stand for it.
+    pub fn of(k: &EventKind) -> Option<Kind> {
+        use EventKind as K;
+        Some(match k {
+            K::TextStart { .. } => Kind::TextStart,
+            K::TextDelta { .. } => Kind::TextDelta,
+            K::TextEnd { .. } => Kind::TextEnd,
+            K::ReasoningStart { .. } => Kind::ReasoningStart,
+            K::ReasoningDelta { .. } => Kind::ReasoningDelta,
+            K::ReasoningEnd { .. } => Kind::ReasoningEnd,
+            K::ToolCallStart { .. } => Kind::ToolCallStart,
+            K::ToolCallArgs { .. } => Kind::ToolCallArgs,
+            K::ToolCallEnd { .. } => Kind::ToolCallEnd,
+            K::ToolCallResult { .. } => Kind::ToolCallResult,
+            K::StepStarted { .. } => Kind::StepStarted,
+            K::StepFinished { .. } => Kind::StepFinished,
+            _ => return None,
+        })
+    }
+
+    /// Whether the kind has a field for `slot` (a key read for a slot the
+    /// kind has none for is kept in extra, under its wire name, as the
+    /// general paths keep it).
+    fn has(self, slot: Slot) -> bool {
+        use Kind as K;
+        use Slot as S;
+        match slot {
+            S::Type | S::Timestamp => true,
+            S::MessageId => !matches!(
+                self,
+                K::ToolCallStart
+                    | K::ToolCallArgs
+                    | K::ToolCallEnd
+                    | K::StepStarted
+                    | K::StepFinished
+            ),
+            S::ToolCallId => matches!(
+                self,
+                K::ToolCallStart | K::ToolCallArgs | K::ToolCallEnd | K::ToolCallResult
+            ),
+            S::ToolName | S::ParentMessageId => self == K::ToolCallStart,
+            S::Delta => matches!(self, K::TextDelta | K::ReasoningDelta | K::ToolCallArgs),
+            S::Role => self == K::TextStart,
+            S::Name => matches!(self, K::TextStart | K::StepStarted | K::StepFinished),
+            S::Content => self == K::ToolCallResult,
+        }
+    }
+}
+
+/// The most keys a row has.
+const ROW_KEYS: usize = 6;
+
+/// One wire event type: its core kind and its keys (the type's excepted).
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub wire: &'static str,
+    pub kind: Kind,
+    /// Indices into the table's keys, in the order they are written.
+    keys: [u8; ROW_KEYS],
+    len: u8,
+    /// Bit `i`: the table's key `i` may be there, must be there.
+    allowed: u32,
+    required: u32,
+    /// Whether a `Delta` may come wrapped in the table's [`Wrap`].
+    wraps: bool,
+    /// Fields written after the keys, always the same (never read: a row
+    /// with any is left to the general path when reading).
+    consts: &'static [(&'static str, &'static str)],
+}
+
+impl Row {
+    /// A row of `keys` (a table's, the type first): `fields` are key names,
+    /// in the order written, optional ones marked with a leading `?`. Meant
+    /// for constants: an unknown name fails the build.
+    // Evaluated at compile time: an index out of bounds fails the build.
+    #[allow(clippy::indexing_slicing)]
+    pub const fn new<const N: usize>(
+        keys: &[(&'static str, Slot); N],
+        wire: &'static str,
+        kind: Kind,
+        fields: &[&str],
+    ) -> Row {
+        assert!(N <= 32 && fields.len() <= ROW_KEYS);
+        let mut row = Row {
+            wire,
+            kind,
+            keys: [0; ROW_KEYS],
+            len: fields.len() as u8,
+            allowed: 1,
+            required: 1,
+            wraps: false,
+            consts: &[],
+        };
+        let mut f = 0;
+        while f < fields.len() {
+            let name = fields[f].as_bytes();
+            let optional = !name.is_empty() && name[0] == b'?';
+            let name = match optional {
+                true => name.split_at(1).1,
+                false => name,
+            };
+            let mut k = 0;
+            while k < N && !same_bytes(keys[k].0.as_bytes(), name) {
+                k += 1;
+            }
+            assert!(k < N, "a row names a key its table does not have");
+            row.keys[f] = k as u8;
+            row.allowed |= 1 << k;
+            if !optional {
+                row.required |= 1 << k;
+            }
+            f += 1;
+        }
+        row
+    }
+
+    /// This row with its `Delta` also read in the table's [`Wrap`].
+    pub const fn wrapping(mut self) -> Row {
+        self.wraps = true;
+        self
+    }
+
+    /// This row writing `consts` after its keys (and never read).
+    pub const fn with_consts(mut self, consts: &'static [(&'static str, &'static str)]) -> Row {
+        self.consts = consts;
+        self
+    }
+
+    fn keys(&self) -> &[u8] {
+        self.keys.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
+#[allow(clippy::indexing_slicing)] // bounds checked by the loop
+const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// A string value that may also come inside a fixed object, written exactly
+/// so (HAI's `{"output":{"type":"text","content":"..."}}`): what opens it
+/// before the string and what closes it after.
+#[derive(Debug, Clone, Copy)]
+pub struct Wrap {
+    pub open: &'static str,
+    pub close: &'static str,
+}
+
+/// A dialect's fast path: its keys (the type first), each with the slot it
+/// fills, and its rows.
+pub struct Table<const N: usize> {
+    pub dialect: Dialect,
+    pub keys: [(&'static str, Slot); N],
+    pub rows: &'static [Row],
+    pub wrap: Option<Wrap>,
+}
+
+/// A value as it stands in the frame.
+#[derive(Clone, Copy)]
+struct Val<'a> {
+    /// A string's content between its quotes, or an integer's digits.
+    text: &'a str,
+    escaped: bool,
+    wrapped: bool,
+}
+
+/// What the reader made of a frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    /// The index of the row it matched in the table.
+    pub row: usize,
+    /// The event: the row's kind with the fields its keys gave (a field the
+    /// row has no key for is empty, for the decoder to fill), the
+    /// timestamp, the table's dialect as origin, and in extra the keys whose
+    /// slot the kind has no field for.
+    pub event: Event,
+    /// Whether a `Delta` came in the table's [`Wrap`].
+    pub wrapped: bool,
+}
+
+impl<const N: usize> Table<N> {
+    /// Reads `data`, a flat object of one of the rows; `None` when it is
+    /// anything else (see the module's comment). Always inlined, so that
+    /// the caller's constant keys are compared as constants (8% of AG-UI
+    /// decoding otherwise, by callgrind).
+    #[inline(always)]
+    pub fn read(&self, data: &str) -> Option<Read> {
+        let vals = self.scan(data)?;
+        let Some(Some(ty)) = vals.first() else {
+            return None;
+        };
+        // An escaped type is rare: the general path unescapes it.
+        if ty.escaped || ty.wrapped {
+            return None;
+        }
+        let at = self.rows.iter().position(|r| r.wire == ty.text)?;
+        let row = self.rows.get(at)?;
+        let present = vals
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (i, v)| m | (u32::from(v.is_some()) << i));
+        if present & !row.allowed != 0 || present & row.required != row.required {
+            return None;
+        }
+        if !row.consts.is_empty() {
+            return None;
+        }
+        let mut wrapped = false;
+        let mut timestamp = None;
+        for &k in row.keys() {
+            if let Some(Some(v)) = vals.get(usize::from(k)) {
+                wrapped |= v.wrapped;
+                let slot = self.keys.get(usize::from(k))?.1;
+                if v.wrapped && !(row.wraps && slot == Slot::Delta) {
+                    return None;
+                }
+                if slot == Slot::Timestamp {
+                    timestamp = Some(v.text.parse().ok()?);
+                }
+            }
+        }
+        let event = self.event(row, timestamp, |k| match vals.get(usize::from(k))? {
+            None => Some(None),
+            Some(v) if v.escaped => unescape(v.text).map(Some),
+            Some(v) => Some(Some(v.text.to_string())),
+        })?;
+        Some(Read {
+            row: at,
+            event,
+            wrapped,
+        })
+    }
+
+    /// The event of the row named `wire` from fields another reader took
+    /// (a protobuf message's, say), with the same rules: `only(keys)` says
+    /// whether no field but those is there, `get` gives each one's string;
+    /// the timestamp comes apart.
+    pub fn event_of<'a>(
+        &self,
+        wire: &str,
+        timestamp: Option<i64>,
+        only: impl Fn(&[&str]) -> bool,
+        get: impl Fn(&str) -> Option<&'a str>,
+    ) -> Option<Event> {
+        let row = self.rows.iter().find(|r| r.wire == wire)?;
+        let mut names = [""; ROW_KEYS];
+        let mut n = 0;
+        for &k in row.keys() {
+            let (name, slot) = *self.keys.get(usize::from(k))?;
+            if slot != Slot::Timestamp {
+                *names.get_mut(n)? = name;
+                n += 1;
+            }
+        }
+        if !row.consts.is_empty() || !only(names.get(..n)?) {
+            return None;
+        }
+        self.event(row, timestamp, |k| {
+            let (name, _) = self.keys.get(usize::from(k))?;
+            Some(get(name).map(str::to_string))
+        })
+    }
+
+    /// The event of `row` from `value(key)`: its string, `Some(None)` when
+    /// absent, `None` when unreadable.
+    #[inline(always)]
+    fn event(
+        &self,
+        row: &Row,
+        timestamp: Option<i64>,
+        mut value: impl FnMut(u8) -> Option<Option<String>>,
+    ) -> Option<Event> {
+        let mut f = Fields::default();
+        for &k in row.keys() {
+            let (name, slot) = *self.keys.get(usize::from(k))?;
+            if matches!(slot, Slot::Type | Slot::Timestamp) {
+                continue;
+            }
+            let Some(s) = value(k)? else {
+                if row.required & (1 << k) != 0 {
+                    return None;
+                }
+                continue;
+            };
+            if !row.kind.has(slot) {
+                f.extra.insert(name.to_string(), Value::String(s));
+                continue;
+            }
+            match slot {
+                Slot::Type | Slot::Timestamp => {}
+                Slot::MessageId => f.message_id = Some(s),
+                Slot::ToolCallId => f.tool_call_id = Some(s),
+                Slot::ToolName => f.tool_name = Some(s),
+                Slot::ParentMessageId => f.parent = Some(s),
+                Slot::Delta => f.delta = Some(s),
+                Slot::Role => f.role = Some(Role::parse(&s)?),
+                Slot::Name => f.name = Some(s),
+                Slot::Content => f.content = Some(s),
+            }
+        }
+        let extra = std::mem::take(&mut f.extra);
+        Some(Event {
+            kind: f.kind(row.kind),
+            timestamp,
+            origin: Some(self.dialect),
+            extra,
+            restated: false,
+        })
+    }
+
+    /// Each key's value, by the key's index; `None` unless `data` is a flat
+    /// object of this table's keys, each at most once, of the values their
+    /// slots take.
+    #[inline(always)]
+    fn scan<'a>(&self, data: &'a str) -> Option<[Option<Val<'a>>; N]> {
+        let mut vals: [Option<Val<'a>>; N] = [None; N];
+        let b = data.as_bytes();
+        let mut i = skip_ws(b, 0);
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i = skip_ws(b, i + 1);
+        if b.get(i) == Some(&b'}') {
+            return None;
+        }
+        loop {
+            let (key, escaped, next) = string_at(b, i)?;
+            if escaped {
+                return None;
+            }
+            let key = b.get(key.0..key.1)?;
+            let at = self.keys.iter().position(|(k, _)| k.as_bytes() == key)?;
+            let slot = self.keys.get(at)?.1;
+            let v = vals.get_mut(at)?;
+            if v.is_some() {
+                return None;
+            }
+            i = skip_ws(b, next);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(b, i + 1);
+            let (val, end) = match slot {
+                Slot::Timestamp => integer(data, i)?,
+                _ => self.string(data, i)?,
+            };
+            *v = Some(val);
+            i = skip_ws(b, end);
+            match b.get(i) {
+                Some(b',') => i = skip_ws(b, i + 1),
+                Some(b'}') => break,
+                _ => return None,
+            }
+        }
+        (skip_ws(b, i + 1) == b.len()).then_some(vals)
+    }
+
+    /// The string at `i`, or one in the table's [`Wrap`], and the index
+    /// after it.
+    #[inline(always)]
+    fn string<'a>(&self, data: &'a str, i: usize) -> Option<(Val<'a>, usize)> {
+        let b = data.as_bytes();
+        let (at, wrapped) = match self.wrap {
+            Some(w) if b.get(i..i + w.open.len()) == Some(w.open.as_bytes()) => {
+                (i + w.open.len(), Some(w.close))
+            }
+            _ => (i, None),
+        };
+        let ((s, e), escaped, mut end) = string_at(b, at)?;
+        if let Some(close) = wrapped {
+            if b.get(end..end + close.len()) != Some(close.as_bytes()) {
+                return None;
+            }
+            end += close.len();
+        }
+        let text = data.get(s..e)?;
+        let wrapped = wrapped.is_some();
+        Some((
+            Val {
+                text,
+                escaped,
+                wrapped,
+            },
+            end,
+        ))
+    }
+
+    /// The row that writes `ev`: the first of its kind whose required keys
+    /// the event fills.
+    pub fn row_for(&self, ev: &Event) -> Option<&Row> {
+        let kind = Kind::of(&ev.kind)?;
+        self.rows
+            .iter()
+            .find(|r| r.kind == kind && r.keys().iter().all(|&k| self.fits(r, k, ev)))
+    }
+
+    /// Whether the event has what key `k` of `row` writes.
+    fn fits(&self, row: &Row, k: u8, ev: &Event) -> bool {
+        let Some(&(_, slot)) = self.keys.get(usize::from(k)) else {
+            return false;
+        };
+        let required = row.required & (1 << k) != 0;
+        match slot {
+            Slot::Type => true,
+            Slot::Timestamp => !required,
+            Slot::Content => match &ev.kind {
+                EventKind::ToolCallResult { content, .. } => content.is_string(),
+                _ => false,
+            },
+            _ => row.kind.has(slot) && (!required || field(ev, slot).is_some()),
+        }
+    }
+
+    /// Appends `ev` as one SSE event `data: {...}\n\n`: the type, then the
+    /// row's keys in its order (an optional one when the event has it),
+    /// then its constants; the bytes serde_json writes for the same object.
+    /// `false` (nothing written) when no row writes it.
+    pub fn write(&self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        match self.row_for(ev) {
+            Some(row) => {
+                self.write_row(row, ev, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`write`](Self::write) with a row [`row_for`](Self::row_for) gave
+    /// for `ev`.
+    pub fn write_row(&self, row: &Row, ev: &Event, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"data: {");
+        let (ty_key, _) = self.keys.first().copied().unwrap_or(("type", Slot::Type));
+        write_plain(out, ty_key);
+        out.push(b':');
+        write_plain(out, row.wire);
+        for &k in row.keys() {
+            let Some(&(key, slot)) = self.keys.get(usize::from(k)) else {
+                continue;
+            };
+            if slot == Slot::Timestamp {
+                if let Some(ts) = ev.timestamp.filter(|t| (-MAX_SAFE..=MAX_SAFE).contains(t)) {
+                    out.push(b',');
+                    write_plain(out, key);
+                    out.push(b':');
+                    // Writing a number into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut *out, &ts);
+                }
+                continue;
+            }
+            if let Some(v) = field(ev, slot) {
+                out.push(b',');
+                write_plain(out, key);
+                out.push(b':');
+                write_str(out, v);
+            }
+        }
+        for (key, value) in row.consts {
+            out.push(b',');
+            write_plain(out, key);
+            out.push(b':');
+            write_str(out, value);
+        }
+        out.extend_from_slice(b"}\n\n");
+    }
+}
+
+/// A key or type of a table, quoted: the table's constants need no escape.
+fn write_plain(out: &mut Vec<u8>, s: &str) {
+    debug_assert!(!s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\'));
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+}
+
+/// The event's string in `slot`, when it has one.
+fn field(ev: &Event, slot: Slot) -> Option<&str> {
+    use EventKind as K;
+    use Slot as S;
+    match (&ev.kind, slot) {
+        (
+            K::TextStart { message_id, .. }
+            | K::TextDelta { message_id, .. }
+            | K::TextEnd { message_id }
+            | K::ReasoningStart { message_id }
+            | K::ReasoningDelta { message_id, .. }
+            | K::ReasoningEnd { message_id },
+            S::MessageId,
+        ) => Some(message_id),
+        (K::ToolCallResult { message_id, .. }, S::MessageId) => message_id.as_deref(),
+        (
+            K::ToolCallStart { tool_call_id, .. }
+            | K::ToolCallArgs { tool_call_id, .. }
+            | K::ToolCallEnd { tool_call_id }
+            | K::ToolCallResult { tool_call_id, .. },
+            S::ToolCallId,
+        ) => Some(tool_call_id),
+        (K::ToolCallStart { tool_name, .. }, S::ToolName) => Some(tool_name),
+        (
+            K::ToolCallStart {
+                parent_message_id, ..
+            },
+            S::ParentMessageId,
+        ) => parent_message_id.as_deref(),
+        (
+            K::TextDelta { delta, .. }
+            | K::ReasoningDelta { delta, .. }
+            | K::ToolCallArgs { delta, .. },
+            S::Delta,
+        ) => Some(delta),
+        (K::TextStart { role, .. }, S::Role) => Some(role.as_str()),
+        (
+            K::TextStart { name, .. } | K::StepStarted { name } | K::StepFinished { name },
+            S::Name,
+        ) => name.as_deref(),
+        (K::ToolCallResult { content, .. }, S::Content) => content.as_str(),
+        _ => None,
+    }
+}
+
+/// The non-negative integer at `i` (no sign, no leading zero, no fraction
+/// or exponent, at most [`MAX_SAFE`]) and the index after it.
+fn integer(data: &str, i: usize) -> Option<(Val<'_>, usize)> {
+    let b = data.as_bytes();
+    let mut j = i;
+    while b.get(j).is_some_and(u8::is_ascii_digit) {
+        j += 1;
+    }
+    // 16 digits at most keeps the value under 10^16, then compared.
+    if j == i || j - i > 16 || (b.get(i) == Some(&b'0') && j > i + 1) {
+        return None;
+    }
+    if matches!(b.get(j), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    let text = data.get(i..j)?;
+    if text.parse::<i64>().ok()? > MAX_SAFE {
+        return None;
+    }
+    Some((
+        Val {
+            text,
+            escaped: false,
+            wrapped: false,
+        },
+        j,
+    ))
+}
+
+/// The fields a row's keys gave.
+#[derive(Default)]
+struct Fields {
+    message_id: Option<String>,
+    tool_call_id: Option<String>,
+    tool_name: Option<String>,
+    parent: Option<String>,
+    delta: Option<String>,
+    role: Option<Role>,
+    name: Option<String>,
+    content: Option<String>,
+    extra: Extra,
+}
+
+impl Fields {
+    fn kind(self, kind: Kind) -> EventKind {
+        use EventKind as K;
+        // A result's id is optional; every other kind's is not.
+        let (id, message_id) = match kind {
+            Kind::ToolCallResult => (String::new(), self.message_id),
+            _ => (self.message_id.unwrap_or_default(), None),
+        };
+        let call = self.tool_call_id.unwrap_or_default();
+        let delta = self.delta.unwrap_or_default();
+        match kind {
+            Kind::TextStart => K::TextStart {
+                message_id: id,
+                role: self.role.unwrap_or_default(),
+                name: self.name,
+            },
+            Kind::TextDelta => K::TextDelta {
+                message_id: id,
+                delta,
+            },
+            Kind::TextEnd => K::TextEnd { message_id: id },
+            Kind::ReasoningStart => K::ReasoningStart { message_id: id },
+            Kind::ReasoningDelta => K::ReasoningDelta {
+                message_id: id,
+                delta,
+            },
+            Kind::ReasoningEnd => K::ReasoningEnd { message_id: id },
+            Kind::ToolCallStart => K::ToolCallStart {
+                tool_call_id: call,
+                tool_name: self.tool_name.unwrap_or_default(),
+                parent_message_id: self.parent,
+            },
+            Kind::ToolCallArgs => K::ToolCallArgs {
+                tool_call_id: call,
+                delta,
+            },
+            Kind::ToolCallEnd => K::ToolCallEnd { tool_call_id: call },
+            Kind::ToolCallResult => K::ToolCallResult {
+                tool_call_id: call,
+                message_id,
+                content: Value::String(self.content.unwrap_or_default()),
+            },
+            Kind::StepStarted => K::StepStarted { name: self.name },
+            Kind::StepFinished => K::StepFinished { name: self.name },
+        }
+    }
+}
