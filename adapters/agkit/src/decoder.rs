@@ -18,7 +18,6 @@
 //! required field is a `DecodeError`: mapping it would lose what it was for.
 
 use babelgate_core::event::SourceKind;
-use babelgate_core::flat::Flat;
 use babelgate_core::{
     DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome,
 };
@@ -59,16 +58,6 @@ impl Default for AgKitDecoder {
         }
     }
 }
-
-/// The fields [`AgKitDecoder::decode_plain`] reads, in its slot order.
-const PLAIN_KEYS: [&str; 6] = [
-    "type",
-    "content",
-    "toolCallId",
-    "toolCallName",
-    "delta",
-    "result",
-];
 
 impl AgKitDecoder {
     pub fn new() -> Self {
@@ -267,72 +256,22 @@ impl AgKitDecoder {
         kinds
     }
 
-    /// The frequent frames read without a JSON map: a type and exactly the
-    /// string fields the general path models for it (no extra field, no
-    /// duplicate), each unescaped as serde_json would. `None` (nothing read,
-    /// nothing changed) sends the frame the general way, which gives the
-    /// same events for what this takes.
+    /// The frequent frames, read by the core's fast path from
+    /// [`wire::FAST`] and run as the general path runs them. `None`
+    /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
-        const TYPE: usize = 0;
-        const CONTENT: usize = 1;
-        const TOOL_CALL_ID: usize = 2;
-        const TOOL_CALL_NAME: usize = 3;
-        const DELTA: usize = 4;
-        const RESULT: usize = 5;
-        let f = Flat::parse(&PLAIN_KEYS, data)?;
-        let ty = f.plain(TYPE)?;
-        // Every field is read before anything changes.
-        let one = |slot: usize| f.has_only(&[TYPE, slot]).then(|| f.string(slot)).flatten();
-        let two = |a: usize, b: usize| {
-            f.has_only(&[TYPE, a, b])
-                .then(|| Some((f.string(a)?, f.string(b)?)))
-                .flatten()
-        };
-        let kind = match ty {
-            wire::TEXT => {
-                let delta = one(CONTENT)?;
-                self.before(Some(ty), out);
-                self.text_delta(delta, Extra::new(), out);
-                return Some(());
-            }
-            wire::REASONING => {
-                let delta = one(CONTENT)?;
-                self.before(Some(ty), out);
+        let read = wire::FAST.read(data)?;
+        let ty = wire::FAST.rows.get(read.row)?.wire;
+        self.before(Some(ty), out);
+        match read.event.kind {
+            EventKind::TextDelta { delta, .. } => self.text_delta(delta, Extra::new(), out),
+            EventKind::ReasoningDelta { delta, .. } => {
                 for kind in self.reasoning_delta(delta) {
                     Self::emit(out, kind, Extra::new());
                 }
-                return Some(());
             }
-            wire::TOOL_CALL_ARGS => {
-                let (tool_call_id, delta) = two(TOOL_CALL_ID, DELTA)?;
-                EventKind::ToolCallArgs {
-                    tool_call_id,
-                    delta,
-                }
-            }
-            wire::TOOL_CALL_START => {
-                let (tool_call_id, tool_name) = two(TOOL_CALL_ID, TOOL_CALL_NAME)?;
-                EventKind::ToolCallStart {
-                    tool_call_id,
-                    tool_name,
-                    parent_message_id: None,
-                }
-            }
-            wire::TOOL_CALL_END => EventKind::ToolCallEnd {
-                tool_call_id: one(TOOL_CALL_ID)?,
-            },
-            wire::TOOL_RESULT => {
-                let (tool_call_id, result) = two(TOOL_CALL_ID, RESULT)?;
-                EventKind::ToolCallResult {
-                    tool_call_id,
-                    message_id: None,
-                    content: Value::String(result),
-                }
-            }
-            _ => return None,
-        };
-        self.before(Some(ty), out);
-        Self::emit(out, kind, Extra::new());
+            _ => out.push(read.event),
+        }
         Some(())
     }
 

@@ -608,26 +608,19 @@ fn collab_frame(kind: &EventKind) -> Option<Map<String, Value>> {
 }
 
 impl AgKitEncoder {
-    /// The frequent frames written straight into the sink: the bytes
-    /// `encode_one` writes for them (a type and string fields, in its order,
-    /// escaped as serde_json escapes), without an object map. Only for events
-    /// without AG-Kit extras; `false` (nothing written, nothing changed)
-    /// sends the event the general way.
+    /// The frequent frames written by the core's fast path from
+    /// [`wire::FAST`]: the bytes `encode_one` writes for them, without an
+    /// object map. Only for events without AG-Kit extras; `false` (nothing
+    /// written, nothing changed) sends the event the general way.
     fn encode_plain(&mut self, event: &Event, out: &mut Sink) -> bool {
-        use babelgate_core::json::write_string_event;
         use EventKind as K;
         if event.extra_from(Dialect::AgKit).is_some() {
             return false;
         }
         match &event.kind {
-            K::TextDelta { delta, .. } => {
-                out.event(|b| write_string_event(b, "type", wire::TEXT, &[("content", delta)]));
-            }
-            K::ReasoningDelta { delta, .. } => {
-                out.event(|b| {
-                    write_string_event(b, "type", wire::REASONING, &[("content", delta)])
-                });
-            }
+            K::TextDelta { .. } | K::ReasoningDelta { .. } => out.event(|b| {
+                wire::FAST.write(event, b);
+            }),
             K::ToolCallArgs {
                 tool_call_id,
                 delta,
@@ -636,8 +629,7 @@ impl AgKitEncoder {
                     text.push_str(delta);
                 }
                 out.event(|b| {
-                    let fields = [("toolCallId", tool_call_id.as_str()), ("delta", delta)];
-                    write_string_event(b, "type", wire::TOOL_CALL_ARGS, &fields)
+                    wire::FAST.write(event, b);
                 });
             }
             K::StateDelta { patch } => out.event(|b| {

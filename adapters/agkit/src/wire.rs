@@ -8,6 +8,8 @@
 //! writes what AG-Kit cannot say as frames of these clearly named types rather
 //! than drop it, and the decoder reads them back.
 
+use babelgate_core::fast::{Kind, Row, Slot, Table};
+use babelgate_core::Dialect;
 use serde_json::{Map, Value};
 
 // ---- native ------------------------------------------------------------
@@ -46,6 +48,53 @@ pub const SUBAGENT_ERROR: &str = "subagent-error";
 pub const RAW: &str = "raw";
 /// An event another dialect's decoder did not recognise: `{dialect, event}`.
 pub const UNKNOWN: &str = "unknown";
+
+/// The keys of the AG-Kit fast path and the core fields they fill.
+const FAST_KEYS: [(&str, Slot); 6] = [
+    ("type", Slot::Type),
+    ("content", Slot::Delta),
+    ("toolCallId", Slot::ToolCallId),
+    ("toolCallName", Slot::ToolName),
+    ("delta", Slot::Delta),
+    ("result", Slot::Content),
+];
+
+/// The frames that make most of a stream, read and written by the core's
+/// fast path (`babelgate_core::fast`): a type and exactly the string fields
+/// the general path models for it. Text and reasoning carry no id: the
+/// decoder gives them their message's.
+pub const FAST: Table<6> = {
+    const K: &[(&str, Slot); 6] = &FAST_KEYS;
+    const ROWS: [Row; 6] = [
+        Row::new(K, TEXT, Kind::TextDelta, &["content"]),
+        Row::new(K, REASONING, Kind::ReasoningDelta, &["content"]),
+        Row::new(
+            K,
+            TOOL_CALL_ARGS,
+            Kind::ToolCallArgs,
+            &["toolCallId", "delta"],
+        ),
+        Row::new(
+            K,
+            TOOL_CALL_START,
+            Kind::ToolCallStart,
+            &["toolCallId", "toolCallName"],
+        ),
+        Row::new(K, TOOL_CALL_END, Kind::ToolCallEnd, &["toolCallId"]),
+        Row::new(
+            K,
+            TOOL_RESULT,
+            Kind::ToolCallResult,
+            &["toolCallId", "result"],
+        ),
+    ];
+    Table {
+        dialect: Dialect::AgKit,
+        keys: FAST_KEYS,
+        rows: &ROWS,
+        wrap: None,
+    }
+};
 
 /// What the client's own tool runner writes when a tool throws
 /// (`Tool call failed with info: ...`); used for core tool errors.

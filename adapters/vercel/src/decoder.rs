@@ -21,7 +21,6 @@
 use foldhash::{HashMap, HashSet};
 
 use babelgate_core::event::SourceKind;
-use babelgate_core::flat::Flat;
 use babelgate_core::{
     DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome, Role,
 };
@@ -117,16 +116,6 @@ impl VercelDecoder {
         self
     }
 }
-
-/// The fields [`VercelDecoder::decode_plain`] reads, in its slot order.
-const PLAIN_KEYS: [&str; 6] = [
-    "type",
-    "id",
-    "delta",
-    "toolCallId",
-    "toolName",
-    "inputTextDelta",
-];
 
 /// Where a text or reasoning chunk is in its part.
 enum Phase {
@@ -740,55 +729,39 @@ impl VercelDecoder {
         }
     }
 
-    /// The frequent chunks read without a JSON map: a type and only the
-    /// string fields the general path models for it (no extra field, no
-    /// duplicate, no other type), each unescaped as serde_json would.
-    /// `None` (nothing read, nothing changed) sends the frame the general way,
-    /// which gives the same events for what this takes.
+    /// The frequent chunks, read by the core's fast path from
+    /// [`wire::FAST`] and run as the general path runs them. `None`
+    /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
-        const TYPE: usize = 0;
-        const ID: usize = 1;
-        const DELTA: usize = 2;
-        const TOOL_CALL_ID: usize = 3;
-        const TOOL_NAME: usize = 4;
-        const INPUT_TEXT_DELTA: usize = 5;
-        let f = Flat::parse(&PLAIN_KEYS, data)?;
-        let ty = f.plain(TYPE)?;
-        match ty {
-            "text-delta" | "reasoning-delta" if f.has_only(&[TYPE, ID, DELTA]) => {
-                let (id, delta) = (f.string(ID)?, f.string(DELTA)?);
-                let reasoning = ty == "reasoning-delta";
-                self.text_parts(reasoning, id, Phase::Delta(delta), Extra::new(), out);
+        use EventKind as K;
+        let ev = wire::FAST.read(data)?.event;
+        let x = Extra::new();
+        match ev.kind {
+            K::TextStart { message_id, .. } => {
+                self.text_parts(false, message_id, Phase::Start, x, out)
             }
-            "text-start" | "text-end" | "reasoning-start" | "reasoning-end"
-                if f.has_only(&[TYPE, ID]) =>
-            {
-                let id = f.string(ID)?;
-                let phase = if ty.ends_with("start") {
-                    Phase::Start
-                } else {
-                    Phase::End
-                };
-                let reasoning = ty.starts_with("reasoning");
-                self.text_parts(reasoning, id, phase, Extra::new(), out);
+            K::TextDelta { message_id, delta } => {
+                self.text_parts(false, message_id, Phase::Delta(delta), x, out)
             }
-            "tool-input-delta" if f.has_only(&[TYPE, TOOL_CALL_ID, INPUT_TEXT_DELTA]) => {
-                let (id, delta) = (f.string(TOOL_CALL_ID)?, f.string(INPUT_TEXT_DELTA)?);
-                self.args(id, delta, Extra::new(), out);
+            K::TextEnd { message_id } => self.text_parts(false, message_id, Phase::End, x, out),
+            K::ReasoningStart { message_id } => {
+                self.text_parts(true, message_id, Phase::Start, x, out)
             }
-            "tool-input-start" if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_NAME]) => {
-                let (id, name) = (f.string(TOOL_CALL_ID)?, f.string(TOOL_NAME)?);
-                self.tool_start(id, name, Extra::new(), out);
+            K::ReasoningDelta { message_id, delta } => {
+                self.text_parts(true, message_id, Phase::Delta(delta), x, out)
             }
+            K::ReasoningEnd { message_id } => self.text_parts(true, message_id, Phase::End, x, out),
+            K::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => self.args(tool_call_id, delta, x, out),
+            K::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => self.tool_start(tool_call_id, tool_name, x, out),
             // After an error a bare finish-step is dropped: the general path's.
-            "start-step" | "finish-step" if f.has_only(&[TYPE]) && !self.errored => {
-                let kind = if ty == "start-step" {
-                    EventKind::StepStarted { name: None }
-                } else {
-                    EventKind::StepFinished { name: None }
-                };
-                out.push(ev(kind, Extra::new()));
-            }
+            K::StepStarted { .. } | K::StepFinished { .. } if !self.errored => out.push(ev),
             _ => return None,
         }
         Some(())

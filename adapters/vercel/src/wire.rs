@@ -2,8 +2,54 @@
 //! `ai` package (7.x) defines it in `uiMessageChunkSchema` and
 //! `UI_MESSAGE_STREAM_HEADERS`.
 
-use babelgate_core::{EventKind, Extra};
+use babelgate_core::fast::{Kind, Row, Slot, Table};
+use babelgate_core::{Dialect, EventKind, Extra};
 use serde_json::{Map, Value};
+
+/// The keys of the Vercel fast path and the core fields they fill.
+const FAST_KEYS: [(&str, Slot); 6] = [
+    ("type", Slot::Type),
+    ("id", Slot::MessageId),
+    ("delta", Slot::Delta),
+    ("toolCallId", Slot::ToolCallId),
+    ("toolName", Slot::ToolName),
+    ("inputTextDelta", Slot::Delta),
+];
+
+/// The chunks that make most of a stream, read and written by the core's
+/// fast path (`babelgate_core::fast`): a type and only the string fields the
+/// general path models for it.
+pub const FAST: Table<6> = {
+    const K: &[(&str, Slot); 6] = &FAST_KEYS;
+    const ROWS: [Row; 10] = [
+        Row::new(K, "text-delta", Kind::TextDelta, &["id", "delta"]),
+        Row::new(K, "reasoning-delta", Kind::ReasoningDelta, &["id", "delta"]),
+        Row::new(K, "text-start", Kind::TextStart, &["id"]),
+        Row::new(K, "text-end", Kind::TextEnd, &["id"]),
+        Row::new(K, "reasoning-start", Kind::ReasoningStart, &["id"]),
+        Row::new(K, "reasoning-end", Kind::ReasoningEnd, &["id"]),
+        Row::new(
+            K,
+            "tool-input-delta",
+            Kind::ToolCallArgs,
+            &["toolCallId", "inputTextDelta"],
+        ),
+        Row::new(
+            K,
+            "tool-input-start",
+            Kind::ToolCallStart,
+            &["toolCallId", "toolName"],
+        ),
+        Row::new(K, "start-step", Kind::StepStarted, &[]),
+        Row::new(K, "finish-step", Kind::StepFinished, &[]),
+    ];
+    Table {
+        dialect: Dialect::Vercel,
+        keys: FAST_KEYS,
+        rows: &ROWS,
+        wrap: None,
+    }
+};
 
 /// Response headers of a UI message stream besides the content type
 /// (`UI_MESSAGE_STREAM_HEADERS`).
