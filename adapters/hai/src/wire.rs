@@ -7,6 +7,8 @@
 //! spec lists without fields take their AG-UI 1.0 shapes. Framing is
 //! `data: {json}\n\n`, with no end marker besides `RUN_FINISHED`/`RUN_ERROR`.
 
+use babelgate_core::fast::{Kind, Row, Slot, Table, Wrap};
+use babelgate_core::Dialect;
 use serde_json::{Map, Value};
 
 // ---- event types ------------------------------------------------------------
@@ -173,3 +175,87 @@ mod tests {
         assert_eq!(frame(RUN_STARTED)["type"], RUN_STARTED);
     }
 }
+
+// ---- the fast path ------------------------------------------------------------
+
+/// The keys of HAI's fast path and the core fields they fill.
+const FAST_KEYS: [(&str, Slot); 9] = [
+    ("type", Slot::Type),
+    ("messageId", Slot::MessageId),
+    ("delta", Slot::Delta),
+    ("timestamp", Slot::Timestamp),
+    ("toolCallId", Slot::ToolCallId),
+    ("toolCallName", Slot::ToolName),
+    ("parentMessageId", Slot::ParentMessageId),
+    ("role", Slot::Role),
+    ("content", Slot::Content),
+];
+
+/// Most of a HAI stream: business-data text, tool-call arguments, and the
+/// starts and ends around them, read by the core's fast path
+/// (`babelgate_core::fast`). A text delta is a plain string or HAI's
+/// standard form, `{"output":{"type":"text","content":"..."}}`, as
+/// producers write it (any other spacing takes the general path); a
+/// result's `role` has no core field and stays in extra.
+pub const FAST: Table<9> = {
+    const K: &[(&str, Slot); 9] = &FAST_KEYS;
+    const ROWS: [Row; 7] = [
+        Row::new(
+            K,
+            BUSINESS_DATA_CONTENT,
+            Kind::TextDelta,
+            &["messageId", "delta", "?timestamp"],
+        )
+        .wrapping(),
+        Row::new(
+            K,
+            TOOL_CALL_ARGS,
+            Kind::ToolCallArgs,
+            &["toolCallId", "delta", "?timestamp"],
+        ),
+        Row::new(
+            K,
+            BUSINESS_DATA_START,
+            Kind::TextStart,
+            &["messageId", "?role", "?timestamp"],
+        ),
+        Row::new(
+            K,
+            BUSINESS_DATA_END,
+            Kind::TextEnd,
+            &["messageId", "?timestamp"],
+        ),
+        Row::new(
+            K,
+            TOOL_CALL_START,
+            Kind::ToolCallStart,
+            &[
+                "toolCallId",
+                "toolCallName",
+                "?parentMessageId",
+                "?timestamp",
+            ],
+        ),
+        Row::new(
+            K,
+            TOOL_CALL_END,
+            Kind::ToolCallEnd,
+            &["toolCallId", "?timestamp"],
+        ),
+        Row::new(
+            K,
+            TOOL_CALL_RESULT,
+            Kind::ToolCallResult,
+            &["?messageId", "toolCallId", "content", "?role", "?timestamp"],
+        ),
+    ];
+    Table {
+        dialect: Dialect::Hai,
+        keys: FAST_KEYS,
+        rows: &ROWS,
+        wrap: Some(Wrap {
+            open: r#"{"output":{"type":"text","content":"#,
+            close: "}}",
+        }),
+    }
+};

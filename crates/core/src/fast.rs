@@ -250,6 +250,17 @@ pub struct Read {
     pub event: Event,
     /// Whether a `Delta` came in the table's [`Wrap`].
     pub wrapped: bool,
+    /// The keys of the frame (indices into the table's), as they came.
+    order: [u8; ROW_KEYS + 1],
+    len: u8,
+}
+
+impl Read {
+    /// The frame's keys, as indices into the table's, in the frame's order
+    /// (for a decoder that keeps fields as they came).
+    pub fn order(&self) -> &[u8] {
+        self.order.get(..usize::from(self.len)).unwrap_or_default()
+    }
 }
 
 impl<const N: usize> Table<N> {
@@ -259,7 +270,7 @@ impl<const N: usize> Table<N> {
     /// decoding otherwise, by callgrind).
     #[inline(always)]
     pub fn read(&self, data: &str) -> Option<Read> {
-        let vals = self.scan(data)?;
+        let (vals, order, len) = self.scan(data)?;
         let Some(Some(ty)) = vals.first() else {
             return None;
         };
@@ -302,6 +313,8 @@ impl<const N: usize> Table<N> {
             row: at,
             event,
             wrapped,
+            order,
+            len,
         })
     }
 
@@ -382,12 +395,15 @@ impl<const N: usize> Table<N> {
         })
     }
 
-    /// Each key's value, by the key's index; `None` unless `data` is a flat
-    /// object of this table's keys, each at most once, of the values their
-    /// slots take.
+    /// Each key's value, by the key's index, and the keys in the frame's
+    /// order; `None` unless `data` is a flat object of this table's keys,
+    /// each at most once, of the values their slots take.
     #[inline(always)]
-    fn scan<'a>(&self, data: &'a str) -> Option<[Option<Val<'a>>; N]> {
+    #[allow(clippy::type_complexity)]
+    fn scan<'a>(&self, data: &'a str) -> Option<([Option<Val<'a>>; N], [u8; ROW_KEYS + 1], u8)> {
         let mut vals: [Option<Val<'a>>; N] = [None; N];
+        let mut order = [0u8; ROW_KEYS + 1];
+        let mut len = 0u8;
         let b = data.as_bytes();
         let mut i = skip_ws(b, 0);
         if b.get(i) != Some(&b'{') {
@@ -419,6 +435,9 @@ impl<const N: usize> Table<N> {
                 _ => self.string(data, i)?,
             };
             *v = Some(val);
+            // More keys than a row has: no row takes the frame.
+            *order.get_mut(usize::from(len))? = at as u8;
+            len += 1;
             i = skip_ws(b, end);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
@@ -426,7 +445,7 @@ impl<const N: usize> Table<N> {
                 _ => return None,
             }
         }
-        (skip_ws(b, i + 1) == b.len()).then_some(vals)
+        (skip_ws(b, i + 1) == b.len()).then_some((vals, order, len))
     }
 
     /// The string at `i`, or one in the table's [`Wrap`], and the index
