@@ -191,8 +191,19 @@ impl Row {
         self
     }
 
-    fn keys(&self) -> &[u8] {
+    /// Its keys, as indices into the table's, in the order written.
+    pub fn keys(&self) -> &[u8] {
         self.keys.get(..usize::from(self.len)).unwrap_or_default()
+    }
+
+    /// Whether its `Delta` may come in the table's [`Wrap`].
+    pub fn wraps(&self) -> bool {
+        self.wraps
+    }
+
+    /// The fields it writes after its keys.
+    pub fn consts(&self) -> &'static [(&'static str, &'static str)] {
+        self.consts
     }
 }
 
@@ -698,5 +709,164 @@ impl Fields {
             Kind::StepStarted => K::StepStarted { name: self.name },
             Kind::StepFinished => K::StepFinished { name: self.name },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{check_fast_read, check_fast_write, fast_event, fast_frame};
+    use proptest::prelude::*;
+
+    const KEYS: [(&str, Slot); 11] = [
+        ("type", Slot::Type),
+        ("id", Slot::MessageId),
+        ("delta", Slot::Delta),
+        ("ts", Slot::Timestamp),
+        ("callId", Slot::ToolCallId),
+        ("tool", Slot::ToolName),
+        ("parent", Slot::ParentMessageId),
+        ("role", Slot::Role),
+        ("name", Slot::Name),
+        ("result", Slot::Content),
+        ("args", Slot::Delta),
+    ];
+
+    /// Every kind, slot and form a table can declare.
+    const TABLE: Table<11> = {
+        const K: &[(&str, Slot); 11] = &KEYS;
+        const ROWS: [Row; 13] = [
+            Row::new(
+                K,
+                "text-start",
+                Kind::TextStart,
+                &["?ts", "id", "?role", "?name"],
+            ),
+            Row::new(K, "text", Kind::TextDelta, &["id", "delta", "?ts"]).wrapping(),
+            Row::new(K, "text-end", Kind::TextEnd, &["id"]),
+            Row::new(K, "think-start", Kind::ReasoningStart, &["id"])
+                .with_consts(&[("role", "reasoning")]),
+            Row::new(K, "think", Kind::ReasoningDelta, &["id", "delta"]),
+            Row::new(K, "think-end", Kind::ReasoningEnd, &["id"]),
+            Row::new(
+                K,
+                "call",
+                Kind::ToolCallStart,
+                &["callId", "tool", "?parent"],
+            ),
+            Row::new(K, "args", Kind::ToolCallArgs, &["callId", "args"]),
+            Row::new(K, "call-end", Kind::ToolCallEnd, &["callId", "?ts"]),
+            Row::new(
+                K,
+                "result",
+                Kind::ToolCallResult,
+                &["?id", "callId", "result", "?role"],
+            ),
+            Row::new(K, "step", Kind::StepStarted, &["?name"]),
+            Row::new(K, "step-end", Kind::StepFinished, &[]),
+            Row::new(K, "bare", Kind::TextDelta, &["delta"]),
+        ];
+        Table {
+            dialect: Dialect::AgUi,
+            keys: KEYS,
+            rows: &ROWS,
+            wrap: Some(Wrap {
+                open: r#"{"out":{"kind":"text","text":"#,
+                close: "}}",
+            }),
+        }
+    };
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// A frame the reader takes is what serde_json reads there.
+        #[test]
+        fn reads_as_serde_json_reads(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+            let data = fast_frame(&TABLE, &bytes);
+            check_fast_read(&TABLE, &data).map_err(TestCaseError::fail)?;
+        }
+
+        /// Token soup: never taken where serde_json refuses or reads otherwise.
+        #[test]
+        fn token_soup_never_reads_otherwise(pieces in prop::collection::vec(prop_oneof![
+            Just("{"), Just("}"), Just(","), Just(":"), Just(" "), Just("\"type\""),
+            Just("\"text\""), Just("\"id\""), Just("\"delta\""), Just("\"ts\""), Just("1"),
+            Just("-1"), Just("01"), Just("null"), Just("\"\\ud800\""), Just("\"\\q\""),
+            Just("\"\u{1}\""), Just("\"t\\u0079pe\""), Just("\"a\\\"b\""),
+            Just(r#"{"out":{"kind":"text","text":"x"}}"#),
+        ], 0..14)) {
+            check_fast_read(&TABLE, &pieces.concat()).map_err(TestCaseError::fail)?;
+        }
+
+        /// An event the writer writes is serde_json's bytes for its row.
+        #[test]
+        fn writes_as_serde_json_writes(bytes in prop::collection::vec(any::<u8>(), 0..8)) {
+            let ev = fast_event(&TABLE, &bytes);
+            check_fast_write(&TABLE, &ev).map_err(TestCaseError::fail)?;
+        }
+    }
+
+    /// The generators reach both paths: a differential test that never
+    /// takes the fast one proves nothing.
+    #[test]
+    fn the_generators_reach_the_fast_paths() {
+        let (mut read, mut written) = (0, 0);
+        for i in 0..2000u32 {
+            let bytes: Vec<u8> = (0..40u32)
+                .map(|j| (i.wrapping_mul(2_654_435_761) >> (j % 24)) as u8 ^ j as u8)
+                .collect();
+            read += usize::from(check_fast_read(&TABLE, &fast_frame(&TABLE, &bytes)) == Ok(true));
+            written +=
+                usize::from(check_fast_write(&TABLE, &fast_event(&TABLE, &bytes)) == Ok(true));
+        }
+        assert!(read > 100, "{read} of 2000 frames read");
+        assert!(written > 1000, "{written} of 2000 events written");
+    }
+
+    #[test]
+    fn reads_and_writes_the_frequent_shapes() {
+        let r = TABLE
+            .read(r#" {"delta" : "a\"b", "type":"text","id":"m","ts":5} "#)
+            .unwrap();
+        assert_eq!(
+            r.event.kind,
+            EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: "a\"b".into()
+            }
+        );
+        assert_eq!((r.event.timestamp, r.wrapped), (Some(5), false));
+        let r = TABLE
+            .read(r#"{"type":"text","id":"m","delta":{"out":{"kind":"text","text":"x"}}}"#)
+            .unwrap();
+        assert!(r.wrapped);
+        // A key the kind has no field for stays in extra.
+        let r = TABLE
+            .read(r#"{"type":"result","callId":"c","result":"r","role":"tool"}"#)
+            .unwrap();
+        assert_eq!(r.event.extra["role"], "tool");
+        for refused in [
+            r#"{"type":"text","id":"m","delta":"a","delta":"b"}"#,
+            r#"{"type":"text","id":"m","delta":"a","x":"b"}"#,
+            r#"{"type":"text","id":"m","delta":1}"#,
+            r#"{"type":"text","id":"m"}"#,
+            r#"{"type":"text-end","id":"m","delta":"a"}"#,
+            r#"{"type":"text","id":"m","delta":"a"} x"#,
+            r#"{"type":"think-start","id":"m","role":"reasoning"}"#,
+            r#"{"type":"args","callId":"c","args":{"out":{"kind":"text","text":"x"}}}"#,
+            r#"{"type":"text","id":"m","delta":"a","ts":9007199254740992}"#,
+        ] {
+            assert!(TABLE.read(refused).is_none(), "{refused}");
+        }
+        let mut out = Vec::new();
+        let ev = Event::new(EventKind::ReasoningStart {
+            message_id: "r".into(),
+        });
+        assert!(TABLE.write(&ev, &mut out));
+        assert_eq!(
+            out,
+            b"data: {\"type\":\"think-start\",\"id\":\"r\",\"role\":\"reasoning\"}\n\n"
+        );
     }
 }

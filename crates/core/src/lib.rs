@@ -21,7 +21,6 @@ pub mod cost;
 pub mod dialect;
 pub mod event;
 pub mod fast;
-pub mod flat;
 pub mod ids;
 pub mod journal;
 pub mod json;
