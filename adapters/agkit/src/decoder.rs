@@ -903,96 +903,20 @@ mod tests {
         );
     }
 
-    mod plain {
-        use super::*;
-        use proptest::prelude::*;
-
-        /// A value for a field: mostly strings (hostile ones too), sometimes
-        /// another type.
-        fn value() -> impl Strategy<Value = String> {
-            use babelgate_core::testing::{other_types, HOSTILE_TEXT, ODD_JSON_STRINGS};
-            let texts: Vec<&str> = ["c1", "c2"].into_iter().chain(HOSTILE_TEXT).collect();
-            let text = prop_oneof![
-                prop::sample::select(texts).prop_map(|s| serde_json::to_string(s).unwrap()),
-                prop::sample::select(ODD_JSON_STRINGS.to_vec()).prop_map(str::to_string),
-            ];
-            prop_oneof![
-                8 => text,
-                1 => prop::sample::select(other_types("c1")),
-            ]
-        }
-
-        fn frame_text() -> impl Strategy<Value = String> {
-            let ty = prop::sample::select(vec![
-                "text",
-                "reasoning",
-                "tool-call-start",
-                "tool-call-args",
-                "tool-call-end",
-                "tool-result",
-                "interrupt",
-                "error",
-                "state-delta",
-                "te\\u0078t",
-            ]);
-            let key = prop::sample::select(vec![
-                "content",
-                "toolCallId",
-                "toolCallName",
-                "delta",
-                "result",
-                "id",
-                "error",
-                "type",
-                "co\\u006etent",
-            ]);
-            (
-                ty,
-                prop::collection::vec((key, value()), 0..4),
-                prop::sample::select(vec!["", " ", "\n\t"]),
-                any::<bool>(),
-            )
-                .prop_map(|(ty, fields, ws, type_last)| {
-                    babelgate_core::testing::object_text(ty, &fields, ws, type_last)
-                })
-        }
-
-        /// A likely stream: the frequent frames, text runs cut by others.
-        fn likely() -> impl Strategy<Value = String> {
-            let id = prop::sample::select(vec!["c1", "c2"]);
-            prop_oneof![
-                value().prop_map(|d| format!(r#"{{"type":"text","content":{d}}}"#)),
-                value().prop_map(|d| format!(r#"{{"type":"reasoning","content":{d}}}"#)),
-                (id.clone(), value()).prop_map(|(id, d)| format!(
-                    r#"{{"type":"tool-call-args","toolCallId":"{id}","delta":{d}}}"#
-                )),
-                (id.clone(), value()).prop_map(|(id, n)| format!(
-                    r#"{{"type":"tool-call-start","toolCallId":"{id}","toolCallName":{n}}}"#
-                )),
-                id.clone()
-                    .prop_map(|id| format!(r#"{{"type":"tool-call-end","toolCallId":"{id}"}}"#)),
-                (id, value()).prop_map(|(id, r)| format!(
-                    r#"{{"type":"tool-result","toolCallId":"{id}","result":{r}}}"#
-                )),
-                Just(r#"{"type":"interrupt","id":"i"}"#.to_string()),
-                Just("[DONE]".to_string()),
-                Just("not json".to_string()),
-            ]
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
-
-            /// The map-free path gives what the general one gives (events,
-            /// extras, errors, and the state later frames see).
-            #[test]
-            fn plain_reading_equals_the_general_path(
-                frames in prop::collection::vec(prop_oneof![frame_text(), likely()], 0..20)
-            ) {
-                let fast = babelgate_core::testing::decode_all(&mut AgKitDecoder::new(), &frames);
-                let general = babelgate_core::testing::decode_all(&mut AgKitDecoder::new().general_only(), &frames);
-                prop_assert_eq!(fast, general);
+    /// The table declares what the general path does (each row's frames,
+    /// alone, after frames that open what they continue, and in a row).
+    #[test]
+    fn the_table_reads_as_the_general_path_reads() {
+        let before = [
+            r#"{"type":"text","content":"a"}"#,
+            r#"{"type":"tool-call-start","toolCallId":"id-1","toolCallName":"f"}"#,
+        ];
+        let mut run = |frames: &[String], fast: bool| match fast {
+            true => babelgate_core::testing::decode_all(&mut AgKitDecoder::new(), frames),
+            false => {
+                babelgate_core::testing::decode_all(&mut AgKitDecoder::new().general_only(), frames)
             }
-        }
+        };
+        babelgate_core::testing::check_table_decodes(&wire::FAST, &before, &mut run).unwrap();
     }
 }

@@ -1505,107 +1505,23 @@ mod tests {
         }
     }
 
-    mod plain {
-        use super::*;
-        use proptest::prelude::*;
-
-        /// A value for a field: mostly strings (hostile ones too), sometimes
-        /// another type.
-        fn value() -> impl Strategy<Value = String> {
-            use babelgate_core::testing::{other_types, HOSTILE_TEXT, ODD_JSON_STRINGS};
-            let texts: Vec<&str> = ["m1", "m2", "c1"].into_iter().chain(HOSTILE_TEXT).collect();
-            let text = prop_oneof![
-                prop::sample::select(texts).prop_map(|s| serde_json::to_string(s).unwrap()),
-                prop::sample::select(ODD_JSON_STRINGS.to_vec()).prop_map(str::to_string),
-            ];
-            prop_oneof![
-                8 => text,
-                1 => prop::sample::select(other_types("m1")),
-            ]
-        }
-
-        fn chunk() -> impl Strategy<Value = String> {
-            let ty = prop::sample::select(vec![
-                "text-start",
-                "text-delta",
-                "text-end",
-                "reasoning-start",
-                "reasoning-delta",
-                "reasoning-end",
-                "tool-input-start",
-                "tool-input-delta",
-                "start-step",
-                "finish-step",
-                "error",
-                "finish",
-                "start",
-                "text-\\u0064elta",
-                "tool-input-available",
-            ]);
-            let key = prop::sample::select(vec![
-                "id",
-                "delta",
-                "toolCallId",
-                "toolName",
-                "inputTextDelta",
-                "providerMetadata",
-                "finishReason",
-                "errorText",
-                "type",
-                "i\\u0064",
-            ]);
-            (
-                ty,
-                prop::collection::vec((key, value()), 0..4),
-                prop::sample::select(vec!["", " ", "\n\t"]),
-                any::<bool>(),
-            )
-                .prop_map(|(ty, fields, ws, type_last)| {
-                    babelgate_core::testing::object_text(ty, &fields, ws, type_last)
-                })
-        }
-
-        /// A likely stream: the frequent chunks with ids from a small pool.
-        fn likely() -> impl Strategy<Value = String> {
-            let id = prop::sample::select(vec!["m1", "m2"]);
-            prop_oneof![
-                (
-                    prop::sample::select(vec!["text", "reasoning"]),
-                    prop::sample::select(vec!["start", "delta", "end"]),
-                    id.clone(),
-                    value()
-                )
-                    .prop_map(|(k, p, id, d)| if p == "delta" {
-                        format!(r#"{{"type":"{k}-{p}","id":"{id}","delta":{d}}}"#)
-                    } else {
-                        format!(r#"{{"type":"{k}-{p}","id":"{id}"}}"#)
-                    }),
-                (id.clone(), value()).prop_map(|(id, d)| format!(
-                    r#"{{"type":"tool-input-delta","toolCallId":"{id}","inputTextDelta":{d}}}"#
-                )),
-                (id, value()).prop_map(|(id, n)| format!(
-                    r#"{{"type":"tool-input-start","toolCallId":"{id}","toolName":{n}}}"#
-                )),
-                Just(r#"{"type":"error","errorText":"x"}"#.to_string()),
-                Just(r#"{"type":"finish-step"}"#.to_string()),
-                Just(r#"{"type":"start-step"}"#.to_string()),
-                Just(r#"{"type":"start"}"#.to_string()),
-            ]
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
-
-            /// The map-free path gives what the general one gives (events,
-            /// extras, errors, and the state later chunks see).
-            #[test]
-            fn plain_reading_equals_the_general_path(
-                chunks in prop::collection::vec(prop_oneof![chunk(), likely()], 0..20)
-            ) {
-                let fast = babelgate_core::testing::decode_all(&mut VercelDecoder::new(), &chunks);
-                let general = babelgate_core::testing::decode_all(&mut VercelDecoder::new().general_only(), &chunks);
-                prop_assert_eq!(fast, general);
-            }
-        }
+    /// The table declares what the general path does (each row's frames,
+    /// alone, after frames that open what they continue, and in a row).
+    #[test]
+    fn the_table_reads_as_the_general_path_reads() {
+        let before = [
+            r#"{"type":"text-start","id":"id-1"}"#,
+            r#"{"type":"reasoning-start","id":"id-1"}"#,
+            r#"{"type":"tool-input-start","toolCallId":"id-1","toolName":"f"}"#,
+            r#"{"type":"error","errorText":"x"}"#,
+        ];
+        let mut run = |frames: &[String], fast: bool| match fast {
+            true => babelgate_core::testing::decode_all(&mut VercelDecoder::new(), frames),
+            false => babelgate_core::testing::decode_all(
+                &mut VercelDecoder::new().general_only(),
+                frames,
+            ),
+        };
+        babelgate_core::testing::check_table_decodes(&wire::FAST, &before, &mut run).unwrap();
     }
 }

@@ -196,6 +196,11 @@ impl Row {
         self.keys.get(..usize::from(self.len)).unwrap_or_default()
     }
 
+    /// Bit `i`: the table's key `i` must be there.
+    pub fn required(&self) -> u32 {
+        self.required
+    }
+
     /// Whether its `Delta` may come in the table's [`Wrap`].
     pub fn wraps(&self) -> bool {
         self.wraps

@@ -496,3 +496,130 @@ pub fn check_fast_write<const N: usize>(table: &Table<N>, ev: &Event) -> Result<
     }
     Ok(true)
 }
+
+/// A sample value for `slot`, or for a field the wrap holds.
+fn sample(slot: Slot, escaped: bool) -> &'static str {
+    match (slot, escaped) {
+        (Slot::Timestamp, _) => "1700000000000",
+        (Slot::Role, _) => "\"assistant\"",
+        (Slot::Type, _) => "\"\"",
+        (_, false) => "\"id-1\"",
+        (_, true) => "\"a\\\"\\u00e9\\n北\"",
+    }
+}
+
+/// Frames of every row of `table`, for an adapter's check that its table
+/// declares what its general path does: each row with all its keys, with
+/// its required keys only, with escaped strings, and (where the row takes
+/// it) with its delta in the table's wrap.
+pub fn fast_samples<const N: usize>(table: &Table<N>) -> Vec<String> {
+    let mut out = Vec::new();
+    for row in table.rows {
+        let keys: Vec<(&str, Slot, bool)> = row
+            .keys()
+            .iter()
+            .filter_map(|&k| {
+                let (name, slot) = *table.keys.get(usize::from(k))?;
+                Some((name, slot, row.required() & (1 << k) != 0))
+            })
+            .collect();
+        for form in 0..4 {
+            let fields: Vec<(&str, String)> = keys
+                .iter()
+                .filter(|(_, _, required)| *required || form != 1)
+                .map(|&(name, slot, _)| {
+                    let v = match (table.wrap, form, slot) {
+                        (Some(w), 3, Slot::Delta) if row.wraps() => {
+                            format!("{}{}{}", w.open, sample(slot, false), w.close)
+                        }
+                        _ => sample(slot, form == 2).to_string(),
+                    };
+                    (name, v)
+                })
+                .collect();
+            out.push(object_text(row.wire, &fields, "", false));
+        }
+    }
+    out
+}
+
+/// Events of every row of `table`, for an adapter's check that its writer
+/// writes what its general path does: with every optional field and
+/// without, plain and hostile strings, with a timestamp and without.
+pub fn fast_sample_events<const N: usize>(table: &Table<N>) -> Vec<Event> {
+    let mut out = Vec::new();
+    for (i, _) in table.rows.iter().enumerate() {
+        for b in 0..4u8 {
+            // The row's index first, then the form.
+            let bytes = [i as u8, b * 3, b, b + 1, b, b, b, 0];
+            out.push(fast_event(table, &bytes));
+        }
+    }
+    out
+}
+
+/// What a decoder makes of each frame of a run, then of the end: with its
+/// fast paths (`true`) or the general path only.
+pub type Run<'a> = dyn FnMut(&[String], bool) -> Vec<Result<Vec<Event>, DecodeError>> + 'a;
+
+/// An adapter's check that its table declares what its general path does:
+/// every row's [`fast_samples`] decoded both ways give the same events
+/// (compared in order, extras included) and errors, each alone, after the
+/// frames of `before` (state the sample meets), and all in a row; and the
+/// fast path takes every row's full sample.
+pub fn check_table_decodes<const N: usize>(
+    table: &Table<N>,
+    before: &[&str],
+    run: &mut Run<'_>,
+) -> Result<(), String> {
+    let samples = fast_samples(table);
+    for (row, full) in table.rows.iter().zip(samples.iter().step_by(4)) {
+        if row.consts().is_empty() && table.read(full).is_none() {
+            return Err(format!("the fast path does not take {full}"));
+        }
+    }
+    let mut runs: Vec<Vec<String>> = samples.iter().map(|s| vec![s.clone()]).collect();
+    runs.extend(samples.iter().map(|s| {
+        let mut r: Vec<String> = before.iter().map(|b| b.to_string()).collect();
+        r.push(s.clone());
+        r
+    }));
+    runs.push(samples.clone());
+    for frames in runs {
+        let (fast, general) = (run(&frames, true), run(&frames, false));
+        if format!("{fast:?}") != format!("{general:?}") {
+            return Err(format!(
+                "{frames:?}\nfast:    {fast:?}\ngeneral: {general:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An adapter's check that its writer writes what its general path does:
+/// `run(events, fast)` encodes with the fast paths or without, and every
+/// row's [`fast_sample_events`], each alone and all in a row (with the
+/// events of `before` first), come out the same bytes and spans.
+pub fn check_table_encodes<const N: usize>(
+    table: &Table<N>,
+    before: &[Event],
+    run: &mut dyn FnMut(&[Event], bool) -> (Vec<u8>, Vec<Span>),
+) -> Result<(), String> {
+    let samples = fast_sample_events(table);
+    let mut runs: Vec<Vec<Event>> = samples
+        .iter()
+        .map(|e| before.iter().cloned().chain([e.clone()]).collect())
+        .collect();
+    runs.push(before.iter().chain(&samples).cloned().collect());
+    for events in runs {
+        let (fast, general) = (run(&events, true), run(&events, false));
+        if fast != general {
+            return Err(format!(
+                "{events:?}\nfast:    {}\ngeneral: {}",
+                String::from_utf8_lossy(&fast.0),
+                String::from_utf8_lossy(&general.0)
+            ));
+        }
+    }
+    Ok(())
+}
