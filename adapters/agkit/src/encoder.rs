@@ -1110,8 +1110,12 @@ mod tests {
                 true => babelgate_core::testing::encode_all(&mut make(), events),
                 false => babelgate_core::testing::encode_all(&mut make().general_only(), events),
             };
-            babelgate_core::testing::check_table_encodes(&wire::FAST, &[start.clone()], &mut run)
-                .unwrap();
+            babelgate_core::testing::check_table_encodes(
+                &wire::FAST,
+                std::slice::from_ref(&start),
+                &mut run,
+            )
+            .unwrap();
         }
     }
 }

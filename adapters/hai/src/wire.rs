@@ -153,29 +153,6 @@ pub fn is_private(key: &str) -> bool {
     babelgate_core::event::is_note(key)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn private_keys_are_not_wire_names() {
-        for k in [
-            X_SYNTH,
-            X_START,
-            X_IMPLICIT,
-            X_END,
-            X_INLINE,
-            X_RAW_DELTA,
-            X_ARGS_JSON,
-        ] {
-            assert!(is_private(k), "{k}");
-        }
-        // the delta template travels under its wire name
-        assert!(!is_private(X_DELTA));
-        assert_eq!(frame(RUN_STARTED)["type"], RUN_STARTED);
-    }
-}
-
 // ---- the fast path ------------------------------------------------------------
 
 /// The keys of HAI's fast path and the core fields they fill.
@@ -259,3 +236,26 @@ pub const FAST: Table<9> = {
         }),
     }
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_keys_are_not_wire_names() {
+        for k in [
+            X_SYNTH,
+            X_START,
+            X_IMPLICIT,
+            X_END,
+            X_INLINE,
+            X_RAW_DELTA,
+            X_ARGS_JSON,
+        ] {
+            assert!(is_private(k), "{k}");
+        }
+        // the delta template travels under its wire name
+        assert!(!is_private(X_DELTA));
+        assert_eq!(frame(RUN_STARTED)["type"], RUN_STARTED);
+    }
+}

@@ -130,7 +130,7 @@ impl<'a> Choices<'a> {
 
     /// Whether a one-in-`n` chance came up.
     fn one_in(&mut self, n: u8) -> bool {
-        self.next() % n.max(1) == 0
+        self.next().is_multiple_of(n.max(1))
     }
 
     fn pick<T: Copy + Default>(&mut self, list: &[T]) -> T {
@@ -596,6 +596,10 @@ pub fn check_table_decodes<const N: usize>(
     Ok(())
 }
 
+/// What an encoder writes for events, with its spans: with its fast paths
+/// (`true`) or the general path only.
+pub type Encoded<'a> = dyn FnMut(&[Event], bool) -> (Vec<u8>, Vec<Span>) + 'a;
+
 /// An adapter's check that its writer writes what its general path does:
 /// `run(events, fast)` encodes with the fast paths or without, and every
 /// row's [`fast_sample_events`], each alone and all in a row (with the
@@ -603,7 +607,7 @@ pub fn check_table_decodes<const N: usize>(
 pub fn check_table_encodes<const N: usize>(
     table: &Table<N>,
     before: &[Event],
-    run: &mut dyn FnMut(&[Event], bool) -> (Vec<u8>, Vec<Span>),
+    run: &mut Encoded<'_>,
 ) -> Result<(), String> {
     let samples = fast_sample_events(table);
     let mut runs: Vec<Vec<Event>> = samples
