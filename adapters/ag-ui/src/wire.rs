@@ -46,99 +46,31 @@ pub const THINKING_TEXT_MESSAGE_START: &str = "THINKING_TEXT_MESSAGE_START";
 pub const THINKING_TEXT_MESSAGE_CONTENT: &str = "THINKING_TEXT_MESSAGE_CONTENT";
 pub const THINKING_TEXT_MESSAGE_END: &str = "THINKING_TEXT_MESSAGE_END";
 
-/// The keys of AG-UI's fast path and the core fields they fill.
-const FAST_KEYS: [(&str, Slot); 10] = [
-    ("type", Slot::Type),
-    ("timestamp", Slot::Timestamp),
-    ("messageId", Slot::MessageId),
-    ("toolCallId", Slot::ToolCallId),
-    ("toolCallName", Slot::ToolName),
-    ("parentMessageId", Slot::ParentMessageId),
-    ("role", Slot::Role),
-    ("name", Slot::Name),
-    ("delta", Slot::Delta),
-    ("content", Slot::Content),
-];
-
 /// The events that make most of a stream, read and written by the core's
-/// fast path (`babelgate_core::fast`) in this order of keys. A result's
-/// `role` has no core field and stays in extra.
+/// fast path (`babelgate_core::fast`): each key and the core field it fills,
+/// then each event type with its keys in the order written (`?`: optional).
+/// A result's `role` has no core field and stays in extra.
+#[rustfmt::skip]
 pub const FAST: Table<10> = {
-    const K: &[(&str, Slot); 10] = &FAST_KEYS;
-    const ROWS: [Row; 10] = [
-        Row::new(
-            K,
-            TEXT_MESSAGE_CONTENT,
-            Kind::TextDelta,
-            &["?timestamp", "messageId", "delta"],
-        ),
-        Row::new(
-            K,
-            TOOL_CALL_ARGS,
-            Kind::ToolCallArgs,
-            &["?timestamp", "toolCallId", "delta"],
-        ),
-        Row::new(
-            K,
-            TEXT_MESSAGE_START,
-            Kind::TextStart,
-            &["?timestamp", "messageId", "role", "?name"],
-        ),
-        Row::new(
-            K,
-            TEXT_MESSAGE_END,
-            Kind::TextEnd,
-            &["?timestamp", "messageId"],
-        ),
-        Row::new(
-            K,
-            TOOL_CALL_START,
-            Kind::ToolCallStart,
-            &[
-                "?timestamp",
-                "toolCallId",
-                "toolCallName",
-                "?parentMessageId",
-            ],
-        ),
-        Row::new(
-            K,
-            TOOL_CALL_END,
-            Kind::ToolCallEnd,
-            &["?timestamp", "toolCallId"],
-        ),
-        Row::new(
-            K,
-            TOOL_CALL_RESULT,
-            Kind::ToolCallResult,
-            &["?timestamp", "?messageId", "toolCallId", "content", "?role"],
-        ),
-        Row::new(
-            K,
-            REASONING_MESSAGE_START,
-            Kind::ReasoningStart,
-            &["?timestamp", "messageId"],
-        )
-        .with_consts(&[("role", "reasoning")]),
-        Row::new(
-            K,
-            REASONING_MESSAGE_CONTENT,
-            Kind::ReasoningDelta,
-            &["?timestamp", "messageId", "delta"],
-        ),
-        Row::new(
-            K,
-            REASONING_MESSAGE_END,
-            Kind::ReasoningEnd,
-            &["?timestamp", "messageId"],
-        ),
+    const K: &[(&str, Slot); 10] = &[
+        ("type", Slot::Type), ("timestamp", Slot::Timestamp), ("messageId", Slot::MessageId),
+        ("toolCallId", Slot::ToolCallId), ("toolCallName", Slot::ToolName),
+        ("parentMessageId", Slot::ParentMessageId), ("role", Slot::Role), ("name", Slot::Name),
+        ("delta", Slot::Delta), ("content", Slot::Content),
     ];
-    Table {
-        dialect: Dialect::AgUi,
-        keys: FAST_KEYS,
-        rows: &ROWS,
-        wrap: None,
-    }
+    const ROWS: [Row; 10] = [
+        Row::new(K, TEXT_MESSAGE_CONTENT, Kind::TextDelta, &["?timestamp", "messageId", "delta"]),
+        Row::new(K, TOOL_CALL_ARGS, Kind::ToolCallArgs, &["?timestamp", "toolCallId", "delta"]),
+        Row::new(K, TEXT_MESSAGE_START, Kind::TextStart, &["?timestamp", "messageId", "role", "?name"]),
+        Row::new(K, TEXT_MESSAGE_END, Kind::TextEnd, &["?timestamp", "messageId"]),
+        Row::new(K, TOOL_CALL_START, Kind::ToolCallStart, &["?timestamp", "toolCallId", "toolCallName", "?parentMessageId"]),
+        Row::new(K, TOOL_CALL_END, Kind::ToolCallEnd, &["?timestamp", "toolCallId"]),
+        Row::new(K, TOOL_CALL_RESULT, Kind::ToolCallResult, &["?timestamp", "?messageId", "toolCallId", "content", "?role"]),
+        Row::new(K, REASONING_MESSAGE_START, Kind::ReasoningStart, &["?timestamp", "messageId"]).with_consts(&[("role", "reasoning")]),
+        Row::new(K, REASONING_MESSAGE_CONTENT, Kind::ReasoningDelta, &["?timestamp", "messageId", "delta"]),
+        Row::new(K, REASONING_MESSAGE_END, Kind::ReasoningEnd, &["?timestamp", "messageId"]),
+    ];
+    Table { dialect: Dialect::AgUi, keys: *K, rows: &ROWS, wrap: None }
 };
 
 /// Every 1.0 event type (`EventType` in `@ag-ui/core`).

@@ -6,21 +6,16 @@ use babelgate_core::fast::{Kind, Row, Slot, Table};
 use babelgate_core::{Dialect, EventKind, Extra};
 use serde_json::{Map, Value};
 
-/// The keys of the Vercel fast path and the core fields they fill.
-const FAST_KEYS: [(&str, Slot); 6] = [
-    ("type", Slot::Type),
-    ("id", Slot::MessageId),
-    ("delta", Slot::Delta),
-    ("toolCallId", Slot::ToolCallId),
-    ("toolName", Slot::ToolName),
-    ("inputTextDelta", Slot::Delta),
-];
-
 /// The chunks that make most of a stream, read and written by the core's
-/// fast path (`babelgate_core::fast`): a type and only the string fields the
-/// general path models for it.
+/// fast path (`babelgate_core::fast`): each key and the core field it fills,
+/// then each type with exactly the string fields the general path models.
+#[rustfmt::skip]
 pub const FAST: Table<6> = {
-    const K: &[(&str, Slot); 6] = &FAST_KEYS;
+    const K: &[(&str, Slot); 6] = &[
+        ("type", Slot::Type), ("id", Slot::MessageId), ("delta", Slot::Delta),
+        ("toolCallId", Slot::ToolCallId), ("toolName", Slot::ToolName),
+        ("inputTextDelta", Slot::Delta),
+    ];
     const ROWS: [Row; 10] = [
         Row::new(K, "text-delta", Kind::TextDelta, &["id", "delta"]),
         Row::new(K, "reasoning-delta", Kind::ReasoningDelta, &["id", "delta"]),
@@ -28,27 +23,12 @@ pub const FAST: Table<6> = {
         Row::new(K, "text-end", Kind::TextEnd, &["id"]),
         Row::new(K, "reasoning-start", Kind::ReasoningStart, &["id"]),
         Row::new(K, "reasoning-end", Kind::ReasoningEnd, &["id"]),
-        Row::new(
-            K,
-            "tool-input-delta",
-            Kind::ToolCallArgs,
-            &["toolCallId", "inputTextDelta"],
-        ),
-        Row::new(
-            K,
-            "tool-input-start",
-            Kind::ToolCallStart,
-            &["toolCallId", "toolName"],
-        ),
+        Row::new(K, "tool-input-delta", Kind::ToolCallArgs, &["toolCallId", "inputTextDelta"]),
+        Row::new(K, "tool-input-start", Kind::ToolCallStart, &["toolCallId", "toolName"]),
         Row::new(K, "start-step", Kind::StepStarted, &[]),
         Row::new(K, "finish-step", Kind::StepFinished, &[]),
     ];
-    Table {
-        dialect: Dialect::Vercel,
-        keys: FAST_KEYS,
-        rows: &ROWS,
-        wrap: None,
-    }
+    Table { dialect: Dialect::Vercel, keys: *K, rows: &ROWS, wrap: None }
 };
 
 /// Response headers of a UI message stream besides the content type
