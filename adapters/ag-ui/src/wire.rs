@@ -51,7 +51,7 @@ pub const THINKING_TEXT_MESSAGE_END: &str = "THINKING_TEXT_MESSAGE_END";
 /// then each event type with its keys in the order written (`?`: optional).
 /// A result's `role` has no core field and stays in extra.
 #[rustfmt::skip]
-pub const FAST: Table<10> = {
+pub static FAST: Table<10> = {
     const K: &[(&str, Slot); 10] = &[
         ("type", Slot::Type), ("timestamp", Slot::Timestamp), ("messageId", Slot::MessageId),
         ("toolCallId", Slot::ToolCallId), ("toolCallName", Slot::ToolName),

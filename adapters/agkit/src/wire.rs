@@ -54,7 +54,7 @@ pub const UNKNOWN: &str = "unknown";
 /// then each type with exactly its keys. Text and reasoning carry no id: the
 /// decoder gives them their message's.
 #[rustfmt::skip]
-pub const FAST: Table<6> = {
+pub static FAST: Table<6> = {
     const K: &[(&str, Slot); 6] = &[
         ("type", Slot::Type), ("content", Slot::Delta), ("toolCallId", Slot::ToolCallId),
         ("toolCallName", Slot::ToolName), ("delta", Slot::Delta), ("result", Slot::Content),

@@ -163,7 +163,7 @@ pub fn is_private(key: &str) -> bool {
 /// producers write it (any other spacing takes the general path); a
 /// result's `role` has no core field and stays in extra.
 #[rustfmt::skip]
-pub const FAST: Table<9> = {
+pub static FAST: Table<9> = {
     const K: &[(&str, Slot); 9] = &[
         ("type", Slot::Type), ("messageId", Slot::MessageId), ("delta", Slot::Delta),
         ("timestamp", Slot::Timestamp), ("toolCallId", Slot::ToolCallId),

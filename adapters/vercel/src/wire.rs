@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 /// fast path (`babelgate_core::fast`): each key and the core field it fills,
 /// then each type with exactly the string fields the general path models.
 #[rustfmt::skip]
-pub const FAST: Table<6> = {
+pub static FAST: Table<6> = {
     const K: &[(&str, Slot); 6] = &[
         ("type", Slot::Type), ("id", Slot::MessageId), ("delta", Slot::Delta),
         ("toolCallId", Slot::ToolCallId), ("toolName", Slot::ToolName),
