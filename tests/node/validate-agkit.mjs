@@ -26,7 +26,7 @@
 import fs from 'node:fs';
 import { onRejected } from '@cloudbase/agent-shared';
 import { useChat } from '@cloudbase/agent-ui-web';
-import { slots } from 'react';
+import { slots } from './shims/react/index.mjs';
 import { createParser } from 'eventsource-parser';
 import * as z from 'zod';
 import {

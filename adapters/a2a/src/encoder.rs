@@ -9,6 +9,8 @@
 use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Outcome, Sink};
 use serde_json::{json, Map, Value};
 
+use crate::rpc::{self, Version};
+use crate::task::{self, TaskView};
 use crate::wire::{self, State};
 
 pub struct A2aEncoder {
@@ -21,6 +23,8 @@ pub struct A2aEncoder {
     chunked: Vec<String>,
     /// Tool calls being written: id, name, argument text.
     calls: Vec<(String, String, String)>,
+    /// The task as written so far, for answers about it (`GetTask`).
+    view: TaskView,
     dropped: u64,
 }
 
@@ -34,6 +38,7 @@ impl A2aEncoder {
             ended: false,
             chunked: Vec::new(),
             calls: Vec::new(),
+            view: TaskView::default(),
             dropped: 0,
         }
     }
@@ -61,10 +66,21 @@ impl A2aEncoder {
         )
     }
 
-    fn write(&mut self, result: Value, out: &mut Sink) {
+    /// The request's id (without one, as in `translate`, the task's) and
+    /// the version its answers are spelt in.
+    fn reply(&mut self) -> (Value, Version) {
         let (task, _) = self.ids();
-        // The request's id; without one (`translate`), the task's.
-        let id = self.ctx.reply_to.clone().unwrap_or(Value::String(task));
+        let (id, version) = rpc::reply_of(self.ctx.reply_to.as_ref());
+        (id.unwrap_or(Value::String(task)), version)
+    }
+
+    fn write(&mut self, result: Value, out: &mut Sink) {
+        self.view.apply(&result);
+        let (id, version) = self.reply();
+        let result = match version {
+            Version::V1 => result,
+            Version::V03 => task::to_v03(&result),
+        };
         let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
         let data = wire::to_sse_json(&response);
         out.data(&data);
@@ -357,5 +373,16 @@ impl Encoder for A2aEncoder {
 
     fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// The task as written so far: `GetTask`'s and `CancelTask`'s answer.
+    fn state_answer(&self) -> Option<Value> {
+        let (id, version) = rpc::reply_of(self.ctx.reply_to.as_ref());
+        let task = self.view.task();
+        let result = match version {
+            Version::V1 => task,
+            Version::V03 => task::to_v03(&task),
+        };
+        Some(json!({"jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "result": result}))
     }
 }

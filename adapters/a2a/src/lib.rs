@@ -17,9 +17,12 @@
     )
 )]
 
+pub mod card;
 pub mod decoder;
 pub mod encoder;
 pub mod request;
+pub mod rpc;
+pub mod task;
 pub mod wire;
 
 pub use decoder::A2aDecoder;
@@ -278,5 +281,55 @@ mod tests {
             rs.last().unwrap()["statusUpdate"]["status"]["state"],
             "TASK_STATE_CANCELED"
         );
+    }
+
+    #[test]
+    fn the_state_answer_is_the_task_so_far_in_the_spelling_asked() {
+        let text = |delta: &str| -> Event {
+            EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: delta.into(),
+            }
+            .into()
+        };
+        for version in [rpc::Version::V1, rpc::Version::V03] {
+            let ctx = EncodeContext {
+                run_id: Some("t1".into()),
+                thread_id: Some("c1".into()),
+                reply_to: Some(rpc::reply_to(&serde_json::json!(5), version)),
+                ..EncodeContext::deterministic()
+            };
+            let mut e = A2aEncoder::new(ctx);
+            let mut out = Vec::new();
+            for ev in [text("Hel"), text("lo")] {
+                e.encode(&ev, &mut out);
+            }
+            let answer = e.state_answer().unwrap();
+            assert_eq!(answer["id"], 5);
+            let task = &answer["result"];
+            assert_eq!(task["id"], "t1");
+            assert_eq!(task["contextId"], "c1");
+            let streamed = results(&out);
+            match version {
+                rpc::Version::V1 => {
+                    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+                    assert_eq!(
+                        task["artifacts"][0]["parts"],
+                        serde_json::json!([{"text": "Hello"}])
+                    );
+                    assert!(streamed[0].get("task").is_some());
+                }
+                rpc::Version::V03 => {
+                    assert_eq!(task["kind"], "task");
+                    assert_eq!(task["status"]["state"], "working");
+                    assert_eq!(
+                        task["artifacts"][0]["parts"],
+                        serde_json::json!([{"kind": "text", "text": "Hello"}])
+                    );
+                    assert_eq!(streamed[0]["kind"], "task");
+                    assert_eq!(streamed[1]["kind"], "status-update");
+                }
+            }
+        }
     }
 }

@@ -6,14 +6,20 @@
 //! continues the interrupted task: its id is the interrupt's.
 
 use babelgate_core::request::{MediaKind, MediaSource, Message, Part, ResumeEntry};
-use babelgate_core::{Dialect, RequestError, RequestTranslator, Role, RunRequest};
+use babelgate_core::{
+    AgentAbout, Dialect, Intent, Refusal, RequestError, RequestFault, RequestTranslator, Role,
+    RunAsk, RunRequest,
+};
 use serde_json::{json, Map, Value};
 
+use crate::card;
+use crate::rpc::{self, Version};
 use crate::wire::{self, PartRef};
 
 pub struct A2aRequests;
 
-/// The JSON-RPC methods that start a run, v1.0 names and v0.3 names.
+/// The JSON-RPC methods that start a run, v1.0 names and v0.3 names
+/// (`classify` reads the rest).
 const RUN_METHODS: [&str; 4] = [
     "SendStreamingMessage",
     "SendMessage",
@@ -49,116 +55,167 @@ fn media_part(source: &MediaSource, filename: Option<&str>) -> Value {
     Value::Object(p)
 }
 
+/// The run a `SendStreamingMessage` (or v0.3 `message/stream`) message
+/// asks for; its errors are the params'.
+fn run_request(
+    m: &Map<String, Value>,
+    reply_to: Option<Value>,
+) -> Result<RunRequest, RequestError> {
+    let parts = m
+        .get("parts")
+        .and_then(Value::as_array)
+        .ok_or_else(|| RequestError::field("params.message.parts", "must be a list"))?;
+    let mut content = Vec::new();
+    let mut data = None;
+    for (i, p) in parts.iter().enumerate() {
+        match wire::part(p) {
+            PartRef::Text(t) => content.push(Part::Text {
+                text: t.to_string(),
+            }),
+            PartRef::Data(d) => {
+                data.get_or_insert_with(|| d.clone());
+                content.push(Part::Other { value: p.clone() });
+            }
+            PartRef::File {
+                url,
+                media_type,
+                filename,
+            } => content.push(Part::Media {
+                media: MediaKind::from_media_type(&media_type),
+                source: MediaSource::from_url(&url, Some(&media_type)),
+                filename: filename.map(str::to_string),
+            }),
+            PartRef::Other => {
+                return Err(RequestError::field(
+                    format!("params.message.parts[{i}]"),
+                    "is no text, data or file part",
+                ))
+            }
+        }
+    }
+    let id = m
+        .get("messageId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let text = content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut run = RunRequest {
+        // Every response of the stream carries the request's id (the
+        // SDK clients check it).
+        reply_to,
+        thread_id: m
+            .get("contextId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        ..Default::default()
+    };
+    // An answer to an interrupted task names it: the answer resumes it.
+    if let Some(task) = m
+        .get("taskId")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    {
+        run.resume.push(ResumeEntry {
+            interrupt_id: task.to_string(),
+            status: "resolved".into(),
+            payload: Some(data.unwrap_or(Value::String(text))),
+        });
+    }
+    run.messages.push(Message {
+        id,
+        role: Role::User,
+        content,
+        content_is_parts: true,
+        ..Default::default()
+    });
+    Ok(run)
+}
+
 impl RequestTranslator for A2aRequests {
     fn dialect(&self) -> Dialect {
         Dialect::A2a
     }
 
     fn parse_request(&self, body: &[u8]) -> Result<RunRequest, RequestError> {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| RequestError::new(format!("invalid JSON: {e}")))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| RequestError::new("a JSON-RPC request must be an object"))?;
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Err(RequestError::field("jsonrpc", "must be \"2.0\""));
-        }
-        let method = obj
-            .get("method")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RequestError::field("method", "missing"))?;
-        if !RUN_METHODS.contains(&method) {
-            return Err(RequestError::field(
+        match self.classify(body)? {
+            Intent::Run(run) => Ok(*run),
+            Intent::About { .. } => Err(RequestError::field(
                 "method",
-                format!("`{method}` does not start a run here (one of {RUN_METHODS:?})"),
-            ));
+                format!("does not start a run (one of {RUN_METHODS:?})"),
+            )),
         }
-        let m = obj
-            .get("params")
-            .and_then(|p| p.get("message"))
-            .and_then(Value::as_object)
-            .ok_or_else(|| RequestError::field("params.message", "must be an object"))?;
-        let parts = m
-            .get("parts")
-            .and_then(Value::as_array)
-            .ok_or_else(|| RequestError::field("params.message.parts", "must be a list"))?;
-        let mut content = Vec::new();
-        let mut data = None;
-        for (i, p) in parts.iter().enumerate() {
-            match wire::part(p) {
-                PartRef::Text(t) => content.push(Part::Text {
-                    text: t.to_string(),
-                }),
-                PartRef::Data(d) => {
-                    data.get_or_insert_with(|| d.clone());
-                    content.push(Part::Other { value: p.clone() });
-                }
-                PartRef::File {
-                    url,
-                    media_type,
-                    filename,
-                } => content.push(Part::Media {
-                    media: MediaKind::from_media_type(&media_type),
-                    source: MediaSource::from_url(&url, Some(&media_type)),
-                    filename: filename.map(str::to_string),
-                }),
-                PartRef::Other => {
-                    return Err(RequestError::field(
-                        format!("params.message.parts[{i}]"),
-                        "is no text, data or file part",
-                    ))
-                }
-            }
-        }
-        let id = m
-            .get("messageId")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let text = content
-            .iter()
-            .filter_map(|p| match p {
-                Part::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let mut run = RunRequest {
-            // Every response of the stream carries the request's id (the
-            // SDK clients check it).
-            reply_to: obj
-                .get("id")
-                .filter(|id| id.is_string() || id.is_number())
-                .cloned(),
-            thread_id: m
-                .get("contextId")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            ..Default::default()
-        };
-        // An answer to an interrupted task names it: the answer resumes it.
-        if let Some(task) = m
-            .get("taskId")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-        {
-            run.resume.push(ResumeEntry {
-                interrupt_id: task.to_string(),
-                status: "resolved".into(),
-                payload: Some(data.unwrap_or(Value::String(text))),
-            });
-        }
-        run.messages.push(Message {
-            id,
-            role: Role::User,
-            content,
-            content_is_parts: true,
-            ..Default::default()
-        });
-        Ok(run)
     }
 
+    fn classify(&self, body: &[u8]) -> Result<Intent, RequestError> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            RequestError::new(format!("invalid JSON: {e}")).with_fault(RequestFault::Unreadable)
+        })?;
+        let env = rpc::envelope(&v)?;
+        let (version, ask) = match env.method {
+            "SendStreamingMessage" | "SendMessage" => (Version::V1, None),
+            "message/stream" | "message/send" => (Version::V03, None),
+            "GetTask" => (Version::V1, Some(RunAsk::Get)),
+            "CancelTask" => (Version::V1, Some(RunAsk::Stop)),
+            "SubscribeToTask" => (Version::V1, Some(RunAsk::Follow)),
+            "tasks/get" => (Version::V03, Some(RunAsk::Get)),
+            "tasks/cancel" => (Version::V03, Some(RunAsk::Stop)),
+            "tasks/resubscribe" => (Version::V03, Some(RunAsk::Follow)),
+            other => {
+                return Err(RequestError::field(
+                    "method",
+                    format!("`{other}` is not a method this agent answers"),
+                )
+                .with_fault(RequestFault::UnknownOperation)
+                .replying_to(env.id.map(|id| rpc::reply_to(id, Version::V1))))
+            }
+        };
+        let reply_to = env.id.map(|id| rpc::reply_to(id, version));
+        let params = |e: RequestError| {
+            e.with_fault(RequestFault::InvalidParams)
+                .replying_to(reply_to.clone())
+        };
+        if let Some(ask) = ask {
+            let run_id = env
+                .params
+                .and_then(|p| p.get("id"))
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| params(RequestError::field("params.id", "must be a task id")))?;
+            return Ok(Intent::About {
+                run_id: run_id.to_string(),
+                ask,
+                reply_to,
+            });
+        }
+        let m = env
+            .params
+            .and_then(|p| p.get("message"))
+            .and_then(Value::as_object)
+            .ok_or_else(|| params(RequestError::field("params.message", "must be an object")))?;
+        run_request(m, reply_to.clone())
+            .map(|r| Intent::Run(Box::new(r)))
+            .map_err(params)
+    }
+
+    fn refusal(&self, refusal: &Refusal<'_>) -> Option<(u16, Value)> {
+        Some(rpc::refusal(refusal))
+    }
+
+    fn describe(&self, about: &AgentAbout) -> Option<Value> {
+        Some(card::agent_card(about))
+    }
+
+    fn description_path(&self) -> Option<&'static str> {
+        Some(card::WELL_KNOWN_PATH)
+    }
     fn build_request(&self, request: &RunRequest) -> Result<Value, RequestError> {
         let mut parts: Vec<Value> = Vec::new();
         let mut message_id = None;
@@ -287,12 +344,132 @@ mod tests {
         let run = A2aRequests.parse_request(body).unwrap();
         assert_eq!(run.thread_id, "c1");
         assert_eq!(
-            run.reply_to,
-            Some(json!(7)),
-            "the id every response carries"
+            rpc::reply_of(run.reply_to.as_ref()),
+            (Some(json!(7)), Version::V03),
+            "the id every response carries, and the v0.3 spelling asked"
         );
         assert_eq!(run.messages[0].text(), "hi");
-        let bad = br#"{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{}}"#;
-        assert!(A2aRequests.parse_request(bad).is_err());
+        let bad = br#"{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"t"}}"#;
+        assert!(A2aRequests.parse_request(bad).is_err(), "not a run");
+    }
+
+    fn refused(body: &[u8]) -> (RequestFault, Option<Value>) {
+        let e = A2aRequests.classify(body).unwrap_err();
+        (e.fault, e.reply_to.map(|r| *r))
+    }
+
+    #[test]
+    fn each_refusal_is_its_json_rpc_fault_with_the_request_id() {
+        assert_eq!(refused(b"{not json"), (RequestFault::Unreadable, None));
+        assert_eq!(refused(b"[1]"), (RequestFault::Malformed, None));
+        assert_eq!(
+            refused(br#"{"jsonrpc":"1.0","id":"a","method":"GetTask"}"#),
+            (RequestFault::Malformed, Some(json!("a")))
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","id":true,"method":"GetTask"}"#),
+            (RequestFault::Malformed, None),
+            "a boolean id cannot be answered with"
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","id":3,"method":"Nope","params":{}}"#),
+            (RequestFault::UnknownOperation, Some(json!(3)))
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","id":4,"method":"SendStreamingMessage","params":{}}"#),
+            (RequestFault::InvalidParams, Some(json!(4)))
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":""}}"#),
+            (RequestFault::InvalidParams, Some(json!(5)))
+        );
+        // v0.3 names: the reply says which spelling the answers take.
+        let (fault, reply) = refused(
+            br#"{"jsonrpc":"2.0","id":6,"method":"message/stream","params":{"message":{}}}"#,
+        );
+        assert_eq!(fault, RequestFault::InvalidParams);
+        assert_eq!(
+            rpc::reply_of(reply.as_ref()),
+            (Some(json!(6)), Version::V03)
+        );
+    }
+
+    #[test]
+    fn the_refusals_are_json_rpc_errors_at_200_with_the_id() {
+        let cases = [
+            (Some(RequestFault::Unreadable), "invalid_request", -32700),
+            (Some(RequestFault::Malformed), "invalid_request", -32600),
+            (
+                Some(RequestFault::UnknownOperation),
+                "invalid_request",
+                -32601,
+            ),
+            (Some(RequestFault::InvalidParams), "invalid_request", -32602),
+            (None, "no_such_run", -32001),
+            (None, "run_not_stoppable", -32002),
+            (None, "run_ended", -32004),
+        ];
+        for (fault, code, want) in cases {
+            let id = json!(9);
+            let (status, body) = A2aRequests
+                .refusal(&Refusal {
+                    status: 400,
+                    code,
+                    message: "m",
+                    reply_to: Some(&id),
+                    fault,
+                })
+                .unwrap();
+            assert_eq!(status, 200, "{code}");
+            assert_eq!(body["error"]["code"], want, "{code}");
+            assert_eq!(body["id"], 9);
+        }
+        // The gateway's own statuses stay for what JSON-RPC has no code for.
+        let (status, body) = A2aRequests
+            .refusal(&Refusal {
+                status: 429,
+                code: "rate_limited",
+                message: "slow down",
+                reply_to: None,
+                fault: None,
+            })
+            .unwrap();
+        assert_eq!(status, 429);
+        assert_eq!(body["id"], Value::Null);
+        assert_eq!(body["error"]["message"], "slow down");
+    }
+
+    #[test]
+    fn task_methods_name_the_run_in_both_versions() {
+        for (method, ask) in [
+            ("GetTask", RunAsk::Get),
+            ("tasks/get", RunAsk::Get),
+            ("CancelTask", RunAsk::Stop),
+            ("tasks/cancel", RunAsk::Stop),
+            ("SubscribeToTask", RunAsk::Follow),
+            ("tasks/resubscribe", RunAsk::Follow),
+        ] {
+            let body =
+                json!({"jsonrpc": "2.0", "id": "r", "method": method, "params": {"id": "t1"}});
+            let intent = A2aRequests.classify(body.to_string().as_bytes()).unwrap();
+            let Intent::About {
+                run_id,
+                ask: got,
+                reply_to,
+            } = intent
+            else {
+                panic!("{method}: {intent:?}");
+            };
+            assert_eq!((run_id.as_str(), got), ("t1", ask), "{method}");
+            let version = if method.contains('/') {
+                Version::V03
+            } else {
+                Version::V1
+            };
+            assert_eq!(
+                rpc::reply_of(reply_to.as_ref()),
+                (Some(json!("r")), version)
+            );
+        }
     }
 }

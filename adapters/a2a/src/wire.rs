@@ -52,6 +52,21 @@ impl State {
         }
     }
 
+    /// The v0.3 name.
+    pub fn v03(self) -> &'static str {
+        match self {
+            State::Submitted => "submitted",
+            State::Working => "working",
+            State::InputRequired => "input-required",
+            State::AuthRequired => "auth-required",
+            State::Completed => "completed",
+            State::Failed => "failed",
+            State::Rejected => "rejected",
+            State::Canceled => "canceled",
+            State::Unknown => "unknown",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         matches!(
             self,

@@ -8,6 +8,7 @@
 use crate::dialect::Dialect;
 use crate::event::Event;
 use crate::ids::{Clock, IdGen};
+use crate::intent::{AgentAbout, Intent, Refusal, RequestFault};
 use crate::request::{Continued, RunRequest};
 use crate::sink::Sink;
 use crate::sse::Frame;
@@ -126,6 +127,14 @@ pub trait Encoder: Send {
     fn headers(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
+
+    /// The run as this encoder has told its client so far (the events it
+    /// was given), as the JSON body of one answer to a request about it
+    /// ([`crate::intent::RunAsk::Get`], `Stop`). `None`: the dialect has no
+    /// such answer.
+    fn state_answer(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Moves run requests between a dialect's body and the neutral form.
@@ -134,6 +143,33 @@ pub trait RequestTranslator: Send + Sync {
 
     /// Parses a client request body of this dialect.
     fn parse_request(&self, body: &[u8]) -> Result<RunRequest, RequestError>;
+
+    /// What a client request body asks for: a run, or (dialects whose
+    /// clients address runs by id) something about a run.
+    fn classify(&self, body: &[u8]) -> Result<Intent, RequestError> {
+        self.parse_request(body).map(|r| Intent::Run(Box::new(r)))
+    }
+
+    /// The dialect's own answer to a request refused before any stream
+    /// (status and JSON body), in place of the gateway's JSON error; `None`:
+    /// the gateway's.
+    fn refusal(&self, refusal: &Refusal<'_>) -> Option<(u16, serde_json::Value)> {
+        let _ = refusal;
+        None
+    }
+
+    /// The document that describes the agent to this dialect's clients;
+    /// `None`: the dialect has none.
+    fn describe(&self, about: &AgentAbout) -> Option<serde_json::Value> {
+        let _ = about;
+        None
+    }
+
+    /// Where below a route the description ([`Self::describe`]) is asked
+    /// for (`GET {path}{suffix}`).
+    fn description_path(&self) -> Option<&'static str> {
+        None
+    }
 
     /// Builds the JSON body an upstream of this dialect expects.
     fn build_request(&self, request: &RunRequest) -> Result<serde_json::Value, RequestError>;
@@ -223,6 +259,12 @@ pub struct RequestError {
     /// The JSON path of the offending field, when one is to blame.
     pub field: Option<String>,
     pub message: String,
+    /// What kind of fault, for dialects whose errors tell them apart.
+    pub fault: RequestFault,
+    /// What the request asked answers to carry, when it was read that far
+    /// (the refusal carries it too: [`Refusal::reply_to`]); boxed, so that
+    /// the error stays small beside what a parse returns.
+    pub reply_to: Option<Box<serde_json::Value>>,
 }
 
 impl RequestError {
@@ -230,6 +272,8 @@ impl RequestError {
         RequestError {
             field: None,
             message: message.into(),
+            fault: RequestFault::default(),
+            reply_to: None,
         }
     }
 
@@ -238,6 +282,18 @@ impl RequestError {
         RequestError {
             message: format!("`{path}`: {}", message.into()),
             field: Some(path),
+            fault: RequestFault::default(),
+            reply_to: None,
         }
+    }
+
+    pub fn with_fault(mut self, fault: RequestFault) -> Self {
+        self.fault = fault;
+        self
+    }
+
+    pub fn replying_to(mut self, reply_to: Option<serde_json::Value>) -> Self {
+        self.reply_to = reply_to.map(Box::new);
+        self
     }
 }

@@ -132,6 +132,12 @@ impl LengthFramer {
         }
     }
 
+    /// An empty buffer, recycled when one is kept, for a caller that has a
+    /// message whole (a message transport's), which no framer needs to cut.
+    pub fn spare(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
     /// Ends the input: an error when it stopped inside a prefix or a message.
     pub fn finish(&mut self) -> Result<(), FramingError> {
         if self.failed {

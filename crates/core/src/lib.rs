@@ -22,6 +22,7 @@ pub mod dialect;
 pub mod event;
 pub mod fast;
 pub mod ids;
+pub mod intent;
 pub mod journal;
 pub mod json;
 pub mod length;
@@ -39,6 +40,7 @@ pub use codec::{DecodeError, Decoder, EncodeContext, Encoder, RequestError, Requ
 pub use dialect::Dialect;
 pub use event::{Event, EventKind, Extra, Interrupt, Outcome, Role};
 pub use ids::IdGen;
+pub use intent::{AgentAbout, Intent, Refusal, RequestFault, RunAsk, Skill};
 pub use length::{FramingError, LengthFramer};
 pub use policy::{Policy, Resume};
 pub use request::RunRequest;

@@ -9,6 +9,7 @@
 //! written through [`Sink::buf_mut`] outside an event belong to no span. No
 //! span is ever found by scanning the bytes.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use serde::Serialize;
@@ -30,6 +31,35 @@ pub enum SpanKind {
 pub struct Span {
     pub range: Range<usize>,
     pub kind: SpanKind,
+}
+
+impl Span {
+    /// What a message transport (a WebSocket) sends for this event of
+    /// `bytes` (the sink's): the event without the framing its encoder
+    /// wrote around it. A binary message without its length prefix; an SSE
+    /// event's `data:` fields, as the SSE framer would join them (encoders
+    /// write no other field). Only an event of several `data:` lines (text
+    /// with line breaks) is copied.
+    pub fn payload<'a>(&self, bytes: &'a [u8], binary: bool) -> Cow<'a, [u8]> {
+        let event = bytes.get(self.range.clone()).unwrap_or_default();
+        if binary {
+            return Cow::Borrowed(event.get(4..).unwrap_or_default());
+        }
+        let mut data = event
+            .split(|b| *b == b'\n')
+            .filter_map(|line| line.strip_prefix(b"data:"))
+            .map(|v| v.strip_prefix(b" ").unwrap_or(v));
+        let first = data.next().unwrap_or_default();
+        let Some(second) = data.next() else {
+            return Cow::Borrowed(first);
+        };
+        let mut joined = [first, second].join(&b'\n');
+        for more in data {
+            joined.push(b'\n');
+            joined.extend_from_slice(more);
+        }
+        Cow::Owned(joined)
+    }
 }
 
 /// The output buffer and the spans of the events written into it.
@@ -311,6 +341,41 @@ mod tests {
             assert!(!sink.replace_last_event(|s| s.data("none")));
             assert!(sink.bytes().is_empty());
         }
+    }
+
+    /// A message transport's payload of each event: the data as the SSE
+    /// framer reads it back, or the message behind its length prefix.
+    #[test]
+    fn a_span_s_payload_is_its_event_without_the_framing() {
+        let mut sink = Sink::new();
+        sink.json(&json!({"type": "a"}));
+        sink.data("x\r\ny\n");
+        sink.data("");
+        sink.done();
+        let mut framer = crate::sse::SseFramer::default();
+        let mut frames = Vec::new();
+        framer.push(sink.bytes(), &mut frames).unwrap();
+        let payloads: Vec<Cow<[u8]>> = sink
+            .spans()
+            .iter()
+            .map(|s| s.payload(sink.bytes(), false))
+            .collect();
+        assert_eq!(payloads.len(), frames.len());
+        for (p, f) in payloads.iter().zip(&frames) {
+            assert_eq!(&p[..], f.data.as_bytes());
+        }
+        assert!(matches!(payloads[0], Cow::Borrowed(b"{\"type\":\"a\"}")));
+        assert_eq!(&payloads[1][..], b"x\ny\n");
+
+        let mut sink = Sink::new();
+        sink.message(&[8, 1]);
+        sink.message(&[]);
+        let payloads: Vec<Cow<[u8]>> = sink
+            .spans()
+            .iter()
+            .map(|s| s.payload(sink.bytes(), true))
+            .collect();
+        assert_eq!(payloads, [&[8u8, 1][..], &[][..]]);
     }
 
     #[test]

@@ -137,6 +137,15 @@ impl SseFramer {
         }
     }
 
+    /// An empty frame on a recycled buffer, for a caller that has an event
+    /// whole (a message transport's), which no framer needs to cut.
+    pub fn spare_frame(&mut self) -> Frame {
+        Frame {
+            data: self.take_spare(),
+            ..Frame::default()
+        }
+    }
+
     fn take_spare(&mut self) -> String {
         let data = self.spare.pop().unwrap_or_default();
         self.spare_bytes -= data.capacity();

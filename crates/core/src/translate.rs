@@ -207,6 +207,11 @@ impl Translator {
         self
     }
 
+    /// Whether the input is read as the binary transport's messages.
+    pub fn reads_binary(&self) -> bool {
+        self.binary.is_some()
+    }
+
     /// Also assembles the messages the run produces (see [`take_messages`](Self::take_messages)).
     pub fn with_assembler(mut self, assembler: MessageAssembler) -> Self {
         self.assembler = Some(assembler);
@@ -283,6 +288,60 @@ impl Translator {
             self.on_error(r, out)?;
         }
         Ok(())
+    }
+
+    /// Feeds one message of a message transport (a WebSocket's). A message
+    /// is a whole upstream event, neither cut nor joined, so it is its own
+    /// frame: no framer reads it, and the decoder maps it as it maps an SSE
+    /// frame's data (a text message) or, with
+    /// [`with_binary_input`](Self::with_binary_input), a length-delimited
+    /// message. The limits are the framers': at most `max_event_bytes` (the
+    /// binary one's for a binary message), and text is UTF-8. Errors as in
+    /// [`push_to`](Self::push_to).
+    pub fn push_message_to(
+        &mut self,
+        message: &[u8],
+        out: &mut Sink,
+    ) -> Result<(), TranslateError> {
+        if self.done {
+            return Ok(());
+        }
+        // Messages have no lines: the 1-based message index.
+        let index = self.frames_read + 1;
+        let r = match &mut self.binary {
+            Some(b) if message.len() > b.framer.max_message_bytes() => {
+                Err(TranslateError::Framing(FramingError::TooLarge {
+                    index: index - 1,
+                    len: message.len() as u64,
+                    limit: b.framer.max_message_bytes(),
+                }))
+            }
+            Some(b) => {
+                let mut m = b.framer.spare();
+                m.extend_from_slice(message);
+                b.messages.push(m);
+                self.drain_messages(out)
+            }
+            None if message.len() > self.framer.max_event_bytes() => {
+                Err(TranslateError::Frame(FrameError::EventTooLarge {
+                    line: index,
+                    limit: self.framer.max_event_bytes(),
+                }))
+            }
+            None => match std::str::from_utf8(message) {
+                Ok(text) => {
+                    let mut frame = self.framer.spare_frame();
+                    frame.data.push_str(text);
+                    frame.line = index;
+                    self.frames.push(frame);
+                    self.drain_frames(out)
+                }
+                Err(_) => Err(TranslateError::Frame(FrameError::InvalidUtf8 {
+                    line: index,
+                })),
+            },
+        };
+        self.on_error(r, out)
     }
 
     /// Bytes of an upstream event not yet complete, held until it is.
@@ -709,6 +768,48 @@ mod tests {
         t.push(b"data: {\"t\":\"d\"}\n\n", &mut out).unwrap();
         t.finish(&mut out).unwrap();
         assert_eq!(out.len(), before);
+    }
+
+    /// A message transport's message is one frame as it is: no `data:`
+    /// field, a line break inside it is the event's own, and what would
+    /// end an SSE event ends nothing. Its errors name the message.
+    #[test]
+    fn each_message_is_one_frame_without_a_framer() {
+        let mut t = tr();
+        let mut out = Sink::untracked(Vec::new());
+        t.push_message_to(b"{\"t\":\n\"a\"}", &mut out).unwrap();
+        t.push_message_to(b"{\"x\":\"data: y\",\n\n\"t\":\"b\"}", &mut out)
+            .unwrap();
+        t.push_message_to(b"{\"end\":1}", &mut out).unwrap();
+        t.finish_to(&mut out).unwrap();
+        assert_eq!(
+            text(out.bytes()),
+            "[run_started][text_start][text_delta][text_delta][text_end][run_finished]."
+        );
+        assert_eq!(t.frames_read, 3);
+
+        for (bad, why) in [
+            (&b"{oops"[..], "line 2: invalid JSON"),
+            (&b"\xff"[..], "line 2: not valid UTF-8"),
+            (
+                &[b' '; 65][..],
+                "line 2: event larger than the 64-byte limit",
+            ),
+        ] {
+            let mut t = tr();
+            let mut out = Sink::untracked(Vec::new());
+            t.push_message_to(b"{\"t\":\"a\"}", &mut out).unwrap();
+            let err = t.push_message_to(bad, &mut out).unwrap_err();
+            assert!(err.to_string().starts_with(why), "{err}");
+            let s = text(out.bytes());
+            assert!(
+                s.contains("<err:upstream stream is malformed: line 2"),
+                "{s}"
+            );
+            let before = out.bytes().len();
+            t.push_message_to(b"{\"t\":\"c\"}", &mut out).unwrap();
+            assert_eq!(out.bytes().len(), before, "nothing after the error");
+        }
     }
 
     #[test]

@@ -161,6 +161,56 @@ pub fn client_addr(peer: SocketAddr, headers: &HeaderMap, trusted: &[ipnet::IpNe
     client
 }
 
+/// The origin (`scheme://authority`) the client addressed: its `Host` (or
+/// `:authority`) and the listener's scheme; from a peer in `trusted`
+/// (`[server] trusted_proxies`), what the nearest proxy says it was asked
+/// (`Forwarded`'s `host` and `proto`, else `X-Forwarded-Host` and
+/// `X-Forwarded-Proto`, their last values: the ones it wrote). What anyone
+/// else says of it is not believed. `None`: no authority to name.
+pub fn origin<B>(
+    req: &Request<B>,
+    peer: SocketAddr,
+    trusted: &[ipnet::IpNet],
+    tls: bool,
+) -> Option<String> {
+    let mut scheme = if tls { "https" } else { "http" }.to_string();
+    let mut authority = authority(req);
+    if trusted.iter().any(|n| n.contains(&canonical(peer.ip()))) {
+        let h = req.headers();
+        let last = |name: &str| {
+            h.get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(|v| v.trim().trim_matches('"'))
+                .rfind(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let forwarded = last(header::FORWARDED.as_str());
+        let pair = |key: &str| {
+            forwarded.as_deref().and_then(|element| {
+                element.split(';').find_map(|pair| {
+                    let (k, v) = pair.split_once('=')?;
+                    k.trim()
+                        .eq_ignore_ascii_case(key)
+                        .then(|| v.trim().trim_matches('"').to_string())
+                })
+            })
+        };
+        if let Some(p) = pair("proto").or_else(|| last("x-forwarded-proto")) {
+            scheme = p.to_ascii_lowercase();
+        }
+        if let Some(host) = pair("host").or_else(|| last("x-forwarded-host")) {
+            authority = Some(host);
+        }
+    }
+    let authority = authority.filter(|a| host_of(a).is_some())?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    Some(format!("{scheme}://{authority}"))
+}
+
 /// An IPv4 client reached over an IPv6 socket is the same IPv4 client.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
@@ -232,6 +282,54 @@ pub fn origin_authority(origin: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The origin a route is described at: the request's own, and what a
+    /// proxy says only when the peer is a trusted one.
+    #[test]
+    fn origin_believes_forwarded_names_only_from_trusted_proxies() {
+        let req = |headers: &[(&str, &str)]| {
+            let mut b = Request::builder().uri("/a2a");
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(()).unwrap()
+        };
+        let proxy: SocketAddr = "10.0.0.5:4000".parse().unwrap();
+        let trusted: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let forwarded = req(&[
+            ("host", "gw.internal:8080"),
+            ("x-forwarded-host", "chat.example.com"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        assert_eq!(
+            origin(&forwarded, proxy, &[], false).as_deref(),
+            Some("http://gw.internal:8080"),
+            "no trusted proxy: the Host"
+        );
+        assert_eq!(
+            origin(&forwarded, proxy, &trusted, false).as_deref(),
+            Some("https://chat.example.com")
+        );
+        let rfc = req(&[
+            ("host", "gw.internal"),
+            (
+                "forwarded",
+                "for=1.2.3.4;host=a.example;proto=http, for=10.0.0.9;host=b.example;proto=https",
+            ),
+        ]);
+        assert_eq!(
+            origin(&rfc, proxy, &trusted, true).as_deref(),
+            Some("https://b.example"),
+            "the nearest proxy's element"
+        );
+        assert_eq!(
+            origin(&req(&[("host", "gw")]), proxy, &[], true).as_deref(),
+            Some("https://gw")
+        );
+        let odd = req(&[("host", "gw"), ("x-forwarded-proto", "javascript")]);
+        assert_eq!(origin(&odd, proxy, &trusted, false), None, "no such scheme");
+        assert_eq!(origin(&req(&[]), proxy, &[], false), None, "no host");
+    }
 
     #[test]
     fn local_names() {

@@ -28,7 +28,7 @@ use babelgate::{demo, registry};
 
 /// jemalloc rather than the system's malloc: the translation path allocates
 /// a few small strings per event, and `translate` runs 9% fewer instructions
-/// with it (docs/benchmarks.md; mimalloc was faster still but held half as
+/// with it (docs/benchmarks-log.md; mimalloc was faster still but held half as
 /// much more memory per open stream).
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
@@ -110,6 +110,8 @@ enum Command {
     Completions { shell: clap_complete::Shell },
     /// Print the man page of babelgate (roff, for `man -l -`).
     Man,
+    /// Print the JSON Schema of gateway.toml (what editors validate it with).
+    Schema,
 }
 
 /// `--from-transport` / `--to-transport`.
@@ -156,6 +158,19 @@ fn main() -> ExitCode {
         Command::Man => {
             match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("babelgate: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Schema => {
+            let schema = babelgate::config::schema();
+            match serde_json::to_string_pretty(&schema) {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
                 Err(e) => {
                     eprintln!("babelgate: {e}");
                     ExitCode::from(1)
@@ -703,7 +718,7 @@ fn init_tracing(json: bool) {
 /// objects of one size share: a slab goes back only once all of its objects
 /// are freed. jemalloc is built with slabs of 8 pages for every size
 /// (`.cargo/config.toml`), not 1 to 7: after 9,900 streams closed, 1.3 MiB
-/// less stayed resident, at the same speed (docs/benchmarks.md).
+/// less stayed resident, at the same speed (docs/benchmarks-log.md).
 #[cfg(not(target_env = "msvc"))]
 fn return_freed_memory() {
     if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {

@@ -78,10 +78,23 @@ impl Recorder {
     ///
     /// `steps` is left empty, its room kept for the caller to reuse.
     pub async fn record(&mut self, out: &Sink, steps: &mut Journal, client: &mut Vec<u8>) {
+        self.record_into(out, steps, Some(client)).await;
+    }
+
+    /// [`record`](Self::record) for a client that takes each event as a
+    /// message of its own (a WebSocket session): logged alike, and no
+    /// stream with ids to write (a message has no place for one).
+    pub async fn log(&mut self, out: &Sink, steps: &mut Journal) {
+        self.record_into(out, steps, None).await;
+    }
+
+    async fn record_into(&mut self, out: &Sink, steps: &mut Journal, client: Option<&mut Vec<u8>>) {
         let bytes = out.bytes();
         let Some(writer) = self.writer.as_ref() else {
             steps.clear();
-            client.extend_from_slice(bytes);
+            if let Some(client) = client {
+                client.extend_from_slice(bytes);
+            }
             return;
         };
         if steps.failed > 0 {
@@ -182,6 +195,9 @@ impl Recorder {
             }
         }
         steps.clear();
+        let Some(client) = client else {
+            return;
+        };
         // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
         client.reserve(bytes.len() + 26 * ids.len());
         // Events the log took carry their id; the rest (comments, and what
@@ -290,12 +306,16 @@ struct Replica {
     ended: bool,
     /// The resuming client takes the binary transport.
     binary: bool,
-    /// The log is in the other transport than the client's.
+    /// The log is in the other transport than the client's, or the
+    /// client's answers carry its own reply: re-encoded.
     reencode: bool,
+    /// What this client's answers carry back, when its request was not the
+    /// one that began the run (see `RunRequest::reply_to`).
+    reply_to: Option<serde_json::Value>,
 }
 
 impl Replica {
-    fn new(dialect: Dialect, binary: bool) -> Self {
+    fn new(dialect: Dialect, binary: bool, reply_to: Option<serde_json::Value>) -> Self {
         Replica {
             dialect,
             encoder: registry::encoder(dialect, EncodeContext::default()),
@@ -303,16 +323,20 @@ impl Replica {
             ended: false,
             binary,
             reencode: false,
+            reply_to,
         }
     }
 
     /// The encoder as the live one was built (its ids, thread and run), in
-    /// the client's transport.
+    /// the client's transport, answering the client's request.
     fn begin(&mut self, setup: &Setup) {
         let mut ctx = setup.context();
         ctx.binary = self.binary;
+        if self.reply_to.is_some() {
+            ctx.reply_to.clone_from(&self.reply_to);
+        }
         self.encoder = registry::encoder(self.dialect, ctx);
-        self.reencode = setup.binary != self.binary;
+        self.reencode = setup.binary != self.binary || self.reply_to.is_some();
     }
 
     /// The client got the bytes these steps wrote.
@@ -400,6 +424,9 @@ pub struct Follow {
     pub replayed: prometheus_client::metrics::counter::Counter,
     /// This stream's count in `requests_total`, made as it ends.
     pub counted: crate::metrics::CountAtEnd,
+    /// What the resuming request asked its answers to carry, when it has
+    /// its own (`None`: the run's events as they were sent).
+    pub reply_to: Option<serde_json::Value>,
 }
 
 /// Snapshot mode: the log read so far, until it reaches `last`.
@@ -434,6 +461,7 @@ impl Follow {
             transport,
             replayed,
             counted,
+            reply_to,
         } = self;
         // Entries that carry an event for the client (not core-only ones).
         let events_in = |entries: &[Logged]| entries.iter().filter(|e| !e.data.is_empty()).count();
@@ -446,7 +474,7 @@ impl Follow {
         };
         let mut log = runs.read(&run_id, None);
         let mut first = true;
-        let mut replica = Replica::new(dialect, matches!(transport, Transport::Proto(_)));
+        let mut replica = Replica::new(dialect, matches!(transport, Transport::Proto(_)), reply_to);
         let mut out = Vec::new();
         // Snapshot mode: the log up to `last` is held (as the store gave
         // it: no copy in memory), then summarised; past the cap, replayed.
@@ -557,6 +585,66 @@ impl Follow {
         }
         counted.ended(gone);
     }
+}
+
+/// How far [`state_answer`] reads a run's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upto {
+    /// Up to this entry (the last one when asked), or the run's end.
+    Entry(Option<EventId>),
+    /// To the run's end.
+    End,
+}
+
+/// The run as its client was told it, as the client dialect's encoder
+/// answers a request about it (`Encoder::state_answer`), built from the
+/// logged steps (the client's bytes are never decoded) with `reply_to`
+/// (the asking request's). Reads for at most `within`; the answer is then
+/// the run as far as it was read. `Ok(None)`: the dialect has no such
+/// answer.
+pub async fn state_answer(
+    runs: &Arc<dyn RunLog>,
+    run_id: &str,
+    dialect: Dialect,
+    reply_to: Option<serde_json::Value>,
+    upto: Upto,
+    within: Duration,
+) -> Result<Option<serde_json::Value>, babelgate_store::StoreError> {
+    let mut replica = Replica::new(dialect, false, reply_to);
+    // The run's id even when it logged nothing yet (its first step, the
+    // live encoder's context, replaces this).
+    replica.begin(&Setup::of(&EncodeContext {
+        run_id: Some(run_id.to_string()),
+        ..EncodeContext::default()
+    }));
+    let last = match upto {
+        // A running run with no entry yet: nothing to read (the read would
+        // wait for its first).
+        Upto::Entry(None) => return Ok(replica.encoder.state_answer()),
+        Upto::Entry(Some(last)) => Some(last),
+        Upto::End => None,
+    };
+    let mut log = runs.read(run_id, None);
+    let read = async {
+        while let Some(item) = log.next().await {
+            match item? {
+                LogItem::Event { id, core, .. } => {
+                    replica.observe(&read_steps(core.as_ref()));
+                    replica.written.clear();
+                    if last.is_some_and(|l| id >= l) {
+                        break;
+                    }
+                }
+                LogItem::Truncated => {}
+                LogItem::End(_) | LogItem::Lost => break,
+            }
+        }
+        Ok::<(), babelgate_store::StoreError>(())
+    };
+    if let Ok(r) = tokio::time::timeout(within, read).await {
+        r?;
+    }
+    Ok(replica.encoder.state_answer())
 }
 
 /// What a client without `Last-Event-ID` gets first: the run's start, a
@@ -844,7 +932,7 @@ mod tests {
         }];
         for dialect in [Dialect::AgUi, Dialect::Hai] {
             let mut out = Vec::new();
-            let mut replica = Replica::new(dialect, false);
+            let mut replica = Replica::new(dialect, false, None);
             snapshot(&mut replica, &[], &open, Some(EventId::new(5, 1)), &mut out);
             let text = String::from_utf8(out).unwrap();
             let evs: Vec<&str> = text.trim_end().split("\n\n").collect();
@@ -854,7 +942,7 @@ mod tests {
             assert!(text.contains("hi"), "{text}");
             let mut untagged = Vec::new();
             snapshot(
-                &mut Replica::new(dialect, false),
+                &mut Replica::new(dialect, false, None),
                 &[],
                 &open,
                 None,

@@ -32,6 +32,7 @@ mod lean;
 mod listener;
 mod proxy;
 mod pump;
+mod runs;
 
 pub use proxy::loggable_url;
 pub(crate) use proxy::sse_response;

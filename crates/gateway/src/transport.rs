@@ -13,6 +13,7 @@
 //! converted into the other.
 
 use babelgate_core::Policy;
+use bytes::Bytes;
 
 /// The binary transport's media type.
 pub const PROTO: &str = babelgate_proto::MEDIA_TYPE;
@@ -39,6 +40,63 @@ impl Transport {
         match self {
             Transport::Sse => SSE,
             Transport::Proto(_) => PROTO,
+        }
+    }
+}
+
+/// One read of an upstream, in its transport's framing: the translator's
+/// framer cuts a byte stream's events; a message transport's messages are
+/// events whole (one frame each, no framer).
+#[derive(Debug, Clone)]
+pub enum Read {
+    /// Bytes of SSE or of the length-delimited binary transport.
+    Bytes(Bytes),
+    /// Messages of a WebSocket, text or binary as the subprotocol says.
+    Messages(Vec<Bytes>),
+}
+
+impl Read {
+    /// Bytes read.
+    pub fn len(&self) -> usize {
+        match self {
+            Read::Bytes(b) => b.len(),
+            Read::Messages(m) => m.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hands the read to the translator, which stops at the first error.
+    pub fn push_to(
+        &self,
+        t: &mut babelgate_core::Translator,
+        out: &mut babelgate_core::Sink,
+    ) -> Result<(), babelgate_core::TranslateError> {
+        match self {
+            Read::Bytes(b) => t.push_to(b, out),
+            Read::Messages(m) => m.iter().try_for_each(|m| t.push_message_to(m, out)),
+        }
+    }
+
+    /// The read as its byte stream would carry it (SSE events, or messages
+    /// behind length prefixes when `binary`): what a capture keeps, for a
+    /// replay (`babelgate translate`) to read with the framers.
+    pub fn to_stream(&self, binary: bool) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Read::Bytes(b) => std::borrow::Cow::Borrowed(b),
+            Read::Messages(m) => {
+                let mut out = Vec::new();
+                for m in m {
+                    if binary {
+                        let _ = babelgate_core::length::write_frame(&mut out, m);
+                    } else {
+                        babelgate_core::sse::write_data(&mut out, &String::from_utf8_lossy(m));
+                    }
+                }
+                std::borrow::Cow::Owned(out)
+            }
         }
     }
 }

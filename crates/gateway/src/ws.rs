@@ -2,14 +2,19 @@
 //! (so every dialect pair works over it with no per-dialect code; the
 //! binding is in docs/transports.md).
 //!
+//! A message is a transport of its own beside SSE and the length-delimited
+//! binary one: each message is one event whole, so no framer cuts it.
+//!
 //! Client side: a `GET` with `Upgrade: websocket` at a route's path is
 //! answered 101; the first text message becomes the body of the `POST` the
-//! route takes, run through the gateway's own [`Gateway::handle`]; each
-//! event of its answer goes out as one message. Upstream side: a route
-//! whose `upstream` is `ws://` or `wss://` sends the request body as the
-//! first text message and reads each text message as one SSE event, or,
-//! when the upstream accepted `ag-ui.proto`, each binary message as one
-//! protobuf event.
+//! route takes, run through the gateway's own [`Gateway::handle`], whose
+//! pump hands over each event of its answer as a body frame of its own
+//! (the encoder's span of it, without the framing: `Pump::prepare_messages`); each
+//! goes out as one message. Upstream side: a route whose `upstream` is
+//! `ws://` or `wss://` sends the request body as the first text message and
+//! hands each message to the translator as one frame
+//! ([`Read::Messages`](crate::transport::Read)): text for JSON, binary
+//! (one protobuf event) when the upstream accepted `ag-ui.proto`.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,7 +23,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{SinkExt, Stream, StreamExt};
+use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -26,13 +31,14 @@ use tokio_tungstenite::tungstenite::error::{ProtocolError, SubProtocolError};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::config::{Route, UpstreamTransport};
+use crate::error::UpstreamFault;
 use crate::error::{Body, GatewayError};
 use crate::server::Gateway;
-use babelgate_core::sse::{self, SseFramer};
+use crate::transport::Read;
 
 /// The subprotocol for JSON text messages (also what no subprotocol means).
 pub const SUBPROTOCOL_JSON: &str = "ag-ui.json";
@@ -375,14 +381,8 @@ async fn session(
     if !status.is_success() {
         return refuse(&mut ws, status, body).await;
     }
-    let framing = if ctype.starts_with(PROTO_MEDIA_TYPE) {
-        Framing::Proto(babelgate_proto::ProtoFramer::new(
-            babelgate_proto::DEFAULT_MAX_MESSAGE_BYTES,
-        ))
-    } else {
-        Framing::Sse(SseFramer::default())
-    };
-    stream(&mut ws, body, framing, limits).await;
+    let binary = ctype.starts_with(PROTO_MEDIA_TYPE);
+    stream(&mut ws, body, binary, limits).await;
 }
 
 /// An error answer before the stream: its JSON as one message, then a
@@ -412,48 +412,20 @@ async fn refuse(ws: &mut ServerWs, status: StatusCode, body: Body) {
     close_with(ws, close, &code).await;
 }
 
-/// How the inner answer's body is split into messages.
-enum Framing {
-    Sse(SseFramer),
-    Proto(babelgate_proto::ProtoFramer),
-}
-
-impl Framing {
-    /// The messages in `chunk` (and, with `end`, what the framer held).
-    fn push(&mut self, chunk: &[u8], end: bool, out: &mut Vec<Message>) -> Result<(), String> {
-        match self {
-            Framing::Sse(f) => {
-                let mut frames = Vec::new();
-                f.push(chunk, &mut frames).map_err(|e| e.to_string())?;
-                if end {
-                    f.finish(&mut frames).map_err(|e| e.to_string())?;
-                }
-                // Comments (heartbeats) give no frame: pings replace them.
-                out.extend(
-                    frames
-                        .into_iter()
-                        .filter(|fr| !fr.data.is_empty() || fr.event.is_some())
-                        .map(|fr| Message::text(fr.data)),
-                );
-            }
-            Framing::Proto(f) => {
-                let mut msgs = Vec::new();
-                f.push(chunk, &mut msgs).map_err(|e| e.to_string())?;
-                if end {
-                    f.finish().map_err(|e| e.to_string())?;
-                }
-                out.extend(msgs.into_iter().map(|m| Message::binary(Bytes::from(m))));
-            }
-        }
-        Ok(())
+/// The message of one body frame of the answer: one event (the pump hands
+/// each over as a frame of its own), binary when the client took
+/// `ag-ui.proto`, else text.
+fn message_of(frame: Bytes, binary: bool) -> Option<Message> {
+    if binary {
+        return Some(Message::Binary(frame));
     }
+    Utf8Bytes::try_from(frame).ok().map(Message::Text)
 }
 
 /// Moves the answer to the client, one event a message, until it ends or
 /// the client leaves (then the body is dropped: the run is cancelled as on
 /// a disconnect).
-async fn stream(ws: &mut ServerWs, mut body: Body, mut framing: Framing, limits: SessionLimits) {
-    let mut out = Vec::new();
+async fn stream(ws: &mut ServerWs, mut body: Body, binary: bool, limits: SessionLimits) {
     // Without a heartbeat, no pings (the interval never fires).
     let ping_every = limits
         .ping_every
@@ -463,31 +435,39 @@ async fn stream(ws: &mut ServerWs, mut body: Body, mut framing: Framing, limits:
     loop {
         tokio::select! {
             frame = body.frame() => {
-                let (chunk, end) = match frame {
-                    Some(Ok(f)) => match f.into_data() {
-                        Ok(d) => (d, false),
-                        Err(_) => continue,
-                    },
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "the stream failed");
-                        return close_with(ws, CloseCode::Error, "the stream failed").await;
-                    }
-                    None => (Bytes::new(), true),
-                };
-                if let Err(e) = framing.push(&chunk, end, &mut out) {
-                    tracing::warn!(error = %e, "cannot split the stream into messages");
-                    return close_with(ws, CloseCode::Error, "the stream could not be framed").await;
-                }
-                for m in out.drain(..) {
+                // The events ready together go out in one write.
+                let mut next = Some(frame);
+                while let Some(frame) = next.take() {
+                    let data = match frame {
+                        Some(Ok(f)) => match f.into_data() {
+                            Ok(d) => d,
+                            Err(_) => continue,
+                        },
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "the stream failed");
+                            let _ = ws.flush().await;
+                            return close_with(ws, CloseCode::Error, "the stream failed").await;
+                        }
+                        None => {
+                            if ws.flush().await.is_err() {
+                                return;
+                            }
+                            return close_with(ws, CloseCode::Normal, "").await;
+                        }
+                    };
+                    let Some(m) = message_of(data, binary) else {
+                        // The encoders write JSON, which is UTF-8: a bug.
+                        tracing::error!("an event of the answer is not UTF-8 text");
+                        let _ = ws.flush().await;
+                        return close_with(ws, CloseCode::Error, "an event is not UTF-8 text").await;
+                    };
                     if ws.feed(m).await.is_err() {
                         return;
                     }
+                    next = body.frame().now_or_never();
                 }
                 if ws.flush().await.is_err() {
                     return;
-                }
-                if end {
-                    return close_with(ws, CloseCode::Normal, "").await;
                 }
             }
             msg = ws.next() => match msg {
@@ -518,10 +498,6 @@ pub fn is_ws_url(url: &reqwest::Url) -> bool {
     matches!(url.scheme(), "ws" | "wss")
 }
 
-/// Marks an upstream error the pump reports as `upstream_malformed` rather
-/// than as a cut connection.
-pub const MALFORMED: &str = "upstream_malformed: ";
-
 type ClientWs = WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// The subprotocols a route offers its WebSocket upstream: none on `sse`
@@ -535,8 +511,8 @@ fn upstream_offer(route: &Route) -> Option<&'static str> {
 }
 
 /// Connects to a WebSocket upstream and sends `body` as the first message;
-/// the messages that follow come out as SSE bytes (one event each), or as
-/// length-prefixed protobuf events when the upstream accepted
+/// the messages that follow come out as they are, one event each: JSON
+/// text, or protobuf events when the upstream accepted
 /// [`SUBPROTOCOL_PROTO`] ([`UpstreamWs::is_binary`]).
 pub(crate) async fn open_upstream(
     route: &Route,
@@ -677,8 +653,8 @@ fn tls_connector(route: &Route) -> Option<tokio_tungstenite::Connector> {
     Some(tokio_tungstenite::Connector::Rustls(Arc::new(config)))
 }
 
-/// A WebSocket upstream read as an SSE byte stream. Dropped before its end
-/// (the client left), it closes the socket with a close frame.
+/// A WebSocket upstream read as messages, each one event. Dropped before
+/// its end (the client left), it closes the socket with a close frame.
 pub(crate) struct UpstreamWs {
     ws: Option<ClientWs>,
     done: bool,
@@ -686,42 +662,42 @@ pub(crate) struct UpstreamWs {
     binary: bool,
     /// How the stream ended, held back while the messages read before it
     /// are handed over.
-    after: Option<Option<Result<Bytes, String>>>,
+    after: Option<Option<Result<Read, UpstreamFault>>>,
 }
 
 /// What one message of an upstream WebSocket was.
-enum Read {
-    /// An event, added to the chunk.
-    Event,
+enum Next {
+    /// An event.
+    Event(Bytes),
     /// A ping, pong or frame of no meaning here.
     Skip,
     /// The end: an error, or `None` for a clean close.
-    End(Option<Result<Bytes, String>>),
+    End(Option<Result<Read, UpstreamFault>>),
 }
 
 /// Messages already read are handed to the pump together, up to this many
-/// bytes: each message is one event, and a chunk per event would pay the
-/// pump's per-chunk work (the run log's append, wake-ups, timers) for each.
+/// bytes: a read per event would pay the pump's per-read work (the run
+/// log's append, wake-ups, timers) for each.
 const UPSTREAM_CHUNK: usize = 64 << 10;
 
 impl UpstreamWs {
-    /// Whether the items are length-prefixed protobuf events (the binary
-    /// transport's body) rather than SSE.
+    /// Whether the messages are protobuf events rather than JSON text.
     pub(crate) fn is_binary(&self) -> bool {
         self.binary
     }
 }
 
 impl Stream for UpstreamWs {
-    type Item = Result<Bytes, String>;
+    type Item = Result<Read, UpstreamFault>;
 
-    /// The messages that are ready, as one chunk: never waits for more.
+    /// The messages that are ready, together: never waits for more.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some(end) = this.after.take() {
             return Poll::Ready(end);
         }
-        let mut chunk = Vec::new();
+        let mut batch = Vec::new();
+        let mut bytes = 0;
         loop {
             if this.done {
                 return Poll::Ready(None);
@@ -730,22 +706,26 @@ impl Stream for UpstreamWs {
                 return Poll::Ready(None);
             };
             let item = match ws.poll_next_unpin(cx) {
-                Poll::Pending if chunk.is_empty() => return Poll::Pending,
-                Poll::Pending => return Poll::Ready(Some(Ok(Bytes::from(chunk)))),
+                Poll::Pending if batch.is_empty() => return Poll::Pending,
+                Poll::Pending => return Poll::Ready(Some(Ok(Read::Messages(batch)))),
                 Poll::Ready(m) => m,
             };
-            match this.read(item, &mut chunk) {
-                Read::Event if chunk.len() >= UPSTREAM_CHUNK => {
-                    return Poll::Ready(Some(Ok(Bytes::from(chunk))));
+            match this.read_one(item) {
+                Next::Event(m) => {
+                    bytes += m.len();
+                    batch.push(m);
+                    if bytes >= UPSTREAM_CHUNK {
+                        return Poll::Ready(Some(Ok(Read::Messages(batch))));
+                    }
                 }
-                Read::Event | Read::Skip => {}
-                Read::End(end) => {
+                Next::Skip => {}
+                Next::End(end) => {
                     this.done = true;
-                    if chunk.is_empty() {
+                    if batch.is_empty() {
                         return Poll::Ready(end);
                     }
                     this.after = Some(end);
-                    return Poll::Ready(Some(Ok(Bytes::from(chunk))));
+                    return Poll::Ready(Some(Ok(Read::Messages(batch))));
                 }
             }
         }
@@ -753,47 +733,39 @@ impl Stream for UpstreamWs {
 }
 
 impl UpstreamWs {
-    /// Adds one message's event to `chunk`, or says why the stream ends.
-    fn read(
-        &self,
-        item: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
-        chunk: &mut Vec<u8>,
-    ) -> Read {
+    /// One message's event, or why the stream ends.
+    fn read_one(&self, item: Option<Result<Message, tungstenite::Error>>) -> Next {
         match item {
             // The accepted subprotocol decides what the messages are; a
             // message of the other kind is malformed.
-            Some(Ok(Message::Text(_))) if self.binary => Read::End(Some(Err(format!(
-                "{MALFORMED}the upstream sent a text WebSocket message after accepting {SUBPROTOCOL_PROTO} (binary events only)"
-            )))),
-            Some(Ok(Message::Text(t))) => {
-                sse::write_data(chunk, t.as_str());
-                Read::Event
+            Some(Ok(Message::Text(_))) if self.binary => {
+                Next::End(Some(Err(UpstreamFault::Malformed(format!(
+                "a text WebSocket message after accepting {SUBPROTOCOL_PROTO} (binary events only)"
+            )))))
             }
-            Some(Ok(Message::Binary(b))) if self.binary => {
-                // One event a message: framed as the binary transport's
-                // body, for the route's binary upstream path.
-                match babelgate_proto::write_frame(chunk, &b) {
-                    Ok(()) => Read::Event,
-                    Err(e) => Read::End(Some(Err(format!("{MALFORMED}{e}")))),
-                }
+            Some(Ok(Message::Text(t))) => Next::Event(Bytes::from(t)),
+            Some(Ok(Message::Binary(b))) if self.binary => Next::Event(b),
+            Some(Ok(Message::Binary(_))) => {
+                Next::End(Some(Err(UpstreamFault::Malformed(format!(
+                    "a binary WebSocket message without {SUBPROTOCOL_PROTO} (text events only)"
+                )))))
             }
-            Some(Ok(Message::Binary(_))) => Read::End(Some(Err(format!(
-                "{MALFORMED}the upstream sent a binary WebSocket message without {SUBPROTOCOL_PROTO}; only text (one event each) is read"
-            )))),
             Some(Ok(Message::Close(frame))) => match frame {
-                None => Read::End(None),
-                Some(f) if f.code == CloseCode::Normal => Read::End(None),
-                Some(f) => Read::End(Some(Err(format!(
+                None => Next::End(None),
+                Some(f) if f.code == CloseCode::Normal => Next::End(None),
+                Some(f) => Next::End(Some(Err(UpstreamFault::Connection(format!(
                     "the upstream closed the WebSocket with {} {}",
                     u16::from(f.code),
                     f.reason
-                )))),
+                ))))),
             },
-            Some(Ok(_)) => Read::Skip,
-            Some(Err(e)) => Read::End(Some(Err(format!("the upstream WebSocket failed: {e}")))),
-            None => Read::End(Some(Err(
+            Some(Ok(_)) => Next::Skip,
+            Some(Err(e)) => Next::End(Some(Err(UpstreamFault::Connection(format!(
+                "the upstream WebSocket failed: {e}"
+            ))))),
+            None => Next::End(Some(Err(UpstreamFault::Connection(
                 "the upstream WebSocket ended without a close".to_string(),
-            ))),
+            )))),
         }
     }
 }
@@ -911,40 +883,16 @@ mod tests {
     }
 
     #[test]
-    fn sse_framing_sends_data_and_drops_comments() {
-        let mut f = Framing::Sse(SseFramer::default());
-        let mut out = Vec::new();
-        f.push(
-            b": heartbeat\n\ndata: {\"a\":1}\n\nid: 7\ndata: x\ndata: y\n\ndata: [DO",
-            false,
-            &mut out,
-        )
-        .unwrap();
-        f.push(b"NE]", true, &mut out).unwrap();
+    fn each_body_frame_is_one_message_of_the_session_s_kind() {
         assert_eq!(
-            out,
-            vec![
-                Message::text("{\"a\":1}"),
-                Message::text("x\ny"),
-                Message::text("[DONE]")
-            ]
+            message_of(Bytes::from_static(b"{\"a\":1}"), false),
+            Some(Message::text("{\"a\":1}"))
         );
-    }
-
-    #[test]
-    fn proto_framing_sends_one_binary_message_per_frame() {
-        let mut f = Framing::Proto(babelgate_proto::ProtoFramer::new(16));
-        let mut out = Vec::new();
-        f.push(&[0, 0, 0, 2, 8, 1, 0, 0], false, &mut out).unwrap();
-        f.push(&[0, 1, 9], false, &mut out).unwrap();
         assert_eq!(
-            out,
-            vec![Message::binary(vec![8u8, 1]), Message::binary(vec![9u8])]
+            message_of(Bytes::from_static(&[8, 1]), true),
+            Some(Message::binary(vec![8u8, 1]))
         );
-        // A cut frame at the end, or one over the limit: an error, no panic.
-        assert!(f.push(&[0, 0, 0, 3, 1], true, &mut out).is_err());
-        let mut big = Framing::Proto(babelgate_proto::ProtoFramer::new(16));
-        assert!(big.push(&[0, 0, 1, 0], false, &mut out).is_err());
+        assert_eq!(message_of(Bytes::from_static(&[0xff]), false), None);
     }
 
     /// A WebSocket server on a free port that runs `script` on its first
@@ -973,23 +921,25 @@ mod tests {
             .remove(0)
     }
 
-    /// The stream's bytes and how it ended. Messages that were ready
-    /// together come as one chunk, so chunks in a row are joined: where
-    /// one ends is timing, not meaning.
-    async fn drain(mut s: UpstreamWs) -> Vec<Result<String, String>> {
-        let mut got: Vec<Result<String, String>> = Vec::new();
+    /// The messages read, each as it came, and how the stream ended (the
+    /// reads they came in are timing, not meaning).
+    async fn drain(mut s: UpstreamWs) -> (Vec<Bytes>, Option<UpstreamFault>) {
+        let mut got = Vec::new();
         while let Some(i) = s.next().await {
-            let i = i.map(|b| String::from_utf8(b.to_vec()).unwrap());
-            match (got.last_mut(), i) {
-                (Some(Ok(all)), Ok(more)) => all.push_str(&more),
-                (_, i) => got.push(i),
+            match i {
+                Ok(Read::Messages(m)) => got.extend(m),
+                Ok(Read::Bytes(b)) => panic!("bytes from a message transport: {b:?}"),
+                Err(e) => {
+                    assert!(s.next().await.is_none(), "nothing after the error");
+                    return (got, Some(e));
+                }
             }
         }
-        got
+        (got, None)
     }
 
     #[tokio::test]
-    async fn upstream_text_messages_become_sse_events_until_a_normal_close() {
+    async fn upstream_text_messages_are_events_as_sent_until_a_normal_close() {
         let (url, seen) = upstream(|mut ws| async move {
             let first = ws.next().await.unwrap().unwrap();
             ws.send(Message::text("{\"a\":1}")).await.unwrap();
@@ -1003,7 +953,10 @@ mod tests {
             .unwrap();
         assert_eq!(
             drain(s).await,
-            vec![Ok("data: {\"a\":1}\n\ndata: two\ndata: lines\n\n".into())]
+            (
+                vec![Bytes::from("{\"a\":1}"), Bytes::from("two\nlines")],
+                None
+            )
         );
         assert_eq!(seen.await.unwrap(), vec![Message::text("{\"req\":1}")]);
     }
@@ -1026,11 +979,10 @@ mod tests {
             .unwrap();
         // All sent (loopback: all received) before the first read.
         sent.await.unwrap();
-        let chunk = s.next().await.unwrap().unwrap();
-        assert_eq!(
-            chunk,
-            "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: {\"n\":2}\n\n"
-        );
+        let Read::Messages(read) = s.next().await.unwrap().unwrap() else {
+            panic!("messages");
+        };
+        assert_eq!(read, ["{\"n\":0}", "{\"n\":1}", "{\"n\":2}"]);
         assert!(s.next().await.is_none(), "then the normal close");
     }
 
@@ -1045,9 +997,12 @@ mod tests {
         let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
             .await
             .unwrap();
-        let got = drain(s).await;
-        assert_eq!(got.len(), 1);
-        assert!(got[0].as_ref().unwrap_err().starts_with(MALFORMED));
+        let (got, end) = drain(s).await;
+        assert!(got.is_empty());
+        assert!(
+            matches!(&end, Some(UpstreamFault::Malformed(why)) if why.contains("binary")),
+            "{end:?}"
+        );
 
         let (url, _seen) = upstream(|mut ws| async move {
             ws.next().await;
@@ -1063,8 +1018,11 @@ mod tests {
         let s = open_upstream(&route(&url), HeaderMap::new(), "{}".into())
             .await
             .unwrap();
-        let got = drain(s).await;
-        assert!(got[0].as_ref().unwrap_err().contains("4000"), "{got:?}");
+        let (_, end) = drain(s).await;
+        assert!(
+            matches!(&end, Some(UpstreamFault::Connection(why)) if why.contains("4000")),
+            "{end:?}"
+        );
     }
 
     /// A WebSocket server that answers each handshake with `answer` (the
@@ -1152,14 +1110,11 @@ mod tests {
                 .await
                 .unwrap();
             assert!(s.is_binary());
-            let mut got = Vec::new();
-            let mut s = s;
-            while let Some(i) = s.next().await {
-                got.extend_from_slice(&i.unwrap());
-            }
-            // Each message behind its 4-byte big-endian length, untouched
-            // (in one chunk or two: messages ready together are joined).
-            assert_eq!(got, vec![0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 0]);
+            // Each message as it came, an empty one too: no length prefix.
+            assert_eq!(
+                drain(s).await,
+                (vec![Bytes::from(vec![1u8, 2, 3]), Bytes::new()], None)
+            );
             let (offered, first) = seen.await.unwrap();
             assert_eq!(offered, vec![Some("ag-ui.proto, ag-ui.json".to_string())]);
             // The request still goes up as text.
@@ -1182,11 +1137,12 @@ mod tests {
         let s = open_upstream(&route_on(&url, "auto"), HeaderMap::new(), "{}".into())
             .await
             .unwrap();
-        let got = drain_bytes(s).await;
-        assert_eq!(got.len(), 2, "{got:?}");
-        assert!(got[0].is_ok());
-        let e = got[1].as_ref().unwrap_err();
-        assert!(e.starts_with(MALFORMED) && e.contains("text"), "{e}");
+        let (got, end) = drain(s).await;
+        assert_eq!(got, [Bytes::from(run_started())]);
+        assert!(
+            matches!(&end, Some(UpstreamFault::Malformed(why)) if why.contains("text")),
+            "{end:?}"
+        );
     }
 
     #[tokio::test]
@@ -1202,12 +1158,9 @@ mod tests {
             .await
             .unwrap();
         assert!(!s.is_binary());
-        let got = drain(s).await;
-        assert_eq!(got[0], Ok("data: {\"a\":1}\n\n".into()));
-        assert!(
-            got[1].as_ref().unwrap_err().starts_with(MALFORMED),
-            "{got:?}"
-        );
+        let (got, end) = drain(s).await;
+        assert_eq!(got, ["{\"a\":1}"]);
+        assert!(matches!(end, Some(UpstreamFault::Malformed(_))), "{end:?}");
         assert_eq!(seen.await.unwrap().0.len(), 1);
     }
 
@@ -1229,7 +1182,7 @@ mod tests {
         .await
         .unwrap();
         assert!(!s.is_binary());
-        assert_eq!(drain(s).await, vec![Ok("data: {\"a\":1}\n\n".into())]);
+        assert_eq!(drain(s).await, (vec![Bytes::from("{\"a\":1}")], None));
         let (offered, first) = seen.await.unwrap();
         assert_eq!(
             offered,
@@ -1253,14 +1206,6 @@ mod tests {
         assert!(!s.is_binary());
         drain(s).await;
         assert_eq!(seen.await.unwrap().0, vec![None]);
-    }
-
-    async fn drain_bytes(mut s: UpstreamWs) -> Vec<Result<Vec<u8>, String>> {
-        let mut got = Vec::new();
-        while let Some(i) = s.next().await {
-            got.push(i.map(|b| b.to_vec()));
-        }
-        got
     }
 
     #[tokio::test]

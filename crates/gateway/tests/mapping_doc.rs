@@ -377,3 +377,49 @@ fn table_helpers_read_the_doc_conventions() {
             .collect()
     );
 }
+
+/// docs/mapping.md, "Client-declared tools, pair by pair": for each upstream
+/// dialect, whether the request built for it carries a tool the client
+/// declared, as the table's right-hand column says ("yes" or "no").
+#[test]
+fn client_tools_reach_the_upstream_request_as_the_table_says() {
+    let doc = mapping_doc();
+    let section = doc
+        .split("### Client-declared tools, pair by pair")
+        .nth(1)
+        .expect("the section is there");
+    let request: babelgate_core::RunRequest = serde_json::from_value(serde_json::json!({
+        "thread_id": "t-1",
+        "run_id": "r-1",
+        "messages": [{"id": "m-1", "role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "tools": [{"name": "page_tool_x", "description": "d", "parameters": {"type": "object"}}],
+    }))
+    .expect("a run request");
+    let mut seen = 0;
+    for row in section.lines().take_while(|l| !l.starts_with("##")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let names = [
+            ("AG-UI", Dialect::AgUi),
+            ("HAI", Dialect::Hai),
+            ("Vercel", Dialect::Vercel),
+            ("AG-Kit", Dialect::AgKit),
+            ("A2A", Dialect::A2a),
+        ];
+        let Some(&(_, dialect)) = names.iter().find(|(n, _)| cells.get(1) == Some(n)) else {
+            continue;
+        };
+        let says = cells.get(3).expect("a third column");
+        let carried = registry::requests(dialect)
+            .build_request(&request)
+            .expect("the request builds")
+            .to_string()
+            .contains("page_tool_x");
+        assert_eq!(
+            carried,
+            says.starts_with("yes"),
+            "{dialect:?}: the doc says {says:?}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, Dialect::ALL.len(), "a row per dialect");
+}

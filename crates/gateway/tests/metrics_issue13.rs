@@ -1,7 +1,7 @@
 //! The metrics of issue 13, read from `/metrics` of a running gateway: the
 //! gateway's own time per event, time to first chunk and per output chunk,
 //! streams refused by limits, resume replays, one request count for a
-//! WebSocket client that leaves, and the README's list of metrics held to
+//! WebSocket client that leaves, and docs/operations.md's list of metrics held to
 //! what `/metrics` exposes.
 //!
 //! Waits are event-driven (the next client event, or a series appearing),
@@ -476,20 +476,26 @@ async fn a_resumed_stream_is_an_active_stream_while_it_lives() {
     metrics_once(gw, "babelgate_active_streams 0").await;
 }
 
-// ---- the README's list --------------------------------------------------------
+// ---- docs/operations.md's list ------------------------------------------------
 
-/// The metrics of the README's `/metrics` list, each with its labels: each
-/// sub-bullet under the `GET /metrics` bullet starts with a name in
+/// The metrics of docs/operations.md's list, each with its labels: the
+/// bullets of the "Metrics" section's one list, each starting with a name in
 /// backticks, its labels in braces.
-fn readme_metrics() -> Vec<(String, Vec<String>)> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let mut lines = readme.lines().skip_while(|l| !l.contains("`GET /metrics`"));
-    lines.next().expect("the README lists /metrics");
+fn documented_metrics() -> Vec<(String, Vec<String>)> {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/operations.md"
+    ))
+    .unwrap();
+    let mut lines = doc.lines().skip_while(|l| *l != "## Metrics");
     lines
-        .take_while(|l| !l.starts_with("- "))
+        .next()
+        .expect("docs/operations.md has a Metrics section");
+    lines
+        .skip_while(|l| !l.starts_with("- "))
+        .take_while(|l| !l.is_empty())
         .filter_map(|l| {
-            let rest = l.trim_start().strip_prefix("- `")?;
+            let rest = l.strip_prefix("- `")?;
             let quoted = rest.split('`').next()?;
             let (name, labels) = match quoted.split_once('{') {
                 Some((name, labels)) => (name, labels.trim_end_matches('}')),
@@ -522,7 +528,7 @@ fn exposed_families(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Each sample's family (as the README names it) and label names (a
+/// Each sample's family (as docs/operations.md names it) and label names (a
 /// histogram's `le` left out).
 fn sample_labels<'a>(text: &'a str, families: &'a [String]) -> Vec<(&'a str, Vec<String>)> {
     text.lines()
@@ -551,7 +557,7 @@ fn sample_labels<'a>(text: &'a str, families: &'a [String]) -> Vec<(&'a str, Vec
 }
 
 #[tokio::test]
-async fn the_readme_lists_exactly_the_metric_families_of_metrics_with_their_labels() {
+async fn the_operations_page_lists_exactly_the_metric_families_of_metrics_with_their_labels() {
     let up = Upstream::start().await;
     let gw = gateway(&route(up.addr, "max_streams = 1\n")).await;
     // Traffic that gives most families a series: a stream, one refused
@@ -590,7 +596,7 @@ async fn the_readme_lists_exactly_the_metric_families_of_metrics_with_their_labe
     let gw_down = gateway(&route(down, "")).await;
     assert_eq!(post(gw_down, "t-down").send().await.unwrap().status(), 502);
 
-    let listed = readme_metrics();
+    let listed = documented_metrics();
     let mut names: Vec<String> = listed.iter().map(|(n, _)| n.clone()).collect();
     let own = metrics(gw).await;
     let text = own.clone() + &metrics(gw_down).await;
@@ -598,7 +604,10 @@ async fn the_readme_lists_exactly_the_metric_families_of_metrics_with_their_labe
     assert!(exposed.len() > 10, "{exposed:?}");
     names.sort();
     exposed.sort();
-    assert_eq!(names, exposed, "README (left) against /metrics (right)");
+    assert_eq!(
+        names, exposed,
+        "docs/operations.md (left) against /metrics (right)"
+    );
 
     let samples = sample_labels(&text, &names);
     let mut checked: Vec<&str> = Vec::new();

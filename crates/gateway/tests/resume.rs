@@ -288,7 +288,7 @@ fn error_event(dialect: Dialect, events: &[(Option<String>, Value)]) -> Option<V
 
 /// A `keep` run outlives its client; `stop` ends it for whoever follows it,
 /// in every client dialect, with that dialect's error event carrying the
-/// `stopped` code (README "Error codes"), before the answer is complete.
+/// `stopped` code (docs/errors.md), before the answer is complete.
 #[tokio::test]
 async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
     for dialect in Dialect::ALL {
@@ -338,7 +338,7 @@ async fn a_kept_run_goes_on_and_stop_ends_it_with_the_dialects_error() {
         }
         // What the client saw before and after reconnecting is the start of
         // the answer, cut short by the stop. A Vercel resume replays the
-        // answer from its `start` (README), the others go on after the id.
+        // answer from its `start` (docs/resume-and-stop.md), the others go on after the id.
         let seen = if dialect == Dialect::Vercel {
             assert_eq!(rest[0].1["type"], "start", "{dialect}: {rest:?}");
             rest.clone()
@@ -479,6 +479,35 @@ fn minted_ids_masked(text: &str) -> String {
         };
     }
     out.push_str(rest);
+    run_log_ids_masked(&out)
+}
+
+/// Run ids minted as the run log's own (`<16 hex>.<32 hex>`, what a client
+/// that sends none is given: an A2A task id) become `*`.
+fn run_log_ids_masked(text: &str) -> String {
+    let is_hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let head = b[i..].iter().take_while(|c| is_hex(c)).count();
+        let tail = match b.get(i + head) {
+            Some(b'.') if head == 16 => b[i + 17..].iter().take_while(|c| is_hex(c)).count(),
+            _ => 0,
+        };
+        if tail == 32 {
+            out.push('*');
+            i += 49;
+        } else {
+            // hex digits, or one whole character
+            let n = match head {
+                0 => text[i..].chars().next().map_or(1, char::len_utf8),
+                n => n,
+            };
+            out.push_str(&text[i..i + n]);
+            i += n;
+        }
+    }
     out
 }
 

@@ -72,14 +72,27 @@ fn the_scan_sees_a_dialect_where_one_is_named() {
 
 /// The fifth dialect, A2A, came as an adapter crate, its variant and its
 /// registry arms: outside those, no code names it in any spelling (its
-/// needs beyond translating, such as the protocol version header its
-/// upstreams require, go through the adapter interface the gateway calls
-/// for every dialect).
+/// needs beyond translating go through the adapter interface the gateway
+/// calls for every dialect: the protocol version header its upstreams
+/// require, the classification of a request as a run or as a get, follow
+/// or stop of a run by id (`RequestTranslator::classify`), the answer
+/// about a run (`Encoder::state_answer`), the dialect's refusals
+/// (`RequestTranslator::refusal`) and its description of the agent
+/// (`RequestTranslator::describe`)).
 #[test]
 fn no_code_outside_its_adapter_and_the_registry_names_a2a() {
     let root = repo_root();
     let mut files = Vec::new();
-    for dir in ["crates/core/src", "crates/gateway/src", "crates/store/src"] {
+    for dir in [
+        "crates/core/src",
+        "crates/gateway/src",
+        "crates/store/src",
+        "crates/proto/src",
+        "adapters/ag-ui/src",
+        "adapters/hai/src",
+        "adapters/vercel/src",
+        "adapters/agkit/src",
+    ] {
         rust_files(&root.join(dir), &mut files);
     }
     let mut named = Vec::new();

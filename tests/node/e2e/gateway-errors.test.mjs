@@ -1,5 +1,5 @@
 // Errors the gateway answers before any stream starts: an HTTP status with
-// the JSON body README.md documents,
+// the JSON body docs/errors.md documents,
 // {"error": {"type": "client"|"upstream"|"internal", "code", "message", "field"?}}.
 
 import assert from 'node:assert/strict';

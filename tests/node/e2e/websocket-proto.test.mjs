@@ -5,7 +5,9 @@
 // without the 4-byte length it puts in front), behind a client of every
 // dialect; an undecodable message ending each client's stream with its own
 // error, code upstream_malformed; a server that does not negotiate read as
-// JSON; and a route on `sse` still refusing binary messages.
+// JSON; and a route on `sse` still refusing binary messages. Each client's
+// content (lib/content.mjs: text, tool call, result, outcome) must be what
+// the upstream said, not only a stream that ended well.
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -13,10 +15,10 @@ import http from 'node:http';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { WebSocketServer } from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 import { HttpAgent } from '@ag-ui/client';
 import { EventEncoder } from '@ag-ui/encoder';
-import { encode } from '@ag-ui/proto';
+import { decode, encode } from '@ag-ui/proto';
 import { DefaultChatTransport } from 'ai';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { Chat } from './lib/chat.mjs';
@@ -24,6 +26,7 @@ import { uiText } from './lib/expect.mjs';
 import { runBody, sseData } from './lib/adversary.mjs';
 import { BABELGATE, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
 import { haiViolations } from '../lib/hai-rules.mjs';
+import { aguiAssembled, aguiContent, contentOf, vercelContent } from './lib/content.mjs';
 
 const HANG_GUARD = { timeout: 60_000 };
 const PROTO = 'application/vnd.ag-ui.event+proto';
@@ -55,9 +58,17 @@ function events(threadId, runId) {
     { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: TEXT.slice(0, 9) },
     { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: TEXT.slice(9) },
     { type: 'TEXT_MESSAGE_END', messageId: 'm1' },
+    { type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'get_weather', parentMessageId: 'm1' },
+    { type: 'TOOL_CALL_ARGS', toolCallId: 'c1', delta: '{"city":' },
+    { type: 'TOOL_CALL_ARGS', toolCallId: 'c1', delta: '"Paris ☀"}' },
+    { type: 'TOOL_CALL_END', toolCallId: 'c1' },
+    { type: 'TOOL_CALL_RESULT', messageId: 'r1', toolCallId: 'c1', content: '{"tempC":21}', role: 'tool' },
     { type: 'RUN_FINISHED', threadId, runId },
   ];
 }
+
+/** What every AG-UI client must get: the content of the upstream's events. */
+const EXPECTED = contentOf(aguiContent(events('t', 'r')));
 
 /** `/proto`, `/encoder`: binary events by that writer. `/broken`: a
  *  RUN_STARTED, then a message that is not protobuf. `/plain`: a server
@@ -124,18 +135,46 @@ after(async () => {
   upstream?.server.close();
 });
 
-/** @ag-ui/client's HttpAgent: the messages it assembled, how the run ended. */
+/** @ag-ui/client's HttpAgent: the events it read, the messages it
+ *  assembled, how the run ended. */
 async function aguiClient(p) {
   const agent = new HttpAgent({ url: `${gateway}${p}`, threadId: `thread-${randomUUID()}` });
   agent.addMessage({ id: 'u1', role: 'user', content: 'hi' });
   const ended = { error: null, finished: false };
+  const events = [];
   await agent
     .runAgent({ runId: `run-${randomUUID()}` }, {
+      onEvent: ({ event }) => { events.push(event); },
       onRunErrorEvent: ({ event }) => { ended.error = event; },
       onRunFinishedEvent: () => { ended.finished = true; },
     })
     .catch(() => {}); // a RUN_ERROR also rejects; `ended` says what came
-  return { text: agent.messages.filter((m) => m.role === 'assistant').map((m) => m.content).join(''), ended };
+  const text = agent.messages.filter((m) => m.role === 'assistant').map((m) => m.content ?? '').join('');
+  return { text, ended, events, messages: agent.messages };
+}
+
+/** The content an AG-UI client got, checked against the upstream's: the
+ *  events in order, and the messages HttpAgent assembled from them. */
+function assertAguiContent(r, what) {
+  const got = aguiContent(r.events);
+  assert.deepEqual(contentOf(got), EXPECTED, `${what}: the events' content`);
+  const { text, reasoning, calls, results } = EXPECTED;
+  assert.deepEqual(aguiAssembled(r.messages, got), { text, reasoning, calls, results }, `${what}: the messages`);
+}
+
+/** A WebSocket client of the gateway (the `ws` package): the events of its
+ *  messages, text or `ag-ui.proto` binary. */
+function wsClient(p, protocols) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${gateway.replace('http', 'ws')}${p}`, protocols);
+    const events = [];
+    ws.on('open', () => ws.send(JSON.stringify(runBody('ag-ui', `t-${randomUUID()}`))));
+    ws.on('message', (data, isBinary) => {
+      events.push(isBinary ? decode(new Uint8Array(data)) : JSON.parse(data.toString()));
+    });
+    ws.on('close', (code) => resolve({ code, events }));
+    ws.on('error', reject);
+  });
 }
 
 /** The `ai` package's Chat (what useChat wraps). */
@@ -218,6 +257,7 @@ for (const t of ['proto', 'auto']) {
       assert.equal(agui.ended.error, null, JSON.stringify(agui.ended.error));
       assert.ok(agui.ended.finished);
       assert.equal(agui.text, TEXT);
+      assertAguiContent(agui, 'HttpAgent');
 
       const hai = await haiClient(`/hai/${w}/${t}`);
       assert.deepEqual(hai.violations, []);
@@ -227,14 +267,30 @@ for (const t of ['proto', 'auto']) {
       const vercel = await vercelClient(`/vercel/${w}/${t}`);
       assert.equal(vercel.status, 'ready', vercel.error?.message);
       assert.equal(vercel.text, TEXT);
+      // What the Chat read, chunk by chunk: the same text, call and result.
+      const wire = await sseClient(`/vercel/${w}/${t}`, runBody('vercel', `t-${randomUUID()}`));
+      const chunks = wire.frames.filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+      const vc = vercelContent(chunks);
+      assert.deepEqual(
+        { text: vc.text, calls: vc.calls, results: vc.results, outcome: vc.outcome?.end },
+        { text: EXPECTED.text, calls: EXPECTED.calls, results: EXPECTED.results, outcome: 'finish' },
+      );
 
       const agkit = await agkitClient(`/agkit/${w}/${t}`);
       assert.equal(agkit.error, null, JSON.stringify(agkit.error));
       assert.ok(agkit.done && !agkit.brokeOff, 'a clean end: [DONE]');
       assert.equal(agkit.text, TEXT);
 
+      // The gateway's own WebSocket clients: one message per event, JSON
+      // or protobuf, with the upstream's content.
+      for (const protocols of [[], ['ag-ui.proto']]) {
+        const ws = await wsClient(`/ag-ui/${w}/${t}`, protocols);
+        assert.equal(ws.code, 1000);
+        assert.deepEqual(contentOf(aguiContent(ws.events)), EXPECTED, `WebSocket ${protocols}`);
+      }
+
       const mine = handshakes.slice(before);
-      assert.equal(mine.length, 4, 'one handshake per run');
+      assert.equal(mine.length, 7, 'one handshake per run');
       for (const h of mine) assert.deepEqual(h.offered, ['ag-ui.proto', 'ag-ui.json']);
     });
   }
@@ -268,6 +324,7 @@ test('a server that accepts no subprotocol is read as JSON text', HANG_GUARD, as
   const r = await aguiClient('/ag-ui/plain');
   assert.equal(r.ended.error, null, JSON.stringify(r.ended.error));
   assert.equal(r.text, TEXT);
+  assertAguiContent(r, 'JSON text');
   // Offered both, was refused none: connected again offering none.
   assert.deepEqual(handshakes.slice(before).map((h) => h.offered), [['ag-ui.proto', 'ag-ui.json'], []]);
 });

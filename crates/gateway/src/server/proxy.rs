@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::request::RunRequest;
-use babelgate_core::{Dialect, EncodeContext, IdGen, Resume, Role};
+use babelgate_core::{Dialect, EncodeContext, IdGen, Intent, Resume, Role};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -20,12 +20,13 @@ use tokio::sync::mpsc;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
-use super::pump::{stream_translator, Pump, PumpBody, Report, Slot, UpstreamFault};
+use super::pump::{stream_translator, Pump, PumpBody, Report, Slot};
 use super::{BoxError, Gateway, ReqBody, Routes, STREAM_BUFFER_CHUNKS};
 use crate::access;
 use crate::body::ReadBodyLayer;
 use crate::config::{Config, OnDisconnect, Route, UpstreamTransport};
 use crate::conn;
+use crate::error::UpstreamFault;
 use crate::error::{json_response, Body, GatewayError};
 use crate::inspector::capture::transport_name;
 use crate::inspector::{CaptureHandle, Exchange, ReplaySetup, Requests, Side};
@@ -34,7 +35,7 @@ use crate::metrics::CountAtEnd;
 use crate::registry;
 use crate::resume::{self, Mode, Recorder};
 use crate::telemetry::{Trace, ViaWebSocket};
-use crate::transport::{self, Transport};
+use crate::transport::{self, Read, Transport};
 use crate::upstream;
 use babelgate_store::{run_key, EventId, RunWriter, StoreError};
 
@@ -84,7 +85,12 @@ impl Gateway {
                 tracing::info!(status = e.status.as_u16(), fault = e.fault.as_str(), code = e.code, error = %e.message, "request refused");
                 failed = Some((e.code, e.fault == crate::error::Fault::Upstream));
                 let timed_out = e.code == "request_timeout";
-                let mut resp = e.into_response();
+                // On a route, in its client dialect's words where it has them.
+                let dialect = route_path
+                    .as_deref()
+                    .and_then(|p| routes.config.route(p))
+                    .map(|r| registry::requests(r.client));
+                let mut resp = e.into_response_for(dialect);
                 if timed_out && http1 {
                     // The rest of the body may still be on its way: this
                     // connection cannot carry another request.
@@ -273,6 +279,22 @@ impl Gateway {
                 .map(|r| (rp.clone(), r))
                 .map_err(|e| (rp, e));
         }
+        // `{path}{description_path}`: the agent as its clients' dialect
+        // describes it.
+        if let Some(route) = super::runs::described(&routes.config, &path) {
+            let rp = Some(route.path.clone());
+            if access::is_preflight(req.method(), req.headers()) {
+                return access::preflight(route, req.headers())
+                    .map(|r| (rp.clone(), r))
+                    .map_err(|e| (rp, e));
+            }
+            let peer = conn::peer_of(&req);
+            let tls = routes.config.tls.is_some();
+            let origin = crate::host::origin(&req, peer, &routes.config.trusted_proxies, tls);
+            return super::runs::describe(route, req.method(), origin)
+                .map(|r| (rp.clone(), r))
+                .map_err(|e| (rp, e));
+        }
         // `{path}/{id}/stream` (resume) and `{path}/{id}/stop`.
         if let Some((route, id, action)) = sub_route(&routes.config, &path) {
             let rp = Some(route.path.clone());
@@ -400,19 +422,42 @@ impl Gateway {
                 GatewayError::client(StatusCode::PAYLOAD_TOO_LARGE, "body_too_costly", e.to_string())
             })?;
             let mut ids = IdGen::default();
-            let mut run = registry::requests(route.client)
-                .parse_request(&body)
-                .map_err(|e| {
-                    let mut g =
-                        GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.message);
-                    g.field = e.field;
-                    g
-                })?;
-            if run.run_id.is_empty() {
-                run.run_id = ids.next("run");
-            }
+            let mut run = match registry::requests(route.client)
+                .classify(&body)
+                .map_err(GatewayError::request)?
+            {
+                Intent::Run(run) => *run,
+                Intent::About {
+                    run_id,
+                    ask,
+                    reply_to,
+                } => {
+                    let about = super::runs::About {
+                        route,
+                        caller,
+                        run_id: &run_id,
+                        ask,
+                        reply_to: reply_to.clone(),
+                    };
+                    let answer = self
+                        .about_run(about, transport, trace)
+                        .await
+                        .map_err(|e| e.replying_to(reply_to));
+                    if let (Ok(_), Some(c)) = (&answer, &capture) {
+                        // No run of its own: the capture ends with the answer.
+                        c.end("completed", None, false);
+                    }
+                    return answer;
+                }
+            };
             if run.thread_id.is_empty() {
                 run.thread_id = ids.next("thread");
+            }
+            // A run id the gateway mints is the run log's own, so that a
+            // client can name the run later (get, follow, stop by id).
+            let minted = run.run_id.is_empty();
+            if minted {
+                run.run_id = babelgate_store::run_id(&run_key(&route.path, &caller.scoped(&run.thread_id)));
             }
             for m in &mut run.messages {
                 if m.id.is_empty() {
@@ -485,11 +530,13 @@ impl Gateway {
             let stream = Stream {
                 route,
                 run: &run,
+                minted,
                 conversation,
                 keeps_history,
                 new_from_client,
                 started,
                 transport,
+                messages: session,
                 capture,
                 trace,
             };
@@ -505,13 +552,7 @@ impl Gateway {
                 } else {
                     None
                 };
-                return self
-                    .start_pump(
-                        stream,
-                        ws.map(|r| r.map_err(UpstreamFault::from)),
-                        upstream_binary,
-                    )
-                    .await;
+                return self.start_pump(stream, ws, upstream_binary).await;
             }
             let send = client.post(&route.upstream, headers, upstream_body.to_string());
             let asked = tokio::time::Instant::now();
@@ -578,7 +619,9 @@ impl Gateway {
                 ));
             }
 
-            let upstream = resp.body.map(|r| r.map_err(UpstreamFault::Connection));
+            let upstream = resp
+                .body
+                .map(|r| r.map(Read::Bytes).map_err(UpstreamFault::Connection));
             self.start_pump(stream, upstream, upstream_binary).await
         }
         .await;
@@ -601,13 +644,15 @@ impl Gateway {
         upstream_binary: Option<Transport>,
     ) -> Result<Response<Body>, GatewayError>
     where
-        S: futures_util::Stream<Item = Result<Bytes, UpstreamFault>> + Unpin + Send + 'static,
+        S: futures_util::Stream<Item = Result<Read, UpstreamFault>> + Unpin + Send + 'static,
     {
         let (route, run, transport) = (stream.route, stream.run, stream.transport);
         // A route without resume has no run log: no writer, no lease kept
         // for the run, no journal, no `id:` lines (see `Pump::prepare`).
         let mut recorder = if route.resume {
-            self.begin_log(route, run, &stream.conversation).await?
+            let own_id = stream.minted.then_some(run.run_id.as_str());
+            self.begin_log(route, run, &stream.conversation, own_id)
+                .await?
         } else {
             None
         };
@@ -667,10 +712,11 @@ impl Gateway {
                 r.binary();
             }
         }
-        // A binary stream has no comment to send: no heartbeats.
+        // A binary stream or messages have no comment to send: no
+        // heartbeats (a WebSocket session pings instead).
         let heartbeat = match transport {
-            Transport::Sse => route.heartbeat,
-            Transport::Proto(_) => None,
+            Transport::Sse if !stream.messages => route.heartbeat,
+            Transport::Sse | Transport::Proto(_) => None,
         };
 
         // The body runs the pump (no task of its own), tracked so that a
@@ -703,6 +749,7 @@ impl Gateway {
             }),
             abort: abort.clone(),
             capture: stream.capture,
+            messages: stream.messages,
         };
         let span = tracing::Span::current();
         let run = Box::new(pump).run(upstream).instrument(span);
@@ -720,11 +767,13 @@ impl Gateway {
         route: &Route,
         run: &RunRequest,
         conversation: &str,
+        own_id: Option<&str>,
     ) -> Result<Option<Recorder>, GatewayError> {
         let lease = self.routes.load().config.store.lease;
         let key = run_key(&route.path, conversation);
-        // Tagged by the conversation: one Redis Cluster slot for its runs.
-        let run_id = babelgate_store::run_id(&key);
+        // Tagged by the conversation: one Redis Cluster slot for its runs
+        // (a minted id is made so too).
+        let run_id = own_id.map_or_else(|| babelgate_store::run_id(&key), str::to_string);
         match RunWriter::begin(&self.leases, &key, &run_id, &self.owner, lease).await {
             Ok((writer, _previous)) => {
                 if registry::policy(route.client).keeps_input() {
@@ -778,6 +827,24 @@ impl Gateway {
             (Resume::AfterOrFromStart, None) => Mode::After(None),
             (Resume::AfterOrSnapshot, None) => Mode::Snapshot,
         };
+        let transport = client_transport(route.client, headers_in);
+        self.follow_run(route, info, mode, None, transport, trace)
+            .await
+    }
+
+    /// Streams a kept run to a client that came back to it: `mode` says
+    /// from where; a `reply_to` of the resuming request's own has the run
+    /// re-encoded for it (its answers carry that, not the first request's).
+    pub(super) async fn follow_run(
+        &self,
+        route: &Route,
+        info: babelgate_store::RunInfo,
+        mode: Mode,
+        reply_to: Option<serde_json::Value>,
+        transport: Transport,
+        trace: Trace,
+    ) -> Result<Response<Body>, GatewayError> {
+        let runs = self.stores.runs.clone();
         let store = &self.routes.load().config.store;
         let (max_followers, max_snapshot_bytes) = (store.max_followers, store.max_snapshot_bytes);
         let Some(slot) = self.followers.enter(max_followers) else {
@@ -801,7 +868,6 @@ impl Gateway {
         let replayed = self.metrics.resumed(&route.path, mode_name);
         tracing::info!(run = %info.run_id, ?mode, "resuming");
         trace.resumed(mode_name);
-        let transport = client_transport(route.client, headers_in);
         let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_CHUNKS);
         let abort = Arc::new(AtomicBool::new(false));
         let follow = resume::Follow {
@@ -817,6 +883,7 @@ impl Gateway {
             transport,
             replayed,
             counted: CountAtEnd::new(self.metrics.clone(), &route.path),
+            reply_to,
         }
         .run(tx, self.shutdown.clone());
         self.pumps.spawn(
@@ -871,6 +938,8 @@ impl Gateway {
 struct Stream<'a> {
     route: &'a Route,
     run: &'a RunRequest,
+    /// The gateway minted the run's id: the run log takes it as its own.
+    minted: bool,
     /// Where this caller's run and history of this thread are kept.
     conversation: String,
     keeps_history: bool,
@@ -879,6 +948,8 @@ struct Stream<'a> {
     started: tokio::time::Instant,
     /// The client's transport.
     transport: Transport,
+    /// The client takes each event as a message (a WebSocket session).
+    messages: bool,
     capture: Option<CaptureHandle>,
     trace: Trace,
 }
@@ -926,7 +997,7 @@ fn sub_route<'a, 'p>(config: &'a Config, path: &'p str) -> Option<(&'a Route, &'
 }
 
 /// The store could not be reached: our side, and worth a retry.
-fn store_error(e: StoreError) -> GatewayError {
+pub(super) fn store_error(e: StoreError) -> GatewayError {
     // The detail may name the store's host: for the log only.
     tracing::warn!(error = %e, "store request failed");
     GatewayError::store(&e)

@@ -12,16 +12,17 @@ use std::time::Duration;
 use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
-use babelgate_core::{Dialect, EncodeContext, Sink, Translator};
+use babelgate_core::{Dialect, EncodeContext, Sink, SpanKind, Translator};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 
 use crate::config::OnDisconnect;
+use crate::error::UpstreamFault;
 use crate::inspector::CaptureHandle;
 use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::Recorder;
-use crate::transport::{self, Transport};
+use crate::transport::{self, Read, Transport};
 use babelgate_store::RunOutcome;
 
 /// The translator of a proxied stream. Only a client dialect whose history
@@ -77,6 +78,10 @@ pub(super) struct Pump {
     pub(super) abort: Arc<AtomicBool>,
     /// The inspector's capture of this stream, when it keeps one.
     pub(super) capture: Option<CaptureHandle>,
+    /// The client takes each event as a message of its own (a WebSocket
+    /// session): the body gets one frame per event, its payload cut from
+    /// the sink's span, and no comments.
+    pub(super) messages: bool,
 }
 
 /// Where a stream's numbers go.
@@ -97,8 +102,17 @@ pub(super) struct Slot(std::sync::Mutex<SlotState>);
 
 #[derive(Debug, Default)]
 struct SlotState {
-    chunk: Option<Bytes>,
+    chunk: Option<Chunk>,
     closed: bool,
+}
+
+/// What a pump hands its body at once.
+#[derive(Debug)]
+pub(super) enum Chunk {
+    /// Bytes of the client's stream: one body frame.
+    Stream(Bytes),
+    /// One body frame per event, for a client that takes messages.
+    Messages(std::vec::IntoIter<Bytes>),
 }
 
 impl Slot {
@@ -114,7 +128,7 @@ impl Slot {
     }
 
     /// Hands a chunk over; false when nobody reads any more.
-    async fn send(&self, chunk: Bytes) -> bool {
+    async fn send(&self, chunk: Chunk) -> bool {
         let mut chunk = Some(chunk);
         std::future::poll_fn(|_| self.offer(&mut chunk)).await
     }
@@ -132,7 +146,7 @@ impl Slot {
     /// Takes `chunk` when the slot is empty. Pending while it is full,
     /// with no waker kept: the body takes the chunk and polls the pump
     /// again in the same call, or is dropped and closes the slot first.
-    fn offer(&self, chunk: &mut Option<Bytes>) -> Poll<bool> {
+    fn offer(&self, chunk: &mut Option<Chunk>) -> Poll<bool> {
         let mut s = self.state();
         if s.closed {
             return Poll::Ready(false);
@@ -144,8 +158,19 @@ impl Slot {
         Poll::Ready(true)
     }
 
+    /// The next body frame: a whole chunk of the stream, or a message.
     fn take(&self) -> Option<Bytes> {
-        self.state().chunk.take()
+        let mut s = self.state();
+        match s.chunk.take()? {
+            Chunk::Stream(b) => Some(b),
+            Chunk::Messages(mut m) => {
+                let next = m.next();
+                if m.len() > 0 {
+                    s.chunk = Some(Chunk::Messages(m));
+                }
+                next
+            }
+        }
     }
 
     fn is_full(&self) -> bool {
@@ -277,35 +302,13 @@ impl End {
     }
 }
 
-/// Why the upstream's byte stream failed.
-#[derive(Debug)]
-pub(super) enum UpstreamFault {
-    /// The connection broke.
-    Connection(String),
-    /// The transport's framing or messages were bad (a binary stream: a
-    /// length over the limit, a cut message, a message that does not decode).
-    Malformed(String),
-}
-
-impl From<String> for UpstreamFault {
-    /// A WebSocket upstream says what it could not read with the
-    /// [`crate::ws::MALFORMED`] prefix; anything else is the connection.
-    fn from(e: String) -> Self {
-        match e.strip_prefix(crate::ws::MALFORMED) {
-            Some(why) => UpstreamFault::Malformed(why.to_string()),
-            None => UpstreamFault::Connection(e),
-        }
-    }
-}
-
 impl Pump {
     /// Boxed: an async fn keeps its arguments apart from its locals, so a
     /// pump passed by value would be held twice for the stream's whole life
     /// (1.6 KiB of a 4.3 KiB future; 1.1 KiB with the box).
-    pub(super) async fn run<S, E>(mut self: Box<Self>, mut upstream: S)
+    pub(super) async fn run<S>(mut self: Box<Self>, mut upstream: S)
     where
-        S: futures_util::Stream<Item = Result<Bytes, E>> + Unpin,
-        E: Into<UpstreamFault>,
+        S: futures_util::Stream<Item = Result<Read, UpstreamFault>> + Unpin,
     {
         let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
         if self.recorder.is_some() {
@@ -326,7 +329,7 @@ impl Pump {
         let mut last_chunk: Option<tokio::time::Instant> = None;
         // Small to start: most streams are mostly idle, and it grows to fit.
         // Where each event starts and ends is kept only for the run log.
-        let mut out = if self.recorder.is_some() || self.capture.is_some() {
+        let mut out = if self.recorder.is_some() || self.capture.is_some() || self.messages {
             Sink::new()
         } else {
             Sink::untracked(Vec::with_capacity(512))
@@ -432,39 +435,25 @@ impl Pump {
                     Some(Err(_)) => End::Upstream("upstream_malformed"),
                     None => End::Internal,
                 },
-                Some(Err(e)) => match e.into() {
-                    UpstreamFault::Malformed(e) => {
-                        tracing::warn!(error = %e, "the upstream's binary stream is malformed");
-                        self.fail(
-                            &format!("the upstream sent a malformed binary stream: {e}"),
-                            "upstream_malformed",
-                            &mut out,
-                        );
-                        End::Upstream("upstream_malformed")
-                    }
-                    UpstreamFault::Connection(e) => {
-                        tracing::warn!(error = %e, "the upstream connection failed");
-                        self.fail(
-                            "the upstream connection failed",
-                            "upstream_disconnected",
-                            &mut out,
-                        );
-                        End::Upstream("upstream_disconnected")
-                    }
-                },
-                Some(Ok(bytes)) => {
+                Some(Err(fault)) => {
+                    let code = fault.code();
+                    tracing::warn!(?fault, "the upstream's stream failed");
+                    self.fail(&fault.client_message(), code, &mut out);
+                    End::Upstream(code)
+                }
+                Some(Ok(read)) => {
                     // The gateway's own time on this chunk starts here (one
                     // clock read per chunk, none per event).
                     let read_at = std::time::Instant::now();
                     let events_before = self.translator.events_translated;
                     if let Some(c) = &self.capture {
-                        c.upstream(&bytes);
+                        c.upstream(&read.to_stream(self.translator.reads_binary()));
                     }
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
                     if let Some(h) = &mut held {
-                        h.set(cost(bytes.len() + self.translator.buffered_bytes()));
+                        h.set(cost(read.len() + self.translator.buffered_bytes()));
                     }
-                    let Some(r) = self.guarded(&mut out, |t, out| t.push_to(&bytes, out)) else {
+                    let Some(r) = self.guarded(&mut out, |t, out| read.push_to(t, out)) else {
                         break Box::pin(self.end_internal(&mut out)).await;
                     };
                     if let Some(h) = &mut held {
@@ -675,14 +664,17 @@ impl Pump {
 
     /// What is buffered, logged (with ids) when the run is: the chunk to
     /// send, if any.
-    async fn prepare(&mut self, out: &mut Sink) -> Option<Bytes> {
+    async fn prepare(&mut self, out: &mut Sink) -> Option<Chunk> {
         if out.is_empty() {
             return None;
         }
         if let Some(c) = &self.capture {
             c.client(out);
         }
-        Some(match &mut self.recorder {
+        if self.messages {
+            return self.prepare_messages(out).await;
+        }
+        Some(Chunk::Stream(match &mut self.recorder {
             Some(rec) => {
                 // Room for an `id:` line per event (at most 26 bytes): a
                 // chunk of many events would otherwise grow it twice or more.
@@ -699,12 +691,36 @@ impl Pump {
             // answer it; the clients read the events the same either way
             // (`@ag-ui/client` and `ai` parse SSE ids and ignore them).
             None => Bytes::from(out.take().0),
-        })
+        }))
+    }
+
+    /// [`prepare`](Self::prepare) for a client that takes messages: each
+    /// event's payload, cut from the one buffer without a copy (see
+    /// `Span::payload`), logged as for any client but sent without ids
+    /// (a message has no place for one) and without comments.
+    async fn prepare_messages(&mut self, out: &mut Sink) -> Option<Chunk> {
+        if let Some(rec) = &mut self.recorder {
+            let mut steps = self.translator.take_journal();
+            rec.log(out, &mut steps).await;
+            self.translator.give_back_journal(steps);
+        }
+        let binary = self.translator.encoder().writes_binary();
+        let (bytes, spans) = out.take();
+        let bytes = Bytes::from(bytes);
+        let messages: Vec<Bytes> = spans
+            .iter()
+            .filter(|s| s.kind == SpanKind::Event)
+            .map(|s| match s.payload(&bytes, binary) {
+                std::borrow::Cow::Borrowed(p) => bytes.slice_ref(p),
+                std::borrow::Cow::Owned(p) => Bytes::from(p),
+            })
+            .collect();
+        (!messages.is_empty()).then(|| Chunk::Messages(messages.into_iter()))
     }
 
     /// Sends a chunk to the client, if one is there; false when the client
     /// is gone and the run should stop.
-    async fn send(&mut self, chunk: Bytes) -> bool {
+    async fn send(&mut self, chunk: Chunk) -> bool {
         match &self.tx {
             None => true,
             Some(tx) => {
@@ -792,6 +808,7 @@ mod tests {
             report: None,
             abort: Arc::default(),
             capture: None,
+            messages: false,
         };
         (p, slot)
     }
@@ -825,15 +842,16 @@ mod tests {
     }
 
     type Upstream =
-        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>;
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Read, UpstreamFault>> + Send>>;
 
+    /// An upstream byte stream, fed by the test (an error is a broken
+    /// connection).
     fn upstream() -> (mpsc::Sender<Result<Bytes, String>>, Upstream) {
-        let (tx, rx) = mpsc::channel(4);
-        let s =
-            futures_util::stream::unfold(
-                rx,
-                |mut rx| async move { rx.recv().await.map(|x| (x, rx)) },
-            );
+        let (tx, rx) = mpsc::channel::<Result<Bytes, String>>(4);
+        let s = futures_util::stream::unfold(rx, |mut rx| async move {
+            let next = rx.recv().await?;
+            Some((next.map(Read::Bytes).map_err(UpstreamFault::Connection), rx))
+        });
         (tx, Box::pin(s))
     }
 
@@ -889,6 +907,37 @@ mod tests {
             t0.elapsed().as_secs(),
             15,
             "15 s after the last output, not after the first"
+        );
+    }
+
+    /// A client that takes messages (a WebSocket session) gets each event
+    /// as a body frame of its own: the event without its SSE framing (an
+    /// event of several lines stays one), and no heartbeat comments.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_messages_gets_one_frame_per_event() {
+        let (mut p, slot) = pump(Duration::from_secs(100), Some(Duration::from_secs(15)));
+        p.messages = true;
+        let (up, s) = upstream();
+        let (mut rx, _) = start(p, slot, s);
+        let custom = "data: {\"type\":\"CUSTOM\",\ndata: \"name\":\"n\",\"value\":1}\n\n";
+        up.send(Ok(Bytes::from(format!("{STARTED}{custom}"))))
+            .await
+            .unwrap();
+        let mut got = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        let end = "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+        up.send(Ok(Bytes::from(end))).await.unwrap();
+        drop(up);
+        while let Some(m) = rx.recv().await {
+            got.push(m);
+        }
+        assert_eq!(
+            got,
+            [
+                "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}",
+                "{\"type\":\"CUSTOM\",\n\"name\":\"n\",\"value\":1}",
+                "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}",
+            ]
         );
     }
 

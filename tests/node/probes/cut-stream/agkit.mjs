@@ -9,7 +9,7 @@
 //   node tests/node/probes/cut-stream/agkit.mjs
 
 import { useChat } from '@cloudbase/agent-ui-web';
-import { slots } from 'react';
+import { slots } from '../../shims/react/index.mjs';
 import { describe, printTable, timeout, withServer } from './lib.mjs';
 
 // useChat's useState slots, in the order the hook declares them (as in validate-agkit.mjs).

@@ -9,7 +9,7 @@ const SHAPES = {
   'tool-call-end': { toolCallId: str },
   'tool-result': { toolCallId: str, result: str },
   interrupt: { id: str, reason: (v) => v === null || str(v), payload: () => true },
-  // `code` is the gateway's addition (README "Error codes").
+  // `code` is the gateway's addition (docs/errors.md).
   error: { error: str, code: optStr },
 };
 
