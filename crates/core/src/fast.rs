@@ -13,6 +13,13 @@
 //! The adapter then takes its general path, which gives the same events and
 //! the same bytes for what these take (the property tests here, and each
 //! adapter's check of its table against its general path).
+//!
+//! A row works out at compile time what the hot loop would otherwise look up
+//! per frame (which key fills each field, which go to extra, what a writer
+//! needs): the reader is then a scan and a few mask tests, as the hand-written
+//! readers were.
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 
@@ -45,6 +52,9 @@ pub enum Slot {
     Content,
 }
 
+/// How many slots there are.
+const SLOTS: usize = 10;
+
 /// The core kinds a row can stand for, with the slots each has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -65,28 +75,13 @@ pub enum Kind {
 impl Kind {
     /// The kind of `k`, when a table can stand for it.
     pub fn of(k: &EventKind) -> Option<Kind> {
-        use EventKind as K;
-        Some(match k {
-            K::TextStart { .. } => Kind::TextStart,
-            K::TextDelta { .. } => Kind::TextDelta,
-            K::TextEnd { .. } => Kind::TextEnd,
-            K::ReasoningStart { .. } => Kind::ReasoningStart,
-            K::ReasoningDelta { .. } => Kind::ReasoningDelta,
-            K::ReasoningEnd { .. } => Kind::ReasoningEnd,
-            K::ToolCallStart { .. } => Kind::ToolCallStart,
-            K::ToolCallArgs { .. } => Kind::ToolCallArgs,
-            K::ToolCallEnd { .. } => Kind::ToolCallEnd,
-            K::ToolCallResult { .. } => Kind::ToolCallResult,
-            K::StepStarted { .. } => Kind::StepStarted,
-            K::StepFinished { .. } => Kind::StepFinished,
-            _ => return None,
-        })
+        Some(shape(k)?.0)
     }
 
     /// Whether the kind has a field for `slot` (a key read for a slot the
     /// kind has none for is kept in extra, under its wire name, as the
     /// general paths keep it).
-    fn has(self, slot: Slot) -> bool {
+    const fn has(self, slot: Slot) -> bool {
         use Kind as K;
         use Slot as S;
         match slot {
@@ -103,17 +98,23 @@ impl Kind {
                 self,
                 K::ToolCallStart | K::ToolCallArgs | K::ToolCallEnd | K::ToolCallResult
             ),
-            S::ToolName | S::ParentMessageId => self == K::ToolCallStart,
+            S::ToolName | S::ParentMessageId => matches!(self, K::ToolCallStart),
             S::Delta => matches!(self, K::TextDelta | K::ReasoningDelta | K::ToolCallArgs),
-            S::Role => self == K::TextStart,
+            S::Role => matches!(self, K::TextStart),
             S::Name => matches!(self, K::TextStart | K::StepStarted | K::StepFinished),
-            S::Content => self == K::ToolCallResult,
+            S::Content => matches!(self, K::ToolCallResult),
         }
     }
 }
 
 /// The most keys a row has.
 const ROW_KEYS: usize = 6;
+
+/// No key (in [`Row::by_slot`]).
+const NONE: u8 = u8::MAX;
+
+/// A bit of [`Row::needs`] no event has: the row is never written.
+const NEVER: u16 = 1 << SLOTS;
 
 /// One wire event type: its core kind and its keys (the type's excepted).
 #[derive(Debug, Clone, Copy)]
@@ -126,8 +127,15 @@ pub struct Row {
     /// Bit `i`: the table's key `i` may be there, must be there.
     allowed: u32,
     required: u32,
-    /// Whether a `Delta` may come wrapped in the table's [`Wrap`].
-    wraps: bool,
+    /// Bit `i`: key `i` may come in the table's [`Wrap`].
+    wrappable: u32,
+    /// Bit `i`: key `i` has no field in the kind and is kept in extra.
+    extra: u32,
+    /// The key that fills each slot of the kind (by `Slot as usize`), or
+    /// [`NONE`].
+    by_slot: [u8; SLOTS],
+    /// Bit `s`: the writer needs the event to fill slot `s` (see `shape`).
+    needs: u16,
     /// Fields written after the keys, always the same (never read: a row
     /// with any is left to the general path when reading).
     consts: &'static [(&'static str, &'static str)],
@@ -136,7 +144,8 @@ pub struct Row {
 impl Row {
     /// A row of `keys` (a table's, the type first): `fields` are key names,
     /// in the order written, optional ones marked with a leading `?`. Meant
-    /// for constants: an unknown name fails the build.
+    /// for constants: an unknown name, or two keys filling one field, fails
+    /// the build.
     // Evaluated at compile time: an index out of bounds fails the build.
     #[allow(clippy::indexing_slicing)]
     pub const fn new<const N: usize>(
@@ -153,7 +162,10 @@ impl Row {
             len: fields.len() as u8,
             allowed: 1,
             required: 1,
-            wraps: false,
+            wrappable: 0,
+            extra: 0,
+            by_slot: [NONE; SLOTS],
+            needs: 0,
             consts: &[],
         };
         let mut f = 0;
@@ -174,14 +186,39 @@ impl Row {
             if !optional {
                 row.required |= 1 << k;
             }
+            let slot = keys[k].1;
+            let s = slot as usize;
+            match slot {
+                Slot::Type => {}
+                // A timestamp the row requires is one the writer cannot
+                // promise.
+                Slot::Timestamp if optional => {}
+                Slot::Timestamp => row.needs |= NEVER,
+                _ if !kind.has(slot) => {
+                    row.extra |= 1 << k;
+                    row.needs |= NEVER;
+                }
+                _ => {
+                    assert!(row.by_slot[s] == NONE, "a row names two keys of one field");
+                    row.by_slot[s] = k as u8;
+                    // A result's content is written only as a string.
+                    if !optional || matches!(slot, Slot::Content) {
+                        row.needs |= 1 << s;
+                    }
+                }
+            }
             f += 1;
         }
         row
     }
 
     /// This row with its `Delta` also read in the table's [`Wrap`].
+    // Evaluated at compile time: an index out of bounds fails the build.
+    #[allow(clippy::indexing_slicing)]
     pub const fn wrapping(mut self) -> Row {
-        self.wraps = true;
+        let k = self.by_slot[Slot::Delta as usize];
+        assert!(k != NONE, "a row that wraps has a delta");
+        self.wrappable = 1 << k;
         self
     }
 
@@ -203,12 +240,19 @@ impl Row {
 
     /// Whether its `Delta` may come in the table's [`Wrap`].
     pub fn wraps(&self) -> bool {
-        self.wraps
+        self.wrappable != 0
     }
 
     /// The fields it writes after its keys.
     pub fn consts(&self) -> &'static [(&'static str, &'static str)] {
         self.consts
+    }
+
+    /// The key that fills `slot`, when the row has one and it is `present`.
+    #[inline(always)]
+    fn key_of(&self, slot: Slot, present: u32) -> Option<usize> {
+        let k = *self.by_slot.get(slot as usize)?;
+        (k != NONE && present & (1 << k) != 0).then_some(usize::from(k))
     }
 }
 
@@ -245,13 +289,29 @@ pub struct Table<const N: usize> {
     pub wrap: Option<Wrap>,
 }
 
-/// A value as it stands in the frame.
+/// A value as it stands in the frame: a string's content between its
+/// quotes, and whether it holds an escape.
 #[derive(Clone, Copy)]
 struct Val<'a> {
-    /// A string's content between its quotes, or an integer's digits.
     text: &'a str,
     escaped: bool,
-    wrapped: bool,
+}
+
+impl Val<'_> {
+    const EMPTY: Val<'static> = Val {
+        text: "",
+        escaped: false,
+    };
+}
+
+/// What [`Table::scan`] found besides the values.
+struct Scan {
+    /// Bit `i`: the table's key `i` is there, came in the table's wrap.
+    present: u32,
+    wrapped: u32,
+    /// How many keys.
+    len: u8,
+    timestamp: Option<i64>,
 }
 
 /// What the reader made of a frame.
@@ -286,53 +346,36 @@ impl<const N: usize> Table<N> {
     /// decoding otherwise, by callgrind).
     #[inline(always)]
     pub fn read(&self, data: &str) -> Option<Read> {
-        let mut vals: [Option<Val<'_>>; N] = [None; N];
+        let mut vals = [Val::EMPTY; N];
         let mut order = [0u8; ROW_KEYS + 1];
-        let len = self.scan(data, &mut vals, &mut order)?;
-        let Some(Some(ty)) = vals.first() else {
-            return None;
-        };
+        let s = self.scan(data, &mut vals, &mut order)?;
+        let ty = vals.first()?;
         // An escaped type is rare: the general path unescapes it.
-        if ty.escaped || ty.wrapped {
+        if s.present & 1 == 0 || ty.escaped {
             return None;
         }
         let at = self.rows.iter().position(|r| r.wire == ty.text)?;
         let row = self.rows.get(at)?;
-        let present = vals
-            .iter()
-            .enumerate()
-            .fold(0u32, |m, (i, v)| m | (u32::from(v.is_some()) << i));
-        if present & !row.allowed != 0 || present & row.required != row.required {
+        if s.present & !row.allowed != 0
+            || s.present & row.required != row.required
+            || s.wrapped & !row.wrappable != 0
+            || !row.consts.is_empty()
+        {
             return None;
         }
-        if !row.consts.is_empty() {
-            return None;
-        }
-        let mut wrapped = false;
-        let mut timestamp = None;
-        for &k in row.keys() {
-            if let Some(Some(v)) = vals.get(usize::from(k)) {
-                wrapped |= v.wrapped;
-                let slot = self.keys.get(usize::from(k))?.1;
-                if v.wrapped && !(row.wraps && slot == Slot::Delta) {
-                    return None;
-                }
-                if slot == Slot::Timestamp {
-                    timestamp = Some(v.text.parse().ok()?);
-                }
+        let event = self.event(row, s.timestamp, s.present, |k| {
+            let v = vals.get(k)?;
+            match v.escaped {
+                true => unescape(v.text).map(Cow::Owned),
+                false => Some(Cow::Borrowed(v.text)),
             }
-        }
-        let event = self.event(row, timestamp, |k| match vals.get(usize::from(k))? {
-            None => Some(None),
-            Some(v) if v.escaped => unescape(v.text).map(Some),
-            Some(v) => Some(Some(v.text.to_string())),
         })?;
         Some(Read {
             row: at,
             event,
-            wrapped,
+            wrapped: s.wrapped != 0,
             order,
-            len,
+            len: s.len,
         })
     }
 
@@ -350,98 +393,112 @@ impl<const N: usize> Table<N> {
         let row = self.rows.iter().find(|r| r.wire == wire)?;
         let mut names = [""; ROW_KEYS];
         let mut n = 0;
+        let mut present = 1;
         for &k in row.keys() {
             let (name, slot) = *self.keys.get(usize::from(k))?;
-            if slot != Slot::Timestamp {
-                *names.get_mut(n)? = name;
-                n += 1;
+            match slot {
+                Slot::Timestamp => present |= u32::from(timestamp.is_some()) << k,
+                _ => {
+                    *names.get_mut(n)? = name;
+                    n += 1;
+                    present |= u32::from(get(name).is_some()) << k;
+                }
             }
         }
-        if !row.consts.is_empty() || !only(names.get(..n)?) {
+        if !row.consts.is_empty()
+            || !only(names.get(..n)?)
+            || present & row.required != row.required
+        {
             return None;
         }
-        self.event(row, timestamp, |k| {
-            let (name, _) = self.keys.get(usize::from(k))?;
-            Some(get(name).map(str::to_string))
+        self.event(row, timestamp, present, |k| {
+            get(self.keys.get(k)?.0).map(Cow::Borrowed)
         })
     }
 
-    /// The event of `row` from `value(key)`: its string, `Some(None)` when
-    /// absent, `None` when unreadable. Each field is read straight into the
-    /// kind (no struct of every field in between: its moves cost a copy per
+    /// The event of `row` from `text(key)`, the string of each `present`
+    /// key (`None`: unreadable). Each field is read straight into the kind
+    /// (no struct of every field in between: its moves cost a copy per
     /// event, by callgrind).
     #[inline(always)]
-    fn event(
+    fn event<'v>(
         &self,
         row: &Row,
         timestamp: Option<i64>,
-        mut value: impl FnMut(u8) -> Option<Option<String>>,
+        present: u32,
+        mut text: impl FnMut(usize) -> Option<Cow<'v, str>>,
     ) -> Option<Event> {
         let mut extra = Extra::new();
-        for &k in row.keys() {
-            let (name, slot) = *self.keys.get(usize::from(k))?;
-            if matches!(slot, Slot::Type | Slot::Timestamp) || row.kind.has(slot) {
-                continue;
-            }
-            match value(k)? {
-                Some(s) => {
-                    extra.insert(name.to_string(), Value::String(s));
+        // Rare (an AG-UI result's role): the loop only then.
+        if row.extra & present != 0 {
+            for &k in row.keys() {
+                if row.extra & present & (1 << k) != 0 {
+                    let name = self.keys.get(usize::from(k))?.0;
+                    let v = text(usize::from(k))?.into_owned();
+                    extra.insert(name.to_string(), Value::String(v));
                 }
-                None if row.required & (1 << k) != 0 => return None,
-                None => {}
             }
         }
-        let mut get = |slot: Slot| self.slot(row, &mut value, slot);
+        let mut get = |slot: Slot| match row.key_of(slot, present) {
+            Some(k) => text(k).map(Some),
+            None => Some(None),
+        };
+        // A field's own string (a macro: `get` is borrowed once at a time).
+        macro_rules! string {
+            ($slot:expr) => {
+                get($slot)?.map(Cow::into_owned)
+            };
+        }
         use EventKind as K;
         let kind = match row.kind {
             Kind::TextStart => K::TextStart {
-                message_id: get(Slot::MessageId)?.unwrap_or_default(),
+                message_id: string!(Slot::MessageId).unwrap_or_default(),
                 role: match get(Slot::Role)? {
                     Some(r) => Role::parse(&r)?,
                     None => Role::default(),
                 },
-                name: get(Slot::Name)?,
+                name: string!(Slot::Name),
             },
             Kind::TextDelta => K::TextDelta {
-                message_id: get(Slot::MessageId)?.unwrap_or_default(),
-                delta: get(Slot::Delta)?.unwrap_or_default(),
+                message_id: string!(Slot::MessageId).unwrap_or_default(),
+                delta: string!(Slot::Delta).unwrap_or_default(),
             },
             Kind::TextEnd => K::TextEnd {
-                message_id: get(Slot::MessageId)?.unwrap_or_default(),
+                message_id: string!(Slot::MessageId).unwrap_or_default(),
             },
             Kind::ReasoningStart => K::ReasoningStart {
-                message_id: get(Slot::MessageId)?.unwrap_or_default(),
+                message_id: string!(Slot::MessageId).unwrap_or_default(),
             },
             Kind::ReasoningDelta => K::ReasoningDelta {
-                message_id: get(Slot::MessageId)?.unwrap_or_default(),
-                delta: get(Slot::Delta)?.unwrap_or_default(),
+                message_id: string!(Slot::MessageId).unwrap_or_default(),
+                delta: string!(Slot::Delta).unwrap_or_default(),
             },
             Kind::ReasoningEnd => K::ReasoningEnd {
-                message_id: get(Slot::MessageId)?.unwrap_or_default(),
+                message_id: string!(Slot::MessageId).unwrap_or_default(),
             },
             Kind::ToolCallStart => K::ToolCallStart {
-                tool_call_id: get(Slot::ToolCallId)?.unwrap_or_default(),
-                tool_name: get(Slot::ToolName)?.unwrap_or_default(),
-                parent_message_id: get(Slot::ParentMessageId)?,
+                tool_call_id: string!(Slot::ToolCallId).unwrap_or_default(),
+                tool_name: string!(Slot::ToolName).unwrap_or_default(),
+                parent_message_id: string!(Slot::ParentMessageId),
             },
             Kind::ToolCallArgs => K::ToolCallArgs {
-                tool_call_id: get(Slot::ToolCallId)?.unwrap_or_default(),
-                delta: get(Slot::Delta)?.unwrap_or_default(),
+                tool_call_id: string!(Slot::ToolCallId).unwrap_or_default(),
+                delta: string!(Slot::Delta).unwrap_or_default(),
             },
             Kind::ToolCallEnd => K::ToolCallEnd {
-                tool_call_id: get(Slot::ToolCallId)?.unwrap_or_default(),
+                tool_call_id: string!(Slot::ToolCallId).unwrap_or_default(),
             },
             // A result's message id is optional; every other kind's is not.
             Kind::ToolCallResult => K::ToolCallResult {
-                tool_call_id: get(Slot::ToolCallId)?.unwrap_or_default(),
-                message_id: get(Slot::MessageId)?,
-                content: Value::String(get(Slot::Content)?.unwrap_or_default()),
+                tool_call_id: string!(Slot::ToolCallId).unwrap_or_default(),
+                message_id: string!(Slot::MessageId),
+                content: Value::String(string!(Slot::Content).unwrap_or_default()),
             },
             Kind::StepStarted => K::StepStarted {
-                name: get(Slot::Name)?,
+                name: string!(Slot::Name),
             },
             Kind::StepFinished => K::StepFinished {
-                name: get(Slot::Name)?,
+                name: string!(Slot::Name),
             },
         };
         Some(Event {
@@ -453,31 +510,6 @@ impl<const N: usize> Table<N> {
         })
     }
 
-    /// The string of `slot` from `value(key)` (the last key of it there,
-    /// as the general path keeps the last); `None` when a required key is
-    /// absent or a value unreadable. Always inlined: a call per field costs
-    /// 5% of AG-UI decoding, by callgrind.
-    #[inline(always)]
-    fn slot(
-        &self,
-        row: &Row,
-        value: &mut impl FnMut(u8) -> Option<Option<String>>,
-        slot: Slot,
-    ) -> Option<Option<String>> {
-        let mut got = None;
-        for &k in row.keys() {
-            if self.keys.get(usize::from(k))?.1 != slot {
-                continue;
-            }
-            match value(k)? {
-                Some(s) => got = Some(s),
-                None if row.required & (1 << k) != 0 => return None,
-                None => {}
-            }
-        }
-        Some(got)
-    }
-
     /// Each key's value, by the key's index, and the keys in the frame's
     /// order; `None` unless `data` is a flat object of this table's keys,
     /// each at most once, of the values their slots take.
@@ -487,10 +519,15 @@ impl<const N: usize> Table<N> {
     fn scan<'a>(
         &self,
         data: &'a str,
-        vals: &mut [Option<Val<'a>>; N],
+        vals: &mut [Val<'a>; N],
         order: &mut [u8; ROW_KEYS + 1],
-    ) -> Option<u8> {
-        let mut len = 0u8;
+    ) -> Option<Scan> {
+        let mut s = Scan {
+            present: 0,
+            wrapped: 0,
+            len: 0,
+            timestamp: None,
+        };
         let b = data.as_bytes();
         let mut i = skip_ws(b, 0);
         if b.get(i) != Some(&b'{') {
@@ -508,23 +545,39 @@ impl<const N: usize> Table<N> {
             let key = b.get(key.0..key.1)?;
             let at = self.keys.iter().position(|(k, _)| k.as_bytes() == key)?;
             let slot = self.keys.get(at)?.1;
-            let v = vals.get_mut(at)?;
-            if v.is_some() {
+            let bit = 1u32 << at;
+            if s.present & bit != 0 {
                 return None;
             }
+            s.present |= bit;
             i = skip_ws(b, next);
             if b.get(i) != Some(&b':') {
                 return None;
             }
             i = skip_ws(b, i + 1);
-            let (val, end) = match slot {
-                Slot::Timestamp => integer(data, i)?,
-                _ => self.string(data, i)?,
+            let end = match slot {
+                Slot::Timestamp => {
+                    let (t, end) = integer(b, i)?;
+                    s.timestamp = Some(t);
+                    end
+                }
+                // Only a delta may come wrapped (see `Row::wrapping`).
+                Slot::Delta => {
+                    let (v, wrapped, end) = self.string(data, i)?;
+                    s.wrapped |= u32::from(wrapped) << at;
+                    *vals.get_mut(at)? = v;
+                    end
+                }
+                _ => {
+                    let ((from, to), escaped, end) = string_at(b, i)?;
+                    let text = data.get(from..to)?;
+                    *vals.get_mut(at)? = Val { text, escaped };
+                    end
+                }
             };
-            *v = Some(val);
             // More keys than a row has: no row takes the frame.
-            *order.get_mut(usize::from(len))? = at as u8;
-            len += 1;
+            *order.get_mut(usize::from(s.len))? = at as u8;
+            s.len += 1;
             i = skip_ws(b, end);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
@@ -532,63 +585,42 @@ impl<const N: usize> Table<N> {
                 _ => return None,
             }
         }
-        (skip_ws(b, i + 1) == b.len()).then_some(len)
+        (skip_ws(b, i + 1) == b.len()).then_some(s)
     }
 
-    /// The string at `i`, or one in the table's [`Wrap`], and the index
-    /// after it.
+    /// The string at `i`, or one in the table's [`Wrap`]; whether it was
+    /// wrapped, and the index after it.
     #[inline(always)]
-    fn string<'a>(&self, data: &'a str, i: usize) -> Option<(Val<'a>, usize)> {
+    fn string<'a>(&self, data: &'a str, i: usize) -> Option<(Val<'a>, bool, usize)> {
         let b = data.as_bytes();
-        let (at, wrapped) = match self.wrap {
-            Some(w) if b.get(i..i + w.open.len()) == Some(w.open.as_bytes()) => {
+        let (at, close) = match self.wrap {
+            Some(w)
+                if b.get(i) == Some(&b'{')
+                    && b.get(i..i + w.open.len()) == Some(w.open.as_bytes()) =>
+            {
                 (i + w.open.len(), Some(w.close))
             }
             _ => (i, None),
         };
         let ((s, e), escaped, mut end) = string_at(b, at)?;
-        if let Some(close) = wrapped {
+        if let Some(close) = close {
             if b.get(end..end + close.len()) != Some(close.as_bytes()) {
                 return None;
             }
             end += close.len();
         }
         let text = data.get(s..e)?;
-        let wrapped = wrapped.is_some();
-        Some((
-            Val {
-                text,
-                escaped,
-                wrapped,
-            },
-            end,
-        ))
+        Some((Val { text, escaped }, close.is_some(), end))
     }
 
     /// The row that writes `ev`: the first of its kind whose required keys
     /// the event fills.
+    #[inline]
     pub fn row_for(&self, ev: &Event) -> Option<&Row> {
-        let kind = Kind::of(&ev.kind)?;
+        let (kind, has) = shape(&ev.kind)?;
         self.rows
             .iter()
-            .find(|r| r.kind == kind && r.keys().iter().all(|&k| self.fits(r, k, ev)))
-    }
-
-    /// Whether the event has what key `k` of `row` writes.
-    fn fits(&self, row: &Row, k: u8, ev: &Event) -> bool {
-        let Some(&(_, slot)) = self.keys.get(usize::from(k)) else {
-            return false;
-        };
-        let required = row.required & (1 << k) != 0;
-        match slot {
-            Slot::Type => true,
-            Slot::Timestamp => !required,
-            Slot::Content => match &ev.kind {
-                EventKind::ToolCallResult { content, .. } => content.is_string(),
-                _ => false,
-            },
-            _ => row.kind.has(slot) && (!required || field(ev, slot).is_some()),
-        }
+            .find(|r| r.kind == kind && r.needs & !has == 0)
     }
 
     /// Appends `ev` as one SSE event `data: {...}\n\n`: the type, then the
@@ -642,6 +674,50 @@ impl<const N: usize> Table<N> {
         }
         out.extend_from_slice(b"}\n\n");
     }
+}
+
+/// The kind of `k` when a table can stand for it, and the slots it fills
+/// as a writer needs them (bit `Slot as usize`; a result's content only
+/// when it is a string).
+fn shape(k: &EventKind) -> Option<(Kind, u16)> {
+    use EventKind as K;
+    use Slot as S;
+    let bit = |s: Slot| 1u16 << (s as usize);
+    let opt = |s: Slot, v: &Option<String>| if v.is_some() { bit(s) } else { 0 };
+    let id = bit(S::MessageId);
+    Some(match k {
+        K::TextStart { name, .. } => (Kind::TextStart, id | bit(S::Role) | opt(S::Name, name)),
+        K::TextDelta { .. } => (Kind::TextDelta, id | bit(S::Delta)),
+        K::TextEnd { .. } => (Kind::TextEnd, id),
+        K::ReasoningStart { .. } => (Kind::ReasoningStart, id),
+        K::ReasoningDelta { .. } => (Kind::ReasoningDelta, id | bit(S::Delta)),
+        K::ReasoningEnd { .. } => (Kind::ReasoningEnd, id),
+        K::ToolCallStart {
+            parent_message_id, ..
+        } => (
+            Kind::ToolCallStart,
+            bit(S::ToolCallId) | bit(S::ToolName) | opt(S::ParentMessageId, parent_message_id),
+        ),
+        K::ToolCallArgs { .. } => (Kind::ToolCallArgs, bit(S::ToolCallId) | bit(S::Delta)),
+        K::ToolCallEnd { .. } => (Kind::ToolCallEnd, bit(S::ToolCallId)),
+        K::ToolCallResult {
+            message_id,
+            content,
+            ..
+        } => (
+            Kind::ToolCallResult,
+            bit(S::ToolCallId)
+                | opt(S::MessageId, message_id)
+                | if content.is_string() {
+                    bit(S::Content)
+                } else {
+                    0
+                },
+        ),
+        K::StepStarted { name } => (Kind::StepStarted, opt(S::Name, name)),
+        K::StepFinished { name } => (Kind::StepFinished, opt(S::Name, name)),
+        _ => return None,
+    })
 }
 
 /// A key or type of a table, quoted: the table's constants need no escape.
@@ -699,31 +775,24 @@ fn field(ev: &Event, slot: Slot) -> Option<&str> {
 
 /// The non-negative integer at `i` (no sign, no leading zero, no fraction
 /// or exponent, at most [`MAX_SAFE`]) and the index after it.
-fn integer(data: &str, i: usize) -> Option<(Val<'_>, usize)> {
-    let b = data.as_bytes();
+fn integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
     let mut j = i;
-    while b.get(j).is_some_and(u8::is_ascii_digit) {
+    let mut n: i64 = 0;
+    while let Some(d) = b.get(j).filter(|d| d.is_ascii_digit()) {
+        // 16 digits at most keeps the value under 10^16, then compared.
+        if j - i == 16 {
+            return None;
+        }
+        n = n * 10 + i64::from(d - b'0');
         j += 1;
     }
-    // 16 digits at most keeps the value under 10^16, then compared.
-    if j == i || j - i > 16 || (b.get(i) == Some(&b'0') && j > i + 1) {
+    if j == i || (b.get(i) == Some(&b'0') && j > i + 1) {
         return None;
     }
-    if matches!(b.get(j), Some(b'.' | b'e' | b'E')) {
+    if matches!(b.get(j), Some(b'.' | b'e' | b'E')) || n > MAX_SAFE {
         return None;
     }
-    let text = data.get(i..j)?;
-    if text.parse::<i64>().ok()? > MAX_SAFE {
-        return None;
-    }
-    Some((
-        Val {
-            text,
-            escaped: false,
-            wrapped: false,
-        },
-        j,
-    ))
+    Some((n, j))
 }
 
 #[cfg(test)]
