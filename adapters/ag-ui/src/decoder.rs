@@ -574,8 +574,8 @@ impl AgUiDecoder {
         if self.skip(frame) {
             return Ok(());
         }
-        if let Some(read) = FAST.read(&frame.data) {
-            self.push_plain(read.event, out);
+        if let Some(ev) = FAST.read_event(&frame.data) {
+            self.push_plain(ev, out);
             return Ok(());
         }
         if let Some(patch) = fast_state_delta(&frame.data) {

@@ -734,7 +734,7 @@ impl VercelDecoder {
     /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
         use EventKind as K;
-        let ev = wire::FAST.read(data)?.event;
+        let ev = wire::FAST.read_event(data)?;
         let x = Extra::new();
         match ev.kind {
             K::TextStart { message_id, .. } => {

@@ -139,6 +139,69 @@ pub struct Row {
     /// Fields written after the keys, always the same (never read: a row
     /// with any is left to the general path when reading).
     consts: &'static [(&'static str, &'static str)],
+    /// What the writer writes before the first key (`data: {"type":"WIRE"`)
+    /// and before each key's value (`,"key":`), made at compile time: a few
+    /// slices per event, as the hand-written writers wrote them.
+    head: Bytes<HEAD>,
+    before: [Bytes<KEY>; ROW_KEYS],
+}
+
+/// The most bytes of a row's head, and of what goes before a key's value.
+const HEAD: usize = 48;
+const KEY: usize = 24;
+
+/// Bytes made at compile time.
+#[derive(Debug, Clone, Copy)]
+struct Bytes<const M: usize> {
+    bytes: [u8; M],
+    len: u8,
+}
+
+impl<const M: usize> Bytes<M> {
+    const EMPTY: Self = Bytes {
+        bytes: [0; M],
+        len: 0,
+    };
+
+    /// `parts` one after the other; a part that needs escaping, or too many
+    /// bytes, fails the build.
+    // Evaluated at compile time: an index out of bounds fails the build.
+    #[allow(clippy::indexing_slicing)]
+    const fn of(parts: &[&[u8]]) -> Self {
+        let mut b = Self::EMPTY;
+        let mut n = 0;
+        let mut p = 0;
+        while p < parts.len() {
+            let mut i = 0;
+            while i < parts[p].len() {
+                b.bytes[n] = parts[p][i];
+                n += 1;
+                i += 1;
+            }
+            p += 1;
+        }
+        assert!(n < 256);
+        b.len = n as u8;
+        b
+    }
+
+    #[inline(always)]
+    fn get(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
+/// Whether a key or type can be written between quotes as it is.
+#[allow(clippy::indexing_slicing)] // bounds checked by the loop
+const fn plain_text(s: &[u8]) -> bool {
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] < 0x20 || s[i] == b'"' || s[i] == b'\\' {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl Row {
@@ -167,7 +230,12 @@ impl Row {
             by_slot: [NONE; SLOTS],
             needs: 0,
             consts: &[],
+            head: Bytes::EMPTY,
+            before: [Bytes::EMPTY; ROW_KEYS],
         };
+        let ty = keys[0].0.as_bytes();
+        assert!(plain_text(ty) && plain_text(wire.as_bytes()));
+        row.head = Bytes::of(&[b"data: {\"", ty, b"\":\"", wire.as_bytes(), b"\""]);
         let mut f = 0;
         while f < fields.len() {
             let name = fields[f].as_bytes();
@@ -182,6 +250,8 @@ impl Row {
             }
             assert!(k < N, "a row names a key its table does not have");
             row.keys[f] = k as u8;
+            assert!(plain_text(name));
+            row.before[f] = Bytes::of(&[b",\"", name, b"\":"]);
             row.allowed |= 1 << k;
             if !optional {
                 row.required |= 1 << k;
@@ -297,11 +367,20 @@ struct Val<'a> {
     escaped: bool,
 }
 
-impl Val<'_> {
+impl<'a> Val<'a> {
     const EMPTY: Val<'static> = Val {
         text: "",
         escaped: false,
     };
+
+    /// The string it holds; `None` when an escape is bad.
+    #[inline(always)]
+    fn text(&self) -> Option<Cow<'a, str>> {
+        match self.escaped {
+            true => unescape(self.text).map(Cow::Owned),
+            false => Some(Cow::Borrowed(self.text)),
+        }
+    }
 }
 
 /// What [`Table::scan`] found besides the values.
@@ -348,7 +427,37 @@ impl<const N: usize> Table<N> {
     pub fn read(&self, data: &str) -> Option<Read> {
         let mut vals = [Val::EMPTY; N];
         let mut order = [0u8; ROW_KEYS + 1];
-        let s = self.scan(data, &mut vals, &mut order)?;
+        let (at, s) = self.match_row(data, &mut vals, &mut order)?;
+        let event = self.event(self.rows.get(at)?, s.timestamp, s.present, &vals)?;
+        Some(Read {
+            row: at,
+            event,
+            wrapped: s.wrapped != 0,
+            order,
+            len: s.len,
+        })
+    }
+
+    /// [`read`](Self::read)'s event alone, for a decoder that needs nothing
+    /// else: returned as it is built (moving it out of a [`Read`] costs a
+    /// copy per event, by callgrind).
+    #[inline(always)]
+    pub fn read_event(&self, data: &str) -> Option<Event> {
+        let mut vals = [Val::EMPTY; N];
+        let mut order = [0u8; ROW_KEYS + 1];
+        let (at, s) = self.match_row(data, &mut vals, &mut order)?;
+        self.event(self.rows.get(at)?, s.timestamp, s.present, &vals)
+    }
+
+    /// Scans `data` and finds the row that takes it, by its index.
+    #[inline(always)]
+    fn match_row<'a>(
+        &self,
+        data: &'a str,
+        vals: &mut [Val<'a>; N],
+        order: &mut [u8; ROW_KEYS + 1],
+    ) -> Option<(usize, Scan)> {
+        let s = self.scan(data, vals, order)?;
         let ty = vals.first()?;
         // An escaped type is rare: the general path unescapes it.
         if s.present & 1 == 0 || ty.escaped {
@@ -363,20 +472,7 @@ impl<const N: usize> Table<N> {
         {
             return None;
         }
-        let event = self.event(row, s.timestamp, s.present, |k| {
-            let v = vals.get(k)?;
-            match v.escaped {
-                true => unescape(v.text).map(Cow::Owned),
-                false => Some(Cow::Borrowed(v.text)),
-            }
-        })?;
-        Some(Read {
-            row: at,
-            event,
-            wrapped: s.wrapped != 0,
-            order,
-            len: s.len,
-        })
+        Some((at, s))
     }
 
     /// The event of the row named `wire` from fields another reader took
@@ -394,6 +490,8 @@ impl<const N: usize> Table<N> {
         let mut names = [""; ROW_KEYS];
         let mut n = 0;
         let mut present = 1;
+        // The other reader's strings are unescaped already.
+        let mut vals = [Val::EMPTY; N];
         for &k in row.keys() {
             let (name, slot) = *self.keys.get(usize::from(k))?;
             match slot {
@@ -401,7 +499,13 @@ impl<const N: usize> Table<N> {
                 _ => {
                     *names.get_mut(n)? = name;
                     n += 1;
-                    present |= u32::from(get(name).is_some()) << k;
+                    if let Some(text) = get(name) {
+                        present |= 1 << k;
+                        *vals.get_mut(usize::from(k))? = Val {
+                            text,
+                            escaped: false,
+                        };
+                    }
                 }
             }
         }
@@ -411,22 +515,20 @@ impl<const N: usize> Table<N> {
         {
             return None;
         }
-        self.event(row, timestamp, present, |k| {
-            get(self.keys.get(k)?.0).map(Cow::Borrowed)
-        })
+        self.event(row, timestamp, present, &vals)
     }
 
-    /// The event of `row` from `text(key)`, the string of each `present`
-    /// key (`None`: unreadable). Each field is read straight into the kind
-    /// (no struct of every field in between: its moves cost a copy per
-    /// event, by callgrind).
+    /// The event of `row` from `vals`, the value of each `present` key.
+    /// Each field is read straight into the kind (no struct of every field
+    /// in between: its moves cost a copy per event, by callgrind), through
+    /// macros rather than closures, which were not inlined.
     #[inline(always)]
     fn event<'v>(
         &self,
         row: &Row,
         timestamp: Option<i64>,
         present: u32,
-        mut text: impl FnMut(usize) -> Option<Cow<'v, str>>,
+        vals: &[Val<'v>; N],
     ) -> Option<Event> {
         let mut extra = Extra::new();
         // Rare (an AG-UI result's role): the loop only then.
@@ -434,26 +536,31 @@ impl<const N: usize> Table<N> {
             for &k in row.keys() {
                 if row.extra & present & (1 << k) != 0 {
                     let name = self.keys.get(usize::from(k))?.0;
-                    let v = text(usize::from(k))?.into_owned();
+                    let v = vals.get(usize::from(k))?.text()?.into_owned();
                     extra.insert(name.to_string(), Value::String(v));
                 }
             }
         }
-        let mut get = |slot: Slot| match row.key_of(slot, present) {
-            Some(k) => text(k).map(Some),
-            None => Some(None),
-        };
-        // A field's own string (a macro: `get` is borrowed once at a time).
+        // A slot's value when there (`None` from the function when
+        // unreadable), and as an owned string.
+        macro_rules! get {
+            ($slot:expr) => {
+                match row.key_of($slot, present) {
+                    Some(k) => Some(vals.get(k)?.text()?),
+                    None => None,
+                }
+            };
+        }
         macro_rules! string {
             ($slot:expr) => {
-                get($slot)?.map(Cow::into_owned)
+                get!($slot).map(Cow::into_owned)
             };
         }
         use EventKind as K;
         let kind = match row.kind {
             Kind::TextStart => K::TextStart {
                 message_id: string!(Slot::MessageId).unwrap_or_default(),
-                role: match get(Slot::Role)? {
+                role: match get!(Slot::Role) {
                     Some(r) => Role::parse(&r)?,
                     None => Role::default(),
                 },
@@ -640,36 +747,27 @@ impl<const N: usize> Table<N> {
     /// [`write`](Self::write) with a row [`row_for`](Self::row_for) gave
     /// for `ev`.
     pub fn write_row(&self, row: &Row, ev: &Event, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"data: {");
-        let (ty_key, _) = self.keys.first().copied().unwrap_or(("type", Slot::Type));
-        write_plain(out, ty_key);
-        out.push(b':');
-        write_plain(out, row.wire);
-        for &k in row.keys() {
-            let Some(&(key, slot)) = self.keys.get(usize::from(k)) else {
+        out.extend_from_slice(row.head.get());
+        let fields = fields(ev);
+        for (&k, before) in row.keys().iter().zip(&row.before) {
+            let Some(&(_, slot)) = self.keys.get(usize::from(k)) else {
                 continue;
             };
             if slot == Slot::Timestamp {
                 if let Some(ts) = ev.timestamp.filter(|t| (-MAX_SAFE..=MAX_SAFE).contains(t)) {
-                    out.push(b',');
-                    write_plain(out, key);
-                    out.push(b':');
+                    out.extend_from_slice(before.get());
                     // Writing a number into a Vec cannot fail.
                     let _ = serde_json::to_writer(&mut *out, &ts);
                 }
                 continue;
             }
-            if let Some(v) = field(ev, slot) {
-                out.push(b',');
-                write_plain(out, key);
-                out.push(b':');
+            if let Some(v) = fields.get(slot as usize).copied().flatten() {
+                out.extend_from_slice(before.get());
                 write_str(out, v);
             }
         }
         for (key, value) in row.consts {
-            out.push(b',');
-            write_plain(out, key);
-            out.push(b':');
+            write_key(out, key);
             write_str(out, value);
         }
         out.extend_from_slice(b"}\n\n");
@@ -720,57 +818,79 @@ fn shape(k: &EventKind) -> Option<(Kind, u16)> {
     })
 }
 
-/// A key or type of a table, quoted: the table's constants need no escape.
-fn write_plain(out: &mut Vec<u8>, s: &str) {
+/// A key or type of a table as it is written: the table's constants need
+/// no escape.
+fn plain(s: &str) -> &[u8] {
     debug_assert!(!s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\'));
-    out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
-    out.push(b'"');
+    s.as_bytes()
 }
 
-/// The event's string in `slot`, when it has one.
-fn field(ev: &Event, slot: Slot) -> Option<&str> {
+/// `,"key":` (a few slices, not a push per byte: the writer's hot loop).
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(plain(key));
+    out.extend_from_slice(b"\":");
+}
+
+/// The event's strings by slot (`Slot as usize`): one match per event,
+/// not one per key.
+#[inline(always)]
+fn fields<'a>(ev: &'a Event) -> [Option<&'a str>; SLOTS] {
     use EventKind as K;
     use Slot as S;
-    match (&ev.kind, slot) {
-        (
-            K::TextStart { message_id, .. }
-            | K::TextDelta { message_id, .. }
-            | K::TextEnd { message_id }
-            | K::ReasoningStart { message_id }
-            | K::ReasoningDelta { message_id, .. }
-            | K::ReasoningEnd { message_id },
-            S::MessageId,
-        ) => Some(message_id),
-        (K::ToolCallResult { message_id, .. }, S::MessageId) => message_id.as_deref(),
-        (
-            K::ToolCallStart { tool_call_id, .. }
-            | K::ToolCallArgs { tool_call_id, .. }
-            | K::ToolCallEnd { tool_call_id }
-            | K::ToolCallResult { tool_call_id, .. },
-            S::ToolCallId,
-        ) => Some(tool_call_id),
-        (K::ToolCallStart { tool_name, .. }, S::ToolName) => Some(tool_name),
-        (
-            K::ToolCallStart {
-                parent_message_id, ..
-            },
-            S::ParentMessageId,
-        ) => parent_message_id.as_deref(),
-        (
-            K::TextDelta { delta, .. }
-            | K::ReasoningDelta { delta, .. }
-            | K::ToolCallArgs { delta, .. },
-            S::Delta,
-        ) => Some(delta),
-        (K::TextStart { role, .. }, S::Role) => Some(role.as_str()),
-        (
-            K::TextStart { name, .. } | K::StepStarted { name } | K::StepFinished { name },
-            S::Name,
-        ) => name.as_deref(),
-        (K::ToolCallResult { content, .. }, S::Content) => content.as_str(),
-        _ => None,
+    let mut f = [None; SLOTS];
+    let mut set = |s: Slot, v: Option<&'a str>| {
+        if let Some(x) = f.get_mut(s as usize) {
+            *x = v;
+        }
+    };
+    match &ev.kind {
+        K::TextStart {
+            message_id,
+            role,
+            name,
+        } => {
+            set(S::MessageId, Some(message_id));
+            set(S::Role, Some(role.as_str()));
+            set(S::Name, name.as_deref());
+        }
+        K::TextDelta { message_id, delta } | K::ReasoningDelta { message_id, delta } => {
+            set(S::MessageId, Some(message_id));
+            set(S::Delta, Some(delta));
+        }
+        K::TextEnd { message_id }
+        | K::ReasoningStart { message_id }
+        | K::ReasoningEnd { message_id } => set(S::MessageId, Some(message_id)),
+        K::ToolCallStart {
+            tool_call_id,
+            tool_name,
+            parent_message_id,
+        } => {
+            set(S::ToolCallId, Some(tool_call_id));
+            set(S::ToolName, Some(tool_name));
+            set(S::ParentMessageId, parent_message_id.as_deref());
+        }
+        K::ToolCallArgs {
+            tool_call_id,
+            delta,
+        } => {
+            set(S::ToolCallId, Some(tool_call_id));
+            set(S::Delta, Some(delta));
+        }
+        K::ToolCallEnd { tool_call_id } => set(S::ToolCallId, Some(tool_call_id)),
+        K::ToolCallResult {
+            tool_call_id,
+            message_id,
+            content,
+        } => {
+            set(S::ToolCallId, Some(tool_call_id));
+            set(S::MessageId, message_id.as_deref());
+            set(S::Content, content.as_str());
+        }
+        K::StepStarted { name } | K::StepFinished { name } => set(S::Name, name.as_deref()),
+        _ => {}
     }
+    f
 }
 
 /// The non-negative integer at `i` (no sign, no leading zero, no fraction
