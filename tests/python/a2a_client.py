@@ -5,6 +5,8 @@ agent messages' text, the last task state, the task and context ids, the
 kinds of stream responses, or the client's error.
 
 Usage: python a2a_client.py URL TEXT [CONTEXT_ID]
+With A2A_STREAMING=0 in the environment the client does not stream: it
+sends SendMessage and reads the one answer.
 With URL ending in `/.well-known/agent-card.json` the client is built from
 the card the URL serves; otherwise from a card naming URL as its JSON-RPC
 interface.
@@ -12,6 +14,7 @@ interface.
 
 import asyncio
 import json
+import os
 import sys
 
 import httpx
@@ -31,7 +34,7 @@ from a2a.types import (
 async def main(url: str, text: str, context_id: str | None) -> dict:
     out = {"text": "", "messages": [], "kinds": [], "state": None, "taskId": None, "contextId": None}
     async with httpx.AsyncClient(timeout=30) as http:
-        config = ClientConfig(streaming=True, httpx_client=http)
+        config = ClientConfig(streaming=os.environ.get("A2A_STREAMING") != "0", httpx_client=http)
         if url.endswith("/.well-known/agent-card.json"):
             base = url[: -len("/.well-known/agent-card.json")]
             client = await create_client(base, client_config=config)
@@ -59,6 +62,9 @@ async def main(url: str, text: str, context_id: str | None) -> dict:
                     out["taskId"] = response.task.id
                     out["contextId"] = response.task.context_id
                     out["state"] = TaskState.Name(response.task.status.state)
+                    # A whole task (the non-streaming answer) holds the text.
+                    for a in response.task.artifacts:
+                        out["text"] += "".join(p.text for p in a.parts)
                 elif kind == "artifact_update":
                     for p in response.artifact_update.artifact.parts:
                         out["text"] += p.text

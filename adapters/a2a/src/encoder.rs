@@ -199,6 +199,14 @@ impl Encoder for A2aEncoder {
         Dialect::A2a
     }
 
+    /// An upstream A2A frame never stands as received: it names the
+    /// upstream's task and request ids, where the client knows the
+    /// gateway's (the run's id, its own request's id), and the a2a-sdk
+    /// server writes U+2028 unescaped, on which its own client splits lines.
+    fn verbatim(&self, _event: &Event) -> bool {
+        false
+    }
+
     fn encode_to(&mut self, event: &Event, out: &mut Sink) {
         if self.ended {
             return;
@@ -378,8 +386,12 @@ impl Encoder for A2aEncoder {
     /// The task as written so far: `GetTask`'s and `CancelTask`'s answer.
     fn state_answer(&self) -> Option<Value> {
         let (id, version) = rpc::reply_of(self.ctx.reply_to.as_ref());
-        let task = self.view.task();
+        let task = self
+            .view
+            .task(rpc::history_length(self.ctx.reply_to.as_ref()));
         let result = match version {
+            // SendMessage's result is a SendMessageResponse: the task under `task`.
+            Version::V1 if rpc::is_send(self.ctx.reply_to.as_ref()) => json!({ "task": task }),
             Version::V1 => task,
             Version::V03 => task::to_v03(&task),
         };

@@ -177,6 +177,27 @@ mod tests {
         assert_eq!(text(&events), "Sunny.");
     }
 
+    #[test]
+    fn the_stream_names_the_task_a_stop_cancels() {
+        let mut t = babelgate_core::Translator::new(
+            SseFramer::default(),
+            Box::new(A2aDecoder::new()),
+            Box::new(A2aEncoder::new(EncodeContext::deterministic())),
+        );
+        assert_eq!(t.upstream_run_id(), None);
+        let mut out = Vec::new();
+        t.push(&fixture("chat"), &mut out).unwrap();
+        let task = "804c6a87-a71f-45ab-a53c-96d742f7ca4d";
+        assert_eq!(t.upstream_run_id(), Some(task));
+        let stop = babelgate_core::RequestTranslator::stop_request(&A2aRequests)
+            .expect("A2A stops a task with CancelTask");
+        let body = stop(task);
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["method"], "CancelTask");
+        assert_eq!(body["params"]["id"], task);
+        assert!(body["id"].is_string());
+    }
+
     fn encode(events: &[Event]) -> Vec<u8> {
         let mut e = A2aEncoder::new(EncodeContext::deterministic());
         let mut out = Vec::new();

@@ -146,7 +146,7 @@ impl RequestTranslator for A2aRequests {
 
     fn parse_request(&self, body: &[u8]) -> Result<RunRequest, RequestError> {
         match self.classify(body)? {
-            Intent::Run(run) => Ok(*run),
+            Intent::Run(run) | Intent::Answer(run) => Ok(*run),
             Intent::About { .. } => Err(RequestError::field(
                 "method",
                 format!("does not start a run (one of {RUN_METHODS:?})"),
@@ -168,6 +168,26 @@ impl RequestTranslator for A2aRequests {
             "tasks/get" => (Version::V03, Some(RunAsk::Get)),
             "tasks/cancel" => (Version::V03, Some(RunAsk::Stop)),
             "tasks/resubscribe" => (Version::V03, Some(RunAsk::Follow)),
+            // A2A's methods the card declares no support for: the spec's
+            // errors for them, not "method not found".
+            push if push.contains("PushNotificationConfig")
+                || push.starts_with("tasks/pushNotificationConfig/") =>
+            {
+                return Err(RequestError::field(
+                    "method",
+                    format!("`{push}`: this agent sends no push notifications"),
+                )
+                .with_fault(RequestFault::Unsupported(rpc::NO_PUSH))
+                .replying_to(env.id.map(|id| rpc::reply_to(id, Version::V1))));
+            }
+            card @ ("GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard") => {
+                return Err(RequestError::field(
+                    "method",
+                    format!("`{card}`: this agent has no extended card"),
+                )
+                .with_fault(RequestFault::Unsupported("extended_agent_card"))
+                .replying_to(env.id.map(|id| rpc::reply_to(id, Version::V1))));
+            }
             other => {
                 return Err(RequestError::field(
                     "method",
@@ -177,11 +197,31 @@ impl RequestTranslator for A2aRequests {
                 .replying_to(env.id.map(|id| rpc::reply_to(id, Version::V1))))
             }
         };
-        let reply_to = env.id.map(|id| rpc::reply_to(id, version));
-        let params = |e: RequestError| {
+        let mut reply_to = env.id.map(|id| rpc::reply_to(id, version));
+        let params = |e: RequestError, reply_to: &Option<Value>| {
             e.with_fault(RequestFault::InvalidParams)
                 .replying_to(reply_to.clone())
         };
+        // GetTask's, and SendMessage's configuration's: how much of the
+        // task's history its answers keep.
+        let (history_length, at) = match ask {
+            Some(_) => (
+                env.params.and_then(|p| p.get("historyLength")),
+                "params.historyLength",
+            ),
+            None => (
+                env.params
+                    .and_then(|p| p.get("configuration"))
+                    .and_then(|c| c.get("historyLength")),
+                "params.configuration.historyLength",
+            ),
+        };
+        match rpc::read_history_length(history_length, at) {
+            Ok(Some(n)) => reply_to = reply_to.map(|r| rpc::with(r, "historyLength", json!(n))),
+            Ok(None) => {}
+            Err(e) => return Err(params(e, &reply_to)),
+        }
+        let params = |e: RequestError| params(e, &reply_to);
         if let Some(ask) = ask {
             let run_id = env
                 .params
@@ -200,8 +240,18 @@ impl RequestTranslator for A2aRequests {
             .and_then(|p| p.get("message"))
             .and_then(Value::as_object)
             .ok_or_else(|| params(RequestError::field("params.message", "must be an object")))?;
-        run_request(m, reply_to.clone())
-            .map(|r| Intent::Run(Box::new(r)))
+        // The non-streaming methods take the task as one answer once it
+        // ends (or waits for input), as the SDK servers give it.
+        let once = matches!(env.method, "SendMessage" | "message/send");
+        let reply = match (once, reply_to.clone()) {
+            (true, Some(r)) => Some(rpc::with(r, "send", json!(true))),
+            (_, r) => r,
+        };
+        run_request(m, reply)
+            .map(|r| match once {
+                true => Intent::Answer(Box::new(r)),
+                false => Intent::Run(Box::new(r)),
+            })
             .map_err(params)
     }
 
@@ -283,9 +333,24 @@ impl RequestTranslator for A2aRequests {
         }))
     }
 
+    fn stop_request(&self) -> Option<fn(&str) -> Value> {
+        // The SDK server goes on with a task whose stream was closed.
+        Some(cancel_task)
+    }
+
     fn upstream_headers(&self) -> &'static [(&'static str, &'static str)] {
         &[wire::VERSION_HEADER]
     }
+}
+
+/// `CancelTask` for the task the upstream's stream named.
+fn cancel_task(task_id: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": format!("cancel-{task_id}"),
+        "method": "CancelTask",
+        "params": { "id": task_id },
+    })
 }
 
 #[cfg(test)]
@@ -375,6 +440,27 @@ mod tests {
             refused(br#"{"jsonrpc":"2.0","id":3,"method":"Nope","params":{}}"#),
             (RequestFault::UnknownOperation, Some(json!(3)))
         );
+        for (method, fault) in [
+            (
+                "CreateTaskPushNotificationConfig",
+                RequestFault::Unsupported(rpc::NO_PUSH),
+            ),
+            (
+                "tasks/pushNotificationConfig/get",
+                RequestFault::Unsupported(rpc::NO_PUSH),
+            ),
+            (
+                "GetExtendedAgentCard",
+                RequestFault::Unsupported("extended_agent_card"),
+            ),
+        ] {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {}});
+            assert_eq!(
+                refused(body.to_string().as_bytes()),
+                (fault, Some(json!(3))),
+                "{method}"
+            );
+        }
         assert_eq!(
             refused(br#"{"jsonrpc":"2.0","id":4,"method":"SendStreamingMessage","params":{}}"#),
             (RequestFault::InvalidParams, Some(json!(4)))
@@ -405,6 +491,16 @@ mod tests {
                 -32601,
             ),
             (Some(RequestFault::InvalidParams), "invalid_request", -32602),
+            (
+                Some(RequestFault::Unsupported(rpc::NO_PUSH)),
+                "invalid_request",
+                -32003,
+            ),
+            (
+                Some(RequestFault::Unsupported("extended_agent_card")),
+                "invalid_request",
+                -32004,
+            ),
             (None, "no_such_run", -32001),
             (None, "run_not_stoppable", -32002),
             (None, "run_ended", -32004),
@@ -437,6 +533,51 @@ mod tests {
         assert_eq!(status, 429);
         assert_eq!(body["id"], Value::Null);
         assert_eq!(body["error"]["message"], "slow down");
+        // A failure of the gateway or the upstream: an internal error at 200.
+        let (status, body) = A2aRequests
+            .refusal(&Refusal {
+                status: 502,
+                code: "upstream_connect",
+                message: "the upstream is down",
+                reply_to: Some(&json!(8)),
+                fault: None,
+            })
+            .unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(body["id"], 8);
+        assert_eq!(body["error"]["code"], rpc::INTERNAL_ERROR);
+    }
+
+    #[test]
+    fn history_length_is_kept_for_the_answers_or_refused() {
+        for (method, version) in [("GetTask", Version::V1), ("tasks/get", Version::V03)] {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {"id": "t1", "historyLength": 2}});
+            let Intent::About { reply_to, .. } =
+                A2aRequests.classify(body.to_string().as_bytes()).unwrap()
+            else {
+                panic!("{method}: not about a run");
+            };
+            assert_eq!(rpc::reply_of(reply_to.as_ref()), (Some(json!(3)), version));
+            assert_eq!(rpc::history_length(reply_to.as_ref()), Some(2));
+            for bad in [json!(-1), json!(1.5), json!("2")] {
+                let body = json!({"jsonrpc": "2.0", "id": 4, "method": method, "params": {"id": "t1", "historyLength": bad}});
+                assert_eq!(
+                    refused(body.to_string().as_bytes()),
+                    (
+                        RequestFault::InvalidParams,
+                        Some(rpc::reply_to(&json!(4), version))
+                    ),
+                    "{method} {bad}"
+                );
+            }
+        }
+        let send = json!({"jsonrpc": "2.0", "id": 5, "method": "SendStreamingMessage", "params": {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+            "configuration": {"historyLength": -3}}});
+        assert_eq!(
+            refused(send.to_string().as_bytes()).0,
+            RequestFault::InvalidParams
+        );
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub struct TaskView {
     status: Value,
     /// Artifacts in the order they came, each with its parts so far.
     artifacts: Vec<(String, Map<String, Value>)>,
+    /// The messages of earlier statuses, oldest first: a status that gives
+    /// way to the next one leaves its message here, as the SDKs' task
+    /// managers keep a task's history.
+    history: Vec<Value>,
 }
 
 impl TaskView {
@@ -24,8 +28,15 @@ impl TaskView {
             self.id = str_of(task, "id");
             self.context_id = str_of(task, "contextId");
             self.status = task.get("status").cloned().unwrap_or(Value::Null);
+            if let Some(Value::Array(h)) = task.get("history") {
+                self.history.clone_from(h);
+            }
         } else if let Some(update) = result.get("statusUpdate") {
-            self.status = update.get("status").cloned().unwrap_or(Value::Null);
+            let next = update.get("status").cloned().unwrap_or(Value::Null);
+            let status = std::mem::replace(&mut self.status, next);
+            if let Some(message) = status.get("message") {
+                self.history.push(message.clone());
+            }
         } else if let Some(update) = result.get("artifactUpdate") {
             let Some(artifact) = update.get("artifact").and_then(Value::as_object) else {
                 return;
@@ -49,8 +60,10 @@ impl TaskView {
         }
     }
 
-    /// The task (v1.0 `Task`).
-    pub fn task(&self) -> Value {
+    /// The task (v1.0 `Task`), its history cut to the `history_length`
+    /// most recent messages when one was asked for (0: no history), as
+    /// the spec's history length semantics have it.
+    pub fn task(&self, history_length: Option<u64>) -> Value {
         let mut task = Map::new();
         task.insert("id".into(), json!(self.id));
         task.insert("contextId".into(), json!(self.context_id));
@@ -62,6 +75,11 @@ impl TaskView {
                 .map(|(_, a)| Value::Object(a.clone()))
                 .collect();
             task.insert("artifacts".into(), Value::Array(artifacts));
+        }
+        let len = self.history.len();
+        let keep = history_length.map_or(len, |n| usize::try_from(n).map_or(len, |n| n.min(len)));
+        if let Some(recent) = self.history.get(len - keep..).filter(|h| !h.is_empty()) {
+            task.insert("history".into(), Value::Array(recent.to_vec()));
         }
         Value::Object(task)
     }
@@ -140,6 +158,11 @@ fn object_v03(body: &Value, kind: &str) -> Value {
     if let Some(a) = o.get_mut("artifact") {
         parts_v03(a);
     }
+    if let Some(Value::Array(history)) = o.get_mut("history") {
+        for m in history.iter_mut().filter_map(Value::as_object_mut) {
+            message_v03(m);
+        }
+    }
     if kind == "message" {
         message_v03(&mut o);
     }
@@ -212,7 +235,7 @@ mod tests {
         view.apply(&json!({"artifactUpdate": {"artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}}));
         view.apply(&json!({"artifactUpdate": {"append": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}}));
         view.apply(&json!({"artifactUpdate": {"append": true, "lastChunk": true, "artifact": {"artifactId": "a", "parts": [{"text": ""}]}}}));
-        let task = view.task();
+        let task = view.task(None);
         assert_eq!(task["contextId"], "c");
         assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
         assert_eq!(task["artifacts"][0]["parts"], json!([{"text": "Hello"}]));
@@ -223,6 +246,32 @@ mod tests {
             old["artifacts"][0]["parts"],
             json!([{"kind": "text", "text": "Hello"}])
         );
+    }
+
+    #[test]
+    fn a_status_that_gives_way_leaves_its_message_in_the_history() {
+        let said = |t: &str| json!({"role": "ROLE_AGENT", "parts": [{"text": t}]});
+        let mut view = TaskView::default();
+        view.apply(&json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_SUBMITTED"}}}));
+        for t in ["one", "two", "three"] {
+            view.apply(&json!({"statusUpdate": {"status": {"state": "TASK_STATE_WORKING", "message": said(t)}}}));
+        }
+        view.apply(&json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"}}}));
+        let all = view.task(None);
+        assert_eq!(
+            all["history"],
+            json!([said("one"), said("two"), said("three")])
+        );
+        assert_eq!(
+            view.task(Some(2))["history"],
+            json!([said("two"), said("three")])
+        );
+        assert_eq!(view.task(Some(9))["history"], all["history"]);
+        assert!(view.task(Some(0)).get("history").is_none(), "0: no history");
+        let old = to_v03(&view.task(Some(1)));
+        assert_eq!(old["history"][0]["kind"], "message");
+        assert_eq!(old["history"][0]["role"], "agent");
+        assert_eq!(old["history"][0]["parts"][0]["kind"], "text");
     }
 
     #[test]

@@ -292,13 +292,14 @@ impl AgUiDecoder {
         } else if let Some(first) = made.first_mut() {
             first.extra.extend(chunk.remainder.clone());
         }
-        let follow = made.len().saturating_sub(1);
+        // The chunk stands for the first event; the content after a start
+        // is made from the same frame (the encoder counts it from the
+        // chunk's expansion).
         for (i, ev) in made.iter_mut().enumerate() {
             if i == 0 {
                 ev.extra.insert(NOTE_CHUNK.into(), raw.clone());
-                ev.extra.insert(NOTE_FOLLOW.into(), follow.into());
             } else {
-                ev.extra.insert(NOTE_DERIVED.into(), true.into());
+                ev.synthesized = true;
             }
         }
         out.extend(made);
@@ -347,10 +348,9 @@ impl AgUiDecoder {
             },
             TEXT_MESSAGE_START => {
                 let message_id = f.req_str("messageId")?;
+                // No role is the assistant's (the schema's default), which
+                // the encoder writes.
                 let role = parse_role(ty, f.opt_str("role")?)?;
-                if role.is_none() {
-                    f.o.insert(NOTE_NO_ROLE.into(), true.into());
-                }
                 EventKind::TextStart {
                     message_id,
                     role: role.unwrap_or_default(),
@@ -534,6 +534,7 @@ fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> 
         origin: Some(Dialect::AgUi),
         extra,
         restated: false,
+        synthesized: false,
     }
 }
 
@@ -589,6 +590,7 @@ impl AgUiDecoder {
                 origin: Some(Dialect::AgUi),
                 extra: Map::new(),
                 restated: false,
+                synthesized: false,
             });
             return Ok(());
         }
@@ -1050,10 +1052,9 @@ mod tests {
             ]
         );
         assert_eq!(evs[0].timestamp, Some(1));
-        assert_eq!(evs[0].extra[NOTE_FOLLOW], 1);
         assert_eq!(evs[0].extra[NOTE_CHUNK]["delta"], "a");
-        assert_eq!(evs[1].extra[NOTE_DERIVED], true);
-        assert_eq!(evs[2].extra[NOTE_FOLLOW], 0);
+        assert!(!evs[0].synthesized && evs[1].synthesized);
+        assert!(evs[2].extra.contains_key(NOTE_CHUNK) && !evs[2].synthesized);
     }
 
     #[test]

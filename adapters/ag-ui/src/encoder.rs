@@ -483,13 +483,16 @@ impl AgUiEncoder {
             return false;
         };
         let mut lanes = self.view.lanes.clone();
-        if !lanes.expand(kind, &chunk).is_ok_and(|e| &e.id == id) {
-            return false;
-        }
+        // The content of a chunk that opens its item came as a second event.
+        let follow = match lanes.expand(kind, &chunk) {
+            Ok(e) if &e.id == id => usize::from(e.opened.is_some() && e.content.is_some()),
+            _ => return false,
+        };
         if self.view.accept(o).is_err() {
             return false;
         }
         self.write(o.clone(), out);
+        self.skip = follow;
         true
     }
 
@@ -599,9 +602,7 @@ impl AgUiEncoder {
                     return; // opened by a lane, which goes on
                 }
                 let mut o = item(TEXT_MESSAGE_START, "messageId", message_id, ev);
-                if note(ev, NOTE_NO_ROLE) != Some(&Value::Bool(true)) {
-                    o.insert("role".into(), text_role(*role).into());
-                }
+                o.insert("role".into(), text_role(*role).into());
                 opt(&mut o, "name", name);
                 o
             }
@@ -1431,7 +1432,7 @@ impl Encoder for AgUiEncoder {
         // What continues an item must say the subagent that opened it, or
         // none ("subagentRunId ... does not match the ... opener's").
         let fits = |kind, id: &str| v.tag_fits(kind, id, &tag(event));
-        let chunked = || note(event, NOTE_CHUNK).is_some() || note(event, NOTE_DERIVED).is_some();
+        let chunked = || note(event, NOTE_CHUNK).is_some() || event.synthesized_by(Dialect::AgUi);
         match (&event.kind, self.running()) {
             (K::RunStarted { .. }, running) => !running,
             (_, false) => false,
@@ -1496,7 +1497,7 @@ impl Encoder for AgUiEncoder {
             return;
         }
         if self.skip > 0 {
-            if note(ev, NOTE_DERIVED) == Some(&Value::Bool(true)) {
+            if ev.synthesized_by(Dialect::AgUi) {
                 self.skip -= 1;
                 return;
             }
@@ -1504,7 +1505,6 @@ impl Encoder for AgUiEncoder {
         }
         if let Some(raw) = note(ev, NOTE_CHUNK) {
             if self.try_chunk(ev, raw, out) {
-                self.skip = note(ev, NOTE_FOLLOW).and_then(Value::as_u64).unwrap_or(0) as usize;
                 return;
             }
         }

@@ -126,6 +126,27 @@ mod tests {
         (got, phase, text)
     }
 
+    /// A start with no role is the assistant's (the schema's default): the
+    /// start, held by the shape stage for its first content, is written as
+    /// mapped, with the role said.
+    #[test]
+    fn a_start_without_a_role_comes_back_as_the_assistants() {
+        use serde_json::json;
+        let (got, _, text) = through_same_dialect(&[
+            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi"}),
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        ]);
+        let start = got
+            .iter()
+            .find(|v| v["type"] == "TEXT_MESSAGE_START")
+            .unwrap_or_else(|| panic!("no start: {text}"));
+        assert_eq!(start["role"], "assistant", "{text}");
+        assert_eq!(count(&got, "TEXT_MESSAGE_CONTENT"), 1, "{text}");
+    }
+
     #[test]
     fn fixtures_come_back_identical() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ag-ui");

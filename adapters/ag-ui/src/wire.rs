@@ -123,15 +123,12 @@ pub fn is_known_type(ty: &str) -> bool {
     EVENT_TYPES.contains(&ty) || DEPRECATED.contains(&ty)
 }
 
-/// Private notes (`babelgate_core::event::NOTE_PREFIX`) the decoder leaves
-/// for its own encoder, so that it knows what an AG-UI client saw: the
-/// shorthand chunk verbatim, on the first core event made from it, with how
-/// many more core events came from it, each marked derived; a
-/// TEXT_MESSAGE_START that had no `role`. Never written to the wire.
+/// The private note (`babelgate_core::event::NOTE_PREFIX`) the decoder
+/// leaves for its own encoder, so that it knows what an AG-UI client saw:
+/// the shorthand chunk verbatim, on the first core event made from it (the
+/// content after a start it opens is `Event::synthesized`). Never written
+/// to the wire.
 pub const NOTE_CHUNK: &str = "$chunk";
-pub const NOTE_FOLLOW: &str = "$follow";
-pub const NOTE_DERIVED: &str = "$derived";
-pub const NOTE_NO_ROLE: &str = "$noRole";
 
 /// JSON numbers survive a round trip up to 2^53 - 1; the schemas bound
 /// timestamps and counts to that.

@@ -18,8 +18,8 @@
 //! Whatever the core has no slot for is kept in `extra` (wire names, plus the
 //! `$` notes of [`crate::wire`]) so that the HAI encoder writes the same frames
 //! back. Ends the HAI stream never sent but the core needs (a restarted
-//! business message, thinking that gives way to text...) are marked
-//! `$synthesized`. What the shape stage (`core::shape`) closes for every
+//! business message, thinking that gives way to text...) are
+//! `Event::synthesized`. What the shape stage (`core::shape`) closes for every
 //! dialect is not closed here: what a run leaves open at its end, a call
 //! whose result arrives before its end.
 
@@ -258,6 +258,7 @@ impl HaiDecoder {
                     origin: Some(Dialect::Hai),
                     extra: rest,
                     restated: false,
+                    synthesized: false,
                 };
                 self.emit(out, ev);
             }
@@ -277,7 +278,7 @@ impl HaiDecoder {
                             message_id: rid.clone(),
                         });
                         if x.is_empty() {
-                            ev = mark_synth(ev);
+                            ev = ev.mark_synthesized();
                         } else {
                             ev = ev.with_timestamp(start_ts).with_extra(x);
                         }
@@ -311,15 +312,12 @@ impl HaiDecoder {
                     }
                     _ => None,
                 };
-                match template {
-                    Some(t) => {
-                        rest.insert(wire::X_DELTA.into(), t);
-                        if inline {
-                            rest.insert(wire::X_INLINE.into(), Value::Bool(true));
-                        }
-                    }
-                    None => {
-                        rest.insert(wire::X_RAW_DELTA.into(), Value::Bool(true));
+                // No template (a raw delta): the encoder writes `data` as
+                // the delta.
+                if let Some(t) = template {
+                    rest.insert(wire::X_DELTA.into(), t);
+                    if inline {
+                        rest.insert(wire::X_INLINE.into(), Value::Bool(true));
                     }
                 }
                 let ev = hai(EventKind::Data {
@@ -573,10 +571,7 @@ impl HaiDecoder {
                 let delta = match o.shift_remove("delta") {
                     Some(Value::String(s)) => s,
                     // The spec's builder types it `dict`: take the JSON text.
-                    Some(other) => {
-                        o.insert(wire::X_ARGS_JSON.into(), Value::Bool(true));
-                        other.to_string()
-                    }
+                    Some(other) => other.to_string(),
                     None => return Err(DecodeError::field(ty, "delta")),
                 };
                 self.ensure_tool_call(&id, out);
@@ -1063,13 +1058,8 @@ fn hai(kind: EventKind) -> Event {
     Event::new(kind).with_origin(Dialect::Hai)
 }
 
-fn mark_synth(mut ev: Event) -> Event {
-    ev.extra.insert(wire::X_SYNTH.into(), Value::Bool(true));
-    ev
-}
-
 fn synth(kind: EventKind) -> Event {
-    mark_synth(hai(kind))
+    hai(kind).mark_synthesized()
 }
 
 /// Removes an integer `timestamp`; any other value stays (in extra).
@@ -1290,7 +1280,7 @@ mod tests {
     }
 
     fn is_synth(e: &Event) -> bool {
-        e.extra.get(wire::X_SYNTH) == Some(&Value::Bool(true))
+        e.synthesized
     }
 
     fn err(v: Value) -> String {
@@ -1518,7 +1508,7 @@ mod tests {
         assert!(is_synth(&evs[0]));
         assert!(matches!(&evs[2].kind, EventKind::Data { name, data, .. }
             if name == wire::RAW_DELTA_NAME && data == &json!([1,2])));
-        assert_eq!(evs[2].extra[wire::X_RAW_DELTA], true);
+        assert!(!evs[2].extra.contains_key(wire::X_DELTA), "no template");
         assert!(matches!(&evs[3].kind, EventKind::Data { name, .. } if name == "chart"));
         assert_eq!(evs[3].extra[wire::X_IMPLICIT], "t");
     }
@@ -1629,7 +1619,7 @@ mod tests {
                 delta: "{\"b\":1}".into()
             }
         );
-        assert_eq!(evs[3].extra[wire::X_ARGS_JSON], true);
+        assert!(evs[3].extra.is_empty());
         assert_eq!(
             k[5],
             EventKind::ToolCallResult {

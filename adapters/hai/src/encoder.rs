@@ -926,20 +926,16 @@ impl HaiEncoder {
         else {
             return;
         };
-        // Arguments a HAI source sent as JSON go back as JSON.
-        let d = if flag(ev, wire::X_ARGS_JSON) {
-            serde_json::from_str(delta).unwrap_or_else(|_| json!(delta))
-        } else {
-            let f = [
-                ("toolCallId", Fv::Str(tool_call_id)),
-                ("delta", Fv::Str(delta)),
-            ];
-            if self.write_fast(out, wire::TOOL_CALL_ARGS, &f, Some(ev), false) {
-                return;
-            }
-            json!(delta)
-        };
-        let f = vec![("toolCallId", json!(tool_call_id)), ("delta", d)];
+        // The spec's string form (a frame that sent JSON stands as received
+        // on a same-dialect route).
+        let f = [
+            ("toolCallId", Fv::Str(tool_call_id)),
+            ("delta", Fv::Str(delta)),
+        ];
+        if self.write_fast(out, wire::TOOL_CALL_ARGS, &f, Some(ev), false) {
+            return;
+        }
+        let f = vec![("toolCallId", json!(tool_call_id)), ("delta", json!(delta))];
         self.write(out, wire::TOOL_CALL_ARGS, f, Some(ev), false);
     }
 
@@ -1469,8 +1465,7 @@ fn is_hai(ev: Option<&Event>) -> bool {
 }
 
 fn is_synth(ev: &Event) -> bool {
-    ev.extra_from(Dialect::Hai)
-        .is_some_and(|x| x.get(wire::X_SYNTH) == Some(&Value::Bool(true)))
+    ev.synthesized_by(Dialect::Hai)
 }
 
 /// A frame the HAI decoder kept in an extra (`$start`, `$end`).
@@ -1571,7 +1566,7 @@ fn thinking_delta(ev: &Event, text: &str, elapsed: i64) -> Value {
 
 /// A widget: `{output:{type:<name>, data}}`, or the HAI source's own form.
 fn widget_delta(ev: &Event, name: &str, data: &Value) -> Value {
-    if flag(ev, wire::X_RAW_DELTA) {
+    if is_hai(Some(ev)) && name == wire::RAW_DELTA_NAME && template(ev).is_none() {
         return data.clone();
     }
     match template(ev) {
@@ -2530,8 +2525,6 @@ mod tests {
                 Just((wire::X_DELTA, json!({"output": {}}))),
                 Just((wire::X_DELTA, json!({"a": 1, "output": {"type": "text"}}))),
                 Just((wire::X_DELTA, json!(5))),
-                Just((wire::X_SYNTH, json!(true))),
-                Just((wire::X_ARGS_JSON, json!(true))),
                 Just(("blockId", json!("b"))),
                 Just(("role", json!("tool"))),
                 Just(("timestamp", json!("x"))),
@@ -2599,6 +2592,7 @@ mod tests {
                     prop::sample::select(vec![None, Some(Dialect::Hai), Some(Dialect::AgUi)]),
                     prop::option::of(0i64..2_000_000_000_000),
                     extra(),
+                    any::<bool>(),
                 ),
                 0..24,
             ),
@@ -2606,7 +2600,14 @@ mod tests {
         ) {
             let events: Vec<Event> = events
                 .into_iter()
-                .map(|(kind, origin, timestamp, extra)| Event { kind, timestamp, origin, extra, restated: false })
+                .map(|(kind, origin, timestamp, extra, synthesized)| Event {
+                    kind,
+                    timestamp,
+                    origin,
+                    extra,
+                    restated: false,
+                    synthesized,
+                })
                 .collect();
             let events = if shaped {
                 babelgate_core::shape::Shaper::shape_all(&events)

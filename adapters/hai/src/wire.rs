@@ -107,10 +107,6 @@ pub const OUTPUT_THINKING: &str = "thinking";
 // decoder to the HAI encoder about structure the core model has no slot for.
 // Other encoders ignore them (they only read extras of their own origin).
 
-/// `true`: the HAI stream had no frame for this event (the decoder made it up
-/// to keep the core invariants); the HAI encoder updates its state and writes
-/// nothing.
-pub const X_SYNTH: &str = "$synthesized";
 /// The `BUSINESS_DATA_START` frame (without `type`) that a reasoning or data
 /// event opens, when the HAI message started with thinking or a widget.
 pub const X_START: &str = "$start";
@@ -123,12 +119,6 @@ pub const X_END: &str = "$end";
 /// On a widget `Data`: the output's fields sat beside `type` instead of under
 /// `data`, so `data` holds them and they go back inline.
 pub const X_INLINE: &str = "$inline";
-/// On a `Data` named [`RAW_DELTA_NAME`]: the delta was not an `{output}`
-/// object at all; `data` is the delta, written back verbatim.
-pub const X_RAW_DELTA: &str = "$rawDelta";
-/// On `ToolCallArgs`: the wire `delta` was a JSON value, not a string; the core
-/// delta is its JSON text.
-pub const X_ARGS_JSON: &str = "$argsJson";
 /// On content events: the `delta` as it came, with the streamed payload cut
 /// out (`output.content` for text, `output.data.content` for thinking,
 /// `output.data` for widgets). A JSON string (`""`) means the delta was a
@@ -137,7 +127,8 @@ pub const X_ARGS_JSON: &str = "$argsJson";
 /// encoder writes without a template.
 pub const X_DELTA: &str = "delta";
 
-/// `Data.name` for a business-data delta that is not an `{output}` object.
+/// `Data.name` for a business-data delta that is not an `{output}` object
+/// (`data` is the delta; no template, see [`X_DELTA`]).
 pub const RAW_DELTA_NAME: &str = "hai-delta";
 
 /// A frame object with its `type` first, then `fields`.
@@ -189,15 +180,7 @@ mod tests {
 
     #[test]
     fn private_keys_are_not_wire_names() {
-        for k in [
-            X_SYNTH,
-            X_START,
-            X_IMPLICIT,
-            X_END,
-            X_INLINE,
-            X_RAW_DELTA,
-            X_ARGS_JSON,
-        ] {
+        for k in [X_START, X_IMPLICIT, X_END, X_INLINE] {
             assert!(is_private(k), "{k}");
         }
         // the delta template travels under its wire name

@@ -4,8 +4,9 @@
 //! older names an early draft of the protocol used (`tool-call-start`,
 //! `tool-call-delta`, `tool-call-end`, `tool-result`, `step-start`,
 //! `step-end`). Fields without a slot in the core go to `Event::extra` under
-//! their wire names; the few notes the Vercel encoder needs to write a chunk
-//! back exactly are `_`-prefixed keys (see [`crate::wire::marker`]).
+//! their wire names; the two forms the encoder needs to write a chunk back
+//! as it came are `$`-prefixed notes (see [`crate::wire::marker`]). Events
+//! no chunk stood for are `Event::synthesized`.
 //!
 //! Interrupts: a `tool-approval-request` arrives before the `finish` that ends
 //! the run, but the core carries interrupts in `RunFinished`. The decoder holds
@@ -26,7 +27,7 @@ use babelgate_core::{
 };
 use serde_json::{Map, Value};
 
-use crate::wire::{self, marked, marker, UNKNOWN_TOOL_NAME};
+use crate::wire::{self, marker, UNKNOWN_TOOL_NAME};
 
 /// Interrupt reason given to tool approvals (Vercel has no category field).
 pub const APPROVAL_REASON: &str = "tool_approval";
@@ -151,6 +152,11 @@ fn ev(kind: EventKind, extra: Extra) -> Event {
     Event::new(kind)
         .with_origin(Dialect::Vercel)
         .with_extra(extra)
+}
+
+/// An event no chunk stood for (see `Event::synthesized`).
+fn made_up(kind: EventKind) -> Event {
+    ev(kind, Extra::new()).mark_synthesized()
 }
 
 /// One chunk being read: its fields and the names of those already used.
@@ -311,21 +317,17 @@ impl VercelDecoder {
                     c.extra(&["messageId"]),
                 ));
                 if let Some(metadata) = metadata {
-                    out.push(ev(
-                        EventKind::MessageMetadata { metadata },
-                        marked(marker::CARRIED_BY, "start".into()),
-                    ));
+                    // `start` carries it (in its extras): lifted out for
+                    // the other dialects, written by none of its own.
+                    out.push(made_up(EventKind::MessageMetadata { metadata }));
                 }
             }
             "finish" => {
                 let finish_reason = c.opt_str("finishReason")?;
                 if let Some(metadata) = c.obj.get("messageMetadata").filter(|m| !m.is_null()) {
-                    out.push(ev(
-                        EventKind::MessageMetadata {
-                            metadata: metadata.clone(),
-                        },
-                        marked(marker::CARRIED_BY, "finish".into()),
-                    ));
+                    out.push(made_up(EventKind::MessageMetadata {
+                        metadata: metadata.clone(),
+                    }));
                 }
                 let outcome = if self.pending_interrupts.is_empty() {
                     Outcome::Unspecified
@@ -428,13 +430,10 @@ impl VercelDecoder {
                 if !seen.deltas {
                     if let Some(input) = input {
                         seen.args = input.to_string();
-                        out.push(ev(
-                            EventKind::ToolCallArgs {
-                                tool_call_id: id.clone(),
-                                delta: seen.args.clone(),
-                            },
-                            marked(marker::SYNTHESIZED, Value::Bool(true)),
-                        ));
+                        out.push(made_up(EventKind::ToolCallArgs {
+                            tool_call_id: id.clone(),
+                            delta: seen.args.clone(),
+                        }));
                     }
                 } else if let Some(input) = input {
                     // The encoder writes the parsed deltas as `input`; keep
@@ -469,13 +468,10 @@ impl VercelDecoder {
                             Value::String(s) => s.clone(),
                             other => other.to_string(),
                         };
-                        out.push(ev(
-                            EventKind::ToolCallArgs {
-                                tool_call_id: id.clone(),
-                                delta: seen.args.clone(),
-                            },
-                            marked(marker::SYNTHESIZED, Value::Bool(true)),
-                        ));
+                        out.push(made_up(EventKind::ToolCallArgs {
+                            tool_call_id: id.clone(),
+                            delta: seen.args.clone(),
+                        }));
                     }
                 }
                 if let Some(input) = input {
@@ -485,12 +481,9 @@ impl VercelDecoder {
                 }
                 if !already_ended {
                     seen.ended = true;
-                    out.push(ev(
-                        EventKind::ToolCallEnd {
-                            tool_call_id: id.clone(),
-                        },
-                        marked(marker::INPUT_ERROR, Value::Bool(true)),
-                    ));
+                    out.push(made_up(EventKind::ToolCallEnd {
+                        tool_call_id: id.clone(),
+                    }));
                 }
                 out.push(ev(
                     EventKind::ToolCallError {
@@ -710,15 +703,9 @@ impl VercelDecoder {
                 out.push(ev(kind, extra));
             }
             Phase::End => {
-                let mut extra = extra;
-                if !open.remove(&id) {
-                    // For the balance of the core stream only: a Vercel
-                    // client's encoder writes neither it nor the stray end
-                    // (both marked).
-                    let made_up = marked(marker::SYNTHESIZED, Value::Bool(true));
-                    out.push(ev(start(id.clone()), made_up));
-                    extra.insert(marker::SYNTHESIZED.into(), Value::Bool(true));
-                }
+                // A stray end (none open) goes on as it is: the shape stage
+                // drops ends of what is not open, on every route.
+                open.remove(&id);
                 let kind = if reasoning {
                     EventKind::ReasoningEnd { message_id: id }
                 } else {
@@ -791,14 +778,11 @@ impl VercelDecoder {
     /// the Vercel encoder does not write it.
     fn open_call(&mut self, id: &str, name: &str, out: &mut Vec<Event>) -> &mut CallSeen {
         if !self.calls.contains_key(id) {
-            out.push(ev(
-                EventKind::ToolCallStart {
-                    tool_call_id: id.to_string(),
-                    tool_name: name.to_string(),
-                    parent_message_id: None,
-                },
-                marked(marker::SYNTHESIZED, Value::Bool(true)),
-            ));
+            out.push(made_up(EventKind::ToolCallStart {
+                tool_call_id: id.to_string(),
+                tool_name: name.to_string(),
+                parent_message_id: None,
+            }));
         }
         self.calls.entry(id.to_string()).or_default()
     }
@@ -866,9 +850,9 @@ impl VercelDecoder {
                 }
             }
             "unknown" => {
-                let mut extra = wire_extra();
-                extra.insert(marker::TYPE.into(), Value::String(c.ty.into()));
-                out.push(ev(EventKind::Unknown { raw: data.clone() }, extra));
+                // Kept unknown by an earlier hop, from a dialect no one
+                // said: no origin, so the encoder wraps it again as it came.
+                out.push(Event::new(EventKind::Unknown { raw: data.clone() }));
                 return Ok(());
             }
             "messages-snapshot" => {
@@ -925,6 +909,7 @@ pub(crate) fn input_from_args(args: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::marked;
     use serde_json::json;
 
     fn frame(v: Value) -> Frame {
@@ -1003,9 +988,9 @@ mod tests {
         assert!(evs.iter().all(|e| e.origin == Some(Dialect::Vercel)));
         // start/finish keep their metadata for the Vercel encoder
         assert_eq!(evs[0].extra.get("messageMetadata"), Some(&json!({"a": 1})));
-        assert_eq!(evs[1].extra.get(marker::CARRIED_BY), Some(&json!("start")));
+        assert!(evs[1].synthesized && evs[1].extra.is_empty());
         assert!(evs[3].extra.is_empty());
-        assert_eq!(evs[5].extra.get(marker::CARRIED_BY), Some(&json!("finish")));
+        assert!(evs[5].synthesized && !evs[6].synthesized);
         assert_eq!(evs[6].extra.get("messageMetadata"), Some(&json!({"c": 3})));
     }
 
@@ -1127,9 +1112,8 @@ mod tests {
                 },
             ]
         );
-        assert!(evs[0].extra.contains_key(marker::SYNTHESIZED));
-        assert!(evs[1].extra.contains_key(marker::SYNTHESIZED));
-        assert!(evs[2].extra.is_empty());
+        assert!(evs[0].synthesized && evs[1].synthesized);
+        assert!(!evs[2].synthesized && evs[2].extra.is_empty());
     }
 
     #[test]
@@ -1140,6 +1124,31 @@ mod tests {
             json!({"type": "tool-input-available", "toolCallId": "c", "toolName": "f", "input": {"a": 2}}),
         ]);
         assert_eq!(evs[2].extra.get("input"), Some(&json!({"a": 2})));
+    }
+
+    /// A stray end is not balanced with a made-up start: the shape stage
+    /// drops it on every route, as any end of what is not open.
+    #[test]
+    fn a_stray_end_is_left_to_the_shape_stage() {
+        let evs = decode_all(&[json!({"type": "reasoning-end", "id": "r"})]);
+        assert_eq!(
+            evs.iter()
+                .map(|e| (&e.kind, e.synthesized))
+                .collect::<Vec<_>>(),
+            [(
+                &EventKind::ReasoningEnd {
+                    message_id: "r".into()
+                },
+                false
+            )]
+        );
+        let shaped = babelgate_core::shape::Shaper::shape_all(&evs);
+        assert!(
+            shaped
+                .iter()
+                .all(|e| !matches!(e.kind, EventKind::ReasoningEnd { .. })),
+            "{shaped:?}"
+        );
     }
 
     #[test]
@@ -1170,7 +1179,7 @@ mod tests {
                 },
             ]
         );
-        assert!(evs[2].extra.contains_key(marker::INPUT_ERROR));
+        assert!(evs[2].synthesized, "no chunk ended the input");
         assert!(evs[3].extra.is_empty(), "input is reproduced from the args");
     }
 

@@ -197,7 +197,8 @@ fn is_vercel(event: &Event) -> bool {
     event.origin == Some(Dialect::Vercel)
 }
 
-/// A Vercel note on the event (see `wire::marker`).
+/// A field (or `wire::marker` note) a Vercel source had that the model has
+/// no slot for.
 fn note<'a>(event: &'a Event, key: &str) -> Option<&'a Value> {
     if is_vercel(event) {
         event.extra.get(key)
@@ -658,12 +659,8 @@ impl VercelEncoder {
         }
     }
 
-    /// `text-start`/`reasoning-start`. A start the Vercel decoder made up
-    /// for a stray end is written no more than that end.
+    /// `text-start`/`reasoning-start`.
     fn part_start(&mut self, event: &Event, reasoning: bool, id: &str, out: &mut Sink) {
-        if note(event, marker::SYNTHESIZED).is_some() {
-            return;
-        }
         let from_vercel = is_vercel(event);
         let calls_of_another = matches!(
             self.step(),
@@ -722,12 +719,8 @@ impl VercelEncoder {
         });
     }
 
-    /// `text-end`/`reasoning-end`; the end of a part whose start the Vercel
-    /// decoder made up is not written (nor was that start).
+    /// `text-end`/`reasoning-end`.
     fn part_end(&mut self, event: &Event, reasoning: bool, id: &str, out: &mut Sink) {
-        if note(event, marker::SYNTHESIZED).is_some() {
-            return;
-        }
         let ty = if reasoning {
             "reasoning-end"
         } else {
@@ -884,7 +877,7 @@ impl VercelEncoder {
             self.calls.insert(id.to_string(), call);
             return;
         }
-        let write = note(event, marker::SYNTHESIZED).is_none();
+        let write = !event.synthesized_by(Dialect::Vercel);
         let parent = parent.filter(|_| !is_vercel(event));
         self.start_call(out, id, name, write, Some(event), false, parent);
     }
@@ -900,7 +893,7 @@ impl VercelEncoder {
             return;
         }
         call.args.push_str(delta);
-        if note(event, marker::SYNTHESIZED).is_some() {
+        if event.synthesized_by(Dialect::Vercel) {
             return;
         }
         if !call.start_written {
@@ -922,8 +915,10 @@ impl VercelEncoder {
     }
 
     fn tool_call_end(&mut self, event: &Event, id: &str, out: &mut Sink) {
-        if note(event, marker::INPUT_ERROR).is_some() {
-            // The ToolCallError that follows writes tool-input-error.
+        if event.synthesized_by(Dialect::Vercel) {
+            // Made up for a `tool-input-error` (the one end of a Vercel
+            // call that is not `tool-input-available`): the ToolCallError
+            // that follows writes it.
             if let Some(call) = self.calls.get_mut(id) {
                 call.input_done = true;
             }
@@ -1260,9 +1255,10 @@ impl VercelEncoder {
         self.emit(out, c, Some(event));
     }
 
-    /// Metadata that came inside `start`/`finish` is written there.
+    /// Metadata that came inside `start`/`finish` (lifted out, so made up)
+    /// is written there.
     fn message_metadata(&mut self, event: &Event, metadata: &Value, out: &mut Sink) {
-        if note(event, marker::CARRIED_BY).is_some() {
+        if event.synthesized_by(Dialect::Vercel) {
             return;
         }
         let mut c = chunk("message-metadata");
@@ -1290,13 +1286,10 @@ impl VercelEncoder {
     /// unknown chunk types).
     fn unknown(&mut self, event: &Event, raw: &Value, out: &mut Sink) {
         self.ensure_start(out);
-        let from_data_part = note(event, marker::TYPE).is_some();
-        if is_vercel(event) && !from_data_part && self.client_accepts(raw) {
+        if is_vercel(event) && self.client_accepts(raw) {
             // A chunk a 7.x client knows, from a 7.x upstream.
             self.before_kept_chunk(raw, out);
             out.json(raw);
-        } else if from_data_part {
-            self.data_part(out, event, "unknown", raw.clone(), None, true);
         } else {
             let mut c = chunk("data-unknown");
             c.insert("data".into(), raw.clone());
@@ -1511,8 +1504,8 @@ impl Encoder for VercelEncoder {
     /// never told of, and on an output, error or denial of a call its
     /// message does not hold. Such a frame is written as mapped: the
     /// decoder starts what a delta needs, the encoder announces a call
-    /// before its output (as on any route, as `unknown`), and the start the
-    /// decoder makes up for a stray end is written no more than the end.
+    /// before its output (as on any route, as `unknown`); a stray end
+    /// never reaches it (the shape stage drops ends of what is not open).
     fn verbatim(&self, event: &Event) -> bool {
         if matches!(self.state, State::Errored | State::Done) {
             // The run failed (an `error` chunk ended it): as on every route,

@@ -3,7 +3,9 @@
 //! `UI_MESSAGE_STREAM_HEADERS`.
 
 use babelgate_core::fast::{Kind, Row, Slot, Table};
-use babelgate_core::{Dialect, EventKind, Extra};
+#[cfg(test)]
+use babelgate_core::Extra;
+use babelgate_core::{Dialect, EventKind};
 use serde_json::{Map, Value};
 
 /// The chunks that make most of a stream, read and written by the core's
@@ -252,35 +254,27 @@ pub fn metadata_id(metadata: Option<&serde_json::Value>) -> Option<&str> {
     metadata?.get(IDS_KEY)?.get("messageId")?.as_str()
 }
 
-/// Keys of `Event::extra` that are not wire fields but notes the decoder leaves
-/// for the encoder of its own dialect, so that a Vercel stream comes back
-/// unchanged. They start with `$` (`babelgate_core::event::NOTE_PREFIX`, one
-/// convention for every adapter) and are never written to the wire.
+/// Keys of `Event::extra` that are not wire fields but notes the decoder
+/// leaves for the encoder of its own dialect: the form a chunk came in where
+/// the UI message stream has two for one core event and the core keeps
+/// none, so that a stream re-encoded from the journal (a resume) writes
+/// them as they came; a live same-dialect frame stands as received anyway.
+/// They start with `$` (`babelgate_core::event::NOTE_PREFIX`) and are never
+/// written to the wire.
 pub mod marker {
-    /// The decoder made this event up (a `ToolCallStart`/`ToolCallArgs` for a
-    /// bare `tool-input-available`, a start for a stray text or reasoning
-    /// end), or it is that stray end: nothing is written for it.
-    pub const SYNTHESIZED: &str = "$synthesized";
-    /// This `MessageMetadata` was a field of `start` or `finish` (value
-    /// `"start"`/`"finish"`), which carry it again in their own extras.
-    pub const CARRIED_BY: &str = "$carriedBy";
-    /// This `ToolCallEnd` came from a `tool-input-error`: the `ToolCallError`
-    /// that follows writes it.
-    pub const INPUT_ERROR: &str = "$inputError";
     /// A `data-state` part in the `{type: "snapshot"|"delta", ...}` envelope.
     pub const FORM: &str = "$form";
-    /// The chunk type an event came from, where the event alone does not tell
-    /// (`reasoning-file` -> `File`, `data-unknown` -> `Unknown`).
+    /// `reasoning-file` (value `"reasoning-file"`), read as a `File`.
     pub const TYPE: &str = "$type";
 }
 
-/// Whether `key` is one of the decoder's notes rather than a wire field
-/// (`babelgate_core::event::NOTE_PREFIX`, as for every adapter).
+/// Whether `key` is one of the decoder's notes rather than a wire field.
 pub fn is_marker(key: &str) -> bool {
     babelgate_core::event::is_note(key)
 }
 
-/// An extra map holding one marker.
+/// An extra map holding one field (for tests).
+#[cfg(test)]
 pub fn marked(key: &str, value: Value) -> Extra {
     let mut m = Extra::new();
     m.insert(key.to_string(), value);

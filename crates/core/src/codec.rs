@@ -174,6 +174,16 @@ pub trait RequestTranslator: Send + Sync {
     /// Builds the JSON body an upstream of this dialect expects.
     fn build_request(&self, request: &RunRequest) -> Result<serde_json::Value, RequestError>;
 
+    /// How an upstream of this dialect is asked to stop a run it is
+    /// running, for dialects where leaving the stream does not stop it: a
+    /// function from the id the upstream's stream named the run by
+    /// ([`Translator::upstream_run_id`](crate::Translator::upstream_run_id))
+    /// to the JSON body posted to the route's upstream URL, with the
+    /// run's request headers. `None`: closing the stream stops the run.
+    fn stop_request(&self) -> Option<fn(&str) -> serde_json::Value> {
+        None
+    }
+
     /// Request headers an upstream of this dialect requires besides the
     /// body's content type (a protocol version, say), sent after the
     /// route's own.

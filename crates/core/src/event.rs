@@ -26,11 +26,13 @@ use crate::dialect::Dialect;
 /// dialect writes them back; others may ignore them (see docs/mapping.md).
 pub type Extra = Map<String, Value>;
 
-/// The first character of a private note's key in [`Event::extra`]: what a
-/// decoder tells the encoder of its own dialect (a chunk written back
-/// verbatim, an event it made up, the form a field came in), one convention
-/// for every adapter. No dialect here starts a field name with it, and no
-/// encoder writes a note to its wire.
+/// The first character of a private note's key in [`Event::extra`]: the
+/// wire structure a decoder keeps for the encoder of its own dialect where
+/// no core field means the same for every dialect and the frame does not
+/// stand as received (AG-UI's chunk lanes, HAI's business messages,
+/// Vercel's two forms of one event; see docs/design.md). No dialect here starts a field name with it, and no
+/// encoder writes a note to its wire. What any dialect's encoder may use
+/// is a typed field (as [`Event::synthesized`]).
 pub const NOTE_PREFIX: char = '$';
 
 /// Whether an [`Extra`] key is a private note rather than a wire field.
@@ -57,6 +59,15 @@ pub struct Event {
     /// `Translator::same_dialect`). Never sent, never logged.
     #[serde(skip)]
     pub restated: bool,
+    /// No frame of the source stood for this event: its decoder made it up,
+    /// from what the wire implied (a start before a bare end or a
+    /// complete-input frame, the end of arguments an input error cut) or
+    /// from a field of another frame (message metadata inside a run's
+    /// start). An encoder whose wire implies the event the same way writes
+    /// nothing for it and only keeps its state; a resumed stream needs it
+    /// as much as a live one, so the journal keeps it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub synthesized: bool,
 }
 
 impl Event {
@@ -67,6 +78,7 @@ impl Event {
             origin: None,
             extra: Map::new(),
             restated: false,
+            synthesized: false,
         }
     }
 
@@ -83,6 +95,19 @@ impl Event {
     pub fn with_extra(mut self, extra: Extra) -> Self {
         self.extra = extra;
         self
+    }
+
+    /// Marks the event as made up by its decoder (see
+    /// [`Event::synthesized`]).
+    pub fn mark_synthesized(mut self) -> Self {
+        self.synthesized = true;
+        self
+    }
+
+    /// Whether `dialect`'s decoder made this event up: what its own
+    /// encoder, whose wire implies it, does not write.
+    pub fn synthesized_by(&self, dialect: Dialect) -> bool {
+        self.synthesized && self.origin == Some(dialect)
     }
 
     /// A private note (see [`NOTE_PREFIX`]) the decoder of `dialect` left on

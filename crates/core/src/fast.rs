@@ -619,6 +619,7 @@ impl<const N: usize> Table<N> {
             origin: Some(self.dialect),
             extra,
             restated: false,
+            synthesized: false,
         })
     }
 

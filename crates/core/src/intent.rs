@@ -18,6 +18,10 @@ pub enum Intent {
     /// A run (the only intent of most dialects); boxed, as it is many
     /// times the other's size.
     Run(Box<RunRequest>),
+    /// A run whose client takes its outcome as one answer, not a stream
+    /// (a JSON-RPC method that is not a stream): once the run ends, the encoder's
+    /// [`crate::Encoder::state_answer`] of it.
+    Answer(Box<RunRequest>),
     /// Something about a run the gateway began, named by the run id its
     /// stream carried ([`crate::EncodeContext::run_id`]).
     About {
@@ -53,6 +57,10 @@ pub enum RequestFault {
     UnknownOperation,
     /// A known operation with arguments it cannot take.
     InvalidParams,
+    /// An operation of the dialect that the gateway does not offer, named
+    /// as the dialect tells such refusals apart (a capability the agent
+    /// does not declare, say).
+    Unsupported(&'static str),
 }
 
 /// A request the gateway refuses before any stream, for the client's dialect

@@ -128,7 +128,7 @@ struct Delta<'a> {
 impl<'a> Delta<'a> {
     fn of_event(ev: &'a Event) -> Option<Self> {
         use crate::event::EventKind as K;
-        if !ev.extra.is_empty() {
+        if !ev.extra.is_empty() || ev.synthesized {
             return None;
         }
         let (tag, id, delta) = match &ev.kind {
@@ -255,17 +255,49 @@ pub enum LogStepsError {
 /// Reads what [`write_log_steps`] wrote, or a JSON array of steps (what a
 /// gateway of an earlier version wrote into a shared Redis log).
 pub fn read_log_steps(bytes: &[u8]) -> Result<Vec<Step>, LogStepsError> {
-    if bytes.first() == Some(&b'[') {
-        return Ok(serde_json::from_slice(bytes)?);
-    }
     let mut steps = Vec::new();
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let (step, after) = read_record(rest)?;
-        steps.push(step);
-        rest = after;
+    if bytes.first() == Some(&b'[') {
+        steps = serde_json::from_slice(bytes)?;
+    } else {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (step, after) = read_record(rest)?;
+            steps.push(step);
+            rest = after;
+        }
+    }
+    for step in &mut steps {
+        if let Step::Event(ev) = step {
+            read_old_notes(ev);
+        }
     }
     Ok(steps)
+}
+
+/// Notes in `extra` that an earlier version's decoders left and its
+/// journals kept: the ones that said the event was made up are
+/// [`Event::synthesized`] now; the others the encoders no longer read (the
+/// form a frame came in, which its dialect's plain form means as well).
+const OLD_NOTES: [(&str, bool); 8] = [
+    ("$synthesized", true),
+    ("$carriedBy", true),
+    ("$inputError", true),
+    ("$derived", true),
+    ("$follow", false),
+    ("$noRole", false),
+    ("$argsJson", false),
+    ("$rawDelta", false),
+];
+
+fn read_old_notes(ev: &mut Event) {
+    if ev.extra.is_empty() {
+        return;
+    }
+    for (key, made_up) in OLD_NOTES {
+        if ev.extra.shift_remove(key).is_some() && made_up {
+            ev.synthesized = true;
+        }
+    }
 }
 
 fn read_record(bytes: &[u8]) -> Result<(Step, &[u8]), LogStepsError> {
@@ -493,6 +525,34 @@ fn read_str(bytes: &[u8]) -> Result<(String, &[u8]), LogStepsError> {
 mod tests {
     use super::*;
     use crate::event::{EventKind, Role};
+
+    #[test]
+    fn a_made_up_event_stays_made_up_through_the_log() {
+        // A delta with no extras is a compact record, which has no room
+        // for the flag: a made-up one goes as JSON.
+        let ev = Event::new(EventKind::ToolCallArgs {
+            tool_call_id: "c".into(),
+            delta: "{}".into(),
+        })
+        .with_origin(crate::Dialect::Vercel)
+        .mark_synthesized();
+        let mut out = Vec::new();
+        write_log_event(&ev, &mut out).unwrap();
+        assert_eq!(out[0], JSON_STEP);
+        assert_eq!(read_log_steps(&out).unwrap(), [Step::Event(Box::new(ev))]);
+    }
+
+    #[test]
+    fn an_earlier_versions_notes_are_read_as_what_they_meant() {
+        let old = br#"[{"event":{"kind":"message_metadata","metadata":{},"origin":"vercel","extra":{"$carriedBy":"start"}}},{"event":{"kind":"text_start","message_id":"m","origin":"ag-ui","extra":{"$noRole":true,"k":1}}}]"#;
+        let steps = read_log_steps(old).unwrap();
+        let [Step::Event(a), Step::Event(b)] = &steps[..] else {
+            panic!("{steps:?}")
+        };
+        assert!(a.synthesized && a.extra.is_empty());
+        assert!(!b.synthesized);
+        assert_eq!(b.extra.keys().collect::<Vec<_>>(), ["k"]);
+    }
 
     #[test]
     fn steps_round_trip_through_json() {

@@ -88,6 +88,9 @@ pub struct Translator {
     setup: Option<Setup>,
     /// `Raw` events are left out (`EncodeContext::drop_raw`).
     drop_raw: bool,
+    /// The run id the upstream's stream gave its run (its first decoded
+    /// `RunStarted` with one), as the upstream knows it.
+    upstream_run_id: Option<String>,
 }
 
 impl Translator {
@@ -112,6 +115,7 @@ impl Translator {
             journal: None,
             setup: None,
             drop_raw: false,
+            upstream_run_id: None,
         }
     }
 
@@ -224,6 +228,12 @@ impl Translator {
             .take()
             .map(MessageAssembler::finish)
             .unwrap_or_default()
+    }
+
+    /// The id the upstream's stream named its run by, once decoded: what a
+    /// stop request to that upstream names (`RequestTranslator::stop_request`).
+    pub fn upstream_run_id(&self) -> Option<&str> {
+        self.upstream_run_id.as_deref()
     }
 
     /// Whether the upstream ended its run itself (finished or errored).
@@ -523,6 +533,14 @@ impl Translator {
         // journal writes each from the borrowed event).
         let mut events = std::mem::take(&mut self.events);
         for ev in &events {
+            if self.upstream_run_id.is_none() {
+                if let EventKind::RunStarted {
+                    run_id: Some(id), ..
+                } = &ev.kind
+                {
+                    self.upstream_run_id = Some(id.clone());
+                }
+            }
             self.shape_and_deliver(ev, out);
         }
         events.clear();

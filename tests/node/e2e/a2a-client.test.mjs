@@ -308,7 +308,7 @@ async function rpc(body) {
     method: 'POST', body,
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'a2a-version': '1.0' },
   });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, contentType: res.headers.get('content-type'), body: await res.json() };
 }
 
 test('JSON-RPC errors: each its code, with the request id (null when unreadable), at HTTP 200', HANG_GUARD, async () => {
@@ -323,6 +323,11 @@ test('JSON-RPC errors: each its code, with the request id (null when unreadable)
     ['{"jsonrpc":"2.0","id":8,"method":"GetTask","params":{"id":"0123abcd.00ff"}}', -32001, 8],
     ['{"jsonrpc":"2.0","id":9,"method":"CancelTask","params":{"id":"not-a-task"}}', -32001, 9],
     ['{"jsonrpc":"2.0","id":10,"method":"tasks/get","params":{"id":"0123abcd.00ff"}}', -32001, 10],
+    // The card declares no push notifications and no extended card: the
+    // spec's errors for their methods.
+    ['{"jsonrpc":"2.0","id":11,"method":"CreateTaskPushNotificationConfig","params":{}}', -32003, 11],
+    ['{"jsonrpc":"2.0","id":12,"method":"tasks/pushNotificationConfig/set","params":{}}', -32003, 12],
+    ['{"jsonrpc":"2.0","id":13,"method":"GetExtendedAgentCard","params":{}}', -32004, 13],
   ];
   for (const [body, code, id] of cases) {
     const got = await rpc(body);
@@ -334,4 +339,36 @@ test('JSON-RPC errors: each its code, with the request id (null when unreadable)
     assert.equal(got.body.id, id, body);
     assert.equal(typeof got.body.error.message, 'string');
   }
+});
+
+test('a2a-sdk client: GetTask keeps the historyLength most recent messages of the task (0: none), refuses a negative one', HANG_GUARD, async () => {
+  // The weather run's tool call and result are the task's working
+  // statuses, each given way to the next: its history.
+  const { stdout } = await run(PYTHON, [path.join(REPO_ROOT, 'tests/python/a2a_history.py'), `${gateway}/a2a`, 'What is the weather?'], { timeout: 60_000 });
+  const got = JSON.parse(stdout.trim().split('\n').at(-1));
+  const keys = (h) => h.map((m) => m.parts.map((p) => Object.keys(p.data ?? {})).flat().join(','));
+  assert.deepEqual(keys(got.unset), ['toolCall', 'toolResult'], JSON.stringify(got.unset));
+  assert.ok(got.unset.every((m) => m.role === 'ROLE_AGENT'));
+  assert.deepEqual(got.zero, []);
+  assert.deepEqual(keys(got.one), ['toolResult']);
+  assert.ok(got.negative.error, JSON.stringify(got.negative));
+  assert.match(got.negative.message, /historyLength/);
+});
+
+test('a2a-sdk client without streaming (SendMessage): one answer, the task with the native client\'s text', HANG_GUARD, async () => {
+  const args = [path.join(REPO_ROOT, 'tests/python/a2a_client.py'), `${gateway}/a2a`, 'What is the weather?'];
+  const { stdout } = await run(PYTHON, args, { timeout: 60_000, env: { ...process.env, A2A_STREAMING: '0' } });
+  const got = JSON.parse(stdout.trim().split('\n').at(-1));
+  assert.equal(got.error, undefined, got.error);
+  assert.deepEqual(got.kinds, ['task'], 'one answer, a task');
+  assert.equal(got.state, 'TASK_STATE_COMPLETED');
+  const native = await nativeClient('What is the weather?');
+  assert.equal(got.text, native.said);
+  // v0.3's name, v0.3's shape: the task itself, with its kind.
+  const res = await rpc(JSON.stringify({ jsonrpc: '2.0', id: 'v03', method: 'message/send', params: { message: { kind: 'message', messageId: 'm-v03', role: 'user', parts: [{ kind: 'text', text: 'hello' }] } } }));
+  assert.equal(res.status, 200);
+  assert.match(String(res.contentType), /^application\/json/);
+  assert.equal(res.body.id, 'v03');
+  assert.equal(res.body.result.kind, 'task', JSON.stringify(res.body));
+  assert.equal(res.body.result.status.state, 'completed');
 });

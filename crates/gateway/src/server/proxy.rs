@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
-use super::pump::{stream_translator, Pump, PumpBody, Report, Slot};
+use super::pump::{stream_translator, Pump, PumpBody, Report, Slot, UpstreamStop};
 use super::{BoxError, Gateway, ReqBody, Routes, STREAM_BUFFER_CHUNKS};
 use crate::access;
 use crate::body::ReadBodyLayer;
@@ -410,7 +410,12 @@ impl Gateway {
             )
         });
         let capture_ref = capture.clone();
-        let r: Result<Response<Body>, GatewayError> = async move {
+        // What a run's request asked its answers to carry back: a refusal
+        // after the request was read carries it too (a JSON-RPC error names
+        // the request it answers).
+        let reply_to = std::sync::OnceLock::new();
+        let reply_slot = &reply_to;
+        let mut r: Result<Response<Body>, GatewayError> = async move {
             let capture = capture_ref;
             let forwarded = access::forwarded(route, req.headers());
             let transport = client_transport(route.client, req.headers());
@@ -422,11 +427,12 @@ impl Gateway {
                 GatewayError::client(StatusCode::PAYLOAD_TOO_LARGE, "body_too_costly", e.to_string())
             })?;
             let mut ids = IdGen::default();
-            let mut run = match registry::requests(route.client)
+            let (mut run, answer_once) = match registry::requests(route.client)
                 .classify(&body)
                 .map_err(GatewayError::request)?
             {
-                Intent::Run(run) => *run,
+                Intent::Run(run) => (*run, false),
+                Intent::Answer(run) => (*run, true),
                 Intent::About {
                     run_id,
                     ask,
@@ -450,6 +456,9 @@ impl Gateway {
                     return answer;
                 }
             };
+            if let Some(r) = &run.reply_to {
+                let _ = reply_slot.set(r.clone());
+            }
             if run.thread_id.is_empty() {
                 run.thread_id = ids.next("thread");
             }
@@ -527,7 +536,7 @@ impl Gateway {
             }
             // After what was forwarded or configured: the trace is ours to carry.
             headers.extend(trace.upstream(route));
-            let stream = Stream {
+            let mut stream = Stream {
                 route,
                 run: &run,
                 minted,
@@ -539,6 +548,8 @@ impl Gateway {
                 messages: session,
                 capture,
                 trace,
+                stop_upstream: None,
+                answer_once,
             };
             if ws_upstream {
                 let ws = crate::ws::open_upstream(route, headers, upstream_body.to_string())
@@ -554,6 +565,20 @@ impl Gateway {
                 };
                 return self.start_pump(stream, ws, upstream_binary).await;
             }
+            // What a stop of the upstream's run needs, for a dialect that has
+            // one: the run's own request headers, asking for a JSON answer.
+            stream.stop_upstream = registry::requests(route.upstream_protocol)
+                .stop_request()
+                .map(|build| {
+                    let mut headers = headers.clone();
+                    headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+                    Box::new(UpstreamStop {
+                        build,
+                        client: client.clone(),
+                        url: route.upstream.clone(),
+                        headers,
+                    })
+                });
             let send = client.post(&route.upstream, headers, upstream_body.to_string());
             let asked = tokio::time::Instant::now();
             let resp = match tokio::time::timeout(route.response_timeout, send).await {
@@ -625,6 +650,11 @@ impl Gateway {
             self.start_pump(stream, upstream, upstream_binary).await
         }
         .await;
+        if let (Err(e), Some(reply)) = (&mut r, reply_to.get()) {
+            if e.reply_to.is_none() {
+                e.reply_to = Some(Box::new(reply.clone()));
+            }
+        }
         if let (true, Some(c)) = (session, &capture) {
             c.client_over_websocket();
         }
@@ -715,7 +745,7 @@ impl Gateway {
         // A binary stream or messages have no comment to send: no
         // heartbeats (a WebSocket session pings instead).
         let heartbeat = match transport {
-            Transport::Sse if !stream.messages => route.heartbeat,
+            Transport::Sse if !stream.messages && !stream.answer_once => route.heartbeat,
             Transport::Sse | Transport::Proto(_) => None,
         };
 
@@ -750,11 +780,19 @@ impl Gateway {
             abort: abort.clone(),
             capture: stream.capture,
             messages: stream.messages,
+            stop_upstream: stream.stop_upstream,
+            answer_once: stream.answer_once,
         };
         let span = tracing::Span::current();
         let run = Box::new(pump).run(upstream).instrument(span);
         let body = PumpBody::new(self.pumps.track_future(run), slot, abort);
         let mut resp = stream_response(BodyExt::boxed(body), headers, transport);
+        if stream.answer_once {
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
         resp.extensions_mut().insert(CountedAtEnd);
         Ok(resp)
     }
@@ -952,6 +990,10 @@ struct Stream<'a> {
     messages: bool,
     capture: Option<CaptureHandle>,
     trace: Trace,
+    /// How to stop the upstream's run (see `Pump::stop_upstream`).
+    stop_upstream: Option<Box<UpstreamStop>>,
+    /// The client takes the run's outcome as one answer (`Intent::Answer`).
+    answer_once: bool,
 }
 
 fn boxed<'a, T>(

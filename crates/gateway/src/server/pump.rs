@@ -82,6 +82,57 @@ pub(super) struct Pump {
     /// session): the body gets one frame per event, its payload cut from
     /// the sink's span, and no comments.
     pub(super) messages: bool,
+    /// How to ask the upstream to stop its run, when its dialect has a way
+    /// (`RequestTranslator::stop_request`): sent when the client leaves
+    /// (and the run is not kept) or a stop ends the run.
+    pub(super) stop_upstream: Option<Box<UpstreamStop>>,
+    /// The client takes the run's outcome as one answer: the stream is
+    /// logged but not sent, and its end is followed by the encoder's
+    /// `state_answer`, the one body the client gets.
+    pub(super) answer_once: bool,
+}
+
+/// What asking an upstream to stop a run takes: the dialect's request,
+/// and where and how the run's own request went.
+pub(super) struct UpstreamStop {
+    pub(super) build: fn(&str) -> serde_json::Value,
+    pub(super) client: crate::upstream::Client,
+    pub(super) url: url::Url,
+    pub(super) headers: http::HeaderMap,
+}
+
+/// How long a stop request to the upstream may take, head and all.
+const STOP_UPSTREAM_WAIT: Duration = Duration::from_secs(5);
+
+impl UpstreamStop {
+    /// Posts the stop for `run_id` on a task of its own, within
+    /// [`STOP_UPSTREAM_WAIT`]: the client's stream does not wait for it.
+    fn send(self, run_id: &str) {
+        let body = (self.build)(run_id).to_string();
+        let run_id = run_id.to_string();
+        let post = async move {
+            let sent = tokio::time::timeout(
+                STOP_UPSTREAM_WAIT,
+                self.client.post(&self.url, self.headers, body),
+            )
+            .await;
+            match sent {
+                Ok(Ok(resp)) => {
+                    tracing::info!(upstream_run = %run_id, status = %resp.status, "asked the upstream to stop its run")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(upstream_run = %run_id, error = %e, "could not ask the upstream to stop its run")
+                }
+                Err(_) => {
+                    tracing::warn!(upstream_run = %run_id, "the upstream did not answer the stop request in time")
+                }
+            }
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            use tracing::Instrument;
+            rt.spawn(post.instrument(tracing::Span::current()));
+        }
+    }
 }
 
 /// Where a stream's numbers go.
@@ -501,6 +552,22 @@ impl Pump {
         if self.translator.encoder().aborts() {
             self.abort.store(true, Ordering::Release);
         }
+        if self.answer_once && end != End::ClientGone {
+            if let Some(answer) = self.translator.encoder().state_answer() {
+                self.answer_once = false;
+                let chunk = Chunk::Stream(Bytes::from(answer.to_string()));
+                self.send(chunk).await;
+            }
+        }
+        // The upstream's run goes on unless told: the client left (the run
+        // not kept) or a stop ended it before the upstream did.
+        if matches!(end, End::ClientGone | End::Stopped) && !self.translator.run_ended() {
+            if let (Some(stop), Some(id)) =
+                (self.stop_upstream.take(), self.translator.upstream_run_id())
+            {
+                stop.send(id);
+            }
+        }
         if let Some(mut rec) = self.recorder.take() {
             Box::pin(rec.end(match end {
                 End::Complete => RunOutcome::Completed,
@@ -668,6 +735,17 @@ impl Pump {
         if out.is_empty() {
             return None;
         }
+        if self.answer_once {
+            // Logged (a GetTask, a resume read it) but not sent: the client
+            // gets the answer at the end.
+            if let Some(rec) = &mut self.recorder {
+                let mut steps = self.translator.take_journal();
+                rec.log(out, &mut steps).await;
+                self.translator.give_back_journal(steps);
+            }
+            out.clear();
+            return None;
+        }
         if let Some(c) = &self.capture {
             c.client(out);
         }
@@ -809,6 +887,8 @@ mod tests {
             abort: Arc::default(),
             capture: None,
             messages: false,
+            stop_upstream: None,
+            answer_once: false,
         };
         (p, slot)
     }

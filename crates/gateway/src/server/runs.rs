@@ -166,7 +166,8 @@ pub(super) fn described<'a>(config: &'a Config, path: &str) -> Option<&'a Route>
         registry::requests(r.client)
             .description_path()
             .and_then(|suffix| path.strip_suffix(suffix))
-            .is_some_and(|base| base == r.path)
+            // A route at `/` has its description at the root's.
+            .is_some_and(|base| base == r.path.trim_end_matches('/'))
     })
 }
 
@@ -202,5 +203,23 @@ pub(super) fn describe(
         None => Err(GatewayError::internal(
             "the client dialect has no description",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_description_is_below_its_route_a_root_route_s_at_the_root() {
+        let route = |path: &str| {
+            format!("[[routes]]\npath = \"{path}\"\nclient = \"a2a\"\nupstream = \"http://127.0.0.1:9/\"\nupstream_protocol = \"ag-ui\"\n")
+        };
+        let config = Config::parse(&(route("/") + &route("/a2a"))).unwrap();
+        let card = "/.well-known/agent-card.json";
+        let found = |p: &str| described(&config, p).map(|r| r.path.as_str());
+        assert_eq!(found(card), Some("/"));
+        assert_eq!(found(&format!("/a2a{card}")), Some("/a2a"));
+        assert_eq!(found(&format!("/b{card}")), None);
     }
 }
