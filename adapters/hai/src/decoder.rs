@@ -929,15 +929,16 @@ impl HaiDecoder {
             }
             _ => {}
         }
-        let Read { event, wrapped, .. } = read;
-        match event.kind {
+        // Fields moved out one by one: moving the event out first costs a
+        // copy per event.
+        match read.event.kind {
             K::TextDelta { message_id, delta } => {
                 self.flush_starts(Some(&message_id), out);
                 self.close_chunks(ty, out);
                 // The extra the general path makes: none for the standard
                 // form; for a plain string copied from a ready one (a copy
                 // does not hash its key again).
-                let extra = if wrapped {
+                let extra = if read.wrapped {
                     Map::new()
                 } else {
                     self.plain_extra.get_or_insert_with(plain_extra).clone()
@@ -946,9 +947,9 @@ impl HaiDecoder {
                     text: delta,
                     template: None,
                 };
-                self.business_content(message_id, piece, event.timestamp, extra, out);
+                self.business_content(message_id, piece, read.event.timestamp, extra, out);
             }
-            kind => self.decode_plain(ty, Event { kind, ..event }, out),
+            kind => self.decode_plain(ty, Event { kind, ..read.event }, out),
         }
     }
 

@@ -123,6 +123,9 @@ pub struct Row {
     pub kind: Kind,
     /// Indices into the table's keys, in the order they are written.
     keys: [u8; ROW_KEYS],
+    /// Each of those keys' slot (the writer's loop: no look-up in the table
+    /// per key).
+    slots: [Slot; ROW_KEYS],
     len: u8,
     /// Bit `i`: the table's key `i` may be there, must be there.
     allowed: u32,
@@ -227,6 +230,7 @@ impl Row {
             wire,
             kind,
             keys: [0; ROW_KEYS],
+            slots: [Slot::Type; ROW_KEYS],
             len: fields.len() as u8,
             allowed: 1,
             required: 1,
@@ -262,6 +266,7 @@ impl Row {
                 row.required |= 1 << k;
             }
             let slot = keys[k].1;
+            row.slots[f] = slot;
             let s = slot as usize;
             match slot {
                 Slot::Type => {}
@@ -755,10 +760,8 @@ impl<const N: usize> Table<N> {
     pub fn write_row(&self, row: &Row, ev: &Event, out: &mut Vec<u8>) {
         row.head.write(out);
         let fields = fields(ev);
-        for (&k, before) in row.keys().iter().zip(&row.before) {
-            let Some(&(_, slot)) = self.keys.get(usize::from(k)) else {
-                continue;
-            };
+        let slots = row.slots.get(..usize::from(row.len)).unwrap_or_default();
+        for (&slot, before) in slots.iter().zip(&row.before) {
             if slot == Slot::Timestamp {
                 if let Some(ts) = ev.timestamp.filter(|t| (-MAX_SAFE..=MAX_SAFE).contains(t)) {
                     before.write(out);
