@@ -738,11 +738,7 @@ impl Pump {
         if self.answer_once {
             // Logged (a GetTask, a resume read it) but not sent: the client
             // gets the answer at the end.
-            if let Some(rec) = &mut self.recorder {
-                let mut steps = self.translator.take_journal();
-                rec.log(out, &mut steps).await;
-                self.translator.give_back_journal(steps);
-            }
+            self.log_without_ids(out).await;
             out.clear();
             return None;
         }
@@ -777,11 +773,7 @@ impl Pump {
     /// `Span::payload`), logged as for any client but sent without ids
     /// (a message has no place for one) and without comments.
     async fn prepare_messages(&mut self, out: &mut Sink) -> Option<Chunk> {
-        if let Some(rec) = &mut self.recorder {
-            let mut steps = self.translator.take_journal();
-            rec.log(out, &mut steps).await;
-            self.translator.give_back_journal(steps);
-        }
+        self.log_without_ids(out).await;
         let binary = self.translator.encoder().writes_binary();
         let (bytes, spans) = out.take();
         let bytes = Bytes::from(bytes);
@@ -794,6 +786,16 @@ impl Pump {
             })
             .collect();
         (!messages.is_empty()).then(|| Chunk::Messages(messages.into_iter()))
+    }
+
+    /// Logs what `out` holds, when the run is logged, for a client whose
+    /// bytes carry no `id:` lines (messages, or an answer sent at the end).
+    async fn log_without_ids(&mut self, out: &Sink) {
+        if let Some(rec) = &mut self.recorder {
+            let mut steps = self.translator.take_journal();
+            rec.log(out, &mut steps).await;
+            self.translator.give_back_journal(steps);
+        }
     }
 
     /// Sends a chunk to the client, if one is there; false when the client
