@@ -575,8 +575,9 @@ impl AgUiDecoder {
         if self.skip(frame) {
             return Ok(());
         }
-        if let Some(ev) = FAST.read_event(&frame.data) {
-            self.push_plain(ev, out);
+        let at = out.len();
+        if FAST.read_into(&frame.data, out) {
+            self.close_lanes_before(at, out);
             return Ok(());
         }
         if let Some(patch) = fast_state_delta(&frame.data) {
@@ -650,11 +651,18 @@ impl AgUiDecoder {
     /// An event of the fast paths: no tag, so it closes the chunk lanes as
     /// `lane_effect` says for untagged events.
     fn push_plain(&mut self, ev: Event, out: &mut Vec<Event>) {
+        let at = out.len();
+        out.push(ev);
+        self.close_lanes_before(at, out);
+    }
+
+    /// What an event of the fast paths, pushed at `at`, closes goes before
+    /// it (the event is read where it stays: moving it costs a copy).
+    fn close_lanes_before(&mut self, at: usize, out: &mut Vec<Event>) {
         if !self.lanes.is_empty() {
             let closed = self.lanes.apply(&LaneEffect::Lane(None));
-            out.extend(closed.into_iter().map(derived_end));
+            out.splice(at..at, closed.into_iter().map(derived_end));
         }
-        out.push(ev);
     }
 
     /// Frames that make no event: blank ones, `[DONE]` and all after it.

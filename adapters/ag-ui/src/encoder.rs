@@ -1183,13 +1183,13 @@ impl AgUiEncoder {
     /// `ev` by its row of [`FAST`], when it has one and the client takes
     /// it as `plain` says.
     fn plain_row(&mut self, plain: Plain<'_>, ev: &Event, out: &mut Vec<u8>) -> bool {
-        let Some(row) = FAST.row_for(ev) else {
+        let Some(writer) = FAST.writer(ev) else {
             return false;
         };
         if !self.view.accept_plain(plain) {
             return false;
         }
-        FAST.write_row(row, ev, out);
+        writer.write(out);
         true
     }
 

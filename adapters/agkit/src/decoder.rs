@@ -260,22 +260,22 @@ impl AgKitDecoder {
     /// [`wire::FAST`] and run as the general path runs them. `None`
     /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
-        let ev = wire::FAST.read_event(data)?;
+        let kind = wire::FAST.read_kind(data)?;
         // The rows' other types close what these two leave open, as none.
-        let ty = match ev.kind {
+        let ty = match kind {
             EventKind::TextDelta { .. } => Some(wire::TEXT),
             EventKind::ReasoningDelta { .. } => Some(wire::REASONING),
             _ => None,
         };
         self.before(ty, out);
-        match ev.kind {
+        match kind {
             EventKind::TextDelta { delta, .. } => self.text_delta(delta, Extra::new(), out),
             EventKind::ReasoningDelta { delta, .. } => {
                 for kind in self.reasoning_delta(delta) {
                     Self::emit(out, kind, Extra::new());
                 }
             }
-            _ => out.push(ev),
+            kind => Self::emit(out, kind, Extra::new()),
         }
         Some(())
     }

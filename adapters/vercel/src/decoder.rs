@@ -721,9 +721,9 @@ impl VercelDecoder {
     /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
         use EventKind as K;
-        let ev = wire::FAST.read_event(data)?;
+        let kind = wire::FAST.read_kind(data)?;
         let x = Extra::new();
-        match ev.kind {
+        match kind {
             K::TextStart { message_id, .. } => {
                 self.text_parts(false, message_id, Phase::Start, x, out)
             }
@@ -748,7 +748,9 @@ impl VercelDecoder {
                 ..
             } => self.tool_start(tool_call_id, tool_name, x, out),
             // After an error a bare finish-step is dropped: the general path's.
-            K::StepStarted { .. } | K::StepFinished { .. } if !self.errored => out.push(ev),
+            kind @ (K::StepStarted { .. } | K::StepFinished { .. }) if !self.errored => {
+                out.push(Event::new(kind).with_origin(Dialect::Vercel))
+            }
             _ => return None,
         }
         Some(())

@@ -75,37 +75,53 @@ pub enum Kind {
 impl Kind {
     /// The kind of `k`, when a table can stand for it.
     pub fn of(k: &EventKind) -> Option<Kind> {
-        Some(shape(k)?.0)
+        Some(view(k)?.0)
     }
 
-    /// Whether the kind has a field for `slot` (a key read for a slot the
-    /// kind has none for is kept in extra, under its wire name, as the
-    /// general paths keep it).
-    const fn has(self, slot: Slot) -> bool {
+    /// The slots of the kind's fields, in the order [`view`] gives their
+    /// strings.
+    const fn fields(self) -> [Option<Slot>; FIELDS] {
         use Kind as K;
         use Slot as S;
-        match slot {
-            S::Type | S::Timestamp => true,
-            S::MessageId => !matches!(
-                self,
-                K::ToolCallStart
-                    | K::ToolCallArgs
-                    | K::ToolCallEnd
-                    | K::StepStarted
-                    | K::StepFinished
-            ),
-            S::ToolCallId => matches!(
-                self,
-                K::ToolCallStart | K::ToolCallArgs | K::ToolCallEnd | K::ToolCallResult
-            ),
-            S::ToolName | S::ParentMessageId => matches!(self, K::ToolCallStart),
-            S::Delta => matches!(self, K::TextDelta | K::ReasoningDelta | K::ToolCallArgs),
-            S::Role => matches!(self, K::TextStart),
-            S::Name => matches!(self, K::TextStart | K::StepStarted | K::StepFinished),
-            S::Content => matches!(self, K::ToolCallResult),
+        match self {
+            K::TextStart => [Some(S::MessageId), Some(S::Role), Some(S::Name)],
+            K::TextDelta | K::ReasoningDelta => [Some(S::MessageId), Some(S::Delta), None],
+            K::TextEnd | K::ReasoningStart | K::ReasoningEnd => [Some(S::MessageId), None, None],
+            K::ToolCallStart => [
+                Some(S::ToolCallId),
+                Some(S::ToolName),
+                Some(S::ParentMessageId),
+            ],
+            K::ToolCallArgs => [Some(S::ToolCallId), Some(S::Delta), None],
+            K::ToolCallEnd => [Some(S::ToolCallId), None, None],
+            K::ToolCallResult => [Some(S::ToolCallId), Some(S::MessageId), Some(S::Content)],
+            K::StepStarted | K::StepFinished => [Some(S::Name), None, None],
         }
     }
+
+    /// Where the kind's field for `slot` is among its [`fields`](Self::fields),
+    /// or [`NONE`] when it has none (a key read for a slot the kind has
+    /// none for is kept in extra, under its wire name, as the general paths
+    /// keep it).
+    // Evaluated at compile time (from `Row::new`).
+    #[allow(clippy::indexing_slicing)]
+    const fn field(self, slot: Slot) -> u8 {
+        let f = self.fields();
+        let mut i = 0;
+        while i < FIELDS {
+            if let Some(s) = f[i] {
+                if s as usize == slot as usize {
+                    return i as u8;
+                }
+            }
+            i += 1;
+        }
+        NONE
+    }
 }
+
+/// The most fields a kind has.
+const FIELDS: usize = 3;
 
 /// The most keys a row has.
 const ROW_KEYS: usize = 6;
@@ -114,7 +130,10 @@ const ROW_KEYS: usize = 6;
 const NONE: u8 = u8::MAX;
 
 /// A bit of [`Row::needs`] no event has: the row is never written.
-const NEVER: u16 = 1 << SLOTS;
+const NEVER: u8 = 1 << FIELDS;
+
+/// The timestamp (in [`Row::fields`]).
+const TIMESTAMP: u8 = NONE - 1;
 
 /// One wire event type: its core kind and its keys (the type's excepted).
 #[derive(Debug, Clone, Copy)]
@@ -123,9 +142,10 @@ pub struct Row {
     pub kind: Kind,
     /// Indices into the table's keys, in the order they are written.
     keys: [u8; ROW_KEYS],
-    /// Each of those keys' slot (the writer's loop: no look-up in the table
-    /// per key).
-    slots: [Slot; ROW_KEYS],
+    /// What the writer writes for each of those keys: the event's field
+    /// there (by [`Kind::field`]), [`TIMESTAMP`], or nothing ([`NONE`]).
+    /// The writer's loop looks nothing up per key.
+    fields: [u8; ROW_KEYS],
     len: u8,
     /// Bit `i`: the table's key `i` may be there, must be there.
     allowed: u32,
@@ -137,8 +157,8 @@ pub struct Row {
     /// The key that fills each slot of the kind (by `Slot as usize`), or
     /// [`NONE`].
     by_slot: [u8; SLOTS],
-    /// Bit `s`: the writer needs the event to fill slot `s` (see `shape`).
-    needs: u16,
+    /// Bit `i`: the writer needs the event's field `i` (see `view`).
+    needs: u8,
     /// Fields written after the keys, always the same (never read: a row
     /// with any is left to the general path when reading).
     consts: &'static [(&'static str, &'static str)],
@@ -230,7 +250,7 @@ impl Row {
             wire,
             kind,
             keys: [0; ROW_KEYS],
-            slots: [Slot::Type; ROW_KEYS],
+            fields: [NONE; ROW_KEYS],
             len: fields.len() as u8,
             allowed: 1,
             required: 1,
@@ -266,24 +286,25 @@ impl Row {
                 row.required |= 1 << k;
             }
             let slot = keys[k].1;
-            row.slots[f] = slot;
             let s = slot as usize;
+            let field = kind.field(slot);
             match slot {
                 Slot::Type => {}
                 // A timestamp the row requires is one the writer cannot
                 // promise.
-                Slot::Timestamp if optional => {}
+                Slot::Timestamp if optional => row.fields[f] = TIMESTAMP,
                 Slot::Timestamp => row.needs |= NEVER,
-                _ if !kind.has(slot) => {
+                _ if field == NONE => {
                     row.extra |= 1 << k;
                     row.needs |= NEVER;
                 }
                 _ => {
                     assert!(row.by_slot[s] == NONE, "a row names two keys of one field");
                     row.by_slot[s] = k as u8;
+                    row.fields[f] = field;
                     // A result's content is written only as a string.
                     if !optional || matches!(slot, Slot::Content) {
-                        row.needs |= 1 << s;
+                        row.needs |= 1 << field;
                     }
                 }
             }
@@ -448,15 +469,43 @@ impl<const N: usize> Table<N> {
         })
     }
 
-    /// [`read`](Self::read)'s event alone, for a decoder that needs nothing
-    /// else: returned as it is built (moving it out of a [`Read`] costs a
-    /// copy per event, by callgrind).
+    /// [`read`](Self::read)'s event pushed onto `out`; `false` (nothing
+    /// pushed) when the frame is not one of the rows'. The event is built
+    /// where `push` takes it: returned, then handed on, it was copied once
+    /// more per event (a call of memcpy each, by callgrind).
     #[inline(always)]
-    pub fn read_event(&self, data: &str) -> Option<Event> {
+    pub fn read_into(&self, data: &str, out: &mut Vec<Event>) -> bool {
+        let mut vals = [Val::EMPTY; N];
+        let mut order = [0u8; ROW_KEYS + 1];
+        let Some((at, s)) = self.match_row(data, &mut vals, &mut order) else {
+            return false;
+        };
+        let Some(row) = self.rows.get(at) else {
+            return false;
+        };
+        match self.event(row, s.timestamp, s.present, &vals) {
+            Some(ev) => {
+                out.push(ev);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The kind of the frame's event, for a decoder that runs kinds: `None`
+    /// also when the frame has more than its kind holds (a timestamp, a key
+    /// kept in extra), which the general path then reads. No event is built
+    /// around it (its empty map and its moves cost, by callgrind).
+    #[inline(always)]
+    pub fn read_kind(&self, data: &str) -> Option<EventKind> {
         let mut vals = [Val::EMPTY; N];
         let mut order = [0u8; ROW_KEYS + 1];
         let (at, s) = self.match_row(data, &mut vals, &mut order)?;
-        self.event(self.rows.get(at)?, s.timestamp, s.present, &vals)
+        let row = self.rows.get(at)?;
+        if s.timestamp.is_some() || row.extra & s.present != 0 {
+            return None;
+        }
+        self.kind(row, s.present, &vals)
     }
 
     /// Scans `data` and finds the row that takes it, by its index.
@@ -529,9 +578,6 @@ impl<const N: usize> Table<N> {
     }
 
     /// The event of `row` from `vals`, the value of each `present` key.
-    /// Each field is read straight into the kind (no struct of every field
-    /// in between: its moves cost a copy per event, by callgrind), through
-    /// macros rather than closures, which were not inlined.
     #[inline(always)]
     fn event<'v>(
         &self,
@@ -551,6 +597,22 @@ impl<const N: usize> Table<N> {
                 }
             }
         }
+        Some(Event {
+            kind: self.kind(row, present, vals)?,
+            timestamp,
+            origin: Some(self.dialect),
+            extra,
+            restated: false,
+            synthesized: false,
+        })
+    }
+
+    /// The kind of `row` from `vals`, the value of each `present` key.
+    /// Each field is read straight into the kind (no struct of every field
+    /// in between: its moves cost a copy per event, by callgrind), through
+    /// macros rather than closures, which were not inlined.
+    #[inline(always)]
+    fn kind<'v>(&self, row: &Row, present: u32, vals: &[Val<'v>; N]) -> Option<EventKind> {
         // A slot's value when there (`None` from the function when
         // unreadable), and as an owned string.
         macro_rules! get {
@@ -567,7 +629,7 @@ impl<const N: usize> Table<N> {
             };
         }
         use EventKind as K;
-        let kind = match row.kind {
+        Some(match row.kind {
             Kind::TextStart => K::TextStart {
                 message_id: string!(Slot::MessageId).unwrap_or_default(),
                 role: match get!(Slot::Role) {
@@ -617,14 +679,6 @@ impl<const N: usize> Table<N> {
             Kind::StepFinished => K::StepFinished {
                 name: string!(Slot::Name),
             },
-        };
-        Some(Event {
-            kind,
-            timestamp,
-            origin: Some(self.dialect),
-            extra,
-            restated: false,
-            synthesized: false,
         })
     }
 
@@ -731,46 +785,76 @@ impl<const N: usize> Table<N> {
         Some((Val { text, escaped }, close.is_some(), end))
     }
 
-    /// The row that writes `ev`: the first of its kind whose required keys
-    /// the event fills.
-    #[inline]
-    pub fn row_for(&self, ev: &Event) -> Option<&Row> {
-        let (kind, has) = shape(&ev.kind)?;
-        self.rows
+    /// What writes `ev`: the first row of its kind whose required keys the
+    /// event fills, with the event's strings.
+    #[inline(always)]
+    pub fn writer<'e>(&self, ev: &'e Event) -> Option<Writer<'_, 'e>> {
+        let (kind, fields) = view(&ev.kind)?;
+        let has = fields
             .iter()
-            .find(|r| r.kind == kind && r.needs & !has == 0)
+            .enumerate()
+            .fold(0, |m, (i, f)| m | u8::from(f.is_some()) << i);
+        let row = self
+            .rows
+            .iter()
+            .find(|r| r.kind == kind && r.needs & !has == 0)?;
+        Some(Writer {
+            row,
+            timestamp: ev.timestamp,
+            fields,
+        })
     }
 
-    /// Appends `ev` as one SSE event `data: {...}\n\n`: the type, then the
-    /// row's keys in its order (an optional one when the event has it),
-    /// then its constants; the bytes serde_json writes for the same object.
-    /// `false` (nothing written) when no row writes it.
+    /// Appends `ev` as [`Writer::write`] does; `false` (nothing written)
+    /// when no row writes it.
     pub fn write(&self, ev: &Event, out: &mut Vec<u8>) -> bool {
-        match self.row_for(ev) {
-            Some(row) => {
-                self.write_row(row, ev, out);
+        match self.writer(ev) {
+            Some(w) => {
+                w.write(out);
                 true
             }
             None => false,
         }
     }
+}
 
-    /// [`write`](Self::write) with a row [`row_for`](Self::row_for) gave
-    /// for `ev`.
-    pub fn write_row(&self, row: &Row, ev: &Event, out: &mut Vec<u8>) {
+/// An event and the row that writes it (from [`Table::writer`]).
+pub struct Writer<'t, 'e> {
+    row: &'t Row,
+    timestamp: Option<i64>,
+    /// The event's strings, by [`Kind::fields`].
+    fields: [Option<&'e str>; FIELDS],
+}
+
+impl Writer<'_, '_> {
+    /// The row.
+    pub fn row(&self) -> &Row {
+        self.row
+    }
+
+    /// Appends the event as one SSE event `data: {...}\n\n`: the type,
+    /// then the row's keys in its order (an optional one when the event has
+    /// it), then its constants; the bytes serde_json writes for the same
+    /// object. Each key's field comes from the row (made at compile time),
+    /// nothing looked up per key. Inlined: out of line, the writer's
+    /// fields went through memory and its call cost as much as its loop
+    /// (AG-UI encoding 1.5% slower, by callgrind).
+    #[inline(always)]
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let row = self.row;
         row.head.write(out);
-        let fields = fields(ev);
-        let slots = row.slots.get(..usize::from(row.len)).unwrap_or_default();
-        for (&slot, before) in slots.iter().zip(&row.before) {
-            if slot == Slot::Timestamp {
-                if let Some(ts) = ev.timestamp.filter(|t| (-MAX_SAFE..=MAX_SAFE).contains(t)) {
+        let n = usize::from(row.len);
+        for (&field, before) in row.fields.iter().zip(&row.before).take(n) {
+            if field == TIMESTAMP {
+                if let Some(ts) = self
+                    .timestamp
+                    .filter(|t| (-MAX_SAFE..=MAX_SAFE).contains(t))
+                {
                     before.write(out);
                     // Writing a number into a Vec cannot fail.
                     let _ = serde_json::to_writer(&mut *out, &ts);
                 }
-                continue;
-            }
-            if let Some(v) = fields.get(slot as usize).copied().flatten() {
+            } else if let Some(v) = self.fields.get(usize::from(field)).copied().flatten() {
                 before.write(out);
                 write_str(out, v);
             }
@@ -783,46 +867,57 @@ impl<const N: usize> Table<N> {
     }
 }
 
-/// The kind of `k` when a table can stand for it, and the slots it fills
-/// as a writer needs them (bit `Slot as usize`; a result's content only
-/// when it is a string).
-fn shape(k: &EventKind) -> Option<(Kind, u16)> {
+/// The kind of `k` when a table can stand for it, and its strings by
+/// [`Kind::fields`] (a result's content only when it is a string): one
+/// match per event.
+#[inline(always)]
+fn view(k: &EventKind) -> Option<(Kind, [Option<&str>; FIELDS])> {
     use EventKind as K;
-    use Slot as S;
-    let bit = |s: Slot| 1u16 << (s as usize);
-    let opt = |s: Slot, v: &Option<String>| if v.is_some() { bit(s) } else { 0 };
-    let id = bit(S::MessageId);
     Some(match k {
-        K::TextStart { name, .. } => (Kind::TextStart, id | bit(S::Role) | opt(S::Name, name)),
-        K::TextDelta { .. } => (Kind::TextDelta, id | bit(S::Delta)),
-        K::TextEnd { .. } => (Kind::TextEnd, id),
-        K::ReasoningStart { .. } => (Kind::ReasoningStart, id),
-        K::ReasoningDelta { .. } => (Kind::ReasoningDelta, id | bit(S::Delta)),
-        K::ReasoningEnd { .. } => (Kind::ReasoningEnd, id),
+        K::TextStart {
+            message_id,
+            role,
+            name,
+        } => (
+            Kind::TextStart,
+            [Some(message_id), Some(role.as_str()), name.as_deref()],
+        ),
+        K::TextDelta { message_id, delta } => {
+            (Kind::TextDelta, [Some(message_id), Some(delta), None])
+        }
+        K::ReasoningDelta { message_id, delta } => {
+            (Kind::ReasoningDelta, [Some(message_id), Some(delta), None])
+        }
+        K::TextEnd { message_id } => (Kind::TextEnd, [Some(message_id), None, None]),
+        K::ReasoningStart { message_id } => (Kind::ReasoningStart, [Some(message_id), None, None]),
+        K::ReasoningEnd { message_id } => (Kind::ReasoningEnd, [Some(message_id), None, None]),
         K::ToolCallStart {
-            parent_message_id, ..
+            tool_call_id,
+            tool_name,
+            parent_message_id,
         } => (
             Kind::ToolCallStart,
-            bit(S::ToolCallId) | bit(S::ToolName) | opt(S::ParentMessageId, parent_message_id),
+            [
+                Some(tool_call_id),
+                Some(tool_name),
+                parent_message_id.as_deref(),
+            ],
         ),
-        K::ToolCallArgs { .. } => (Kind::ToolCallArgs, bit(S::ToolCallId) | bit(S::Delta)),
-        K::ToolCallEnd { .. } => (Kind::ToolCallEnd, bit(S::ToolCallId)),
+        K::ToolCallArgs {
+            tool_call_id,
+            delta,
+        } => (Kind::ToolCallArgs, [Some(tool_call_id), Some(delta), None]),
+        K::ToolCallEnd { tool_call_id } => (Kind::ToolCallEnd, [Some(tool_call_id), None, None]),
         K::ToolCallResult {
+            tool_call_id,
             message_id,
             content,
-            ..
         } => (
             Kind::ToolCallResult,
-            bit(S::ToolCallId)
-                | opt(S::MessageId, message_id)
-                | if content.is_string() {
-                    bit(S::Content)
-                } else {
-                    0
-                },
+            [Some(tool_call_id), message_id.as_deref(), content.as_str()],
         ),
-        K::StepStarted { name } => (Kind::StepStarted, opt(S::Name, name)),
-        K::StepFinished { name } => (Kind::StepFinished, opt(S::Name, name)),
+        K::StepStarted { name } => (Kind::StepStarted, [name.as_deref(), None, None]),
+        K::StepFinished { name } => (Kind::StepFinished, [name.as_deref(), None, None]),
         _ => return None,
     })
 }
@@ -839,67 +934,6 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(plain(key));
     out.extend_from_slice(b"\":");
-}
-
-/// The event's strings by slot (`Slot as usize`): one match per event,
-/// not one per key.
-#[inline(always)]
-fn fields<'a>(ev: &'a Event) -> [Option<&'a str>; SLOTS] {
-    use EventKind as K;
-    use Slot as S;
-    let mut f = [None; SLOTS];
-    let mut set = |s: Slot, v: Option<&'a str>| {
-        if let Some(x) = f.get_mut(s as usize) {
-            *x = v;
-        }
-    };
-    match &ev.kind {
-        K::TextStart {
-            message_id,
-            role,
-            name,
-        } => {
-            set(S::MessageId, Some(message_id));
-            set(S::Role, Some(role.as_str()));
-            set(S::Name, name.as_deref());
-        }
-        K::TextDelta { message_id, delta } | K::ReasoningDelta { message_id, delta } => {
-            set(S::MessageId, Some(message_id));
-            set(S::Delta, Some(delta));
-        }
-        K::TextEnd { message_id }
-        | K::ReasoningStart { message_id }
-        | K::ReasoningEnd { message_id } => set(S::MessageId, Some(message_id)),
-        K::ToolCallStart {
-            tool_call_id,
-            tool_name,
-            parent_message_id,
-        } => {
-            set(S::ToolCallId, Some(tool_call_id));
-            set(S::ToolName, Some(tool_name));
-            set(S::ParentMessageId, parent_message_id.as_deref());
-        }
-        K::ToolCallArgs {
-            tool_call_id,
-            delta,
-        } => {
-            set(S::ToolCallId, Some(tool_call_id));
-            set(S::Delta, Some(delta));
-        }
-        K::ToolCallEnd { tool_call_id } => set(S::ToolCallId, Some(tool_call_id)),
-        K::ToolCallResult {
-            tool_call_id,
-            message_id,
-            content,
-        } => {
-            set(S::ToolCallId, Some(tool_call_id));
-            set(S::MessageId, message_id.as_deref());
-            set(S::Content, content.as_str());
-        }
-        K::StepStarted { name } | K::StepFinished { name } => set(S::Name, name.as_deref()),
-        _ => {}
-    }
-    f
 }
 
 /// The non-negative integer at `i` (no sign, no leading zero, no fraction
@@ -1071,6 +1105,26 @@ mod tests {
         ] {
             assert!(TABLE.read(refused).is_none(), "{refused}");
         }
+        // The event pushed in place is the one read; the kind alone is
+        // refused when the frame holds more than its kind.
+        let frame = r#"{"type":"text","id":"m","delta":"d","ts":5}"#;
+        let mut events = Vec::new();
+        assert!(TABLE.read_into(frame, &mut events));
+        assert_eq!(events, vec![TABLE.read(frame).unwrap().event]);
+        assert!(!TABLE.read_into(r#"{"type":"text","id":"m"}"#, &mut events));
+        assert_eq!(events.len(), 1);
+        assert_eq!(TABLE.read_kind(frame), None);
+        assert_eq!(
+            TABLE.read_kind(r#"{"type":"result","callId":"c","result":"r","role":"tool"}"#),
+            None
+        );
+        assert_eq!(
+            TABLE.read_kind(r#"{"type":"text","id":"m","delta":"d"}"#),
+            Some(EventKind::TextDelta {
+                message_id: "m".into(),
+                delta: "d".into()
+            })
+        );
         let mut out = Vec::new();
         let ev = Event::new(EventKind::ReasoningStart {
             message_id: "r".into(),

@@ -455,7 +455,8 @@ pub fn check_fast_write<const N: usize>(table: &Table<N>, ev: &Event) -> Result<
     if !table.write(ev, &mut got) {
         return Ok(false);
     }
-    let row = table.row_for(ev).ok_or("written without a row")?;
+    let writer = table.writer(ev).ok_or("written without a row")?;
+    let row = writer.row();
     let fields = serde_json::to_value(&ev.kind).map_err(|e| e.to_string())?;
     let mut want = Map::new();
     want.insert("type".into(), row.wire.into());
