@@ -10,7 +10,6 @@
 //! rides along privately so the AG-UI encoder can write it back unchanged.
 
 use babelgate_core::event::Interrupt;
-use babelgate_core::flat::{unquote, Flat};
 use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, Outcome, Role};
 use serde_json::{Map, Value};
 
@@ -588,88 +587,6 @@ impl AgUiDecoder {
     }
 }
 
-/// The fields the fast path knows, as slots of [`Flat`].
-const KEYS: [&str; 9] = [
-    "type",
-    "messageId",
-    "toolCallId",
-    "toolCallName",
-    "parentMessageId",
-    "role",
-    "name",
-    "delta",
-    "content",
-];
-const TYPE: usize = 0;
-const MESSAGE_ID: usize = 1;
-const TOOL_CALL_ID: usize = 2;
-const TOOL_CALL_NAME: usize = 3;
-const PARENT_MESSAGE_ID: usize = 4;
-const ROLE: usize = 5;
-const NAME: usize = 6;
-const DELTA: usize = 7;
-const CONTENT: usize = 8;
-
-/// The events that make most of a stream, read without building a JSON map:
-/// only these fields, each a string, nothing else (no `timestamp`, no
-/// `rawEvent`, no unknown field, no duplicate). Anything else takes the
-/// general path, which gives the same event for what this accepts.
-fn fast_event(data: &str) -> Option<Event> {
-    let mut f = Flat::new();
-    f.read(&KEYS, data)?;
-    let (ty, escaped) = f.raw(TYPE)?;
-    // An escaped type is rare: the general path unescapes it.
-    if escaped {
-        return None;
-    }
-    let ty = unquote(ty)?;
-    let kind = match ty {
-        TEXT_MESSAGE_CONTENT if f.has_only(&[TYPE, MESSAGE_ID, DELTA]) => EventKind::TextDelta {
-            message_id: f.string(MESSAGE_ID)?,
-            delta: f.string(DELTA)?,
-        },
-        TOOL_CALL_ARGS if f.has_only(&[TYPE, TOOL_CALL_ID, DELTA]) => EventKind::ToolCallArgs {
-            tool_call_id: f.string(TOOL_CALL_ID)?,
-            delta: f.string(DELTA)?,
-        },
-        // Without a role the general path marks the event.
-        TEXT_MESSAGE_START if f.has_only(&[TYPE, MESSAGE_ID, ROLE, NAME]) => EventKind::TextStart {
-            message_id: f.string(MESSAGE_ID)?,
-            role: Role::parse(&f.string(ROLE)?)?,
-            name: f.opt_string(NAME)?,
-        },
-        TEXT_MESSAGE_END if f.has_only(&[TYPE, MESSAGE_ID]) => EventKind::TextEnd {
-            message_id: f.string(MESSAGE_ID)?,
-        },
-        TOOL_CALL_START if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_CALL_NAME, PARENT_MESSAGE_ID]) => {
-            EventKind::ToolCallStart {
-                tool_call_id: f.string(TOOL_CALL_ID)?,
-                tool_name: f.string(TOOL_CALL_NAME)?,
-                parent_message_id: f.opt_string(PARENT_MESSAGE_ID)?,
-            }
-        }
-        TOOL_CALL_END if f.has_only(&[TYPE, TOOL_CALL_ID]) => EventKind::ToolCallEnd {
-            tool_call_id: f.string(TOOL_CALL_ID)?,
-        },
-        // A string result; `role` has no slot and stays in extra, as the
-        // general path leaves it.
-        TOOL_CALL_RESULT if f.has_only(&[TYPE, MESSAGE_ID, TOOL_CALL_ID, CONTENT, ROLE]) => {
-            let mut extra = Map::new();
-            if f.has(ROLE) {
-                extra.insert("role".into(), Value::String(f.string(ROLE)?));
-            }
-            let kind = EventKind::ToolCallResult {
-                tool_call_id: f.string(TOOL_CALL_ID)?,
-                message_id: f.opt_string(MESSAGE_ID)?,
-                content: Value::String(f.string(CONTENT)?),
-            };
-            return Some(plain(kind, None, extra));
-        }
-        _ => return None,
-    };
-    Some(plain(kind, None, Map::new()))
-}
-
 /// An event of the fast paths (no tag, AG-UI's origin).
 fn plain(kind: EventKind, timestamp: Option<i64>, extra: Map<String, Value>) -> Event {
     Event {
@@ -719,8 +636,9 @@ impl AgUiDecoder {
         if self.skip(frame) {
             return Ok(());
         }
-        if let Some(ev) = fast_event(&frame.data) {
-            self.push_plain(ev, out);
+        let at = out.len();
+        if FAST.read_into(&frame.data, out) {
+            self.close_lanes_before(at, out);
             return Ok(());
         }
         if let Some(patch) = fast_state_delta(&frame.data) {
@@ -766,54 +684,10 @@ fn proto_error(e: babelgate_proto::Error) -> DecodeError {
     DecodeError::new(format!("a protobuf message that does not decode: {e}"))
 }
 
-/// [`fast_event`]'s events from a flat protobuf message, with the same
-/// rules (only these fields; the general path for anything else), and the
-/// timestamp, which the message carries apart.
+/// The fast path's events from a flat protobuf message: the same table
+/// (`wire::FAST`), the timestamp carried apart.
 fn flat_event(f: &babelgate_proto::flat::Flat<'_>) -> Option<Event> {
-    let s = |name: &str| f.get(name).map(str::to_string);
-    let kind = match f.event_type() {
-        TEXT_MESSAGE_CONTENT if f.has_only(&["messageId", "delta"]) => EventKind::TextDelta {
-            message_id: s("messageId")?,
-            delta: s("delta")?,
-        },
-        TOOL_CALL_ARGS if f.has_only(&["toolCallId", "delta"]) => EventKind::ToolCallArgs {
-            tool_call_id: s("toolCallId")?,
-            delta: s("delta")?,
-        },
-        TEXT_MESSAGE_START if f.has_only(&["messageId", "role", "name"]) => EventKind::TextStart {
-            message_id: s("messageId")?,
-            role: Role::parse(f.get("role")?)?,
-            name: s("name"),
-        },
-        TEXT_MESSAGE_END if f.has_only(&["messageId"]) => EventKind::TextEnd {
-            message_id: s("messageId")?,
-        },
-        TOOL_CALL_START if f.has_only(&["toolCallId", "toolCallName", "parentMessageId"]) => {
-            EventKind::ToolCallStart {
-                tool_call_id: s("toolCallId")?,
-                tool_name: s("toolCallName")?,
-                parent_message_id: s("parentMessageId"),
-            }
-        }
-        TOOL_CALL_END if f.has_only(&["toolCallId"]) => EventKind::ToolCallEnd {
-            tool_call_id: s("toolCallId")?,
-        },
-        // A string result; `role` has no slot and stays in extra.
-        TOOL_CALL_RESULT if f.has_only(&["messageId", "toolCallId", "content", "role"]) => {
-            let mut extra = Map::new();
-            if let Some(role) = s("role") {
-                extra.insert("role".into(), Value::String(role));
-            }
-            let kind = EventKind::ToolCallResult {
-                tool_call_id: s("toolCallId")?,
-                message_id: s("messageId"),
-                content: Value::String(s("content")?),
-            };
-            return Some(plain(kind, f.timestamp, extra));
-        }
-        _ => return None,
-    };
-    Some(plain(kind, f.timestamp, Map::new()))
+    FAST.event_of(f.event_type(), f.timestamp, |k| f.has_only(k), |k| f.get(k))
 }
 
 /// `{"type":"STATE_DELTA","delta":...}` and nothing else: the patch read
@@ -838,11 +712,18 @@ impl AgUiDecoder {
     /// An event of the fast paths: no tag, so it closes the chunk lanes as
     /// `lane_effect` says for untagged events.
     fn push_plain(&mut self, ev: Event, out: &mut Vec<Event>) {
+        let at = out.len();
+        out.push(ev);
+        self.close_lanes_before(at, out);
+    }
+
+    /// What an event of the fast paths, pushed at `at`, closes goes before
+    /// it (the event is read where it stays: moving it costs a copy).
+    fn close_lanes_before(&mut self, at: usize, out: &mut Vec<Event>) {
         if !self.lanes.is_empty() {
             let closed = self.lanes.apply(&LaneEffect::Lane(None));
-            out.extend(closed.into_iter().map(derived_end));
+            out.splice(at..at, closed.into_iter().map(derived_end));
         }
-        out.push(ev);
     }
 
     /// Frames that make no event: blank ones, `[DONE]` and all after it.
@@ -881,7 +762,7 @@ impl AgUiDecoder {
         r
     }
 
-    /// Any frame, through a JSON map (see [`fast_event`] for the hot path).
+    /// Any frame, through a JSON map (see `wire::FAST` for the hot path).
     fn decode_general(&mut self, frame: &Frame, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         let v: Value = serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
         self.decode_value(v, frame.event.as_deref(), out)
@@ -975,65 +856,29 @@ mod tests {
         }
     }
 
-    /// The fast path gives exactly what the general path gives, and leaves
-    /// to it everything it does not take.
+    /// The table declares what the general path does (each row's frames,
+    /// alone, after a chunk lane they close, and in a row).
     #[test]
-    fn fast_path_agrees_with_the_general_path() {
-        let cases = [
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}"#,
-            r#" { "type" : "TEXT_MESSAGE_CONTENT" , "delta" : "x\"\n\u00e9\ud83d\ude00" , "messageId":"m" } "#,
-            "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"raw \u{2028} 北\"}",
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m\/\\","delta":"\b\f\r\t\u0000\uFFFF\u20AC\\u"}"#,
-            r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":"}"#,
-            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
-            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"user","name":"n"}"#,
-            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
-            r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}"#,
-            r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}"#,
-            r#"{"type":"TOOL_CALL_END","toolCallId":"c"}"#,
-            r#"{"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":"{\"a\":1}","role":"tool"}"#,
-            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"x"}"#,
-        ];
-        for data in cases {
-            let fast = fast_event(data).unwrap_or_else(|| panic!("not fast: {data}"));
-            let mut general = Vec::new();
-            AgUiDecoder::new()
-                .decode_general(&frame(data), &mut general)
-                .unwrap();
-            assert_eq!(general, vec![fast], "{data}");
-        }
-        // Left to the general path (which keeps, marks or refuses them).
-        let general_only = [
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":1}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","rawEvent":"x"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","future":"x"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","delta":"b"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","type":"TEXT_MESSAGE_END"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":null}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"bad \x"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"lone \ud83d"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"lone \ude00"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"short \u12"}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\ud83d\u0041"}"#,
-            r#"{"type":"TEXT_\u004dESSAGE_END","messageId":"m"}"#,
-            "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"tab\there\"}",
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"} x"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a",}"#,
-            r#"{"typ\u0065":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}"#,
-            r#"{"type":"TEXT_MESSAGE_START","messageId":"m"}"#,
-            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"robot"}"#,
-            r#"{"type":"TEXT_MESSAGE_END","messageId":"m","delta":"a"}"#,
-            r#"{"type":"TOOL_CALL_ARGS","messageId":"m","toolCallId":"c","delta":"a"}"#,
-            r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"}"#,
-            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":{"a":1}}"#,
-            r#"{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"x","role":null}"#,
-            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","subagentRunId":"s"}"#,
-        ];
-        for data in general_only {
-            assert!(fast_event(data).is_none(), "fast: {data}");
-        }
+    fn the_table_reads_as_the_general_path_reads() {
+        let lane = r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"x","delta":"a"}"#;
+        let mut run = |frames: &[String], fast: bool| {
+            let mut d = AgUiDecoder::new();
+            let mut all: Vec<_> = frames
+                .iter()
+                .map(|data| {
+                    let mut out = Vec::new();
+                    match fast {
+                        true => d.decode(&frame(data), &mut out),
+                        false => d.decode_without_fast_paths(&frame(data), &mut out),
+                    }
+                    .map(|()| out)
+                })
+                .collect();
+            let mut out = Vec::new();
+            all.push(d.finish(&mut out).map(|()| out));
+            all
+        };
+        babelgate_core::testing::check_table_decodes(&FAST, &[lane], &mut run).unwrap();
     }
 
     fn frame(data: &str) -> Frame {
@@ -1448,312 +1293,13 @@ mod tests {
                 format!(r#"{{"type":"TEXT_MESSAGE_CONTENT","messageId":"{bad}","delta":"a"}}"#),
                 format!(r#"{{"type":"TOOL_CALL_RESULT","toolCallId":"c","content":"{bad}"}}"#),
             ] {
-                assert!(fast_event(&data).is_none(), "{data}");
+                assert!(FAST.read(&data).map(|r| r.event).is_none(), "{data}");
                 let err = AgUiDecoder::new()
                     .decode(&frame(&data), &mut Vec::new())
                     .unwrap_err();
                 let want = serde_json::from_str::<Value>(&data).unwrap_err();
                 assert_eq!(err, DecodeError::json(&want), "{data}");
             }
-        }
-    }
-
-    /// Differential tests of the fast paths ([`fast_event`],
-    /// [`fast_state_delta`], [`unescape`], [`string_at`]) against the general
-    /// path, which reads every frame with serde_json: event objects of the
-    /// types the fast paths take (and a few they do not), written with
-    /// tricky strings, odd numbers, duplicate, unknown and escaped keys, any
-    /// key order and whitespace, sometimes cut short.
-    mod differential {
-        use super::*;
-        use proptest::prelude::*;
-
-        /// A piece of string content as JSON text. Clean: plain text,
-        /// multi-byte characters, valid escapes. Noisy adds invalid escapes,
-        /// lone surrogates, a backslash before any character (multi-byte
-        /// ones too), raw control characters and quotes.
-        fn piece(noisy: bool) -> BoxedStrategy<String> {
-            let clean = prop_oneof![
-                4 => "[a-zA-Z0-9 _:-]{0,6}",
-                2 => prop::sample::select(vec!["é", "北", "🎉", "\u{2028}", "\u{7f}", "\u{a0}"])
-                    .prop_map(String::from),
-                2 => prop::sample::select(vec![
-                    r#"\""#, r"\\", r"\/", r"\b", r"\f", r"\n", r"\r", r"\t",
-                    r"\ud83d\ude00", r"\uD83D\uDE00", r"\u00e9", r"\u0000", r"\u20AC",
-                ])
-                .prop_map(String::from),
-                1 => (0u16..0xd800).prop_map(|u| format!("\\u{u:04x}")),
-            ];
-            if !noisy {
-                return clean.boxed();
-            }
-            prop_oneof![
-                3 => clean,
-                2 => prop::sample::select(vec![
-                    r"\ud83d", r"\ude00", r"\ud83d\u0041", r"\ud83d\ud83d", r"\ud83d\",
-                    r"\u12", r"\uZZZZ", r"\x", "\"",
-                ])
-                .prop_map(String::from),
-                1 => any::<u16>().prop_map(|u| format!("\\u{u:04x}")),
-                2 => any::<char>().prop_map(|c| format!("\\{c}")),
-                1 => (0u8..0x20).prop_map(|b| char::from(b).to_string()),
-            ]
-            .boxed()
-        }
-
-        fn json_string(noisy: bool) -> impl Strategy<Value = String> {
-            prop::collection::vec(piece(noisy), 0..5).prop_map(|p| format!("\"{}\"", p.concat()))
-        }
-
-        /// Any value: mostly strings; noisy adds numbers in odd forms,
-        /// literals, nested values and near-misses serde_json refuses.
-        fn value(noisy: bool) -> BoxedStrategy<String> {
-            if !noisy {
-                return json_string(false).boxed();
-            }
-            prop_oneof![
-                6 => json_string(true),
-                2 => prop::sample::select(vec![
-                    "null", "true", "false", "0", "-0", "1.0", "1e2", "1E+2", "-1.5e-3",
-                    "01", "1.", "-", "9007199254740993", "1e400", "[]", "{}", r#"["a",1]"#,
-                    r#"{"a":"b"}"#, r#"[{"op":"add","path":"/a","value":1}]"#, "nul", "\"a\"\"b\"",
-                ])
-                .prop_map(String::from),
-            ]
-            .boxed()
-        }
-
-        fn quoted(s: &str) -> String {
-            format!("\"{s}\"")
-        }
-
-        /// A key: mostly those of the fast path's events.
-        fn key(noisy: bool) -> impl Strategy<Value = String> {
-            prop_oneof![
-                8 => prop::sample::select(KEYS.to_vec()).prop_map(quoted),
-                2 => prop::sample::select(vec![
-                    "timestamp", "rawEvent", "future", "subagentRunId", "metadata", "threadId",
-                ])
-                .prop_map(quoted),
-                1 => Just(r#""typ\u0065""#.to_string()),
-                1 => json_string(noisy),
-            ]
-        }
-
-        fn type_value(noisy: bool) -> impl Strategy<Value = String> {
-            prop_oneof![
-                12 => prop::sample::select(vec![
-                    TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS, TEXT_MESSAGE_START, TEXT_MESSAGE_END,
-                    TOOL_CALL_START, TOOL_CALL_END, TOOL_CALL_RESULT, STATE_DELTA,
-                    TEXT_MESSAGE_CHUNK, RUN_STARTED,
-                ])
-                .prop_map(quoted),
-                1 => Just(r#""TEXT_\u004dESSAGE_END""#.to_string()),
-                1 => value(noisy),
-            ]
-        }
-
-        /// The value for `key`: roles are mostly roles, a STATE_DELTA's
-        /// delta mostly a patch.
-        fn value_for(key: &str, ty: &str, noisy: bool) -> BoxedStrategy<String> {
-            match (key, ty.trim_matches('"')) {
-                ("\"type\"", _) => type_value(noisy).boxed(),
-                ("\"role\"", _) => prop_oneof![
-                    3 => prop::sample::select(vec!["assistant", "user", "tool", "robot", ""])
-                        .prop_map(quoted),
-                    1 => value(noisy),
-                ]
-                .boxed(),
-                ("\"delta\"", STATE_DELTA) => prop_oneof![
-                    3 => json_string(noisy).prop_map(|s| {
-                        format!(r#"[{{"op":"add","path":"/a","value":{s}}}]"#)
-                    }),
-                    1 => value(noisy),
-                ]
-                .boxed(),
-                _ => value(noisy),
-            }
-        }
-
-        /// The fields an event of each fast type has, as keys.
-        fn natural_keys(ty: &str) -> Vec<&'static str> {
-            let keys: &[&str] = match ty.trim_matches('"') {
-                TEXT_MESSAGE_CONTENT | TEXT_MESSAGE_CHUNK => &["messageId", "delta"],
-                TOOL_CALL_ARGS => &["toolCallId", "delta"],
-                TEXT_MESSAGE_START => &["messageId", "role", "name"],
-                TEXT_MESSAGE_END => &["messageId"],
-                TOOL_CALL_START => &["toolCallId", "toolCallName", "parentMessageId"],
-                TOOL_CALL_END => &["toolCallId"],
-                TOOL_CALL_RESULT => &["messageId", "toolCallId", "content", "role"],
-                STATE_DELTA => &["delta"],
-                RUN_STARTED => &["threadId", "runId"],
-                _ => &[],
-            };
-            keys.to_vec()
-        }
-
-        /// One event object as JSON text (with its fields in order).
-        fn event_text(noisy: bool) -> impl Strategy<Value = String> {
-            type_value(noisy)
-                .prop_flat_map(move |ty| {
-                    let keep = if noisy { 0.85 } else { 0.97 };
-                    let natural: Vec<BoxedStrategy<Option<(String, String)>>> = natural_keys(&ty)
-                        .into_iter()
-                        .map(|k| {
-                            let k = quoted(k);
-                            let v = value_for(&k, &ty, noisy);
-                            prop::option::weighted(keep, v.prop_map(move |v| (k.clone(), v)))
-                                .boxed()
-                        })
-                        .collect();
-                    let ty2 = ty.clone();
-                    let more = prop::collection::vec(
-                        key(noisy).prop_flat_map(move |k| {
-                            value_for(&k, &ty2, noisy).prop_map(move |v| (k.clone(), v))
-                        }),
-                        0..=usize::from(noisy),
-                    );
-                    (Just(ty), natural, more, any::<bool>())
-                })
-                .prop_flat_map(|(ty, natural, more, type_first)| {
-                    let mut fields: Vec<(String, String)> = natural.into_iter().flatten().collect();
-                    fields.extend(more);
-                    let ty = ("\"type\"".to_string(), ty);
-                    let shuffled = Just(fields.clone()).prop_shuffle();
-                    (
-                        Just(ty),
-                        Just(fields),
-                        shuffled,
-                        Just(type_first),
-                        any::<bool>(),
-                    )
-                })
-                .prop_map(|(ty, fields, shuffled, type_first, shuffle)| {
-                    let mut fields = if shuffle { shuffled } else { fields };
-                    if type_first {
-                        fields.insert(0, ty);
-                    } else {
-                        fields.push(ty);
-                    }
-                    fields
-                })
-                .prop_flat_map(move |fields| {
-                    let n = fields.len() * 4 + 2;
-                    let ws = if noisy {
-                        prop_oneof![
-                            8 => Just(""),
-                            2 => Just(" "),
-                            1 => Just("\n"),
-                            1 => Just("\t\r\n "),
-                            1 => Just("\u{c}"),
-                            1 => Just("\u{a0}"),
-                        ]
-                        .boxed()
-                    } else {
-                        prop_oneof![4 => Just(""), 1 => Just(" ")].boxed()
-                    };
-                    (Just(fields), prop::collection::vec(ws, n))
-                })
-                .prop_map(|(fields, ws)| {
-                    let mut ws = ws.into_iter().cycle();
-                    let mut w = || ws.next().unwrap_or_default();
-                    let mut text = format!("{}{{", w());
-                    for (i, (k, v)) in fields.iter().enumerate() {
-                        if i > 0 {
-                            text.push(',');
-                        }
-                        text.push_str(&format!("{}{k}{}:{}{v}{}", w(), w(), w(), w()));
-                    }
-                    text.push_str(&format!("}}{}", w()));
-                    text
-                })
-        }
-
-        /// An event object: clean (mostly what the fast paths take) or
-        /// noisy, which is sometimes cut short or has something after it.
-        fn frame_text() -> impl Strategy<Value = String> {
-            let noisy = (event_text(true), any::<prop::sample::Index>(), 0u8..10).prop_map(
-                |(mut text, at, how)| {
-                    match how {
-                        0 => {
-                            let mut cut = at.index(text.len() + 1);
-                            while !text.is_char_boundary(cut) {
-                                cut -= 1;
-                            }
-                            text.truncate(cut);
-                        }
-                        1 => text.push_str(" x"),
-                        2 => text.push(','),
-                        _ => {}
-                    }
-                    text
-                },
-            );
-            prop_oneof![event_text(false), noisy]
-        }
-
-        /// Both decoders, from the same state, on the same frame: the same
-        /// events or the same error.
-        fn agree(data: &str, lane_open: bool) -> Result<(), TestCaseError> {
-            let mut fast = AgUiDecoder::new();
-            let mut reference = AgUiDecoder::new();
-            let (mut got, mut want) = (Vec::new(), Vec::new());
-            if lane_open {
-                // A chunk lane the next event closes.
-                let open = frame(r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"x","delta":"a"}"#);
-                fast.decode(&open, &mut got).unwrap();
-                reference
-                    .decode_without_fast_paths(&open, &mut want)
-                    .unwrap();
-            }
-            let f = frame(data);
-            let r_fast = fast.decode(&f, &mut got);
-            let r_reference = reference.decode_without_fast_paths(&f, &mut want);
-            prop_assert_eq!(r_fast, r_reference, "{}", data);
-            prop_assert_eq!(got, want, "{}", data);
-            Ok(())
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
-
-            #[test]
-            fn fast_paths_agree_with_serde_json(data in frame_text(), lane_open in any::<bool>()) {
-                agree(&data, lane_open)?;
-            }
-
-            /// `unescape` reads what serde_json reads, or refuses what it refuses.
-            #[test]
-            fn unescape_agrees_with_serde_json(s in json_string(true)) {
-                let inner = unquote(&s).unwrap();
-                let want = serde_json::from_str::<String>(&s).ok();
-                // Only one whole string compares (a raw `"` ends it early),
-                // and the scan refuses a raw control character first.
-                let whole = babelgate_core::json::string_at(s.as_bytes(), 0).map(|(_, _, end)| end) == Some(s.len());
-                if whole && !inner.bytes().any(|b| b < 0x20) {
-                    prop_assert_eq!(babelgate_core::json::unescape(inner), want, "{}", s);
-                }
-            }
-        }
-
-        /// The generator reaches the fast paths: a differential test that
-        /// never takes them would prove nothing.
-        #[test]
-        fn the_generator_reaches_the_fast_paths() {
-            use proptest::strategy::ValueTree;
-            let mut runner = proptest::test_runner::TestRunner::deterministic();
-            let strategy = frame_text();
-            let (mut fast, mut state_delta) = (0, 0);
-            for _ in 0..2000 {
-                let data = strategy.new_tree(&mut runner).unwrap().current();
-                fast += usize::from(fast_event(&data).is_some());
-                state_delta += usize::from(fast_state_delta(&data).is_some());
-            }
-            assert!(fast > 100, "{fast} of 2000 frames took the fast path");
-            assert!(
-                state_delta > 5,
-                "{state_delta} of 2000 took the STATE_DELTA path"
-            );
         }
     }
 }

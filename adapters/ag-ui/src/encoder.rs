@@ -1142,83 +1142,54 @@ impl AgUiEncoder {
         let written = match &ev.kind {
             K::ToolCallStart { .. } => self.plain_tool_start(ev, out),
             K::ToolCallResult { .. } => return self.plain_tool_result(ev, out),
-            K::StateDelta { .. } | K::StateSnapshot { .. } => self.plain_state(ev, out),
+            K::StateDelta { .. } | K::StateSnapshot { .. } => {
+                let written = self.plain_state(ev, out);
+                if written {
+                    close_event(out);
+                }
+                written
+            }
             _ => self.plain_item_event(ev, out),
         };
         if written {
-            close_event(out);
             self.mark(start..out.len());
         }
         written
     }
 
     /// A start, content or end of a text message, reasoning message or
-    /// tool call's arguments in place (left open).
+    /// tool call's arguments, written by the core's fast path from
+    /// [`FAST`] (closed).
     fn plain_item_event(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
         use EventKind as K;
         use Plain as P;
-        let (plain, ty, key, id, delta) = match &ev.kind {
-            K::TextStart { message_id: id, .. } => {
-                (P::TextStart(id), TEXT_MESSAGE_START, "messageId", id, None)
-            }
-            K::TextDelta {
-                message_id: id,
-                delta,
-            } => {
-                let p = P::TextContent(id);
-                (p, TEXT_MESSAGE_CONTENT, "messageId", id, Some(delta))
-            }
-            K::TextEnd { message_id: id } => {
-                (P::TextEnd(id), TEXT_MESSAGE_END, "messageId", id, None)
-            }
-            K::ReasoningStart { message_id: id } => {
-                let p = P::ReasoningStart(id);
-                (p, REASONING_MESSAGE_START, "messageId", id, None)
-            }
-            K::ReasoningDelta {
-                message_id: id,
-                delta,
-            } => {
-                let p = P::ReasoningContent(id);
-                (p, REASONING_MESSAGE_CONTENT, "messageId", id, Some(delta))
-            }
-            K::ReasoningEnd { message_id: id } => (
-                P::ReasoningEnd(id),
-                REASONING_MESSAGE_END,
-                "messageId",
-                id,
-                None,
-            ),
-            K::ToolCallArgs {
-                tool_call_id: id,
-                delta,
-            } => (
-                P::ToolArgs(id),
-                TOOL_CALL_ARGS,
-                "toolCallId",
-                id,
-                Some(delta),
-            ),
-            K::ToolCallEnd { tool_call_id: id } => {
-                (P::ToolEnd(id), TOOL_CALL_END, "toolCallId", id, None)
-            }
+        let plain = match &ev.kind {
+            // TEXT_MESSAGE_START takes four roles; `text_role` maps the rest.
+            K::TextStart {
+                message_id, role, ..
+            } if text_role(*role) == role.as_str() => P::TextStart(message_id),
+            K::TextDelta { message_id, .. } => P::TextContent(message_id),
+            K::TextEnd { message_id } => P::TextEnd(message_id),
+            K::ReasoningStart { message_id } => P::ReasoningStart(message_id),
+            K::ReasoningDelta { message_id, .. } => P::ReasoningContent(message_id),
+            K::ReasoningEnd { message_id } => P::ReasoningEnd(message_id),
+            K::ToolCallArgs { tool_call_id, .. } => P::ToolArgs(tool_call_id),
+            K::ToolCallEnd { tool_call_id } => P::ToolEnd(tool_call_id),
             _ => return false,
+        };
+        self.plain_row(plain, ev, out)
+    }
+
+    /// `ev` by its row of [`FAST`], when it has one and the client takes
+    /// it as `plain` says.
+    fn plain_row(&mut self, plain: Plain<'_>, ev: &Event, out: &mut Vec<u8>) -> bool {
+        let Some(writer) = FAST.writer(ev) else {
+            return false;
         };
         if !self.view.accept_plain(plain) {
             return false;
         }
-        plain_item(out, ty, ev.timestamp, key, id);
-        match (&ev.kind, delta) {
-            (_, Some(delta)) => str_field(out, "delta", delta),
-            (K::TextStart { role, name, .. }, _) => {
-                str_field(out, "role", text_role(*role));
-                if let Some(name) = name {
-                    str_field(out, "name", name);
-                }
-            }
-            (K::ReasoningStart { .. }, _) => str_field(out, "role", "reasoning"),
-            _ => {}
-        }
+        writer.write(out);
         true
     }
 
@@ -1240,45 +1211,48 @@ impl AgUiEncoder {
         true
     }
 
-    /// TOOL_CALL_START in place. Another dialect's call belongs to the
-    /// turn's message; the first one mints it, which the general path does.
+    /// TOOL_CALL_START by its row of [`FAST`] (closed). Another dialect's
+    /// call belongs to the turn's message; the first one mints it, which
+    /// the general path does.
     fn plain_tool_start(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
         let EventKind::ToolCallStart {
+            parent_message_id: None,
+            ..
+        } = &ev.kind
+        else {
+            return self.plain_started_call(ev, out);
+        };
+        if ev.origin.is_none_or(|d| d == Dialect::AgUi) {
+            return self.plain_started_call(ev, out);
+        }
+        let Some(turn) = self.turn_message.clone() else {
+            return false;
+        };
+        let mut adopted = ev.clone();
+        if let EventKind::ToolCallStart {
+            parent_message_id, ..
+        } = &mut adopted.kind
+        {
+            *parent_message_id = Some(turn);
+        }
+        self.plain_started_call(&adopted, out)
+    }
+
+    /// A TOOL_CALL_START with the parent it is written with.
+    fn plain_started_call(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+        let EventKind::ToolCallStart {
             tool_call_id,
-            tool_name,
             parent_message_id,
+            ..
         } = &ev.kind
         else {
             return false;
         };
-        let parent = if parent_message_id.is_none() && ev.origin.is_some_and(|d| d != Dialect::AgUi)
-        {
-            match &self.turn_message {
-                Some(m) => Some(m.as_str()),
-                None => return false,
-            }
-        } else {
-            parent_message_id.as_deref()
-        };
         let plain = Plain::ToolStart {
             id: tool_call_id,
-            parent,
+            parent: parent_message_id.as_deref(),
         };
-        if !self.view.accept_plain(plain) {
-            return false;
-        }
-        plain_item(
-            out,
-            TOOL_CALL_START,
-            ev.timestamp,
-            "toolCallId",
-            tool_call_id,
-        );
-        str_field(out, "toolCallName", tool_name);
-        if let Some(p) = parent {
-            str_field(out, "parentMessageId", p);
-        }
-        true
+        self.plain_row(plain, ev, out)
     }
 
     /// TOOL_CALL_RESULT in place, closed and marked (and the end of its

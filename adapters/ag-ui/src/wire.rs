@@ -3,6 +3,8 @@
 //! the `@ag-ui/core` zod schemas check (the client treats a malformed known
 //! field as fatal, so the encoder never writes one).
 
+use babelgate_core::fast::{Kind, Row, Slot, Table};
+use babelgate_core::Dialect;
 use serde_json::{Map, Value};
 
 pub const RUN_STARTED: &str = "RUN_STARTED";
@@ -43,6 +45,33 @@ pub const THINKING_END: &str = "THINKING_END";
 pub const THINKING_TEXT_MESSAGE_START: &str = "THINKING_TEXT_MESSAGE_START";
 pub const THINKING_TEXT_MESSAGE_CONTENT: &str = "THINKING_TEXT_MESSAGE_CONTENT";
 pub const THINKING_TEXT_MESSAGE_END: &str = "THINKING_TEXT_MESSAGE_END";
+
+/// The events that make most of a stream, read and written by the core's
+/// fast path (`babelgate_core::fast`): each key and the core field it fills,
+/// then each event type with its keys in the order written (`?`: optional).
+/// A result's `role` has no core field and stays in extra.
+#[rustfmt::skip]
+pub static FAST: Table<10> = {
+    const K: &[(&str, Slot); 10] = &[
+        ("type", Slot::Type), ("timestamp", Slot::Timestamp), ("messageId", Slot::MessageId),
+        ("toolCallId", Slot::ToolCallId), ("toolCallName", Slot::ToolName),
+        ("parentMessageId", Slot::ParentMessageId), ("role", Slot::Role), ("name", Slot::Name),
+        ("delta", Slot::Delta), ("content", Slot::Content),
+    ];
+    const ROWS: [Row; 10] = [
+        Row::new(K, TEXT_MESSAGE_CONTENT, Kind::TextDelta, &["?timestamp", "messageId", "delta"]),
+        Row::new(K, TOOL_CALL_ARGS, Kind::ToolCallArgs, &["?timestamp", "toolCallId", "delta"]),
+        Row::new(K, TEXT_MESSAGE_START, Kind::TextStart, &["?timestamp", "messageId", "role", "?name"]),
+        Row::new(K, TEXT_MESSAGE_END, Kind::TextEnd, &["?timestamp", "messageId"]),
+        Row::new(K, TOOL_CALL_START, Kind::ToolCallStart, &["?timestamp", "toolCallId", "toolCallName", "?parentMessageId"]),
+        Row::new(K, TOOL_CALL_END, Kind::ToolCallEnd, &["?timestamp", "toolCallId"]),
+        Row::new(K, TOOL_CALL_RESULT, Kind::ToolCallResult, &["?timestamp", "?messageId", "toolCallId", "content", "?role"]),
+        Row::new(K, REASONING_MESSAGE_START, Kind::ReasoningStart, &["?timestamp", "messageId"]).with_consts(&[("role", "reasoning")]),
+        Row::new(K, REASONING_MESSAGE_CONTENT, Kind::ReasoningDelta, &["?timestamp", "messageId", "delta"]),
+        Row::new(K, REASONING_MESSAGE_END, Kind::ReasoningEnd, &["?timestamp", "messageId"]),
+    ];
+    Table { dialect: Dialect::AgUi, keys: *K, rows: &ROWS, wrap: None }
+};
 
 /// Every 1.0 event type (`EventType` in `@ag-ui/core`).
 pub const EVENT_TYPES: [&str; 31] = [

@@ -18,7 +18,6 @@
 //! required field is a `DecodeError`: mapping it would lose what it was for.
 
 use babelgate_core::event::SourceKind;
-use babelgate_core::flat::Flat;
 use babelgate_core::{
     DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome,
 };
@@ -59,16 +58,6 @@ impl Default for AgKitDecoder {
         }
     }
 }
-
-/// The fields [`AgKitDecoder::decode_plain`] reads, in its slot order.
-const PLAIN_KEYS: [&str; 6] = [
-    "type",
-    "content",
-    "toolCallId",
-    "toolCallName",
-    "delta",
-    "result",
-];
 
 impl AgKitDecoder {
     pub fn new() -> Self {
@@ -267,72 +256,27 @@ impl AgKitDecoder {
         kinds
     }
 
-    /// The frequent frames read without a JSON map: a type and exactly the
-    /// string fields the general path models for it (no extra field, no
-    /// duplicate), each unescaped as serde_json would. `None` (nothing read,
-    /// nothing changed) sends the frame the general way, which gives the
-    /// same events for what this takes.
+    /// The frequent frames, read by the core's fast path from
+    /// [`wire::FAST`] and run as the general path runs them. `None`
+    /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
-        const TYPE: usize = 0;
-        const CONTENT: usize = 1;
-        const TOOL_CALL_ID: usize = 2;
-        const TOOL_CALL_NAME: usize = 3;
-        const DELTA: usize = 4;
-        const RESULT: usize = 5;
-        let f = Flat::parse(&PLAIN_KEYS, data)?;
-        let ty = f.plain(TYPE)?;
-        // Every field is read before anything changes.
-        let one = |slot: usize| f.has_only(&[TYPE, slot]).then(|| f.string(slot)).flatten();
-        let two = |a: usize, b: usize| {
-            f.has_only(&[TYPE, a, b])
-                .then(|| Some((f.string(a)?, f.string(b)?)))
-                .flatten()
+        let kind = wire::FAST.read_kind(data)?;
+        // The rows' other types close what these two leave open, as none.
+        let ty = match kind {
+            EventKind::TextDelta { .. } => Some(wire::TEXT),
+            EventKind::ReasoningDelta { .. } => Some(wire::REASONING),
+            _ => None,
         };
-        let kind = match ty {
-            wire::TEXT => {
-                let delta = one(CONTENT)?;
-                self.before(Some(ty), out);
-                self.text_delta(delta, Extra::new(), out);
-                return Some(());
-            }
-            wire::REASONING => {
-                let delta = one(CONTENT)?;
-                self.before(Some(ty), out);
+        self.before(ty, out);
+        match kind {
+            EventKind::TextDelta { delta, .. } => self.text_delta(delta, Extra::new(), out),
+            EventKind::ReasoningDelta { delta, .. } => {
                 for kind in self.reasoning_delta(delta) {
                     Self::emit(out, kind, Extra::new());
                 }
-                return Some(());
             }
-            wire::TOOL_CALL_ARGS => {
-                let (tool_call_id, delta) = two(TOOL_CALL_ID, DELTA)?;
-                EventKind::ToolCallArgs {
-                    tool_call_id,
-                    delta,
-                }
-            }
-            wire::TOOL_CALL_START => {
-                let (tool_call_id, tool_name) = two(TOOL_CALL_ID, TOOL_CALL_NAME)?;
-                EventKind::ToolCallStart {
-                    tool_call_id,
-                    tool_name,
-                    parent_message_id: None,
-                }
-            }
-            wire::TOOL_CALL_END => EventKind::ToolCallEnd {
-                tool_call_id: one(TOOL_CALL_ID)?,
-            },
-            wire::TOOL_RESULT => {
-                let (tool_call_id, result) = two(TOOL_CALL_ID, RESULT)?;
-                EventKind::ToolCallResult {
-                    tool_call_id,
-                    message_id: None,
-                    content: Value::String(result),
-                }
-            }
-            _ => return None,
-        };
-        self.before(Some(ty), out);
-        Self::emit(out, kind, Extra::new());
+            kind => Self::emit(out, kind, Extra::new()),
+        }
         Some(())
     }
 
@@ -964,96 +908,20 @@ mod tests {
         );
     }
 
-    mod plain {
-        use super::*;
-        use proptest::prelude::*;
-
-        /// A value for a field: mostly strings (hostile ones too), sometimes
-        /// another type.
-        fn value() -> impl Strategy<Value = String> {
-            use babelgate_core::testing::{other_types, HOSTILE_TEXT, ODD_JSON_STRINGS};
-            let texts: Vec<&str> = ["c1", "c2"].into_iter().chain(HOSTILE_TEXT).collect();
-            let text = prop_oneof![
-                prop::sample::select(texts).prop_map(|s| serde_json::to_string(s).unwrap()),
-                prop::sample::select(ODD_JSON_STRINGS.to_vec()).prop_map(str::to_string),
-            ];
-            prop_oneof![
-                8 => text,
-                1 => prop::sample::select(other_types("c1")),
-            ]
-        }
-
-        fn frame_text() -> impl Strategy<Value = String> {
-            let ty = prop::sample::select(vec![
-                "text",
-                "reasoning",
-                "tool-call-start",
-                "tool-call-args",
-                "tool-call-end",
-                "tool-result",
-                "interrupt",
-                "error",
-                "state-delta",
-                "te\\u0078t",
-            ]);
-            let key = prop::sample::select(vec![
-                "content",
-                "toolCallId",
-                "toolCallName",
-                "delta",
-                "result",
-                "id",
-                "error",
-                "type",
-                "co\\u006etent",
-            ]);
-            (
-                ty,
-                prop::collection::vec((key, value()), 0..4),
-                prop::sample::select(vec!["", " ", "\n\t"]),
-                any::<bool>(),
-            )
-                .prop_map(|(ty, fields, ws, type_last)| {
-                    babelgate_core::testing::object_text(ty, &fields, ws, type_last)
-                })
-        }
-
-        /// A likely stream: the frequent frames, text runs cut by others.
-        fn likely() -> impl Strategy<Value = String> {
-            let id = prop::sample::select(vec!["c1", "c2"]);
-            prop_oneof![
-                value().prop_map(|d| format!(r#"{{"type":"text","content":{d}}}"#)),
-                value().prop_map(|d| format!(r#"{{"type":"reasoning","content":{d}}}"#)),
-                (id.clone(), value()).prop_map(|(id, d)| format!(
-                    r#"{{"type":"tool-call-args","toolCallId":"{id}","delta":{d}}}"#
-                )),
-                (id.clone(), value()).prop_map(|(id, n)| format!(
-                    r#"{{"type":"tool-call-start","toolCallId":"{id}","toolCallName":{n}}}"#
-                )),
-                id.clone()
-                    .prop_map(|id| format!(r#"{{"type":"tool-call-end","toolCallId":"{id}"}}"#)),
-                (id, value()).prop_map(|(id, r)| format!(
-                    r#"{{"type":"tool-result","toolCallId":"{id}","result":{r}}}"#
-                )),
-                Just(r#"{"type":"interrupt","id":"i"}"#.to_string()),
-                Just("[DONE]".to_string()),
-                Just("not json".to_string()),
-            ]
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
-
-            /// The map-free path gives what the general one gives (events,
-            /// extras, errors, and the state later frames see).
-            #[test]
-            fn plain_reading_equals_the_general_path(
-                frames in prop::collection::vec(prop_oneof![frame_text(), likely()], 0..20)
-            ) {
-                let fast = babelgate_core::testing::decode_all(&mut AgKitDecoder::new(), &frames);
-                let general = babelgate_core::testing::decode_all(&mut AgKitDecoder::new().general_only(), &frames);
-                prop_assert_eq!(fast, general);
+    /// The table declares what the general path does (each row's frames,
+    /// alone, after frames that open what they continue, and in a row).
+    #[test]
+    fn the_table_reads_as_the_general_path_reads() {
+        let before = [
+            r#"{"type":"text","content":"a"}"#,
+            r#"{"type":"tool-call-start","toolCallId":"id-1","toolCallName":"f"}"#,
+        ];
+        let mut run = |frames: &[String], fast: bool| match fast {
+            true => babelgate_core::testing::decode_all(&mut AgKitDecoder::new(), frames),
+            false => {
+                babelgate_core::testing::decode_all(&mut AgKitDecoder::new().general_only(), frames)
             }
-        }
+        };
+        babelgate_core::testing::check_table_decodes(&wire::FAST, &before, &mut run).unwrap();
     }
 }

@@ -608,26 +608,19 @@ fn collab_frame(kind: &EventKind) -> Option<Map<String, Value>> {
 }
 
 impl AgKitEncoder {
-    /// The frequent frames written straight into the sink: the bytes
-    /// `encode_one` writes for them (a type and string fields, in its order,
-    /// escaped as serde_json escapes), without an object map. Only for events
-    /// without AG-Kit extras; `false` (nothing written, nothing changed)
-    /// sends the event the general way.
+    /// The frequent frames written by the core's fast path from
+    /// [`wire::FAST`]: the bytes `encode_one` writes for them, without an
+    /// object map. Only for events without AG-Kit extras; `false` (nothing
+    /// written, nothing changed) sends the event the general way.
     fn encode_plain(&mut self, event: &Event, out: &mut Sink) -> bool {
-        use babelgate_core::json::write_string_event;
         use EventKind as K;
         if event.extra_from(Dialect::AgKit).is_some() {
             return false;
         }
         match &event.kind {
-            K::TextDelta { delta, .. } => {
-                out.event(|b| write_string_event(b, "type", wire::TEXT, &[("content", delta)]));
-            }
-            K::ReasoningDelta { delta, .. } => {
-                out.event(|b| {
-                    write_string_event(b, "type", wire::REASONING, &[("content", delta)])
-                });
-            }
+            K::TextDelta { .. } | K::ReasoningDelta { .. } => out.event(|b| {
+                wire::FAST.write(event, b);
+            }),
             K::ToolCallArgs {
                 tool_call_id,
                 delta,
@@ -636,8 +629,7 @@ impl AgKitEncoder {
                     text.push_str(delta);
                 }
                 out.event(|b| {
-                    let fields = [("toolCallId", tool_call_id.as_str()), ("delta", delta)];
-                    write_string_event(b, "type", wire::TOOL_CALL_ARGS, &fields)
+                    wire::FAST.write(event, b);
                 });
             }
             K::StateDelta { patch } => out.event(|b| {
@@ -1102,86 +1094,28 @@ mod tests {
         assert_eq!(e.dropped(), 6);
     }
 
-    mod plain {
-        use super::*;
-        use proptest::prelude::*;
-
-        fn text() -> impl Strategy<Value = String> {
-            prop::sample::select(vec![
-                "",
-                "x",
-                "你好",
-                "🎉\"\\\n",
-                "\u{2028}\u{2029}",
-                "\u{1}\u{1f}\u{7f}\t\r\u{8}\u{c}",
-                "\\u0041",
-            ])
-            .prop_map(str::to_string)
-        }
-
-        fn event() -> impl Strategy<Value = Event> {
-            let id = prop::sample::select(vec!["c1", "c2"]).prop_map(str::to_string);
-            let kind = prop_oneof![
-                (id.clone(), text()).prop_map(|(i, d)| EventKind::TextDelta {
-                    message_id: i,
-                    delta: d
-                }),
-                (id.clone(), text()).prop_map(|(i, d)| EventKind::ReasoningDelta {
-                    message_id: i,
-                    delta: d
-                }),
-                (id.clone(), text()).prop_map(|(i, d)| EventKind::ToolCallArgs {
-                    tool_call_id: i,
-                    delta: d
-                }),
-                (id.clone(), text()).prop_map(|(i, n)| EventKind::ToolCallStart {
-                    tool_call_id: i,
-                    tool_name: n,
-                    parent_message_id: None
-                }),
-                id.clone()
-                    .prop_map(|i| EventKind::ToolCallEnd { tool_call_id: i }),
-                (id, text()).prop_map(|(i, c)| EventKind::ToolCallResult {
-                    tool_call_id: i,
-                    message_id: None,
-                    content: Value::String(c)
-                }),
-                prop_oneof![
-                    Just(json!([{"op": "add", "path": "/a\u{2028}", "value": "é\"\n"}])),
-                    Just(json!({"not": "a patch"})),
-                    Just(Value::Null)
-                ]
-                .prop_map(|patch| EventKind::StateDelta { patch }),
-                Just(EventKind::StepStarted { name: None }),
-            ];
-            let extra = prop_oneof![
-                4 => Just(None),
-                1 => Just(Some(json!({"zzz": 1}))),
-                1 => Just(Some(json!({"type": "x", "content": "y"}))),
-            ];
-            let origin =
-                prop::sample::select(vec![None, Some(Dialect::AgKit), Some(Dialect::Vercel)]);
-            (kind, extra, origin).prop_map(|(k, extra, origin)| {
-                babelgate_core::testing::dressed(k, None, extra, origin)
-            })
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
-
-            /// The in-place path writes exactly what the general one writes
-            /// (bytes and event spans), with and without extension frames.
-            #[test]
-            fn written_in_place_equals_the_general_path(
-                events in prop::collection::vec(event(), 0..30),
-                extensions in any::<bool>(),
-            ) {
-                let make = || AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(extensions);
-                let fast = babelgate_core::testing::encode_all(&mut make(), &events);
-                let general = babelgate_core::testing::encode_all(&mut make().general_only(), &events);
-                prop_assert_eq!(String::from_utf8_lossy(&fast.0), String::from_utf8_lossy(&general.0));
-                prop_assert_eq!(fast.1, general.1);
-            }
+    /// The table's writer writes what the general path writes (bytes and
+    /// spans), with and without extension frames.
+    #[test]
+    fn the_table_writes_as_the_general_path_writes() {
+        let start = Event::new(EventKind::ToolCallStart {
+            tool_call_id: "x".into(),
+            tool_name: "f".into(),
+            parent_message_id: None,
+        });
+        for extensions in [false, true] {
+            let make =
+                || AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(extensions);
+            let mut run = |events: &[Event], fast: bool| match fast {
+                true => babelgate_core::testing::encode_all(&mut make(), events),
+                false => babelgate_core::testing::encode_all(&mut make().general_only(), events),
+            };
+            babelgate_core::testing::check_table_encodes(
+                &wire::FAST,
+                std::slice::from_ref(&start),
+                &mut run,
+            )
+            .unwrap();
         }
     }
 }

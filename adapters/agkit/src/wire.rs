@@ -8,6 +8,8 @@
 //! writes what AG-Kit cannot say as frames of these clearly named types rather
 //! than drop it, and the decoder reads them back.
 
+use babelgate_core::fast::{Kind, Row, Slot, Table};
+use babelgate_core::Dialect;
 use serde_json::{Map, Value};
 
 // ---- native ------------------------------------------------------------
@@ -46,6 +48,27 @@ pub const SUBAGENT_ERROR: &str = "subagent-error";
 pub const RAW: &str = "raw";
 /// An event another dialect's decoder did not recognise: `{dialect, event}`.
 pub const UNKNOWN: &str = "unknown";
+
+/// The frames that make most of a stream, read and written by the core's
+/// fast path (`babelgate_core::fast`): each key and the core field it fills,
+/// then each type with exactly its keys. Text and reasoning carry no id: the
+/// decoder gives them their message's.
+#[rustfmt::skip]
+pub static FAST: Table<6> = {
+    const K: &[(&str, Slot); 6] = &[
+        ("type", Slot::Type), ("content", Slot::Delta), ("toolCallId", Slot::ToolCallId),
+        ("toolCallName", Slot::ToolName), ("delta", Slot::Delta), ("result", Slot::Content),
+    ];
+    const ROWS: [Row; 6] = [
+        Row::new(K, TEXT, Kind::TextDelta, &["content"]),
+        Row::new(K, REASONING, Kind::ReasoningDelta, &["content"]),
+        Row::new(K, TOOL_CALL_ARGS, Kind::ToolCallArgs, &["toolCallId", "delta"]),
+        Row::new(K, TOOL_CALL_START, Kind::ToolCallStart, &["toolCallId", "toolCallName"]),
+        Row::new(K, TOOL_CALL_END, Kind::ToolCallEnd, &["toolCallId"]),
+        Row::new(K, TOOL_RESULT, Kind::ToolCallResult, &["toolCallId", "result"]),
+    ];
+    Table { dialect: Dialect::AgKit, keys: *K, rows: &ROWS, wrap: None }
+};
 
 /// What the client's own tool runner writes when a tool throws
 /// (`Tool call failed with info: ...`); used for core tool errors.

@@ -7,6 +7,8 @@
 //! spec lists without fields take their AG-UI 1.0 shapes. Framing is
 //! `data: {json}\n\n`, with no end marker besides `RUN_FINISHED`/`RUN_ERROR`.
 
+use babelgate_core::fast::{Kind, Row, Slot, Table, Wrap};
+use babelgate_core::Dialect;
 use serde_json::{Map, Value};
 
 // ---- event types ------------------------------------------------------------
@@ -141,6 +143,36 @@ pub fn frame(ty: &str) -> Map<String, Value> {
 pub fn is_private(key: &str) -> bool {
     babelgate_core::event::is_note(key)
 }
+
+// ---- the fast path ------------------------------------------------------------
+
+/// Most of a HAI stream: business-data text, tool-call arguments, and the
+/// starts and ends around them, read by the core's fast path
+/// (`babelgate_core::fast`): each key and the core field it fills, then each
+/// type with its keys (`?`: optional). A text delta is a plain string or
+/// HAI's standard form, `{"output":{"type":"text","content":"..."}}`, as
+/// producers write it (any other spacing takes the general path); a
+/// result's `role` has no core field and stays in extra.
+#[rustfmt::skip]
+pub static FAST: Table<9> = {
+    const K: &[(&str, Slot); 9] = &[
+        ("type", Slot::Type), ("messageId", Slot::MessageId), ("delta", Slot::Delta),
+        ("timestamp", Slot::Timestamp), ("toolCallId", Slot::ToolCallId),
+        ("toolCallName", Slot::ToolName), ("parentMessageId", Slot::ParentMessageId),
+        ("role", Slot::Role), ("content", Slot::Content),
+    ];
+    const ROWS: [Row; 7] = [
+        Row::new(K, BUSINESS_DATA_CONTENT, Kind::TextDelta, &["messageId", "delta", "?timestamp"]).wrapping(),
+        Row::new(K, TOOL_CALL_ARGS, Kind::ToolCallArgs, &["toolCallId", "delta", "?timestamp"]),
+        Row::new(K, BUSINESS_DATA_START, Kind::TextStart, &["messageId", "?role", "?timestamp"]),
+        Row::new(K, BUSINESS_DATA_END, Kind::TextEnd, &["messageId", "?timestamp"]),
+        Row::new(K, TOOL_CALL_START, Kind::ToolCallStart, &["toolCallId", "toolCallName", "?parentMessageId", "?timestamp"]),
+        Row::new(K, TOOL_CALL_END, Kind::ToolCallEnd, &["toolCallId", "?timestamp"]),
+        Row::new(K, TOOL_CALL_RESULT, Kind::ToolCallResult, &["?messageId", "toolCallId", "content", "?role", "?timestamp"]),
+    ];
+    let wrap = Wrap { open: r#"{"output":{"type":"text","content":"#, close: "}}" };
+    Table { dialect: Dialect::Hai, keys: *K, rows: &ROWS, wrap: Some(wrap) }
+};
 
 #[cfg(test)]
 mod tests {

@@ -22,7 +22,6 @@
 use foldhash::{HashMap, HashSet};
 
 use babelgate_core::event::SourceKind;
-use babelgate_core::flat::Flat;
 use babelgate_core::{
     DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome, Role,
 };
@@ -118,16 +117,6 @@ impl VercelDecoder {
         self
     }
 }
-
-/// The fields [`VercelDecoder::decode_plain`] reads, in its slot order.
-const PLAIN_KEYS: [&str; 6] = [
-    "type",
-    "id",
-    "delta",
-    "toolCallId",
-    "toolName",
-    "inputTextDelta",
-];
 
 /// Where a text or reasoning chunk is in its part.
 enum Phase {
@@ -800,54 +789,40 @@ impl VercelDecoder {
         }
     }
 
-    /// The frequent chunks read without a JSON map: a type and only the
-    /// string fields the general path models for it (no extra field, no
-    /// duplicate, no other type), each unescaped as serde_json would.
-    /// `None` (nothing read, nothing changed) sends the frame the general way,
-    /// which gives the same events for what this takes.
+    /// The frequent chunks, read by the core's fast path from
+    /// [`wire::FAST`] and run as the general path runs them. `None`
+    /// (nothing read, nothing changed) sends the frame the general way.
     fn decode_plain(&mut self, data: &str, out: &mut Vec<Event>) -> Option<()> {
-        const TYPE: usize = 0;
-        const ID: usize = 1;
-        const DELTA: usize = 2;
-        const TOOL_CALL_ID: usize = 3;
-        const TOOL_NAME: usize = 4;
-        const INPUT_TEXT_DELTA: usize = 5;
-        let f = Flat::parse(&PLAIN_KEYS, data)?;
-        let ty = f.plain(TYPE)?;
-        match ty {
-            "text-delta" | "reasoning-delta" if f.has_only(&[TYPE, ID, DELTA]) => {
-                let (id, delta) = (f.string(ID)?, f.string(DELTA)?);
-                let reasoning = ty == "reasoning-delta";
-                self.text_parts(reasoning, id, Phase::Delta(delta), Extra::new(), out);
+        use EventKind as K;
+        let kind = wire::FAST.read_kind(data)?;
+        let x = Extra::new();
+        match kind {
+            K::TextStart { message_id, .. } => {
+                self.text_parts(false, message_id, Phase::Start, x, out)
             }
-            "text-start" | "text-end" | "reasoning-start" | "reasoning-end"
-                if f.has_only(&[TYPE, ID]) =>
-            {
-                let id = f.string(ID)?;
-                let phase = if ty.ends_with("start") {
-                    Phase::Start
-                } else {
-                    Phase::End
-                };
-                let reasoning = ty.starts_with("reasoning");
-                self.text_parts(reasoning, id, phase, Extra::new(), out);
+            K::TextDelta { message_id, delta } => {
+                self.text_parts(false, message_id, Phase::Delta(delta), x, out)
             }
-            "tool-input-delta" if f.has_only(&[TYPE, TOOL_CALL_ID, INPUT_TEXT_DELTA]) => {
-                let (id, delta) = (f.string(TOOL_CALL_ID)?, f.string(INPUT_TEXT_DELTA)?);
-                self.args(id, delta, Extra::new(), out);
+            K::TextEnd { message_id } => self.text_parts(false, message_id, Phase::End, x, out),
+            K::ReasoningStart { message_id } => {
+                self.text_parts(true, message_id, Phase::Start, x, out)
             }
-            "tool-input-start" if f.has_only(&[TYPE, TOOL_CALL_ID, TOOL_NAME]) => {
-                let (id, name) = (f.string(TOOL_CALL_ID)?, f.string(TOOL_NAME)?);
-                self.tool_start(id, name, Extra::new(), out);
+            K::ReasoningDelta { message_id, delta } => {
+                self.text_parts(true, message_id, Phase::Delta(delta), x, out)
             }
+            K::ReasoningEnd { message_id } => self.text_parts(true, message_id, Phase::End, x, out),
+            K::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => self.args(tool_call_id, delta, x, out),
+            K::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => self.tool_start(tool_call_id, tool_name, x, out),
             // After an error a bare finish-step is dropped: the general path's.
-            "start-step" | "finish-step" if f.has_only(&[TYPE]) && !self.errored => {
-                let kind = if ty == "start-step" {
-                    EventKind::StepStarted { name: None }
-                } else {
-                    EventKind::StepFinished { name: None }
-                };
-                out.push(ev(kind, Extra::new()));
+            kind @ (K::StepStarted { .. } | K::StepFinished { .. }) if !self.errored => {
+                out.push(Event::new(kind).with_origin(Dialect::Vercel))
             }
             _ => return None,
         }
@@ -1614,107 +1589,23 @@ mod tests {
         }
     }
 
-    mod plain {
-        use super::*;
-        use proptest::prelude::*;
-
-        /// A value for a field: mostly strings (hostile ones too), sometimes
-        /// another type.
-        fn value() -> impl Strategy<Value = String> {
-            use babelgate_core::testing::{other_types, HOSTILE_TEXT, ODD_JSON_STRINGS};
-            let texts: Vec<&str> = ["m1", "m2", "c1"].into_iter().chain(HOSTILE_TEXT).collect();
-            let text = prop_oneof![
-                prop::sample::select(texts).prop_map(|s| serde_json::to_string(s).unwrap()),
-                prop::sample::select(ODD_JSON_STRINGS.to_vec()).prop_map(str::to_string),
-            ];
-            prop_oneof![
-                8 => text,
-                1 => prop::sample::select(other_types("m1")),
-            ]
-        }
-
-        fn chunk() -> impl Strategy<Value = String> {
-            let ty = prop::sample::select(vec![
-                "text-start",
-                "text-delta",
-                "text-end",
-                "reasoning-start",
-                "reasoning-delta",
-                "reasoning-end",
-                "tool-input-start",
-                "tool-input-delta",
-                "start-step",
-                "finish-step",
-                "error",
-                "finish",
-                "start",
-                "text-\\u0064elta",
-                "tool-input-available",
-            ]);
-            let key = prop::sample::select(vec![
-                "id",
-                "delta",
-                "toolCallId",
-                "toolName",
-                "inputTextDelta",
-                "providerMetadata",
-                "finishReason",
-                "errorText",
-                "type",
-                "i\\u0064",
-            ]);
-            (
-                ty,
-                prop::collection::vec((key, value()), 0..4),
-                prop::sample::select(vec!["", " ", "\n\t"]),
-                any::<bool>(),
-            )
-                .prop_map(|(ty, fields, ws, type_last)| {
-                    babelgate_core::testing::object_text(ty, &fields, ws, type_last)
-                })
-        }
-
-        /// A likely stream: the frequent chunks with ids from a small pool.
-        fn likely() -> impl Strategy<Value = String> {
-            let id = prop::sample::select(vec!["m1", "m2"]);
-            prop_oneof![
-                (
-                    prop::sample::select(vec!["text", "reasoning"]),
-                    prop::sample::select(vec!["start", "delta", "end"]),
-                    id.clone(),
-                    value()
-                )
-                    .prop_map(|(k, p, id, d)| if p == "delta" {
-                        format!(r#"{{"type":"{k}-{p}","id":"{id}","delta":{d}}}"#)
-                    } else {
-                        format!(r#"{{"type":"{k}-{p}","id":"{id}"}}"#)
-                    }),
-                (id.clone(), value()).prop_map(|(id, d)| format!(
-                    r#"{{"type":"tool-input-delta","toolCallId":"{id}","inputTextDelta":{d}}}"#
-                )),
-                (id, value()).prop_map(|(id, n)| format!(
-                    r#"{{"type":"tool-input-start","toolCallId":"{id}","toolName":{n}}}"#
-                )),
-                Just(r#"{"type":"error","errorText":"x"}"#.to_string()),
-                Just(r#"{"type":"finish-step"}"#.to_string()),
-                Just(r#"{"type":"start-step"}"#.to_string()),
-                Just(r#"{"type":"start"}"#.to_string()),
-            ]
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
-
-            /// The map-free path gives what the general one gives (events,
-            /// extras, errors, and the state later chunks see).
-            #[test]
-            fn plain_reading_equals_the_general_path(
-                chunks in prop::collection::vec(prop_oneof![chunk(), likely()], 0..20)
-            ) {
-                let fast = babelgate_core::testing::decode_all(&mut VercelDecoder::new(), &chunks);
-                let general = babelgate_core::testing::decode_all(&mut VercelDecoder::new().general_only(), &chunks);
-                prop_assert_eq!(fast, general);
-            }
-        }
+    /// The table declares what the general path does (each row's frames,
+    /// alone, after frames that open what they continue, and in a row).
+    #[test]
+    fn the_table_reads_as_the_general_path_reads() {
+        let before = [
+            r#"{"type":"text-start","id":"id-1"}"#,
+            r#"{"type":"reasoning-start","id":"id-1"}"#,
+            r#"{"type":"tool-input-start","toolCallId":"id-1","toolName":"f"}"#,
+            r#"{"type":"error","errorText":"x"}"#,
+        ];
+        let mut run = |frames: &[String], fast: bool| match fast {
+            true => babelgate_core::testing::decode_all(&mut VercelDecoder::new(), frames),
+            false => babelgate_core::testing::decode_all(
+                &mut VercelDecoder::new().general_only(),
+                frames,
+            ),
+        };
+        babelgate_core::testing::check_table_decodes(&wire::FAST, &before, &mut run).unwrap();
     }
 }

@@ -238,12 +238,6 @@ fn write_chunk(out: &mut Sink, mut obj: Map<String, Value>, event: Option<&Event
     out.json(&Value::Object(obj));
 }
 
-/// Appends `data: {"type":ty,"k1":"v1",...}` with string values: the bytes
-/// `write_chunk` gives for the same map without extras, without building it.
-fn write_fields(out: &mut Sink, ty: &str, fields: &[(&str, &str)]) {
-    out.event(|out| babelgate_core::json::write_string_event(out, "type", ty, fields));
-}
-
 /// A tool result for the client: AG-UI and HAI carry JSON results as JSON
 /// text; a UI shows them better as the objects they are.
 fn output_value(content: &Value, from_vercel: bool) -> Value {
@@ -910,8 +904,9 @@ impl VercelEncoder {
         }
         if event.extra_from(Dialect::Vercel).is_none() {
             self.note_commit();
-            let fields = [("toolCallId", id), ("inputTextDelta", delta)];
-            write_fields(out, "tool-input-delta", &fields);
+            out.event(|b| {
+                wire::FAST.write(event, b);
+            });
             return;
         }
         let mut c = chunk_with("tool-input-delta", "toolCallId", id);

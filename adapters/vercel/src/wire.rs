@@ -2,10 +2,36 @@
 //! `ai` package (7.x) defines it in `uiMessageChunkSchema` and
 //! `UI_MESSAGE_STREAM_HEADERS`.
 
-use babelgate_core::EventKind;
+use babelgate_core::fast::{Kind, Row, Slot, Table};
 #[cfg(test)]
 use babelgate_core::Extra;
+use babelgate_core::{Dialect, EventKind};
 use serde_json::{Map, Value};
+
+/// The chunks that make most of a stream, read and written by the core's
+/// fast path (`babelgate_core::fast`): each key and the core field it fills,
+/// then each type with exactly the string fields the general path models.
+#[rustfmt::skip]
+pub static FAST: Table<6> = {
+    const K: &[(&str, Slot); 6] = &[
+        ("type", Slot::Type), ("id", Slot::MessageId), ("delta", Slot::Delta),
+        ("toolCallId", Slot::ToolCallId), ("toolName", Slot::ToolName),
+        ("inputTextDelta", Slot::Delta),
+    ];
+    const ROWS: [Row; 10] = [
+        Row::new(K, "text-delta", Kind::TextDelta, &["id", "delta"]),
+        Row::new(K, "reasoning-delta", Kind::ReasoningDelta, &["id", "delta"]),
+        Row::new(K, "text-start", Kind::TextStart, &["id"]),
+        Row::new(K, "text-end", Kind::TextEnd, &["id"]),
+        Row::new(K, "reasoning-start", Kind::ReasoningStart, &["id"]),
+        Row::new(K, "reasoning-end", Kind::ReasoningEnd, &["id"]),
+        Row::new(K, "tool-input-delta", Kind::ToolCallArgs, &["toolCallId", "inputTextDelta"]),
+        Row::new(K, "tool-input-start", Kind::ToolCallStart, &["toolCallId", "toolName"]),
+        Row::new(K, "start-step", Kind::StepStarted, &[]),
+        Row::new(K, "finish-step", Kind::StepFinished, &[]),
+    ];
+    Table { dialect: Dialect::Vercel, keys: *K, rows: &ROWS, wrap: None }
+};
 
 /// Response headers of a UI message stream besides the content type
 /// (`UI_MESSAGE_STREAM_HEADERS`).

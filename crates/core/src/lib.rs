@@ -20,7 +20,7 @@ pub mod codec;
 pub mod cost;
 pub mod dialect;
 pub mod event;
-pub mod flat;
+pub mod fast;
 pub mod ids;
 pub mod intent;
 pub mod journal;

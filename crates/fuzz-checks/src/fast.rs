@@ -463,19 +463,15 @@ pub fn check_fast_json(data: &[u8]) {
             "{s:?} from {from}"
         );
 
-        let mut out = Vec::new();
-        babelgate_core::json::write_string_event(
-            &mut out,
-            "type",
-            "text-delta",
-            &[("id", "m"), ("delta", s)],
+        let ev = Event::new(EventKind::TextDelta {
+            message_id: "m".into(),
+            delta: s.clone(),
+        });
+        assert_eq!(
+            babelgate_core::testing::check_fast_write(&babelgate_vercel::wire::FAST, &ev),
+            Ok(true),
+            "{s:?}"
         );
-        let mut want = Vec::new();
-        babelgate_core::sse::write_json(
-            &mut want,
-            &json!({"type": "text-delta", "id": "m", "delta": s}),
-        );
-        assert_eq!(out, want, "{s:?}");
     }
     check_vercel_direct(&strings);
 }
