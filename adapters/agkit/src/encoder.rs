@@ -614,18 +614,18 @@ impl AgKitEncoder {
     /// without AG-Kit extras; `false` (nothing written, nothing changed)
     /// sends the event the general way.
     fn encode_plain(&mut self, event: &Event, out: &mut Sink) -> bool {
-        use babelgate_core::json::write_string_event;
+        use babelgate_core::json::write_string_object;
         use EventKind as K;
         if event.extra_from(Dialect::AgKit).is_some() {
             return false;
         }
         match &event.kind {
             K::TextDelta { delta, .. } => {
-                out.event(|b| write_string_event(b, "type", wire::TEXT, &[("content", delta)]));
+                out.event(|b| write_string_object(b, "type", wire::TEXT, &[("content", delta)]));
             }
             K::ReasoningDelta { delta, .. } => {
                 out.event(|b| {
-                    write_string_event(b, "type", wire::REASONING, &[("content", delta)])
+                    write_string_object(b, "type", wire::REASONING, &[("content", delta)])
                 });
             }
             K::ToolCallArgs {
@@ -637,16 +637,16 @@ impl AgKitEncoder {
                 }
                 out.event(|b| {
                     let fields = [("toolCallId", tool_call_id.as_str()), ("delta", delta)];
-                    write_string_event(b, "type", wire::TOOL_CALL_ARGS, &fields)
+                    write_string_object(b, "type", wire::TOOL_CALL_ARGS, &fields)
                 });
             }
             K::StateDelta { patch } => out.event(|b| {
-                b.extend_from_slice(b"data: {\"type\":\"");
+                b.extend_from_slice(b"{\"type\":\"");
                 b.extend_from_slice(wire::STATE_DELTA.as_bytes());
                 b.extend_from_slice(b"\",\"delta\":");
                 // Writing a `Value` into a Vec cannot fail.
                 let _ = serde_json::to_writer(&mut *b, patch);
-                b.extend_from_slice(b"}\n\n");
+                b.push(b'}');
             }),
             _ => return false,
         }

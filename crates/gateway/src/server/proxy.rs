@@ -704,7 +704,10 @@ impl Gateway {
             route.client,
             ctx,
             run.continue_message_id.clone(),
-            (upstream_binary.unwrap_or(Transport::Sse), transport),
+            (
+                upstream_binary.unwrap_or(Transport::Sse),
+                (transport, stream.messages),
+            ),
         );
         if let Some(c) = &stream.capture {
             let read = upstream_binary.unwrap_or(Transport::Sse);
