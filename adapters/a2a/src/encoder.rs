@@ -83,7 +83,8 @@ impl A2aEncoder {
         };
         let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
         let data = wire::to_sse_json(&response);
-        out.data(&data);
+        // JSON: one line, which the sink frames as it is.
+        out.event(|body| body.extend_from_slice(data.as_bytes()));
     }
 
     fn begin(&mut self, out: &mut Sink) {

@@ -25,8 +25,6 @@
 //! kind (see docs/mapping/ag-ui.md).
 
 use babelgate_core::event::Interrupt;
-use babelgate_core::sse::write_json;
-use std::ops::Range;
 
 use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Outcome, Role, Sink};
 use serde_json::{json, Map, Value};
@@ -48,9 +46,6 @@ pub struct AgUiEncoder {
     /// no `parentMessageId`) belong to: without one the client makes a
     /// message per call, and parallel calls no longer share their message.
     turn_message: Option<String>,
-    /// Inside `encode_to` and its kin: where each event written went, so
-    /// that the sink learns its spans without scanning.
-    marks: Option<Vec<Range<usize>>>,
     /// Events the binary form could not carry (dropped, for metrics).
     unframed: u64,
     /// Whether the frequent events are written in place (tests turn it off
@@ -79,7 +74,6 @@ impl AgUiEncoder {
             stream: Stream::Fresh,
             skip: 0,
             turn_message: None,
-            marks: None,
             unframed: 0,
             fast: true,
         }
@@ -175,46 +169,22 @@ fn usage(v: &Option<Value>) -> Option<Value> {
 }
 
 impl AgUiEncoder {
-    fn write(&mut self, o: Obj, out: &mut Vec<u8>) {
-        let start = out.len();
-        if self.ctx.binary {
-            // Straight from the object to protobuf: no JSON text between.
-            if babelgate_proto::write_object(out, o, None).is_err() {
-                // A type the schema lacks: the encoder's own choice, never
-                // the client's input, so dropped and counted.
-                out.truncate(start);
-                self.unframed += 1;
-                return;
-            }
-        } else {
-            write_json(out, &Value::Object(o));
+    fn write(&mut self, o: Obj, out: &mut Sink) {
+        if !self.ctx.binary {
+            return out.json(&Value::Object(o));
         }
-        if let Some(marks) = &mut self.marks {
-            marks.push(start..out.len());
-        }
-    }
-
-    /// Runs `step` on the sink's buffer, then gives the sink the span of
-    /// each event `write` wrote (every AG-UI event goes through it).
-    fn marked(&mut self, sink: &mut Sink, step: impl FnOnce(&mut Self, &mut Vec<u8>)) {
-        // Cleared first: a step that panicked (the pump catches it) may
-        // have left marks of bytes since dropped.
-        let mut marks = self.marks.take().unwrap_or_default();
-        marks.clear();
-        self.marks = Some(marks);
-        step(self, sink.buf_mut());
-        if let Some(mut marks) = self.marks.take() {
-            for range in marks.drain(..) {
-                sink.mark_event(range);
-            }
-            self.marks = Some(marks);
+        // Straight from the object to protobuf: no JSON text between.
+        if !out.try_event(|body| babelgate_proto::write_object(body, o, None).is_ok()) {
+            // A type the schema lacks: the encoder's own choice, never the
+            // client's input, so dropped and counted.
+            self.unframed += 1;
         }
     }
 
     /// Writes one event the client must accept. What it would refuse is
     /// repaired (a disagreeing subagent tag dropped) or, as a last resort,
     /// carried inside a CUSTOM event rather than lost.
-    fn emit(&mut self, mut o: Obj, out: &mut Vec<u8>) {
+    fn emit(&mut self, mut o: Obj, out: &mut Sink) {
         let reason = match self.view.accept(&o) {
             Ok(()) => return self.write(o, out),
             Err(reason) => reason,
@@ -245,7 +215,7 @@ impl AgUiEncoder {
     }
 
     /// RUN_STARTED, for the run the core says or the request's, else minted.
-    fn start_run(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
+    fn start_run(&mut self, ev: Option<&Event>, out: &mut Sink) {
         let (thread, run, parent, input) = match ev.map(|e| &e.kind) {
             Some(EventKind::RunStarted {
                 thread_id,
@@ -297,7 +267,7 @@ impl AgUiEncoder {
 
     /// The run an opaque event (one the shape stage lets through, run or
     /// not) is written in.
-    fn ensure_run(&mut self, out: &mut Vec<u8>) {
+    fn ensure_run(&mut self, out: &mut Sink) {
         if !self.running() {
             self.start_run(None, out);
         }
@@ -306,7 +276,7 @@ impl AgUiEncoder {
     /// Ends for open text, reasoning and tool calls (RUN_ERROR and
     /// RUN_FINISHED both want them closed). Items a chunk lane holds are left
     /// to the client, which closes them itself before a run-level event.
-    fn close_streams(&mut self, out: &mut Vec<u8>) {
+    fn close_streams(&mut self, out: &mut Sink) {
         for id in self.view.open_texts() {
             if self.view.text_open(&id) && !self.view.lanes.holds(ChunkKind::Text, &id) {
                 let mut o = base(TEXT_MESSAGE_END, None);
@@ -336,7 +306,7 @@ impl AgUiEncoder {
     }
 
     /// Everything RUN_FINISHED requires closed.
-    fn close_for_finish(&mut self, out: &mut Vec<u8>) {
+    fn close_for_finish(&mut self, out: &mut Sink) {
         self.close_streams(out);
         for (owner, name) in self.view.open_steps().into_iter().rev() {
             let mut o = base(STEP_FINISHED, None);
@@ -354,7 +324,7 @@ impl AgUiEncoder {
     /// RUN_FINISHED, after what the client wants closed that is still open
     /// (tool calls, steps and subagents the shape stage leaves open, and
     /// everything on a cut stream's `finish`).
-    fn run_finished(&mut self, ev: Option<&Event>, out: &mut Vec<u8>) {
+    fn run_finished(&mut self, ev: Option<&Event>, out: &mut Sink) {
         self.close_for_finish(out);
         let mut o = base(RUN_FINISHED, ev);
         let (mut thread, mut run) = self.ids();
@@ -421,13 +391,7 @@ impl AgUiEncoder {
         }
     }
 
-    fn run_error(
-        &mut self,
-        message: &str,
-        code: Option<&str>,
-        ev: Option<&Event>,
-        out: &mut Vec<u8>,
-    ) {
+    fn run_error(&mut self, message: &str, code: Option<&str>, ev: Option<&Event>, out: &mut Sink) {
         if self.running() {
             // Tool calls the shape stage leaves open; everything on `fail`.
             self.close_streams(out);
@@ -445,7 +409,7 @@ impl AgUiEncoder {
 
     /// Writes a chunk back verbatim when the client would expand it into
     /// exactly this event's stream (same-dialect fidelity).
-    fn try_chunk(&mut self, ev: &Event, raw: &Value, out: &mut Vec<u8>) -> bool {
+    fn try_chunk(&mut self, ev: &Event, raw: &Value, out: &mut Sink) -> bool {
         let Some(o) = raw.as_object() else {
             return false;
         };
@@ -496,7 +460,7 @@ impl AgUiEncoder {
         true
     }
 
-    fn encode_kind(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn encode_kind(&mut self, ev: &Event, out: &mut Sink) {
         if self.fast && self.encode_plain(ev, out) {
             return;
         }
@@ -545,7 +509,7 @@ impl AgUiEncoder {
         }
     }
 
-    fn run_event(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn run_event(&mut self, ev: &Event, out: &mut Sink) {
         match &ev.kind {
             // Already running only in a run this encoder started for an
             // opaque event (`ensure_run`): a second start adds nothing.
@@ -558,7 +522,7 @@ impl AgUiEncoder {
         }
     }
 
-    fn step_started(&mut self, ev: &Event, name: &Option<String>, out: &mut Vec<u8>) {
+    fn step_started(&mut self, ev: &Event, name: &Option<String>, out: &mut Sink) {
         let t = tag(ev);
         self.view.close_lane(&t);
         let name = name.clone().unwrap_or_else(|| self.ctx.ids.next("step"));
@@ -575,7 +539,7 @@ impl AgUiEncoder {
         self.emit(o, out);
     }
 
-    fn step_finished(&mut self, ev: &Event, name: &Option<String>, out: &mut Vec<u8>) {
+    fn step_finished(&mut self, ev: &Event, name: &Option<String>, out: &mut Sink) {
         let t = tag(ev);
         self.view.close_lane(&t);
         let name = name
@@ -590,7 +554,7 @@ impl AgUiEncoder {
     }
 
     /// TEXT_MESSAGE_START, _CONTENT and _END.
-    fn text(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn text(&mut self, ev: &Event, out: &mut Sink) {
         self.view.close_lane(&tag(ev));
         let mut o = match &ev.kind {
             EventKind::TextStart {
@@ -625,7 +589,7 @@ impl AgUiEncoder {
 
     /// REASONING_START and _END (a span), REASONING_MESSAGE_START, _CONTENT
     /// and _END (a reasoning message).
-    fn reasoning(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn reasoning(&mut self, ev: &Event, out: &mut Sink) {
         use EventKind as K;
         self.view.close_lane(&tag(ev));
         let mut o = match &ev.kind {
@@ -669,7 +633,7 @@ impl AgUiEncoder {
         self.emit(o, out);
     }
 
-    fn reasoning_encrypted(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn reasoning_encrypted(&mut self, ev: &Event, out: &mut Sink) {
         let EventKind::ReasoningEncrypted {
             subtype,
             entity_id,
@@ -692,7 +656,7 @@ impl AgUiEncoder {
     }
 
     /// TOOL_CALL_START, _ARGS and _END.
-    fn tool_call(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn tool_call(&mut self, ev: &Event, out: &mut Sink) {
         self.view.close_lane(&tag(ev));
         let mut o = match &ev.kind {
             EventKind::ToolCallStart {
@@ -753,7 +717,7 @@ impl AgUiEncoder {
     }
 
     /// TOOL_CALL_RESULT, for a result, an error or a denial.
-    fn tool_outcome(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn tool_outcome(&mut self, ev: &Event, out: &mut Sink) {
         match &ev.kind {
             EventKind::ToolCallResult {
                 tool_call_id,
@@ -791,7 +755,7 @@ impl AgUiEncoder {
 
     /// STATE_SNAPSHOT, STATE_DELTA (a CUSTOM event when not a patch the
     /// client can apply: still delivered, as data) and MESSAGES_SNAPSHOT.
-    fn state(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn state(&mut self, ev: &Event, out: &mut Sink) {
         let mut o = match &ev.kind {
             EventKind::StateSnapshot { snapshot } => {
                 self.view.close_lane(&tag(ev));
@@ -827,7 +791,7 @@ impl AgUiEncoder {
 
     /// ACTIVITY_SNAPSHOT and ACTIVITY_DELTA (a CUSTOM event when not a
     /// patch the client can apply).
-    fn activity(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn activity(&mut self, ev: &Event, out: &mut Sink) {
         let mut o = match &ev.kind {
             EventKind::ActivitySnapshot {
                 message_id,
@@ -868,7 +832,7 @@ impl AgUiEncoder {
 
     /// Core kinds AG-UI has no event for: CUSTOM events named after the kind
     /// (a lasting data part is an activity message instead).
-    fn as_custom(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn as_custom(&mut self, ev: &Event, out: &mut Sink) {
         let (name, value) = match &ev.kind {
             EventKind::Source {
                 source_kind,
@@ -943,7 +907,7 @@ impl AgUiEncoder {
         name: &str,
         id: &Option<String>,
         data: &Value,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         let id = id.clone().unwrap_or_else(|| self.ctx.ids.next("data"));
         let mut o = base(ACTIVITY_SNAPSHOT, Some(ev));
@@ -953,7 +917,7 @@ impl AgUiEncoder {
         self.emit(o, out);
     }
 
-    fn subagent_started(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn subagent_started(&mut self, ev: &Event, out: &mut Sink) {
         let EventKind::SubagentStarted {
             subagent_run_id,
             name,
@@ -986,7 +950,7 @@ impl AgUiEncoder {
 
     /// SUBAGENT_FINISHED and SUBAGENT_ERROR; a CUSTOM event for a subagent
     /// the client does not have active.
-    fn subagent_end(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn subagent_end(&mut self, ev: &Event, out: &mut Sink) {
         let (id, mut o, fallback) = match &ev.kind {
             EventKind::SubagentFinished {
                 subagent_run_id,
@@ -1033,7 +997,7 @@ impl AgUiEncoder {
     /// (another dialect's envelope can say anything): written as it came, it
     /// would break the client's schema, so it goes out as RAW like any
     /// foreign event.
-    fn unknown(&mut self, ev: &Event, raw: &Value, out: &mut Vec<u8>) {
+    fn unknown(&mut self, ev: &Event, raw: &Value, out: &mut Sink) {
         match (ev.origin, raw) {
             (Some(Dialect::AgUi), Value::Object(o))
                 if o.get("type")
@@ -1054,7 +1018,7 @@ impl AgUiEncoder {
         }
     }
 
-    fn custom_event(&mut self, name: &str, value: Value, ev: &Event, out: &mut Vec<u8>) {
+    fn custom_event(&mut self, name: &str, value: Value, ev: &Event, out: &mut Sink) {
         self.view.close_lane(&None);
         let o = custom(name, value, ev);
         self.emit(o, out);
@@ -1067,7 +1031,7 @@ impl AgUiEncoder {
         message_id: Option<String>,
         content: Value,
         metadata: Option<Value>,
-        out: &mut Vec<u8>,
+        out: &mut Sink,
     ) {
         self.view.close_lane(&tag(ev));
         let message_id = message_id.unwrap_or_else(|| self.ctx.ids.next("msg"));
@@ -1090,9 +1054,9 @@ impl AgUiEncoder {
     }
 }
 
-/// `data: {"type":"TY"` and the timestamp `base` would add.
+/// `{"type":"TY"` and the timestamp `base` would add.
 fn open_event(out: &mut Vec<u8>, ty: &str, timestamp: Option<i64>) {
-    out.extend_from_slice(b"data: {\"type\":\"");
+    out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(ty.as_bytes());
     out.push(b'"');
     if let Some(ts) = timestamp.filter(|ts| (-MAX_SAFE..=MAX_SAFE).contains(ts)) {
@@ -1122,10 +1086,6 @@ fn str_key(out: &mut Vec<u8>, key: &str) {
     out.extend_from_slice(b"\":");
 }
 
-fn close_event(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"}\n\n");
-}
-
 impl AgUiEncoder {
     /// The frequent events of a running run written straight into `out`:
     /// the bytes `encode_kind` writes for them (same keys, order, escaping
@@ -1133,28 +1093,26 @@ impl AgUiEncoder {
     /// AG-UI extras (so no subagent tag, no notes), no chunk lane open and
     /// nothing the client would refuse; `false` (nothing written, nothing
     /// changed) sends the event the general way.
-    fn encode_plain(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
+    fn encode_plain(&mut self, ev: &Event, out: &mut Sink) -> bool {
         use EventKind as K;
         if self.ctx.binary || ev.extra_from(Dialect::AgUi).is_some() {
             return false;
         }
-        let start = out.len();
-        let written = match &ev.kind {
-            K::ToolCallStart { .. } => self.plain_tool_start(ev, out),
-            K::ToolCallResult { .. } => return self.plain_tool_result(ev, out),
-            K::StateDelta { .. } | K::StateSnapshot { .. } => {
-                let written = self.plain_state(ev, out);
-                if written {
-                    close_event(out);
+        out.try_event(|body| {
+            // Rows of the table come closed; the two written here, open.
+            let (written, open) = match &ev.kind {
+                K::ToolCallStart { .. } => (self.plain_tool_start(ev, body), false),
+                K::ToolCallResult { .. } => (self.plain_tool_result(ev, body), true),
+                K::StateDelta { .. } | K::StateSnapshot { .. } => {
+                    (self.plain_state(ev, body), true)
                 }
-                written
+                _ => (self.plain_item_event(ev, body), false),
+            };
+            if written && open {
+                body.push(b'}');
             }
-            _ => self.plain_item_event(ev, out),
-        };
-        if written {
-            self.mark(start..out.len());
-        }
-        written
+            written
+        })
     }
 
     /// A start, content or end of a text message, reasoning message or
@@ -1255,8 +1213,7 @@ impl AgUiEncoder {
         self.plain_row(plain, ev, out)
     }
 
-    /// TOOL_CALL_RESULT in place, closed and marked (and the end of its
-    /// call first, when the client still has it open).
+    /// TOOL_CALL_RESULT in place (left open).
     fn plain_tool_result(&mut self, ev: &Event, out: &mut Vec<u8>) -> bool {
         let EventKind::ToolCallResult {
             tool_call_id,
@@ -1278,7 +1235,6 @@ impl AgUiEncoder {
                 minted.as_str()
             }
         };
-        let at = out.len();
         self.view.accept_plain(Plain::ToolResult { message_id });
         plain_item(out, TOOL_CALL_RESULT, ev.timestamp, "messageId", message_id);
         str_field(out, "toolCallId", tool_call_id);
@@ -1293,8 +1249,6 @@ impl AgUiEncoder {
         if ev.origin != Some(Dialect::AgUi) {
             str_field(out, "role", "tool");
         }
-        close_event(out);
-        self.mark(at..out.len());
         true
     }
 
@@ -1303,12 +1257,6 @@ impl AgUiEncoder {
     pub(crate) fn general_only(mut self) -> Self {
         self.fast = false;
         self
-    }
-
-    fn mark(&mut self, span: Range<usize>) {
-        if let Some(marks) = &mut self.marks {
-            marks.push(span);
-        }
     }
 }
 
@@ -1383,18 +1331,6 @@ fn interrupt_to_wire(i: &Interrupt, same_dialect: bool) -> Value {
 impl Encoder for AgUiEncoder {
     fn dialect(&self) -> Dialect {
         Dialect::AgUi
-    }
-
-    fn encode_to(&mut self, ev: &Event, sink: &mut Sink) {
-        self.marked(sink, |e, out| e.encode(ev, out));
-    }
-
-    fn finish_to(&mut self, sink: &mut Sink) {
-        self.marked(sink, |e, out| e.finish(out));
-    }
-
-    fn fail_to(&mut self, message: &str, code: Option<&str>, sink: &mut Sink) {
-        self.marked(sink, |e, out| e.fail(message, code, out));
     }
 
     fn unframed(&self) -> u64 {
@@ -1492,7 +1428,7 @@ impl Encoder for AgUiEncoder {
         }
     }
 
-    fn encode(&mut self, ev: &Event, out: &mut Vec<u8>) {
+    fn encode_to(&mut self, ev: &Event, out: &mut Sink) {
         if self.stream == Stream::Ended {
             return;
         }
@@ -1524,7 +1460,7 @@ impl Encoder for AgUiEncoder {
 
     /// Closes what is open and ends the run with RUN_FINISHED; a stream that
     /// said nothing still gets a well-formed (empty) run. Idempotent.
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish_to(&mut self, out: &mut Sink) {
         if self.stream == Stream::Ended {
             return;
         }
@@ -1542,7 +1478,7 @@ impl Encoder for AgUiEncoder {
 
     /// RUN_ERROR after closing open messages and tool calls (the client
     /// takes nothing after it, so this also ends the stream).
-    fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
+    fn fail_to(&mut self, message: &str, code: Option<&str>, out: &mut Sink) {
         if self.stream == Stream::Ended {
             return;
         }
@@ -1565,6 +1501,7 @@ mod tests {
     use crate::verify::verify_stream;
     use babelgate_core::event::SourceKind;
     use babelgate_core::request::Message;
+    use babelgate_core::Framing;
 
     fn ev(kind: EventKind) -> Event {
         Event::new(kind)
@@ -1915,7 +1852,7 @@ mod tests {
     #[test]
     fn the_sink_gets_one_span_per_event_without_a_scan() {
         let mut enc = AgUiEncoder::new(EncodeContext::deterministic());
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         let mut plain = AgUiEncoder::new(EncodeContext::deterministic());
         let mut out = Vec::new();
         let events = [

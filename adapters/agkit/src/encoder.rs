@@ -633,12 +633,12 @@ impl AgKitEncoder {
                 });
             }
             K::StateDelta { patch } => out.event(|b| {
-                b.extend_from_slice(b"data: {\"type\":\"");
+                b.extend_from_slice(b"{\"type\":\"");
                 b.extend_from_slice(wire::STATE_DELTA.as_bytes());
                 b.extend_from_slice(b"\",\"delta\":");
                 // Writing a `Value` into a Vec cannot fail.
                 let _ = serde_json::to_writer(&mut *b, patch);
-                b.extend_from_slice(b"}\n\n");
+                b.push(b'}');
             }),
             _ => return false,
         }

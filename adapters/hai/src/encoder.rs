@@ -147,7 +147,7 @@ impl HaiEncoder {
         self.put(out, m);
     }
 
-    /// The SSE frame `write` makes of `fields`, written straight into the
+    /// The JSON body `write` makes of `fields`, written straight into the
     /// sink: `type`, the fields, the extras kept from a HAI source that
     /// `write` merges (wire names not already written; `$` notes never, nor
     /// a content event's `delta` template), the timestamp unless an extra
@@ -178,7 +178,7 @@ impl HaiEncoder {
             debug_assert!(!std::iter::once(ty)
                 .chain(fields.iter().map(|(k, _)| *k))
                 .any(|k| k.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')));
-            buf.extend_from_slice(b"data: {\"type\":\"");
+            buf.extend_from_slice(b"{\"type\":\"");
             buf.extend_from_slice(ty.as_bytes());
             buf.push(b'"');
             for (k, v) in fields {
@@ -206,7 +206,7 @@ impl HaiEncoder {
                 buf.extend_from_slice(b",\"timestamp\":");
                 Fv::Int(t).write(buf);
             }
-            buf.extend_from_slice(b"}\n\n");
+            buf.push(b'}');
         });
         true
     }
@@ -231,28 +231,17 @@ impl HaiEncoder {
             return false;
         }
         let ts = self.ts(ev);
-        let mut written = false;
-        out.event(|buf| {
-            written = babelgate_proto::write_own_event(buf, prefix, ty, fields, ts).is_some();
-        });
-        written
+        out.try_event(|buf| babelgate_proto::write_own_event(buf, prefix, ty, fields, ts).is_some())
     }
 
-    /// One frame: SSE JSON, or in the binary transport straight to protobuf
-    /// (HAI's own events as `hai:` CUSTOM events, see docs/transports.md).
+    /// One frame: JSON, or in the binary form straight to protobuf (HAI's
+    /// own events as `hai:` CUSTOM events, see docs/transports.md).
     fn put(&self, out: &mut Sink, m: Map<String, Value>) {
         if !self.ctx.binary {
             return out.json(&Value::Object(m));
         }
-        let mut failed = false;
-        out.event(|buf| {
-            let start = buf.len();
-            if babelgate_proto::write_object(buf, m, crate::POLICY.binary_custom_prefix).is_err() {
-                buf.truncate(start);
-                failed = true;
-            }
-        });
-        if failed {
+        let prefix = crate::POLICY.binary_custom_prefix;
+        if !out.try_event(|buf| babelgate_proto::write_object(buf, m, prefix).is_ok()) {
             self.unframed.set(self.unframed.get() + 1);
         }
     }

@@ -659,7 +659,7 @@ mod tests {
         fn hai_streams_come_back_unchanged(frames in hai_run()) {
             let mut input = Vec::new();
             for f in &frames {
-                babelgate_core::sse::write_json(&mut input, f);
+                babelgate_core::Sink::appending(&mut input, babelgate_core::Framing::Sse, |s| s.json(f));
             }
             let got = payloads(&hai_to_hai(&input, usize::MAX));
             let cut = !matches!(frames.last().and_then(|f| f["type"].as_str()), Some("RUN_FINISHED" | "RUN_ERROR"));

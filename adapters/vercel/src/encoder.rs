@@ -708,14 +708,14 @@ impl VercelEncoder {
         self.note_commit();
         out.event(|out| {
             out.extend_from_slice(if reasoning {
-                b"data: {\"type\":\"reasoning-delta\",\"id\":"
+                b"{\"type\":\"reasoning-delta\",\"id\":"
             } else {
-                b"data: {\"type\":\"text-delta\",\"id\":"
+                b"{\"type\":\"text-delta\",\"id\":"
             });
             babelgate_core::json::write_str(out, id);
             out.extend_from_slice(b",\"delta\":");
             babelgate_core::json::write_str(out, delta);
-            out.extend_from_slice(b"}\n\n");
+            out.push(b'}');
         });
     }
 
@@ -1120,14 +1120,13 @@ impl VercelEncoder {
             self.ensure_step(out, false, false);
             self.note_commit();
             let state = &self.state_value;
-            out.event(|out| {
-                out.extend_from_slice(b"data: {\"type\":\"data-state\",\"id\":");
+            out.try_event(|out| {
+                out.extend_from_slice(b"{\"type\":\"data-state\",\"id\":");
                 babelgate_core::json::write_str(out, STATE_PART_ID);
                 out.extend_from_slice(b",\"data\":");
-                // A `Value` always serializes (string keys, finite numbers).
-                #[allow(clippy::expect_used)]
-                serde_json::to_writer(&mut *out, state).expect("JSON into memory");
-                out.extend_from_slice(b"}\n\n");
+                let written = serde_json::to_writer(&mut *out, state).is_ok();
+                out.push(b'}');
+                written
             });
         } else if applied {
             let full = self.state_value.clone();

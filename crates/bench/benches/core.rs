@@ -14,7 +14,7 @@ use babelgate_bench::{
     binary_encoder, both_transports, decoder, encoder, frame_all, frames, mixed_stream, translate,
     translator,
 };
-use babelgate_core::{Dialect, Sink};
+use babelgate_core::{Dialect, Framing, Sink};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 /// The allocator the `babelgate` binary ships with (as in core-bench).
@@ -152,9 +152,9 @@ fn benches(c: &mut Criterion) {
                     tr.keep_journal();
                 }
                 let mut sink = if variant == "plain" {
-                    Sink::untracked(Vec::with_capacity(128 * 1024))
+                    Sink::untracked(Framing::Sse, Vec::with_capacity(128 * 1024))
                 } else {
-                    Sink::new()
+                    Sink::new(Framing::Sse)
                 };
                 let mut logged = 0usize;
                 for chunk in s.chunks(64 * 1024) {

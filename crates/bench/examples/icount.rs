@@ -84,9 +84,12 @@ fn run_log(d: Dialect, sse: &[u8], steps: bool, json: u8) -> usize {
         tr.keep_journal();
     }
     let mut sink = if steps {
-        babelgate_core::Sink::new()
+        babelgate_core::Sink::new(babelgate_core::Framing::Sse)
     } else {
-        babelgate_core::Sink::untracked(Vec::with_capacity(128 * 1024))
+        babelgate_core::Sink::untracked(
+            babelgate_core::Framing::Sse,
+            Vec::with_capacity(128 * 1024),
+        )
     };
     let mut logged = 0;
     for chunk in sse.chunks(64 * 1024) {

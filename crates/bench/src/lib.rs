@@ -215,7 +215,7 @@ pub fn both_transports(dialect: Dialect, events: usize) -> (Vec<u8>, Vec<u8>) {
         let Ok(m) = babelgate_proto::encode_event_as(&v, prefix) else {
             continue;
         };
-        babelgate_core::sse::write_data(&mut sse, &f.data);
+        babelgate_core::Framing::Sse.write(&mut sse, f.data.as_bytes());
         babelgate_proto::write_frame(&mut binary, &m).expect("frames");
     }
     (sse, binary)

@@ -10,7 +10,7 @@ use crate::event::Event;
 use crate::ids::{Clock, IdGen};
 use crate::intent::{AgentAbout, Intent, Refusal, RequestFault};
 use crate::request::{Continued, RunRequest};
-use crate::sink::Sink;
+use crate::sink::{Framing, Sink};
 use crate::sse::Frame;
 
 /// Upstream bytes (already framed) to core events.
@@ -45,10 +45,11 @@ pub trait Decoder: Send {
 pub trait Encoder: Send {
     fn dialect(&self) -> Dialect;
 
-    /// Writes the SSE events for one event into `sink` (possibly none,
-    /// possibly several, e.g. synthesized starts), each as one span: the
-    /// encoder says where its events start and end ([`Sink::event`],
-    /// [`Sink::json`]...), nothing is found by scanning the bytes.
+    /// Writes the client's events for one event into `sink` (possibly none,
+    /// possibly several, e.g. synthesized starts): each one's body only
+    /// ([`Sink::event`], [`Sink::json`]...: JSON text, or the protobuf
+    /// message in the binary form), which the sink frames in its
+    /// transport's framing and records as one span.
     fn encode_to(&mut self, event: &Event, sink: &mut Sink);
 
     /// Closes whatever is still open (a text message, a tool call, the run)
@@ -68,19 +69,27 @@ pub trait Encoder: Send {
     }
 
     /// [`encode_to`](Self::encode_to), appending to a plain buffer (benches,
-    /// fuzz, the CLI). An override must write the same bytes.
+    /// fuzz, the CLI), framed as a byte stream of its form
+    /// (length-delimited in the binary form, else SSE). An override must
+    /// write the same bytes.
     fn encode(&mut self, event: &Event, out: &mut Vec<u8>) {
-        Sink::appending(out, |sink| self.encode_to(event, sink));
+        Sink::appending(out, Framing::stream(self.writes_binary()), |sink| {
+            self.encode_to(event, sink)
+        });
     }
 
     /// [`finish_to`](Self::finish_to), appending to a plain buffer.
     fn finish(&mut self, out: &mut Vec<u8>) {
-        Sink::appending(out, |sink| self.finish_to(sink));
+        Sink::appending(out, Framing::stream(self.writes_binary()), |sink| {
+            self.finish_to(sink)
+        });
     }
 
     /// [`fail_to`](Self::fail_to), appending to a plain buffer.
     fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
-        Sink::appending(out, |sink| self.fail_to(message, code, sink));
+        Sink::appending(out, Framing::stream(self.writes_binary()), |sink| {
+            self.fail_to(message, code, sink)
+        });
     }
 
     /// On a same-dialect route (see `Translator::same_dialect`), whether
@@ -210,8 +219,8 @@ pub struct EncodeContext {
     /// What the client's request asked its answers to carry back
     /// ([`RunRequest::reply_to`]).
     pub reply_to: Option<serde_json::Value>,
-    /// Write the dialect's binary form (`Policy::binary`): each event one
-    /// length-prefixed message ([`Sink::message`]) instead of an SSE event.
+    /// Write the dialect's binary form (`Policy::binary`): each event's body
+    /// an AG-UI protobuf message instead of JSON text (the sink frames it).
     pub binary: bool,
     /// Write extension frames for what the client's dialect has no frame for
     /// (AG-Kit: reasoning, steps, state...), where the dialect has them;

@@ -162,7 +162,7 @@ pub struct Row {
     /// Fields written after the keys, always the same (never read: a row
     /// with any is left to the general path when reading).
     consts: &'static [(&'static str, &'static str)],
-    /// What the writer writes before the first key (`data: {"type":"WIRE"`)
+    /// What the writer writes before the first key (`{"type":"WIRE"`)
     /// and before each key's value (`,"key":`), made at compile time: a few
     /// slices per event, as the hand-written writers wrote them.
     head: Bytes<HEAD>,
@@ -264,7 +264,7 @@ impl Row {
         };
         let ty = keys[0].0.as_bytes();
         assert!(plain_text(ty) && plain_text(wire.as_bytes()));
-        row.head = Bytes::of(&[b"data: {\"", ty, b"\":\"", wire.as_bytes(), b"\""]);
+        row.head = Bytes::of(&[b"{\"", ty, b"\":\"", wire.as_bytes(), b"\""]);
         let mut f = 0;
         while f < fields.len() {
             let name = fields[f].as_bytes();
@@ -832,7 +832,7 @@ impl Writer<'_, '_> {
         self.row
     }
 
-    /// Appends the event as one SSE event `data: {...}\n\n`: the type,
+    /// Appends the event's body `{...}` (the sink frames it): the type,
     /// then the row's keys in its order (an optional one when the event has
     /// it), then its constants; the bytes serde_json writes for the same
     /// object. Each key's field comes from the row (made at compile time),
@@ -863,7 +863,7 @@ impl Writer<'_, '_> {
             write_key(out, key);
             write_str(out, value);
         }
-        out.extend_from_slice(b"}\n\n");
+        out.push(b'}');
     }
 }
 
@@ -1132,7 +1132,7 @@ mod tests {
         assert!(TABLE.write(&ev, &mut out));
         assert_eq!(
             out,
-            b"data: {\"type\":\"think-start\",\"id\":\"r\",\"role\":\"reasoning\"}\n\n"
+            b"{\"type\":\"think-start\",\"id\":\"r\",\"role\":\"reasoning\"}"
         );
     }
 }

@@ -30,6 +30,10 @@ pub struct Setup {
     /// The client got the binary form: the logged events are messages.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub binary: bool,
+    /// The client took each event as a message of its own (a WebSocket
+    /// session): the logged events are bodies, with no framing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub messages: bool,
     /// Boxed: the gateway's per-stream pump holds a setup, and is kept
     /// within its size class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +50,7 @@ impl Setup {
             continued: ctx.continued.clone(),
             extension_frames: ctx.extension_frames,
             binary: ctx.binary,
+            messages: false,
             reply_to: ctx.reply_to.clone().map(Box::new),
         }
     }

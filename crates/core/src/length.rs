@@ -171,13 +171,34 @@ impl LengthFramer {
 /// Appends one message behind its length prefix. A message over `u32::MAX`
 /// bytes has no prefix to say so and is refused.
 pub fn write_frame(out: &mut Vec<u8>, message: &[u8]) -> Result<(), FramingError> {
-    let len = u32::try_from(message.len()).map_err(|_| FramingError::TooLarge {
-        index: 0,
-        len: message.len() as u64,
-        limit: u32::MAX as usize,
-    })?;
-    out.extend_from_slice(&len.to_be_bytes());
+    let at = begin_frame(out);
     out.extend_from_slice(message);
+    end_frame(out, at)
+}
+
+/// Opens a message written in place: room for its prefix, filled in by
+/// [`end_frame`] once the message is written after it (no copy of it).
+/// Where the frame starts.
+pub(crate) fn begin_frame(out: &mut Vec<u8>) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    at
+}
+
+/// Ends the message opened at `at`: its length into its prefix. One over
+/// `u32::MAX` bytes is taken out again and refused.
+pub(crate) fn end_frame(out: &mut Vec<u8>, at: usize) -> Result<(), FramingError> {
+    let len = out.len().saturating_sub(at + 4);
+    let prefix = u32::try_from(len).ok().zip(out.get_mut(at..at + 4));
+    let Some((len, prefix)) = prefix else {
+        out.truncate(at);
+        return Err(FramingError::TooLarge {
+            index: 0,
+            len: len as u64,
+            limit: u32::MAX as usize,
+        });
+    };
+    prefix.copy_from_slice(&len.to_be_bytes());
     Ok(())
 }
 

@@ -45,7 +45,7 @@ pub use length::{FramingError, LengthFramer};
 pub use policy::{Policy, Resume};
 pub use request::RunRequest;
 pub use shape::Shaper;
-pub use sink::{Sink, Span, SpanKind};
+pub use sink::{Framing, Sink, Span, SpanKind};
 pub use sse::{Frame, FrameError, SseFramer};
 pub use track::{OpenList, OpenTracker};
 pub use translate::{TranslateError, Translator};

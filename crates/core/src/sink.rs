@@ -1,65 +1,71 @@
-//! Where an encoder writes: the client's bytes plus, for each SSE event
-//! written, its byte range and whether it is a comment (a heartbeat, never
-//! logged). The gateway's run log and resume read the spans instead of
-//! re-scanning the bytes for blank lines.
+//! Where an encoder writes: the client's events, each framed by the
+//! transport as it is written, and each one's byte range and whether it is
+//! a comment (a heartbeat, never logged). The gateway's run log and resume
+//! read the spans instead of re-scanning the bytes for blank lines, and a
+//! message transport sends each span as it is.
 //!
-//! Encoders write each SSE event whole through [`Sink::event`] or the helpers
-//! built on it ([`Sink::json`], [`Sink::data`], [`Sink::done`]), or wrap
-//! hand-written bytes in [`Sink::begin_event`] / [`Sink::end_event`]; bytes
-//! written through [`Sink::buf_mut`] outside an event belong to no span. No
-//! span is ever found by scanning the bytes.
+//! Encoders write only an event's body (the JSON text, the protobuf
+//! message) through [`Sink::event`] or its helpers ([`Sink::json`],
+//! [`Sink::data`], [`Sink::done`]); the sink was made with its transport's
+//! [`Framing`] and frames each body as it is written: the framing rules are
+//! here (with the readers of [`crate::sse`] and [`crate::length`]), in no
+//! encoder. No span is ever found by scanning the bytes.
 
-use std::borrow::Cow;
 use std::ops::Range;
 
 use serde::Serialize;
 
-use crate::sse;
+use crate::{length, sse};
+
+/// How a transport frames each event's body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Framing {
+    /// An SSE event: `data: <body>\n\n`, one `data:` line per line of a
+    /// body of several; comments (heartbeats) are sent.
+    #[default]
+    Sse,
+    /// The binary transport's: the body behind its 4-byte big-endian
+    /// length ([`crate::length`]).
+    Length,
+    /// The body alone, each event a message of its own (a WebSocket):
+    /// no comment is sent.
+    Message,
+}
+
+impl Framing {
+    /// The framing of a byte stream of events: the binary transport's
+    /// when `binary`, else SSE.
+    pub fn stream(binary: bool) -> Framing {
+        if binary {
+            Framing::Length
+        } else {
+            Framing::Sse
+        }
+    }
+
+    /// Appends `body` as one event of this framing (what a sink writes for
+    /// [`Sink::data`]).
+    pub fn write(self, out: &mut Vec<u8>, body: &[u8]) {
+        Sink::appending(out, self, |sink| sink.data(body));
+    }
+}
 
 /// What a span holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpanKind {
-    /// An SSE event the client acts on: logged, given an `id:` on resumable
-    /// routes.
+    /// An event the client acts on: logged, given an `id:` on resumable
+    /// SSE routes.
     Event,
     /// A comment (`: ping`): sent, never logged.
     Comment,
 }
 
-/// One SSE event's place in [`Sink::bytes`].
+/// One event's place in [`Sink::bytes`], its framing included (a message
+/// transport's has none: the span is the message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Span {
     pub range: Range<usize>,
     pub kind: SpanKind,
-}
-
-impl Span {
-    /// What a message transport (a WebSocket) sends for this event of
-    /// `bytes` (the sink's): the event without the framing its encoder
-    /// wrote around it. A binary message without its length prefix; an SSE
-    /// event's `data:` fields, as the SSE framer would join them (encoders
-    /// write no other field). Only an event of several `data:` lines (text
-    /// with line breaks) is copied.
-    pub fn payload<'a>(&self, bytes: &'a [u8], binary: bool) -> Cow<'a, [u8]> {
-        let event = bytes.get(self.range.clone()).unwrap_or_default();
-        if binary {
-            return Cow::Borrowed(event.get(4..).unwrap_or_default());
-        }
-        let mut data = event
-            .split(|b| *b == b'\n')
-            .filter_map(|line| line.strip_prefix(b"data:"))
-            .map(|v| v.strip_prefix(b" ").unwrap_or(v));
-        let first = data.next().unwrap_or_default();
-        let Some(second) = data.next() else {
-            return Cow::Borrowed(first);
-        };
-        let mut joined = [first, second].join(&b'\n');
-        for more in data {
-            joined.push(b'\n');
-            joined.extend_from_slice(more);
-        }
-        Cow::Owned(joined)
-    }
 }
 
 /// The output buffer and the spans of the events written into it.
@@ -67,44 +73,51 @@ impl Span {
 pub struct Sink {
     buf: Vec<u8>,
     spans: Vec<Span>,
-    /// Where the event being written started, between `begin_event` and
-    /// `end_event`.
-    open: Option<(usize, SpanKind)>,
+    framing: Framing,
     /// Spans are not kept (the `&mut Vec<u8>` wrappers: bytes only).
     untracked: bool,
-    /// Events (not comments) written so far, and where the last one
-    /// starts: kept untracked too, for [`replace_last_event`](Self::replace_last_event).
+    /// Events (not comments) written so far, and where the last one is:
+    /// kept untracked too, for [`replace_last_event`](Self::replace_last_event).
     written: u64,
-    last: Range<usize>,
+    last: Option<Range<usize>>,
 }
 
 impl Sink {
-    pub fn new() -> Self {
-        Sink::default()
+    pub fn new(framing: Framing) -> Self {
+        Sink {
+            framing,
+            ..Sink::default()
+        }
     }
 
     /// A sink that only appends to `buf` and keeps no spans, for the
     /// `&mut Vec<u8>` APIs (benches, fuzz, the CLI): no cost beyond them.
     #[inline]
-    pub fn untracked(buf: Vec<u8>) -> Self {
+    pub fn untracked(framing: Framing, buf: Vec<u8>) -> Self {
         Sink {
             buf,
-            spans: Vec::new(),
-            open: None,
+            framing,
             untracked: true,
-            written: 0,
-            last: 0..0,
+            ..Sink::default()
         }
     }
 
     /// Runs `write` on an untracked sink over `out`'s allocation (no copy),
     /// appending to it: the `&mut Vec<u8>` APIs over the `Sink` ones.
     #[inline]
-    pub fn appending<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
-        let mut sink = Sink::untracked(std::mem::take(out));
+    pub fn appending<T>(
+        out: &mut Vec<u8>,
+        framing: Framing,
+        write: impl FnOnce(&mut Sink) -> T,
+    ) -> T {
+        let mut sink = Sink::untracked(framing, std::mem::take(out));
         let r = write(&mut sink);
         *out = sink.into_bytes();
         r
+    }
+
+    pub fn framing(&self) -> Framing {
+        self.framing
     }
 
     /// The bytes, the spans dropped.
@@ -117,42 +130,8 @@ impl Sink {
     pub fn truncate(&mut self, len: usize) {
         self.buf.truncate(len);
         self.spans.retain(|s| s.range.end <= len);
-        if matches!(self.open, Some((start, _)) if start > len) {
-            self.open = None;
-        }
-        if self.last.end > len {
-            self.last = 0..0;
-        }
-    }
-
-    /// Starts an event at the current end of the buffer. A second `begin`
-    /// without an `end` ends the first one there.
-    pub fn begin_event(&mut self) {
-        self.begin(SpanKind::Event);
-    }
-
-    /// Ends the event begun last; an event that wrote no byte leaves no span.
-    pub fn end_event(&mut self) {
-        if let Some((start, kind)) = self.open.take() {
-            let end = self.buf.len();
-            if end > start {
-                self.wrote(start..end, kind);
-            }
-        }
-    }
-
-    fn begin(&mut self, kind: SpanKind) {
-        self.end_event();
-        self.open = Some((self.buf.len(), kind));
-    }
-
-    /// Records that `range` of the buffer (already written) is one event:
-    /// for an encoder that writes through the `&mut Vec<u8>` API and notes
-    /// where each of its events went (see `Encoder::encode_to`).
-    pub fn mark_event(&mut self, range: Range<usize>) {
-        self.end_event();
-        if range.start < range.end && range.end <= self.buf.len() {
-            self.wrote(range, SpanKind::Event);
+        if self.last.as_ref().is_some_and(|l| l.end > len) {
+            self.last = None;
         }
     }
 
@@ -160,7 +139,7 @@ impl Sink {
     fn wrote(&mut self, range: Range<usize>, kind: SpanKind) {
         if kind == SpanKind::Event {
             self.written += 1;
-            self.last = range.clone();
+            self.last = Some(range.clone());
         }
         if !self.untracked {
             self.spans.push(Span { range, kind });
@@ -177,11 +156,10 @@ impl Sink {
     /// it, see `Translator::same_dialect`), when that event is the last
     /// thing in the buffer; else writes nothing. Whether it replaced it.
     pub fn replace_last_event(&mut self, write: impl FnOnce(&mut Sink)) -> bool {
-        self.end_event();
-        if self.written == 0 || self.last.end != self.buf.len() || self.last.is_empty() {
+        let Some(last) = self.last.take_if(|l| l.end == self.buf.len()) else {
             return false;
-        }
-        self.buf.truncate(self.last.start);
+        };
+        self.buf.truncate(last.start);
         if !self.untracked {
             self.spans.pop();
         }
@@ -190,69 +168,91 @@ impl Sink {
         true
     }
 
-    /// The buffer, for writers that do not know about spans (inside a
-    /// `begin_event`/`end_event` pair, what they write is that event's).
-    pub fn buf_mut(&mut self) -> &mut Vec<u8> {
-        &mut self.buf
-    }
-
-    /// Appends one whole SSE event, which `write` must end with its blank
-    /// line, and records its span: the encoders' one way in, as cheap as
-    /// writing to the buffer (the start offset taken before, one push after).
+    /// Appends one event whose body `write` appends, framed, and records
+    /// its span: the encoders' one way in, as cheap as writing the framing
+    /// by hand (no copy of the body). In SSE the body must be one line, as
+    /// JSON is (serde escapes CR and LF in strings); text that may hold a
+    /// line break goes through [`data`](Self::data).
     #[inline]
     pub fn event(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        self.framed(SpanKind::Event, write);
+        self.try_event(|out| {
+            write(out);
+            true
+        });
     }
 
+    /// [`event`](Self::event) for a writer that may find it cannot write
+    /// the event: `false` from `write` takes back what it wrote (nothing is
+    /// sent). Whether the event was written.
     #[inline]
-    fn framed(&mut self, kind: SpanKind, write: impl FnOnce(&mut Vec<u8>)) {
-        if self.open.is_some() {
-            self.end_event();
-        }
+    pub fn try_event(&mut self, write: impl FnOnce(&mut Vec<u8>) -> bool) -> bool {
         let start = self.buf.len();
-        write(&mut self.buf);
-        let end = self.buf.len();
-        if end > start {
-            self.wrote(start..end, kind);
+        match self.framing {
+            Framing::Sse => self.buf.extend_from_slice(sse::DATA),
+            Framing::Length => {
+                length::begin_frame(&mut self.buf);
+            }
+            Framing::Message => {}
+        }
+        let body = self.buf.len();
+        if !write(&mut self.buf) {
+            self.buf.truncate(start);
+            return false;
+        }
+        match self.framing {
+            Framing::Sse => {
+                debug_assert!(
+                    !self.buf.get(body..).unwrap_or_default().contains(&b'\n'),
+                    "an SSE event body of one line"
+                );
+                self.buf.extend_from_slice(sse::END);
+            }
+            Framing::Length => {
+                if length::end_frame(&mut self.buf, start).is_err() {
+                    return false;
+                }
+            }
+            Framing::Message => {}
+        }
+        self.wrote(start..self.buf.len(), SpanKind::Event);
+        true
+    }
+
+    /// A body that is not JSON (text as received, a message as received):
+    /// in SSE, one `data:` line per line of it. Only here is a body looked
+    /// at for line breaks.
+    pub fn data(&mut self, body: impl AsRef<[u8]>) {
+        let body = body.as_ref();
+        if self.framing == Framing::Sse && memchr::memchr2(b'\n', b'\r', body).is_some() {
+            let start = self.buf.len();
+            sse::write_data(&mut self.buf, body);
+            self.wrote(start..self.buf.len(), SpanKind::Event);
+        } else {
+            self.event(|out| out.extend_from_slice(body));
         }
     }
 
-    /// `data: <payload>\n\n` as one event (see [`sse::write_data`]).
-    #[inline]
-    pub fn data(&mut self, payload: &str) {
-        self.event(|out| sse::write_data(out, payload));
-    }
-
-    /// One JSON value as one event (see [`sse::write_json`]).
+    /// One JSON value as one event. One serde_json cannot write (a map with
+    /// keys that are not strings, which no encoder builds) is not written.
     #[inline]
     pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) {
-        self.event(|out| sse::write_json(out, value));
+        self.try_event(|out| serde_json::to_writer(out, value).is_ok());
     }
 
-    /// `data: [DONE]\n\n` as one event.
+    /// `[DONE]` as one event (Vercel's and AG-Kit's end marker).
     #[inline]
     pub fn done(&mut self) {
-        self.event(sse::write_done);
+        self.event(|out| out.extend_from_slice(b"[DONE]"));
     }
 
-    /// A comment (`: <text>\n\n`), sent but never logged.
+    /// A comment (`: <text>`), sent but never logged; SSE only (a message
+    /// or binary transport has no comments).
     pub fn comment(&mut self, text: &str) {
-        self.framed(SpanKind::Comment, |out| sse::write_comment(out, text));
-    }
-
-    /// One already framed SSE event (a passthrough frame as received), which
-    /// must end with its blank line.
-    pub fn raw_event(&mut self, bytes: &[u8]) {
-        self.event(|out| out.extend_from_slice(bytes));
-    }
-
-    /// One message of a binary transport, behind its length prefix, as one
-    /// event (a passthrough message as received). One over `u32::MAX` bytes
-    /// has no prefix to say so and is not written.
-    pub fn message(&mut self, message: &[u8]) {
-        self.event(|out| {
-            let _ = crate::length::write_frame(out, message);
-        });
+        if self.framing == Framing::Sse {
+            let start = self.buf.len();
+            sse::write_comment(&mut self.buf, text);
+            self.wrote(start..self.buf.len(), SpanKind::Comment);
+        }
     }
 
     /// Everything written so far.
@@ -260,7 +260,7 @@ impl Sink {
         &self.buf
     }
 
-    /// The spans of the events ended so far, in order.
+    /// The spans of the events written so far, in order.
     pub fn spans(&self) -> &[Span] {
         &self.spans
     }
@@ -279,7 +279,7 @@ impl Sink {
 
     /// Lets its room go if it holds nothing (a live stream between reads).
     pub fn release(&mut self) {
-        if self.buf.is_empty() && self.open.is_none() {
+        if self.buf.is_empty() {
             self.buf = Vec::new();
             self.spans = Vec::new();
         }
@@ -289,27 +289,16 @@ impl Sink {
     pub fn clear(&mut self) {
         self.buf.clear();
         self.spans.clear();
-        self.open = None;
-        self.last = 0..0;
+        self.last = None;
     }
 
     /// The bytes and spans, leaving the sink empty.
     pub fn take(&mut self) -> (Vec<u8>, Vec<Span>) {
-        self.end_event();
-        self.last = 0..0;
+        self.last = None;
         (
             std::mem::take(&mut self.buf),
             std::mem::take(&mut self.spans),
         )
-    }
-
-    /// Appends the bytes to `out` (the `&mut Vec<u8>` APIs' wrapper) and
-    /// forgets them.
-    pub fn drain_into(&mut self, out: &mut Vec<u8>) {
-        self.end_event();
-        out.append(&mut self.buf);
-        self.spans.clear();
-        self.last = 0..0;
     }
 }
 
@@ -324,79 +313,44 @@ mod tests {
             .collect()
     }
 
-    /// The last event gives way to a frame as received only while nothing
-    /// follows it; tracked or not, the count of events stays right.
-    #[test]
-    fn the_last_event_is_replaced_only_when_it_ends_the_buffer() {
-        for mut sink in [Sink::new(), Sink::untracked(Vec::new())] {
-            sink.data("a");
-            sink.data("mapped");
-            assert!(sink.replace_last_event(|s| s.data("raw")));
-            assert_eq!(sink.bytes(), b"data: a\n\ndata: raw\n\n");
-            assert_eq!(sink.events_written(), 2);
-            sink.buf_mut().extend_from_slice(b": stray\n\n");
-            assert!(!sink.replace_last_event(|s| s.data("again")));
-            assert_eq!(sink.bytes(), b"data: a\n\ndata: raw\n\n: stray\n\n");
-            sink.clear();
-            assert!(!sink.replace_last_event(|s| s.data("none")));
-            assert!(sink.bytes().is_empty());
-        }
-    }
-
-    /// A message transport's payload of each event: the data as the SSE
-    /// framer reads it back, or the message behind its length prefix.
-    #[test]
-    fn a_span_s_payload_is_its_event_without_the_framing() {
-        let mut sink = Sink::new();
-        sink.json(&json!({"type": "a"}));
-        sink.data("x\r\ny\n");
+    /// The bodies every framing is tested with: JSON, text of several
+    /// lines (each kind of line end), an empty one, `[DONE]`, and bytes
+    /// that are no text.
+    fn write_all(sink: &mut Sink) {
+        sink.json(&json!({"type": "a", "t": "x\ny\u{2028}"}));
+        sink.data("x\r\ny\rz\n");
+        sink.comment("ping");
         sink.data("");
         sink.done();
-        let mut framer = crate::sse::SseFramer::default();
-        let mut frames = Vec::new();
-        framer.push(sink.bytes(), &mut frames).unwrap();
-        let payloads: Vec<Cow<[u8]>> = sink
-            .spans()
-            .iter()
-            .map(|s| s.payload(sink.bytes(), false))
-            .collect();
-        assert_eq!(payloads.len(), frames.len());
-        for (p, f) in payloads.iter().zip(&frames) {
-            assert_eq!(&p[..], f.data.as_bytes());
+        sink.event(|out| out.extend_from_slice(b"{\"fast\":1}"));
+        assert!(!sink.try_event(|out| {
+            out.extend_from_slice(b"half");
+            false
+        }));
+        if sink.framing() != Framing::Sse {
+            sink.data([0xff, 0, 10]);
         }
-        assert!(matches!(payloads[0], Cow::Borrowed(b"{\"type\":\"a\"}")));
-        assert_eq!(&payloads[1][..], b"x\ny\n");
-
-        let mut sink = Sink::new();
-        sink.message(&[8, 1]);
-        sink.message(&[]);
-        let payloads: Vec<Cow<[u8]>> = sink
-            .spans()
-            .iter()
-            .map(|s| s.payload(sink.bytes(), true))
-            .collect();
-        assert_eq!(payloads, [&[8u8, 1][..], &[][..]]);
     }
 
-    #[test]
-    fn helpers_record_one_span_per_event() {
-        let mut sink = Sink::new();
-        sink.json(&json!({"type": "a"}));
-        sink.data("x\ny");
-        sink.done();
-        assert_eq!(
-            sink.bytes(),
-            b"data: {\"type\":\"a\"}\n\ndata: x\ndata: y\n\ndata: [DONE]\n\n"
-        );
-        assert_eq!(
-            texts(&sink),
-            [
-                "data: {\"type\":\"a\"}\n\n",
-                "data: x\ndata: y\n\n",
-                "data: [DONE]\n\n"
-            ]
-        );
-        // The spans tile the buffer.
+    /// What a reader of the framing gets back from `write_all`.
+    fn bodies(framing: Framing) -> Vec<Vec<u8>> {
+        let mut want: Vec<Vec<u8>> = vec![
+            serde_json::to_vec(&json!({"type": "a", "t": "x\ny\u{2028}"})).unwrap(),
+            b"x\ny\nz\n".to_vec(),
+            b"".to_vec(),
+            b"[DONE]".to_vec(),
+            b"{\"fast\":1}".to_vec(),
+        ];
+        if framing == Framing::Sse {
+            return want;
+        }
+        want[1] = b"x\r\ny\rz\n".to_vec();
+        want.push(vec![0xff, 0, 10]);
+        want
+    }
+
+    /// The spans tile the buffer: every byte written is in one.
+    fn assert_tiles(sink: &Sink) {
         let mut at = 0;
         for s in sink.spans() {
             assert_eq!(s.range.start, at);
@@ -405,139 +359,132 @@ mod tests {
         assert_eq!(at, sink.bytes().len());
     }
 
+    /// SSE: the framer reads back each body (a body of several lines as
+    /// they were, line ends made LF), at every split of the bytes; the
+    /// comment is a span of its own.
     #[test]
-    fn comments_are_spans_but_not_logged() {
-        let mut sink = Sink::new();
-        sink.json(&json!(1));
-        sink.comment("ping");
-        sink.json(&json!(2));
-        assert_eq!(sink.spans().len(), 3);
-        assert_eq!(sink.spans()[1].kind, SpanKind::Comment);
-        assert_eq!(&sink.bytes()[sink.spans()[1].range.clone()], b": ping\n\n");
-        assert_eq!(texts(&sink), ["data: 1\n\n", "data: 2\n\n"]);
-    }
-
-    #[test]
-    fn begin_end_around_hand_written_bytes() {
-        let mut sink = Sink::new();
-        sink.begin_event();
-        sse::write_id(sink.buf_mut(), "7");
-        sse::write_json(sink.buf_mut(), &json!({"a": 1}));
-        sink.end_event();
-        // An empty event leaves no span; a begin ends the event before it.
-        sink.begin_event();
-        sink.end_event();
-        sink.begin_event();
-        sink.buf_mut().extend_from_slice(b"data: 1\n\n");
-        sink.begin_event();
-        sink.buf_mut().extend_from_slice(b"data: 2\n\n");
-        // A whole event written through `event` ends the one still open.
-        sink.event(|out| out.extend_from_slice(b"data: 3\n\n"));
-        sink.end_event();
+    fn sse_framing_reads_back_at_every_split() {
+        let mut sink = Sink::new(Framing::Sse);
+        write_all(&mut sink);
+        assert_tiles(&sink);
+        let bytes = sink.bytes();
         assert_eq!(
-            texts(&sink),
+            texts(&sink)[1..],
             [
-                "id: 7\ndata: {\"a\":1}\n\n",
-                "data: 1\n\n",
-                "data: 2\n\n",
-                "data: 3\n\n"
+                "data: x\ndata: y\ndata: z\ndata: \n\n",
+                "data: \n\n",
+                "data: [DONE]\n\n",
+                "data: {\"fast\":1}\n\n"
             ]
         );
-    }
-
-    #[test]
-    fn spans_are_the_same_whatever_the_split_of_the_writes() {
-        let events: Vec<&[u8]> = vec![
-            b"data: {\"a\":1}\n\n",
-            b"event: x\ndata: 2\ndata: 3\n\n",
-            b": ping\n\n",
-            b"data: [DONE]\n\n",
-        ];
-        let whole: Vec<u8> = events.concat();
-        let expected: Vec<Span> = {
-            let mut at = 0;
-            events
-                .iter()
-                .map(|e| {
-                    let kind = if e.first() == Some(&b':') {
-                        SpanKind::Comment
-                    } else {
-                        SpanKind::Event
-                    };
-                    at += e.len();
-                    Span {
-                        range: at - e.len()..at,
-                        kind,
-                    }
-                })
-                .collect()
-        };
-        for cut in 0..=whole.len() {
-            // Each event written in two writes, the second starting at `cut`
-            // when it falls inside the event.
-            let mut sink = Sink::new();
-            let mut at = 0;
-            for (e, span) in events.iter().zip(&expected) {
-                sink.begin(span.kind);
-                let mid = cut.clamp(at, at + e.len()) - at;
-                sink.buf_mut().extend_from_slice(&e[..mid]);
-                sink.buf_mut().extend_from_slice(&e[mid..]);
-                at += e.len();
-                sink.end_event();
-            }
-            assert_eq!(sink.bytes(), &whole[..]);
-            assert_eq!(sink.spans(), &expected[..], "cut at {cut}");
+        assert_eq!(sink.spans()[2].kind, SpanKind::Comment);
+        assert_eq!(&bytes[sink.spans()[2].range.clone()], b": ping\n\n");
+        let want = bodies(Framing::Sse);
+        for cut in 0..=bytes.len() {
+            let mut framer = sse::SseFramer::default();
+            let mut frames = Vec::new();
+            framer.push(&bytes[..cut], &mut frames).unwrap();
+            framer.push(&bytes[cut..], &mut frames).unwrap();
+            framer.finish(&mut frames).unwrap();
+            let got: Vec<&[u8]> = frames.iter().map(|f| f.data.as_bytes()).collect();
+            assert_eq!(got, want, "cut at {cut}");
         }
     }
 
+    /// Length-delimited: the framer reads back each body as written, at
+    /// every split; no comment is written.
     #[test]
-    fn take_and_drain_leave_the_sink_empty() {
-        let mut sink = Sink::new();
+    fn length_framing_reads_back_at_every_split() {
+        let mut sink = Sink::new(Framing::Length);
+        write_all(&mut sink);
+        assert_tiles(&sink);
+        assert!(sink.spans().iter().all(|s| s.kind == SpanKind::Event));
+        let bytes = sink.bytes();
+        let want = bodies(Framing::Length);
+        for cut in 0..=bytes.len() {
+            let mut framer = length::LengthFramer::default();
+            let mut messages = Vec::new();
+            framer.push(&bytes[..cut], &mut messages).unwrap();
+            framer.push(&bytes[cut..], &mut messages).unwrap();
+            framer.finish().unwrap();
+            assert_eq!(messages, want, "cut at {cut}");
+        }
+        // Each span is one whole frame.
+        for (span, body) in sink.spans().iter().zip(&want) {
+            let mut one = Vec::new();
+            length::write_frame(&mut one, body).unwrap();
+            assert_eq!(&bytes[span.range.clone()], &one[..]);
+        }
+    }
+
+    /// Messages: each span is one body exactly, however it was written
+    /// (no framing to cut away), and no comment is written.
+    #[test]
+    fn message_framing_spans_are_the_bodies() {
+        let mut sink = Sink::new(Framing::Message);
+        write_all(&mut sink);
+        assert_tiles(&sink);
+        let got: Vec<&[u8]> = sink.events().collect();
+        assert_eq!(got, bodies(Framing::Message));
+        assert_eq!(sink.spans().len(), got.len());
+    }
+
+    /// The last event gives way to a frame as received only while nothing
+    /// follows it; tracked or not, the count of events stays right.
+    #[test]
+    fn the_last_event_is_replaced_only_when_it_ends_the_buffer() {
+        for mut sink in [
+            Sink::new(Framing::Sse),
+            Sink::untracked(Framing::Sse, Vec::new()),
+        ] {
+            sink.data("a");
+            sink.data("mapped");
+            assert!(sink.replace_last_event(|s| s.data("raw")));
+            assert_eq!(sink.bytes(), b"data: a\n\ndata: raw\n\n");
+            assert_eq!(sink.events_written(), 2);
+            sink.comment("stray");
+            assert!(!sink.replace_last_event(|s| s.data("again")));
+            assert_eq!(sink.bytes(), b"data: a\n\ndata: raw\n\n: stray\n\n");
+            sink.clear();
+            assert!(!sink.replace_last_event(|s| s.data("none")));
+            assert!(sink.bytes().is_empty());
+        }
+        // An empty message is an event like any other.
+        let mut sink = Sink::new(Framing::Message);
+        sink.data("");
+        assert!(sink.replace_last_event(|s| s.data("raw")));
+        assert_eq!(texts(&sink), ["raw"]);
+    }
+
+    #[test]
+    fn take_leaves_the_sink_empty() {
+        let mut sink = Sink::new(Framing::Sse);
         sink.json(&json!(1));
-        sink.begin_event();
-        sink.buf_mut().extend_from_slice(b"data: 2\n\n");
+        sink.json(&json!(2));
         let (bytes, spans) = sink.take();
         assert_eq!(bytes, b"data: 1\n\ndata: 2\n\n");
         assert_eq!(spans.len(), 2);
-        assert!(sink.is_empty() && sink.spans().is_empty());
-        sink.json(&json!(3));
-        let mut out = b"x".to_vec();
-        sink.drain_into(&mut out);
-        assert_eq!(out, b"xdata: 3\n\n");
         assert!(sink.is_empty() && sink.spans().is_empty());
     }
 
     #[test]
     fn untracked_keeps_bytes_only_and_truncate_drops_spans() {
-        let mut sink = Sink::untracked(b"x".to_vec());
+        let mut sink = Sink::untracked(Framing::Sse, b"x".to_vec());
         sink.json(&json!(1));
-        sink.event(|out| out.extend_from_slice(b"data: 2\n\n"));
+        sink.event(|out| out.push(b'2'));
         assert!(sink.spans().is_empty());
         assert_eq!(sink.into_bytes(), b"xdata: 1\n\ndata: 2\n\n");
         let mut out = b"x".to_vec();
-        let n = Sink::appending(&mut out, |sink| {
+        let n = Sink::appending(&mut out, Framing::Length, |sink| {
             sink.json(&json!(1));
             sink.spans().len()
         });
-        assert_eq!((out, n), (b"xdata: 1\n\n".to_vec(), 0));
-        let mut sink = Sink::new();
+        assert_eq!((out, n), (b"x\0\0\0\x011".to_vec(), 0));
+        let mut sink = Sink::new(Framing::Sse);
         sink.json(&json!(1));
         let len = sink.bytes().len();
         sink.json(&json!(2));
         sink.truncate(len);
         assert_eq!(texts(&sink), ["data: 1\n\n"]);
-    }
-
-    #[test]
-    fn marked_events_become_spans() {
-        let mut sink = Sink::new();
-        sse::write_json(sink.buf_mut(), &json!(1));
-        let at = sink.bytes().len();
-        sse::write_json(sink.buf_mut(), &json!(2));
-        sink.mark_event(0..at);
-        sink.mark_event(at..sink.bytes().len());
-        sink.mark_event(5..5);
-        sink.mark_event(0..1000);
-        assert_eq!(texts(&sink), ["data: 1\n\n", "data: 2\n\n"]);
     }
 }

@@ -1,5 +1,5 @@
 //! Server-sent events: one incremental framer shared by every decoder, and the
-//! writer every encoder uses.
+//! writers a [`crate::sink::Sink`] of the SSE framing frames events with.
 //!
 //! The framer follows the WHATWG event-stream grammar: lines end at CR, LF or
 //! CRLF (only those: the AG-UI Python SDK writes raw U+2028 inside JSON strings,
@@ -14,8 +14,6 @@
 //! Whole lines count, not only values, so that a line still being read, which
 //! is checked before its end arrives, can never be refused when the same line
 //! read in one piece would not be.
-
-use serde::Serialize;
 
 /// Default cap for one event: generous for tool results and snapshots, small
 /// enough that a runaway upstream cannot exhaust memory.
@@ -325,27 +323,31 @@ impl SseFramer {
     }
 }
 
-/// Appends `data: <payload>\n\n`, splitting payload lines so that any text
-/// (not only single-line JSON) survives.
-pub fn write_data(out: &mut Vec<u8>, payload: &str) {
-    for line in payload.split('\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line.strip_suffix('\r').unwrap_or(line).as_bytes());
-        out.push(b'\n');
-    }
-    out.push(b'\n');
-}
+/// What opens an event whose body is one line (JSON: serde escapes CR and
+/// LF inside strings), and what ends it (see [`crate::sink::Sink::event`]).
+pub(crate) const DATA: &[u8] = b"data: ";
+pub(crate) const END: &[u8] = b"\n\n";
 
-/// Appends one JSON value as a `data:` event. serde_json escapes CR and LF
-/// inside strings, so the value is always one line.
-pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    out.extend_from_slice(b"data: ");
-    // Serializing into a Vec fails only for a value serde_json cannot write
-    // (a map with non-string keys); every caller passes a `serde_json::Value`,
-    // which always can be written.
-    #[allow(clippy::expect_used)]
-    serde_json::to_writer(&mut *out, value).expect("JSON serialization into memory");
-    out.extend_from_slice(b"\n\n");
+/// Appends `body` as one event, one `data:` line per line of it (a line
+/// ends at CR, LF or CRLF, as the framer reads them), so that any text
+/// survives, not only single-line JSON.
+pub fn write_data(out: &mut Vec<u8>, body: &[u8]) {
+    let mut rest = body;
+    loop {
+        out.extend_from_slice(DATA);
+        let Some(at) = memchr::memchr2(b'\n', b'\r', rest) else {
+            out.extend_from_slice(rest);
+            break;
+        };
+        let (line, tail) = rest.split_at_checked(at).unwrap_or((rest, &[]));
+        out.extend_from_slice(line);
+        out.push(b'\n');
+        rest = match tail {
+            [b'\r', b'\n', more @ ..] | [_, more @ ..] => more,
+            [] => &[],
+        };
+    }
+    out.extend_from_slice(END);
 }
 
 /// Appends an `id:` line; call right before the event it names.
@@ -359,12 +361,7 @@ pub fn write_id(out: &mut Vec<u8>, id: &str) {
 pub fn write_comment(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(b": ");
     out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(b"\n\n");
-}
-
-/// `data: [DONE]\n\n`
-pub fn write_done(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"data: [DONE]\n\n");
+    out.extend_from_slice(END);
 }
 
 #[cfg(test)]
@@ -512,18 +509,15 @@ mod tests {
         let mut out = Vec::new();
         write_comment(&mut out, "ping");
         write_id(&mut out, "3");
-        write_data(&mut out, "a\nb");
-        write_json(&mut out, &serde_json::json!({"t": "x\ny\u{2028}"}));
-        write_done(&mut out);
+        write_data(&mut out, b"a\nb");
+        write_data(&mut out, b"x\r\ny\rz\n");
+        write_data(&mut out, b"");
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
-            ": ping\n\nid: 3\ndata: a\ndata: b\n\ndata: {\"t\":\"x\\ny\u{2028}\"}\n\ndata: [DONE]\n\n"
+            ": ping\n\nid: 3\ndata: a\ndata: b\n\ndata: x\ndata: y\ndata: z\ndata: \n\ndata: \n\n"
         );
         let frames = assert_split_invariant(&out);
-        assert_eq!(
-            data(&frames),
-            ["a\nb", "{\"t\":\"x\\ny\u{2028}\"}", "[DONE]"]
-        );
+        assert_eq!(data(&frames), ["a\nb", "x\ny\nz\n", ""]);
         assert_eq!(frames[0].id.as_deref(), Some("3"));
     }
 

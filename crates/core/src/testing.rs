@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::{Event, EventKind};
-use crate::sink::{Sink, Span};
+use crate::sink::{Framing, Sink, Span};
 use crate::sse::Frame;
 use crate::Dialect;
 
@@ -62,7 +62,7 @@ pub fn dressed(
 
 /// Everything `enc` writes for `events` and its end, with the spans.
 pub fn encode_all(enc: &mut dyn Encoder, events: &[Event]) -> (Vec<u8>, Vec<Span>) {
-    let mut sink = Sink::new();
+    let mut sink = Sink::new(Framing::stream(enc.writes_binary()));
     for ev in events {
         enc.encode_to(ev, &mut sink);
     }
@@ -486,8 +486,7 @@ pub fn check_fast_write<const N: usize>(table: &Table<N>, ev: &Event) -> Result<
     for (k, v) in row.consts() {
         want.insert((*k).into(), (*v).into());
     }
-    let mut bytes = Vec::new();
-    crate::sse::write_json(&mut bytes, &want);
+    let bytes = serde_json::to_vec(&want).map_err(|e| e.to_string())?;
     if got != bytes {
         return Err(format!(
             "{ev:?}: wrote {}, serde_json {}",

@@ -7,7 +7,7 @@ use crate::event::{Event, EventKind};
 use crate::journal::{Journal, Setup, Step};
 use crate::length::{FramingError, LengthFramer};
 use crate::shape::{Keep, Shaper};
-use crate::sink::Sink;
+use crate::sink::{Framing, Sink};
 use crate::sse::{Frame, FrameError, SseFramer};
 
 /// Why a translation stopped early. The output written so far stays well
@@ -251,24 +251,32 @@ impl Translator {
         }
     }
 
+    /// How the plain-buffer APIs frame the client's events: as a byte
+    /// stream of the encoder's form (length-delimited binary, or SSE).
+    fn framing(&self) -> Framing {
+        Framing::stream(self.encoder.writes_binary())
+    }
+
     /// [`push_to`](Self::push_to), appending to a plain buffer.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), TranslateError> {
-        with_buffer(out, |sink| self.push_to(bytes, sink))
+        with_buffer(out, self.framing(), |sink| self.push_to(bytes, sink))
     }
 
     /// [`finish_to`](Self::finish_to), appending to a plain buffer.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
-        with_buffer(out, |sink| self.finish_to(sink))
+        with_buffer(out, self.framing(), |sink| self.finish_to(sink))
     }
 
     /// [`finish_live_to`](Self::finish_live_to), appending to a plain buffer.
     pub fn finish_live(&mut self, out: &mut Vec<u8>) -> Result<bool, TranslateError> {
-        with_buffer(out, |sink| self.finish_live_to(sink))
+        with_buffer(out, self.framing(), |sink| self.finish_live_to(sink))
     }
 
     /// [`fail_to`](Self::fail_to), appending to a plain buffer.
     pub fn fail(&mut self, message: &str, code: Option<&str>, out: &mut Vec<u8>) {
-        with_buffer(out, |sink| self.fail_to(message, code, sink))
+        with_buffer(out, self.framing(), |sink| {
+            self.fail_to(message, code, sink)
+        })
     }
 
     pub fn encoder(&self) -> &dyn Encoder {
@@ -500,7 +508,7 @@ impl Translator {
                 break;
             }
             if self.verbatim && self.encoder.writes_binary() {
-                self.encode_frame(out, |out| out.message(&message));
+                self.encode_frame(out, |out| out.data(&message));
             }
             b.framer.recycle(message);
         }
@@ -615,8 +623,8 @@ struct BinaryInput {
 }
 
 /// Runs `write` on an untracked sink over `out`'s allocation (no copy).
-fn with_buffer<T>(out: &mut Vec<u8>, write: impl FnOnce(&mut Sink) -> T) -> T {
-    Sink::appending(out, write)
+fn with_buffer<T>(out: &mut Vec<u8>, framing: Framing, write: impl FnOnce(&mut Sink) -> T) -> T {
+    Sink::appending(out, framing, write)
 }
 
 #[cfg(test)]
@@ -699,8 +707,24 @@ mod tests {
         )
     }
 
-    fn text(b: &[u8]) -> &str {
-        std::str::from_utf8(b).unwrap()
+    /// The bodies of the events in `b`, joined: `b` as the plain-buffer
+    /// APIs frame it (SSE; length-delimited when it starts with a prefix,
+    /// as the binary form's does), or a sink of messages' bare bodies.
+    fn text(b: &[u8]) -> String {
+        if b.starts_with(b"data: ") {
+            let mut frames = Vec::new();
+            let mut framer = SseFramer::default();
+            framer.push(b, &mut frames).unwrap();
+            return frames.iter().map(|f| f.data.as_str()).collect();
+        }
+        if b.first() == Some(&0) {
+            let mut messages = Vec::new();
+            crate::length::LengthFramer::default()
+                .push(b, &mut messages)
+                .unwrap();
+            return messages.iter().map(|m| text(m)).collect();
+        }
+        String::from_utf8(b.to_vec()).unwrap()
     }
 
     #[test]
@@ -794,7 +818,7 @@ mod tests {
     #[test]
     fn each_message_is_one_frame_without_a_framer() {
         let mut t = tr();
-        let mut out = Sink::untracked(Vec::new());
+        let mut out = Sink::untracked(Framing::Message, Vec::new());
         t.push_message_to(b"{\"t\":\n\"a\"}", &mut out).unwrap();
         t.push_message_to(b"{\"x\":\"data: y\",\n\n\"t\":\"b\"}", &mut out)
             .unwrap();
@@ -815,7 +839,7 @@ mod tests {
             ),
         ] {
             let mut t = tr();
-            let mut out = Sink::untracked(Vec::new());
+            let mut out = Sink::untracked(Framing::Message, Vec::new());
             t.push_message_to(b"{\"t\":\"a\"}", &mut out).unwrap();
             let err = t.push_message_to(bad, &mut out).unwrap_err();
             assert!(err.to_string().starts_with(why), "{err}");
@@ -894,7 +918,7 @@ mod tests {
                 // the shape stage added the run and the start: mapped
                 "[run_started][text_start][text_delta]",
                 // unchanged: as received, spacing and the extra field kept
-                "data: {\"t\":\"b\", \"x\":1}\n\n",
+                "{\"t\":\"b\", \"x\":1}",
                 // restated by the decoder; vetoed by the encoder: mapped
                 "[text_delta][text_delta]",
                 // the shape stage closed the text first: mapped; the end is
@@ -938,7 +962,7 @@ mod tests {
     fn a_sink_gets_the_same_bytes_with_spans_that_tile_them() {
         let input = b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\ndata: {\"end\":1}\n\n";
         let mut t = tr();
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         t.push_to(input, &mut sink).unwrap();
         t.finish_to(&mut sink).unwrap();
         let mut plain = tr();
@@ -972,7 +996,7 @@ mod tests {
                 .collect()
         };
         let mut t = tr();
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         t.push_to(b"data: {\"t\":\"a\"}\n\n", &mut sink).unwrap();
         assert!(t.take_journal().is_empty(), "off unless asked for");
         t.keep_journal();
@@ -991,7 +1015,7 @@ mod tests {
         // Same dialect: a frame written as received keeps its event's span.
         let mut t = same();
         t.keep_journal();
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         t.push_to(b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\n", &mut sink)
             .unwrap();
         assert_eq!(sink.spans().len(), 4);
@@ -1013,7 +1037,7 @@ mod tests {
     fn a_journal_handed_back_is_reused_empty_and_released_when_idle() {
         let mut t = tr();
         t.keep_journal();
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         t.push_to(b"data: {\"t\":\"a\"}\n\ndata: {\"t\":\"b\"}\n\n", &mut sink)
             .unwrap();
         let taken = t.take_journal();

@@ -25,7 +25,8 @@ use babelgate_ag_ui::verify::RunPhase;
 use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::sse::{self, DEFAULT_MAX_EVENT_BYTES};
 use babelgate_core::{
-    Dialect, EncodeContext, EventKind, Frame, FrameError, RunRequest, SseFramer, Translator,
+    Dialect, EncodeContext, EventKind, Frame, FrameError, Framing, RunRequest, Sink, SseFramer,
+    Translator,
 };
 use serde_json::Value;
 
@@ -105,15 +106,17 @@ pub fn check_framer(data: &[u8]) {
         assert!(field_bytes <= limit);
     }
 
-    // What was framed survives the writer: data (any text) and ids, and a
-    // JSON string carrying the data.
+    // What was framed survives the writer (the SSE sink's): data (any
+    // text) and ids, and a JSON string carrying the data.
     let mut written = Vec::new();
     for f in &frames {
         if let Some(id) = &f.id {
             sse::write_id(&mut written, id);
         }
-        sse::write_data(&mut written, &f.data);
-        sse::write_json(&mut written, &Value::String(f.data.clone()));
+        Sink::appending(&mut written, Framing::Sse, |sink| {
+            sink.data(&f.data);
+            sink.json(&Value::String(f.data.clone()));
+        });
     }
     let again =
         frame_pieces(DEFAULT_MAX_EVENT_BYTES, [written.as_slice()]).expect("writer output frames");

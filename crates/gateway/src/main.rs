@@ -263,8 +263,14 @@ fn translate(
     ending: Option<Ending>,
 ) -> ExitCode {
     // The translator reads and writes the transports itself.
-    let mut tr =
-        transport::translator(from, to, ctx, max_event_bytes, from_transport, to_transport);
+    let mut tr = transport::translator(
+        from,
+        to,
+        ctx,
+        max_event_bytes,
+        from_transport,
+        (to_transport, false),
+    );
     let mut input: Box<dyn Read> = match &file {
         Some(path) => match std::fs::File::open(path) {
             Ok(f) => Box::new(f),

@@ -24,7 +24,9 @@ use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::journal::{Journal, Setup, Step};
 use babelgate_core::request::Message;
 use babelgate_core::track::OpenTracker;
-use babelgate_core::{Dialect, EncodeContext, Encoder, Event, EventKind, Shaper, Sink, SpanKind};
+use babelgate_core::{
+    Dialect, EncodeContext, Encoder, Event, EventKind, Framing, Shaper, Sink, SpanKind,
+};
 use babelgate_store::{EventId, LogItem, Part, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -294,9 +296,10 @@ fn read_steps(core: Option<&Bytes>) -> Vec<Step> {
 /// An encoder of the client's dialect in the state of the one that wrote
 /// what the client got: it is given the logged steps, so that an error at
 /// any point closes exactly what the client has open. It writes in the
-/// resuming client's transport; when the log is in the other one (the live
-/// client asked for it), the client's events are its re-encoding of the
-/// logged steps rather than the logged bytes.
+/// resuming client's transport; when the log is in another one (the live
+/// client asked for the other, or took each event as a WebSocket message),
+/// the client's events are its re-encoding of the logged steps rather than
+/// the logged bytes.
 struct Replica {
     dialect: Dialect,
     encoder: Box<dyn Encoder>,
@@ -319,7 +322,7 @@ impl Replica {
         Replica {
             dialect,
             encoder: registry::encoder(dialect, EncodeContext::default()),
-            written: Sink::new(),
+            written: Sink::new(Framing::stream(binary)),
             ended: false,
             binary,
             reencode: false,
@@ -336,7 +339,9 @@ impl Replica {
             ctx.reply_to.clone_from(&self.reply_to);
         }
         self.encoder = registry::encoder(self.dialect, ctx);
-        self.reencode = setup.binary != self.binary || self.reply_to.is_some();
+        // A WebSocket session's log holds bodies, which no HTTP client
+        // takes as they are.
+        self.reencode = setup.binary != self.binary || setup.messages || self.reply_to.is_some();
     }
 
     /// The client got the bytes these steps wrote.
@@ -378,9 +383,10 @@ impl Replica {
     fn fail(&mut self, message: &str, code: &str, out: &mut Vec<u8>) {
         if !self.ended {
             self.ended = true;
-            let mut sink = Sink::untracked(std::mem::take(out));
-            self.encoder.fail_to(message, Some(code), &mut sink);
-            *out = sink.into_bytes();
+            let framing = Framing::stream(self.binary);
+            Sink::appending(out, framing, |sink| {
+                self.encoder.fail_to(message, Some(code), sink)
+            });
         }
     }
 }
@@ -737,7 +743,7 @@ fn snapshot(
             }
         }
     }
-    let mut sink = Sink::new();
+    let mut sink = Sink::new(Framing::stream(replica.binary));
     for ev in &shaped {
         replica.encoder.encode_to(ev, &mut sink);
     }
@@ -803,7 +809,7 @@ mod tests {
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
         let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
         let mut client = Vec::new();
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         sink.data("1");
         sink.comment("ping");
         sink.data("2");
@@ -886,7 +892,7 @@ mod tests {
         use babelgate_store::{MemoryConfig, MemoryRunLog};
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
         let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
-        let mut sink = Sink::new();
+        let mut sink = Sink::new(Framing::Sse);
         sink.data("1");
         sink.data("2");
         let noted = |d: &str, span| Noted {

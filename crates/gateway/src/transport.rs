@@ -12,7 +12,7 @@
 //! its logged core steps (`resume.rs`). No byte of one transport is
 //! converted into the other.
 
-use babelgate_core::Policy;
+use babelgate_core::{Framing, Policy};
 use bytes::Bytes;
 
 /// The binary transport's media type.
@@ -89,11 +89,7 @@ impl Read {
             Read::Messages(m) => {
                 let mut out = Vec::new();
                 for m in m {
-                    if binary {
-                        let _ = babelgate_core::length::write_frame(&mut out, m);
-                    } else {
-                        babelgate_core::sse::write_data(&mut out, &String::from_utf8_lossy(m));
-                    }
+                    Framing::stream(binary).write(&mut out, m);
                 }
                 std::borrow::Cow::Owned(out)
             }
@@ -102,18 +98,22 @@ impl Read {
 }
 
 /// A translator from an upstream speaking `from` over `upstream` to a client
-/// of `to` over `client`: it reads the one and writes the other itself.
+/// of `to` over `client`: it reads the one and writes the other itself
+/// (each event a message of its own when `client_messages`: a WebSocket
+/// session).
 pub fn translator(
     from: babelgate_core::Dialect,
     to: babelgate_core::Dialect,
     mut ctx: babelgate_core::EncodeContext,
     max_event_bytes: usize,
     upstream: Transport,
-    client: Transport,
+    (client, client_messages): (Transport, bool),
 ) -> babelgate_core::Translator {
     ctx.binary = matches!(client, Transport::Proto(_));
-    // For the run log: a follower builds its encoder as this one was.
-    let setup = babelgate_core::journal::Setup::of(&ctx);
+    // For the run log: a follower builds its encoder as this one was, and
+    // knows how the logged events were framed.
+    let mut setup = babelgate_core::journal::Setup::of(&ctx);
+    setup.messages = client_messages;
     let mut t = crate::registry::translator(from, to, ctx, max_event_bytes);
     t.note_setup(setup);
     if matches!(upstream, Transport::Proto(_)) {

@@ -15,7 +15,7 @@ use crate::{decode_event, encode_event, Error};
 pub fn encode_event_as(event: &Value, prefix: Option<&str>) -> Result<Vec<u8>, Error> {
     if let (Some(prefix), Some(obj)) = (prefix, event.as_object()) {
         let mut out = Vec::new();
-        if crate::flat::custom::encode(obj, prefix, false, &mut out).is_some() {
+        if crate::flat::custom::encode(obj, prefix, &mut out).is_some() {
             return Ok(out);
         }
     }

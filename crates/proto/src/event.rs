@@ -202,8 +202,8 @@ fn to_wire_message(m: &Value) -> Value {
 pub fn encode_event(event: &Value) -> Result<Vec<u8>, Error> {
     if let Some(obj) = event.as_object() {
         let mut flat = Vec::new();
-        if crate::flat::encode(obj, false, &mut flat).is_some()
-            || crate::flat::state_delta::encode(obj, false, &mut flat).is_some()
+        if crate::flat::encode(obj, &mut flat).is_some()
+            || crate::flat::state_delta::encode(obj, &mut flat).is_some()
         {
             return Ok(flat);
         }
@@ -350,12 +350,12 @@ pub fn encode_event_json(text: &str) -> Result<Vec<u8>, Error> {
 }
 
 /// Appends a flat event (a text or argument delta, a start, an end) from its
-/// JSON text as one length-prefixed message, with no JSON value built: the
-/// bytes `write_frame` gives for [`encode_event`] of the parsed text, and
+/// JSON text as one message, unframed, with no JSON value built: the bytes
+/// of [`encode_event`] of the parsed text, and
 /// for `encode_event_as` with any prefix (a dialect's own events are never
 /// flat). `false`, with nothing written, for any other text.
 pub fn write_flat_event_json(out: &mut Vec<u8>, text: &str) -> bool {
-    crate::flat::encode_json(text, true, out).is_some()
+    crate::flat::encode_json(text, out).is_some()
 }
 
 fn from_wire_part(part: &Value) -> Result<Option<Value>, Error> {

@@ -158,9 +158,9 @@ fn put_varint(v: u64, out: &mut Vec<u8>) {
 }
 
 /// Appends `event` (an AG-UI event's JSON object) as one `ag_ui.Event`
-/// message, optionally behind its 4-byte length prefix, when it is flat;
+/// message when it is flat;
 /// `None`, with nothing written, when it is not.
-pub(crate) fn encode(obj: &Map<String, Value>, prefixed: bool, out: &mut Vec<u8>) -> Option<()> {
+pub(crate) fn encode(obj: &Map<String, Value>, out: &mut Vec<u8>) -> Option<()> {
     // By iteration, not `get`: a map lookup hashes the key with SipHash,
     // which costs more than the few comparisons (`type` comes first).
     let ty = obj.iter().find(|(k, _)| k.as_str() == "type")?.1.as_str()?;
@@ -171,7 +171,7 @@ pub(crate) fn encode(obj: &Map<String, Value>, prefixed: bool, out: &mut Vec<u8>
         };
         (k.as_str(), v)
     });
-    encode_fields(ty, fields, prefixed, out)
+    encode_fields(ty, fields, out)
 }
 
 /// A field's value as the flat form takes it.
@@ -186,7 +186,7 @@ enum Scalar<'a> {
 /// protobuf). `None`, with nothing written, where `encode` would be `None`
 /// for the parsed object, and also where the text is anything but one object
 /// of strings and integers with no key twice: the general codec decides then.
-pub(crate) fn encode_json(text: &str, prefixed: bool, out: &mut Vec<u8>) -> Option<()> {
+pub(crate) fn encode_json(text: &str, out: &mut Vec<u8>) -> Option<()> {
     let mut de = serde_json::Deserializer::from_str(text);
     let json::Entries(entries) = serde::Deserialize::deserialize(&mut de).ok()?;
     de.end().ok()?;
@@ -210,7 +210,7 @@ pub(crate) fn encode_json(text: &str, prefixed: bool, out: &mut Vec<u8>) -> Opti
         };
         (k.as_ref(), v)
     });
-    encode_fields(ty, fields, prefixed, out)
+    encode_fields(ty, fields, out)
 }
 
 /// A flat event's JSON read without a JSON value: its keys and its string
@@ -335,7 +335,6 @@ mod json {
 fn encode_fields<'a>(
     ty: &str,
     fields: impl Iterator<Item = (&'a str, Scalar<'a>)>,
-    prefixed: bool,
     out: &mut Vec<u8>,
 ) -> Option<()> {
     let shape = by_type(ty)?;
@@ -377,9 +376,6 @@ fn encode_fields<'a>(
         }
     }
     let total = key_len(shape.arm) + encoded_len_varint(body_len as u64) + body_len;
-    if prefixed {
-        out.extend_from_slice(&u32::try_from(total).ok()?.to_be_bytes());
-    }
     out.reserve(total);
     put_key(shape.arm, 2, out);
     put_varint(body_len as u64, out);
@@ -592,13 +588,8 @@ pub mod state_delta {
         super::numbers_of(TYPE)
     }
 
-    /// Appends the event as one message (behind its length prefix when
-    /// `prefixed`), or `None` with nothing written.
-    pub(crate) fn encode(
-        obj: &Map<String, Value>,
-        prefixed: bool,
-        out: &mut Vec<u8>,
-    ) -> Option<()> {
+    /// Appends the event as one message, or `None` with nothing written.
+    pub(crate) fn encode(obj: &Map<String, Value>, out: &mut Vec<u8>) -> Option<()> {
         if obj.get("type")?.as_str()? != TYPE {
             return None;
         }
@@ -631,9 +622,6 @@ pub mod state_delta {
             start = end;
         }
         let total = key_len(arm) + encoded_len_varint(body_len as u64) + body_len;
-        if prefixed {
-            out.extend_from_slice(&u32::try_from(total).ok()?.to_be_bytes());
-        }
         out.reserve(total);
         put_key(arm, 2, out);
         encode_varint(body_len as u64, out);
@@ -789,14 +777,8 @@ pub mod custom {
         super::numbers_of(TYPE)
     }
 
-    /// Appends the event as one message (behind its length prefix when
-    /// `prefixed`), or `None` with nothing written.
-    pub(crate) fn encode(
-        obj: &Map<String, Value>,
-        prefix: &str,
-        prefixed: bool,
-        out: &mut Vec<u8>,
-    ) -> Option<()> {
+    /// Appends the event as one message, or `None` with nothing written.
+    pub(crate) fn encode(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<u8>) -> Option<()> {
         let ty = obj.iter().find(|(k, _)| k.as_str() == "type")?.1.as_str()?;
         if schema().event_types.contains_key(ty) {
             return None;
@@ -809,7 +791,7 @@ pub mod custom {
             .iter()
             .filter(|(k, _)| k.as_str() != "type" && k.as_str() != "timestamp")
             .map(|(k, v)| (k.as_str(), v));
-        encode_parts(ty, rest, timestamp, prefix, prefixed, out)
+        encode_parts(ty, rest, timestamp, prefix, out)
     }
 
     /// The same from its parts: the event's type, its fields but `type` and
@@ -821,14 +803,10 @@ pub mod custom {
         rest: impl Iterator<Item = (&'a str, &'a Value)> + Clone,
         timestamp: Option<i64>,
         prefix: &str,
-        prefixed: bool,
         out: &mut Vec<u8>,
     ) -> Option<()> {
         let (arm, type_number) = numbers()?;
         let start = out.len();
-        if prefixed {
-            out.extend_from_slice(&[0; 4]);
-        }
         let written = len_delimited(out, arm as i32, |out| {
             len_delimited(out, 1, |out| {
                 if type_number != 0 {
@@ -852,19 +830,11 @@ pub mod custom {
                 len_delimited(out, 5, |out| encode_entries(rest, 3, out))
             })
         });
-        let total = out.len() - start - if prefixed { 4 } else { 0 };
-        match (written, u32::try_from(total)) {
-            (Ok(()), Ok(total)) => {
-                if let (true, Some(slot)) = (prefixed, out.get_mut(start..start + 4)) {
-                    slot.copy_from_slice(&total.to_be_bytes());
-                }
-                Some(())
-            }
-            _ => {
-                out.truncate(start);
-                None
-            }
+        if written.is_err() {
+            out.truncate(start);
+            return None;
         }
+        Some(())
     }
 
     /// Reads a `CUSTOM` message named `<prefix>:<TYPE>` whose value is an

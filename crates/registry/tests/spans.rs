@@ -9,7 +9,7 @@ mod common;
 
 use common::fixtures;
 
-use babelgate_core::{Dialect, EncodeContext, Sink, SpanKind, Translator};
+use babelgate_core::{Dialect, EncodeContext, Framing, Sink, SpanKind, Translator};
 use babelgate_registry::translator;
 
 /// Where each line of `bytes` ends (after its terminator: `\n`, `\r\n` or
@@ -109,7 +109,7 @@ fn every_encoder_marks_each_event_it_writes_on_every_path() {
             // The whole stream in small reads, a heartbeat now and then: the
             // same bytes as the plain API, the heartbeats as comments.
             let mut t = tr(from, to);
-            let mut sink = Sink::new();
+            let mut sink = Sink::new(Framing::Sse);
             let mut failed = false;
             for (i, piece) in input.chunks(7).enumerate() {
                 if t.push_to(piece, &mut sink).is_err() {
@@ -149,7 +149,7 @@ fn every_encoder_marks_each_event_it_writes_on_every_path() {
             // stop), then finished again (nothing more).
             for cut in [0, input.len() / 3, input.len() / 2] {
                 let mut t = tr(from, to);
-                let mut sink = Sink::new();
+                let mut sink = Sink::new(Framing::Sse);
                 let _ = t.push_to(&input[..cut], &mut sink);
                 t.fail_to("the run was stopped", Some("stopped"), &mut sink);
                 let _ = t.finish_to(&mut sink);
@@ -158,7 +158,7 @@ fn every_encoder_marks_each_event_it_writes_on_every_path() {
                 // Cut: the input ends there (a failure in every dialect,
                 // AG-Kit's an error frame and an aborted body).
                 let mut t = tr(from, to);
-                let mut sink = Sink::new();
+                let mut sink = Sink::new(Framing::Sse);
                 if t.push_to(&input[..cut], &mut sink).is_ok() {
                     let _ = t.finish_to(&mut sink);
                 }
@@ -221,7 +221,7 @@ fn encoders_mark_their_events_when_driven_directly() {
     for to in Dialect::ALL {
         for end in ["fail", "finish", "cancelled"] {
             let mut enc = babelgate_registry::encoder(to, EncodeContext::deterministic());
-            let mut sink = Sink::new();
+            let mut sink = Sink::new(Framing::Sse);
             for ev in &events {
                 enc.encode_to(ev, &mut sink);
             }

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use babelgate_core::journal::Step;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
-use babelgate_core::{LengthFramer, Sink, SpanKind, SseFramer, Translator};
+use babelgate_core::{Framing, LengthFramer, Sink, SpanKind, SseFramer, Translator};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -261,7 +261,7 @@ fn translator(setup: &ReplaySetup) -> (Translator, Transport, Transport) {
         setup.setup.context(),
         DEFAULT_MAX_EVENT_BYTES,
         from_t,
-        to_t,
+        (to_t, false),
     );
     t.keep_journal();
     (t, from_t, to_t)
@@ -294,7 +294,7 @@ pub fn detail(c: &Capture) -> Detail {
         let mut decoded = Vec::new();
         let mut sse = SseFramer::new(DEFAULT_MAX_EVENT_BYTES);
         let mut frames = Vec::new();
-        let mut out = Sink::new();
+        let mut out = Sink::new(Framing::stream(bin_out));
         let at_of_upstream = |end: usize| {
             c.upstream_reads
                 .iter()

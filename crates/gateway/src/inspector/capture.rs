@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use babelgate_core::journal::Setup;
-use babelgate_core::{Dialect, Sink, SpanKind};
+use babelgate_core::{Dialect, Framing, Sink, SpanKind};
 use serde::{Deserialize, Serialize};
 
 use crate::transport::Transport;
@@ -373,7 +373,10 @@ impl CaptureHandle {
     }
 
     /// What is about to go to the client (before the run log's ids).
-    pub fn client(&self, out: &Sink) {
+    /// `binary`: the client's form, for a sink of messages, whose events
+    /// are kept framed as a byte stream of that form would carry them (what
+    /// a replay reads with the framers).
+    pub fn client(&self, out: &Sink, binary: bool) {
         self.with(|c| {
             let at = c.at_ms();
             for span in out.spans() {
@@ -389,7 +392,12 @@ impl CaptureHandle {
                         };
                         if c.take(bytes.len() + 24) {
                             let start = c.client.len();
-                            c.client.extend_from_slice(bytes);
+                            match out.framing() {
+                                Framing::Message => {
+                                    Framing::stream(binary).write(&mut c.client, bytes)
+                                }
+                                Framing::Sse | Framing::Length => c.client.extend_from_slice(bytes),
+                            }
                             c.client_events.push((start, c.client.len(), at));
                         }
                     }

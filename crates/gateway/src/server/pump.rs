@@ -12,7 +12,7 @@ use std::time::Duration;
 use babelgate_core::assemble::MessageAssembler;
 use babelgate_core::request::Message;
 use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
-use babelgate_core::{Dialect, EncodeContext, Sink, SpanKind, Translator};
+use babelgate_core::{Dialect, EncodeContext, Framing, Sink, SpanKind, Translator};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 
@@ -25,15 +25,17 @@ use crate::resume::Recorder;
 use crate::transport::{self, Read, Transport};
 use babelgate_store::RunOutcome;
 
-/// The translator of a proxied stream. Only a client dialect whose history
-/// the gateway keeps (AG-Kit) gets a message assembler: elsewhere it would
-/// hold the whole answer in memory for nothing.
+/// The translator of a proxied stream (`client_side`: the client's
+/// transport, and whether it takes each event as a message). Only a client
+/// dialect whose history the gateway keeps (AG-Kit) gets a message
+/// assembler: elsewhere it would hold the whole answer in memory for
+/// nothing.
 pub(super) fn stream_translator(
     upstream: Dialect,
     client: Dialect,
     ctx: EncodeContext,
     continue_message_id: Option<String>,
-    (upstream_transport, client_transport): (Transport, Transport),
+    (upstream_transport, client_side): (Transport, (Transport, bool)),
 ) -> Translator {
     let translator = transport::translator(
         upstream,
@@ -41,7 +43,7 @@ pub(super) fn stream_translator(
         ctx,
         DEFAULT_MAX_EVENT_BYTES,
         upstream_transport,
-        client_transport,
+        client_side,
     );
     if registry::policy(client).gateway_keeps_history {
         translator.with_assembler(MessageAssembler::new(continue_message_id))
@@ -79,8 +81,8 @@ pub(super) struct Pump {
     /// The inspector's capture of this stream, when it keeps one.
     pub(super) capture: Option<CaptureHandle>,
     /// The client takes each event as a message of its own (a WebSocket
-    /// session): the body gets one frame per event, its payload cut from
-    /// the sink's span, and no comments.
+    /// session): the sink frames nothing (each span is one event's body),
+    /// and the body gets one frame per span.
     pub(super) messages: bool,
     /// How to ask the upstream to stop its run, when its dialect has a way
     /// (`RequestTranslator::stop_request`): sent when the client leaves
@@ -379,11 +381,16 @@ impl Pump {
         // When the last chunk of translated events went to the client.
         let mut last_chunk: Option<tokio::time::Instant> = None;
         // Small to start: most streams are mostly idle, and it grows to fit.
-        // Where each event starts and ends is kept only for the run log.
+        // Where each event starts and ends is kept only for the run log,
+        // the inspector and messages.
+        let framing = match self.messages {
+            true => Framing::Message,
+            false => Framing::stream(self.translator.encoder().writes_binary()),
+        };
         let mut out = if self.recorder.is_some() || self.capture.is_some() || self.messages {
-            Sink::new()
+            Sink::new(framing)
         } else {
-            Sink::untracked(Vec::with_capacity(512))
+            Sink::untracked(framing, Vec::with_capacity(512))
         };
         let idle = tokio::time::sleep(self.idle);
         tokio::pin!(idle);
@@ -743,7 +750,7 @@ impl Pump {
             return None;
         }
         if let Some(c) = &self.capture {
-            c.client(out);
+            c.client(out, self.translator.encoder().writes_binary());
         }
         if self.messages {
             return self.prepare_messages(out).await;
@@ -769,21 +776,17 @@ impl Pump {
     }
 
     /// [`prepare`](Self::prepare) for a client that takes messages: each
-    /// event's payload, cut from the one buffer without a copy (see
-    /// `Span::payload`), logged as for any client but sent without ids
-    /// (a message has no place for one) and without comments.
+    /// event's span (its body: the sink frames none) a slice of the one
+    /// buffer, no copy; logged as for any client but sent without ids (a
+    /// message has no place for one).
     async fn prepare_messages(&mut self, out: &mut Sink) -> Option<Chunk> {
         self.log_without_ids(out).await;
-        let binary = self.translator.encoder().writes_binary();
         let (bytes, spans) = out.take();
         let bytes = Bytes::from(bytes);
         let messages: Vec<Bytes> = spans
             .iter()
-            .filter(|s| s.kind == SpanKind::Event)
-            .map(|s| match s.payload(&bytes, binary) {
-                std::borrow::Cow::Borrowed(p) => bytes.slice_ref(p),
-                std::borrow::Cow::Owned(p) => Bytes::from(p),
-            })
+            .filter(|s| s.kind == SpanKind::Event && s.range.end <= bytes.len())
+            .map(|s| bytes.slice(s.range.clone()))
             .collect();
         (!messages.is_empty()).then(|| Chunk::Messages(messages.into_iter()))
     }
@@ -1159,7 +1162,7 @@ mod tests {
                 client,
                 EncodeContext::deterministic(),
                 None,
-                (Transport::Sse, Transport::Sse),
+                (Transport::Sse, (Transport::Sse, false)),
             );
             let mut out = Vec::new();
             t.push(STARTED.as_bytes(), &mut out).unwrap();

@@ -67,7 +67,10 @@ impl Gateway {
             route.client,
             encode,
             run.continue_message_id.clone(),
-            (upstream_binary.unwrap_or(Transport::Sse), transport),
+            (
+                upstream_binary.unwrap_or(Transport::Sse),
+                (transport, ctx.messages),
+            ),
         );
         if let Some(c) = &ctx.capture {
             plan_capture(c, route, upstream_binary, transport, setup);

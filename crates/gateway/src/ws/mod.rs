@@ -9,8 +9,8 @@
 //! answered 101; the first text message becomes the body of the `POST` the
 //! route takes, run through the gateway's own [`Gateway::handle`], whose
 //! pump hands over each event of its answer as a body frame of its own
-//! (the encoder's span of it, without the framing: `Pump::prepare_messages`); each
-//! goes out as one message. Upstream side: a route whose `upstream` is
+//! (its sink frames nothing: each span is one event's body,
+//! `Pump::prepare_messages`); each goes out as one message. Upstream side: a route whose `upstream` is
 //! `ws://` or `wss://` sends the request body as the first text message and
 //! hands each message to the translator as one frame
 //! ([`Read::Messages`](crate::transport::Read)): text for JSON, binary
