@@ -32,7 +32,11 @@ fn read_response<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, total: usize) -
         }
     }
     assert!(body.len() <= total, "more body than input");
-    let (head, decoder) = head.ok_or("closed before the head")?;
+    let Some((head, decoder)) = head else {
+        return Err(reader
+            .at_close(&buf)
+            .map_or("closed before the head".into(), |e| e.to_string()));
+    };
     let fields = head
         .headers
         .iter()

@@ -189,6 +189,17 @@ impl ResponseReader {
             return Ok(Some((head, length)));
         }
     }
+
+    /// Why the connection closed with no final head: what is wrong with the
+    /// bytes it left in `buf`, if anything, else `None` (the head never came
+    /// whole). Read whole, a bad head fails at once; read in pieces, the
+    /// head is parsed only once a blank line came, so a bad one without any
+    /// waits for the close: parsed here, it fails the same way, whatever
+    /// the reads were.
+    pub fn at_close(&mut self, buf: &[u8]) -> Option<HeadError> {
+        self.scanned = 0;
+        parse_response(buf).err()
+    }
 }
 
 /// Whether `buf` from `from` on (with the 3 bytes before, where an end may

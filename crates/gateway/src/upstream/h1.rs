@@ -149,7 +149,7 @@ async fn read_head(mut io: TcpStream) -> Result<Response, Error> {
             buf.reserve(buf.len().max(READ_SIZE));
         }
         if io.read_buf(&mut buf).await.map_err(Error::Read)? == 0 {
-            return Err(Error::Closed);
+            return Err(reader.at_close(&buf).map_or(Error::Closed, Error::from));
         }
     }
 }
