@@ -29,7 +29,9 @@ pub use head::{
     parse_request, parse_response, HeadError, RequestHead, ResponseHead, ResponseReader,
 };
 pub use server::{whole_request, WholeRequest};
-pub use write::{chunk_size_line, connection_has, request_bytes, response_head, LAST_CHUNK};
+pub use write::{
+    chunk_size_line, connection_has, is_own, request_bytes, response_head, LAST_CHUNK,
+};
 
 /// The most header fields a head (or a body's trailers) may have: hyper's
 /// default.

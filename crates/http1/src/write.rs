@@ -35,7 +35,7 @@ pub fn connection_has(headers: &HeaderMap, token: &str) -> bool {
 /// framing is the writer's to say, for both roles; a request sent on to
 /// another hop drops the fields that concern one connection only (RFC 9110
 /// §7.6.1), where a response's headers are the server's own.
-fn is_own(name: &HeaderName, request: bool) -> bool {
+pub fn is_own(name: &HeaderName, request: bool) -> bool {
     name == header::CONTENT_LENGTH
         || name == header::TRANSFER_ENCODING
         || request
