@@ -120,7 +120,6 @@ impl Gateway {
             routes
                 .stacks
                 .get(&route.path)
-                .cloned()
                 .ok_or_else(|| GatewayError::internal("no stack for the route"))
         };
         match target {
@@ -160,7 +159,7 @@ impl Gateway {
             }
             Target::Run(route) => {
                 allow(&req, route, Method::POST)?;
-                call(stacks(route)?.run, req).await
+                call(stacks(route)?.run.clone(), req).await
             }
             Target::Describe(route) => {
                 let peer = conn::peer_of(&req);
@@ -170,8 +169,8 @@ impl Gateway {
             }
             Target::Kept { route, id, action } => {
                 let (wanted, stack) = match action {
-                    KeptAction::Stream => (Method::GET, stacks(route)?.resume),
-                    KeptAction::Stop => (Method::POST, stacks(route)?.stop),
+                    KeptAction::Stream => (Method::GET, stacks(route)?.resume.clone()),
+                    KeptAction::Stop => (Method::POST, stacks(route)?.stop.clone()),
                 };
                 allow(&req, route, wanted)?;
                 req.extensions_mut().insert(KeptId(id.into()));

@@ -102,9 +102,7 @@ impl RouteStacks {
             tower::service_fn(move |req: Request<ReqBody>| {
                 let route = route.clone();
                 async move {
-                    let served = served(&req)?;
-                    let id = kept_id(&req)?;
-                    let conversation = caller(&req).scoped(&id);
+                    let (served, _, conversation) = kept(&req)?;
                     let trace = super::route::trace_of(&req);
                     served
                         .gateway
@@ -115,7 +113,10 @@ impl RouteStacks {
         };
         let resume = ServiceBuilder::new()
             .layer(AuthLayer::new(route.clone()))
-            .layer(KeptLayer(route.clone()))
+            .layer(KeptLayer {
+                route: route.clone(),
+                stop: false,
+            })
             .layer(limit)
             .service(resume);
         let stop = {
@@ -123,16 +124,14 @@ impl RouteStacks {
             tower::service_fn(move |req: Request<ReqBody>| {
                 let route = route.clone();
                 async move {
-                    let served = served(&req)?;
-                    let id = kept_id(&req)?;
-                    let conversation = caller(&req).scoped(&id);
+                    let (served, id, conversation) = kept(&req)?;
                     served.gateway.stop(&route, &conversation, &id).await
                 }
             })
         };
         let stop = ServiceBuilder::new()
             .layer(AuthLayer::new(route.clone()))
-            .layer(KeptLayer(route))
+            .layer(KeptLayer { route, stop: true })
             .service(stop);
         RouteStacks {
             run: BoxCloneSyncService::new(run),
@@ -149,11 +148,16 @@ fn served<B>(req: &Request<B>) -> Result<Served, GatewayError> {
         .ok_or_else(|| GatewayError::internal("a request reached a route stack unaccepted"))
 }
 
-fn kept_id<B>(req: &Request<B>) -> Result<Arc<str>, GatewayError> {
-    req.extensions()
+/// A kept run's request: its gateway, the id it names, and that id under
+/// the caller's name (another caller's id answers as an unknown one).
+fn kept<B>(req: &Request<B>) -> Result<(Served, Arc<str>, String), GatewayError> {
+    let id = req
+        .extensions()
         .get::<KeptId>()
         .map(|k| k.0.clone())
-        .ok_or_else(|| GatewayError::internal("a kept run's request names no run"))
+        .ok_or_else(|| GatewayError::internal("a kept run's request names no run"))?;
+    let conversation = caller(req).scoped(&id);
+    Ok((served(req)?, id, conversation))
 }
 
 /// The caller the auth layer named (anonymous on a route without auth).
@@ -169,7 +173,11 @@ fn caller<B>(req: &Request<B>) -> Caller {
 /// is kept, said so rather than answered as if no run were there (204,
 /// 404 `no_active_run`).
 #[derive(Clone)]
-struct KeptLayer(Arc<Route>);
+struct KeptLayer {
+    route: Arc<Route>,
+    /// The stop's stack (else the resume's): what the refusal says.
+    stop: bool,
+}
 
 impl<S> tower::Layer<S> for KeptLayer {
     type Service = Kept<S>;
@@ -177,7 +185,7 @@ impl<S> tower::Layer<S> for KeptLayer {
     fn layer(&self, inner: S) -> Kept<S> {
         Kept {
             inner,
-            route: self.0.clone(),
+            layer: self.clone(),
         }
     }
 }
@@ -185,7 +193,7 @@ impl<S> tower::Layer<S> for KeptLayer {
 #[derive(Clone)]
 struct Kept<S> {
     inner: S,
-    route: Arc<Route>,
+    layer: KeptLayer,
 }
 
 impl<S, B> tower::Service<Request<B>> for Kept<S>
@@ -209,13 +217,13 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         use futures_util::future::{ready, Either};
-        if self.route.resume {
+        let KeptLayer { route, stop } = &self.layer;
+        if route.resume {
             return Either::Left(self.inner.call(req));
         }
-        let stop = req.method() == http::Method::POST;
         Either::Right(ready(Err(super::route::resume_disabled(
-            &self.route.path,
-            stop,
+            &route.path,
+            *stop,
         ))))
     }
 }
