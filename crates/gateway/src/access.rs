@@ -564,16 +564,6 @@ pub fn forwarded(route: &Route, headers: &HeaderMap) -> HeaderMap {
     out
 }
 
-/// The client's `x-request-id` when it is sane, else a new one.
-pub fn request_id(headers: &HeaderMap, ids: &mut babelgate_core::IdGen) -> String {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map(String::from)
-        .unwrap_or_else(|| ids.next("req"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -643,15 +633,5 @@ mod tests {
         assert!(alice.owner.starts_with("jwt:"));
         // A static key equal to a sub is a different owner.
         assert_ne!(alice, Caller::digest("key", b"alice"));
-    }
-
-    #[test]
-    fn request_ids_are_kept_when_sane() {
-        let mut ids = babelgate_core::IdGen::sequential();
-        let mut h = HeaderMap::new();
-        h.insert("x-request-id", HeaderValue::from_static("abc-123"));
-        assert_eq!(request_id(&h, &mut ids), "abc-123");
-        h.insert("x-request-id", HeaderValue::from_static("has space"));
-        assert_eq!(request_id(&h, &mut ids), "req-1");
     }
 }

@@ -109,129 +109,121 @@ fn duration_buckets() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("babelgate");
-        let active_streams = Gauge::default();
-        registry.register(
-            "active_streams",
-            "Client streams open now",
-            active_streams.clone(),
-        );
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "requests",
-            "Requests by route and status (499: the client went away mid-stream)",
-            requests.clone(),
-        );
-        let events = Family::<PairLabels, Counter>::default();
-        registry.register(
-            "events_translated",
-            "Core events translated, by upstream and client dialect",
-            events.clone(),
-        );
-        let dropped = Family::<PairLabels, Counter>::default();
-        registry.register(
-            "events_dropped",
-            "Core events the client's dialect has no frame for, dropped (AG-Kit without extension_frames)",
-            dropped.clone(),
-        );
-        let binary_dropped = Family::<PairLabels, Counter>::default();
-        registry.register(
-            "binary_events_dropped",
-            "Events with no form in AG-UI's protobuf schema, dropped from binary client streams",
-            binary_dropped.clone(),
-        );
-        let upstream_errors = Family::<KindLabels, Counter>::default();
-        registry.register(
-            "upstream_errors",
-            "Upstream failures by kind",
-            upstream_errors.clone(),
-        );
-        let stream_panics = Counter::default();
-        registry.register(
-            "stream_panics",
-            "Streams ended by a panic in their translation (a bug), answered with `internal`",
-            stream_panics.clone(),
-        );
-        let rejected = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "rejected",
-            "Connections and requests refused by a limit, by reason (server_busy, route_busy, rate_limited, too_many_streams, request_timeout)",
-            rejected.clone(),
-        );
-        let client_stalls = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "client_stalls",
-            "Responses ended as a client that left because the client accepted no bytes for client_stall_timeout_ms, by reason (socket: its connection took no bytes; flow_control: an HTTP/2 stream's window stayed closed)",
-            client_stalls.clone(),
-        );
-        let streams_refused = Family::<RouteReasonLabels, Counter>::default();
-        registry.register(
-            "streams_refused",
-            "Client streams a limit refused, by route and reason (route_busy, rate_limited, too_many_streams, too_many_followers)",
-            streams_refused.clone(),
-        );
-        let resumed = Family::<RouteModeLabels, Counter>::default();
-        registry.register(
-            "resumed_streams",
-            "Streams a client came back to, by route and mode (after_id, from_start, snapshot)",
-            resumed.clone(),
-        );
-        let resume_events = Family::<RouteModeLabels, Counter>::default();
-        registry.register(
-            "resume_events_replayed",
-            "Logged events sent again to resumed streams (each re-sent event, or each summed up in a snapshot), by route and mode",
-            resume_events.clone(),
-        );
-        let event_overhead: Histograms =
-            Family::new_with_constructor(overhead_buckets as fn() -> Histogram);
-        registry.register(
-            "event_overhead_seconds",
-            "The gateway's own time per event: from reading an upstream chunk to handing its translation to the response body, divided by the chunk's events; one observation per chunk",
-            event_overhead.clone(),
-        );
+        let mut r = Registry::with_prefix("babelgate");
         let mut genai = Registry::default();
-        let time_to_first_chunk: Histograms =
-            Family::new_with_constructor(first_event_buckets as fn() -> Histogram);
-        genai.register(
-            "gen_ai_client_operation_time_to_first_chunk_seconds",
-            "From the client's request to the first translated bytes handed to it",
-            time_to_first_chunk.clone(),
-        );
-        let time_per_output_chunk: Histograms =
-            Family::new_with_constructor(chunk_gap_buckets as fn() -> Histogram);
-        genai.register(
-            "gen_ai_client_operation_time_per_output_chunk_seconds",
-            "For each output chunk after the first, the time since the one before",
-            time_per_output_chunk.clone(),
-        );
-        let stream_duration: Histograms =
-            Family::new_with_constructor(duration_buckets as fn() -> Histogram);
-        registry.register(
-            "stream_duration_seconds",
-            "Lifetime of client streams",
-            stream_duration.clone(),
-        );
         Metrics {
-            registry,
+            active_streams: add(
+                &mut r,
+                "active_streams",
+                "Client streams open now",
+                Gauge::default(),
+            ),
+            requests: add(
+                &mut r,
+                "requests",
+                "Requests by route and status (499: the client went away mid-stream)",
+                Family::<RequestLabels, Counter>::default(),
+            ),
+            events: add(
+                &mut r,
+                "events_translated",
+                "Core events translated, by upstream and client dialect",
+                Family::<PairLabels, Counter>::default(),
+            ),
+            dropped: add(
+                &mut r,
+                "events_dropped",
+                "Core events the client's dialect has no frame for, dropped (AG-Kit without extension_frames)",
+                Family::<PairLabels, Counter>::default(),
+            ),
+            binary_dropped: add(
+                &mut r,
+                "binary_events_dropped",
+                "Events with no form in AG-UI's protobuf schema, dropped from binary client streams",
+                Family::<PairLabels, Counter>::default(),
+            ),
+            upstream_errors: add(
+                &mut r,
+                "upstream_errors",
+                "Upstream failures by kind",
+                Family::<KindLabels, Counter>::default(),
+            ),
+            stream_panics: add(
+                &mut r,
+                "stream_panics",
+                "Streams ended by a panic in their translation (a bug), answered with `internal`",
+                Counter::default(),
+            ),
+            rejected: add(
+                &mut r,
+                "rejected",
+                "Connections and requests refused by a limit, by reason (server_busy, route_busy, rate_limited, too_many_streams, request_timeout)",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+            client_stalls: add(
+                &mut r,
+                "client_stalls",
+                "Responses ended as a client that left because the client accepted no bytes for client_stall_timeout_ms, by reason (socket: its connection took no bytes; flow_control: an HTTP/2 stream's window stayed closed)",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+            streams_refused: add(
+                &mut r,
+                "streams_refused",
+                "Client streams a limit refused, by route and reason (route_busy, rate_limited, too_many_streams, too_many_followers)",
+                Family::<RouteReasonLabels, Counter>::default(),
+            ),
+            resumed: add(
+                &mut r,
+                "resumed_streams",
+                "Streams a client came back to, by route and mode (after_id, from_start, snapshot)",
+                Family::<RouteModeLabels, Counter>::default(),
+            ),
+            resume_events: add(
+                &mut r,
+                "resume_events_replayed",
+                "Logged events sent again to resumed streams (each re-sent event, or each summed up in a snapshot), by route and mode",
+                Family::<RouteModeLabels, Counter>::default(),
+            ),
+            event_overhead: add(
+                &mut r,
+                "event_overhead_seconds",
+                "The gateway's own time per event: from reading an upstream chunk to handing its translation to the response body, divided by the chunk's events; one observation per chunk",
+                Family::new_with_constructor(overhead_buckets as fn() -> Histogram),
+            ),
+            time_to_first_chunk: add(
+                &mut genai,
+                "gen_ai_client_operation_time_to_first_chunk_seconds",
+                "From the client's request to the first translated bytes handed to it",
+                Family::new_with_constructor(first_event_buckets as fn() -> Histogram),
+            ),
+            time_per_output_chunk: add(
+                &mut genai,
+                "gen_ai_client_operation_time_per_output_chunk_seconds",
+                "For each output chunk after the first, the time since the one before",
+                Family::new_with_constructor(chunk_gap_buckets as fn() -> Histogram),
+            ),
+            stream_duration: add(
+                &mut r,
+                "stream_duration_seconds",
+                "Lifetime of client streams",
+                Family::new_with_constructor(duration_buckets as fn() -> Histogram),
+            ),
+            registry: r,
             genai,
-            active_streams,
-            requests,
-            events,
-            dropped,
-            binary_dropped,
-            upstream_errors,
-            stream_panics,
-            rejected,
-            client_stalls,
-            streams_refused,
-            resumed,
-            resume_events,
-            time_to_first_chunk,
-            time_per_output_chunk,
-            event_overhead,
-            stream_duration,
         }
     }
+}
+
+/// Registers `metric` under `name` and gives it back (the registry keeps a
+/// handle to the same series).
+fn add<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 impl Metrics {

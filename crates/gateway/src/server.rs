@@ -7,11 +7,13 @@
 //! rest is a request's life, phase by phase, a file each:
 //! - accept: `listener.rs` (the accept loop, TLS, `max_connections`, each
 //!   connection's watchdog, drain and shutdown; `lean.rs` for a first
-//!   request that came whole) and `accept.rs` (id, trace, client address;
-//!   the error, CORS and count on the way out);
+//!   request that came whole), `edge.rs` (request id, CORS) and
+//!   `accept.rs` (trace, client address; the error and count on the way
+//!   out);
 //! - route: `route.rs`; authenticate and limit: `stack.rs`;
 //! - a run: `proxy.rs` (its phases over one `RunCtx`), `upstream_request.rs`,
-//!   `send.rs`, `stream.rs`, then `pump.rs`, where a stream runs and ends;
+//!   `send.rs`, `stream.rs`, then `pump.rs`, where a stream runs and ends,
+//!   told to what watches it through `observe.rs`;
 //! - a kept run followed or stopped: `follow.rs`; about a run: `runs.rs`.
 
 use std::collections::HashMap;
@@ -32,9 +34,11 @@ use crate::upstream;
 use babelgate_store::{MemoryConfig, MemoryConversationStore, MemoryRunLog, StoreConfig, Stores};
 
 mod accept;
+mod edge;
 mod follow;
 mod lean;
 mod listener;
+mod observe;
 mod proxy;
 mod pump;
 mod route;
@@ -63,7 +67,17 @@ struct Routes {
     /// Each route's stacks (its HTTP client inside: timeouts are per route),
     /// by path.
     stacks: HashMap<String, stack::RouteStacks>,
+    /// What every request goes through (`edge.rs`), around the route phase.
+    edge: Edge,
 }
+
+/// The gateway's outermost stack: a request in, its response out (every
+/// failure is a response by then).
+type Edge = tower::util::BoxCloneSyncService<
+    http::Request<ReqBody>,
+    http::Response<crate::error::Body>,
+    std::convert::Infallible,
+>;
 
 impl Routes {
     fn build(config: Config, shared: &stack::Shared) -> Result<Routes, GatewayError> {
@@ -92,7 +106,23 @@ impl Routes {
                 stack::RouteStacks::build(r, &client, shared),
             );
         }
-        Ok(Routes { config, stacks })
+        let respond = tower::service_fn(|req: http::Request<ReqBody>| async move {
+            let served = req.extensions().get::<stack::Served>().cloned();
+            Ok(match served {
+                Some(s) => s.gateway.respond(&s.routes, s.peer, req).await,
+                None => GatewayError::internal("a request reached the edge unaccepted")
+                    .into_response_for(None),
+            })
+        });
+        let edge = tower::ServiceBuilder::new()
+            .layer(edge::RequestIdLayer)
+            .layer(edge::CorsLayer(Arc::new(config.clone())))
+            .service(respond);
+        Ok(Routes {
+            config,
+            stacks,
+            edge: Edge::new(edge),
+        })
     }
 }
 

@@ -1,19 +1,21 @@
-//! Accept: a request as it comes in, before any route is known: its id,
-//! its trace and the address it counts as; and on its way out, the error
-//! told in the route's client dialect, CORS, the request id and the count.
+//! Accept: a request as it comes in, before any route is known: through
+//! the edge (`edge.rs`: its id, and CORS on the way out) to `respond`: its
+//! trace and the address it counts as; and on its way out, the error told
+//! in the route's client dialect and the count.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use babelgate_core::IdGen;
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use tracing::Instrument;
 
+use tower::ServiceExt;
+
+use super::edge::{AnsweredFor, RequestId};
 use super::stack::Served;
-use super::{BoxError, Gateway, ReqBody};
-use crate::access;
+use super::{BoxError, Gateway, ReqBody, Routes};
 use crate::conn;
 use crate::error::Body;
 use crate::registry;
@@ -37,30 +39,47 @@ impl Gateway {
         peer: SocketAddr,
     ) -> Response<Body> {
         req.extensions_mut().insert(conn::PeerAddr(peer));
-        let started = tokio::time::Instant::now();
+        let routes = self.routes.load_full();
+        req.extensions_mut().insert(Served {
+            gateway: self.clone(),
+            routes: routes.clone(),
+            peer,
+            started: tokio::time::Instant::now(),
+        });
+        // The edge (request id, CORS) around `respond`, built with the routes.
+        match through_edge(routes.edge.clone(), req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The route phase's answer to a request the edge let in: a refusal
+    /// told in the route's client dialect where it has one; the request
+    /// counted (unless its stream counts itself at its end).
+    pub(super) async fn respond(
+        self: &Arc<Self>,
+        routes: &Arc<Routes>,
+        peer: SocketAddr,
+        mut req: Request<ReqBody>,
+    ) -> Response<Body> {
         let method = req.method().clone();
         let path = req.uri().path().to_string();
-        let req_headers = req.headers().clone();
-        let request_id = access::request_id(&req_headers, &mut IdGen::default());
-        let routes = self.routes.load_full();
+        let id = req.extensions().get::<RequestId>().map(|r| r.0.clone());
+        let id = id.as_deref().unwrap_or_default();
         // Who the request counts as, decided once (limits read it).
-        let client = crate::host::client_addr(peer, &req_headers, &routes.config.trusted_proxies);
+        let trusted = &routes.config.trusted_proxies;
+        let client = crate::host::client_addr(peer, req.headers(), trusted);
         req.extensions_mut().insert(crate::host::ClientAddr(client));
-        let span = tracing::info_span!("request", id = %request_id, %method, %path, %peer);
+        let span = tracing::info_span!("request", %id, %method, %path, %peer);
         let http1 = req.version() < http::Version::HTTP_2;
         // A session's upgrade, or a request that came in one.
         let via_ws =
             req.extensions().get::<ViaWebSocket>().is_some() || crate::ws::is_upgrade(&req);
-        let trace = Trace::begin(self.telemetry.as_deref(), &req_headers, &method, via_ws);
+        let trace = Trace::begin(self.telemetry.as_deref(), req.headers(), &method, via_ws);
         req.extensions_mut().insert(trace.clone());
-        req.extensions_mut().insert(Served {
-            gateway: self.clone(),
-            request_id: request_id.as_str().into(),
-            started,
-        });
         let mut failed = None;
         let result = self
-            .route_request(&routes, req)
+            .route_request(routes, req)
             .instrument(span.clone())
             .await;
         let (route_path, mut resp) = match result {
@@ -95,18 +114,27 @@ impl Gateway {
         {
             self.metrics.request(rp, resp.status().as_u16());
         }
-        let route = route_path.as_deref().and_then(|p| routes.config.route(p));
-        if let Some(r) = route {
+        if let Some(r) = route_path.as_deref().and_then(|p| routes.config.route(p)) {
             // How long its client may take no bytes (see `conn::respond`).
             resp.extensions_mut()
                 .insert(conn::ClientStall(r.client_stall_timeout));
         }
-        access::decorate(&routes.config, route, &req_headers, &mut resp);
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            resp.headers_mut().insert("x-request-id", v);
+        if let Some(rp) = route_path {
+            resp.extensions_mut().insert(AnsweredFor(rp));
         }
         resp
     }
+}
+
+/// Runs the edge on `req`, boxed where the types are concrete (as
+/// `route::call`: the compiler cannot prove the generic future `Send`).
+fn through_edge(
+    edge: super::Edge,
+    req: Request<ReqBody>,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send>,
+> {
+    Box::pin(edge.oneshot(req))
 }
 
 /// Marks a response whose `requests_total` is counted elsewhere: by its

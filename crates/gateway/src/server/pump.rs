@@ -16,10 +16,9 @@ use babelgate_core::{Dialect, EncodeContext, Framing, Sink, SpanKind, Translator
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 
+use super::observe::{End, Ended, Observers};
 use crate::config::OnDisconnect;
 use crate::error::UpstreamFault;
-use crate::inspector::CaptureHandle;
-use crate::metrics::Metrics;
 use crate::registry;
 use crate::resume::Recorder;
 use crate::transport::{self, Read, Transport};
@@ -74,12 +73,13 @@ pub(super) struct Pump {
     pub(super) new_from_client: Vec<Message>,
     /// The gateway is shutting down and the grace period is over.
     pub(super) shutdown: crate::shutdown::Shutdown,
-    pub(super) report: Option<Report>,
+    /// What watches the stream go by (see `observe.rs`).
+    pub(super) observers: Observers,
+    /// The gateway's budget, which the stream's events in flight count in.
+    pub(super) inflight: Option<Arc<crate::inflight::Inflight>>,
     /// Set before the pump lets go of `tx` when the client's dialect shows
     /// a failure only as a body that breaks off (`Encoder::aborts`).
     pub(super) abort: Arc<AtomicBool>,
-    /// The inspector's capture of this stream, when it keeps one.
-    pub(super) capture: Option<CaptureHandle>,
     /// The client takes each event as a message of its own (a WebSocket
     /// session): the sink frames nothing (each span is one event's body),
     /// and the body gets one frame per span.
@@ -135,18 +135,6 @@ impl UpstreamStop {
             rt.spawn(post.instrument(tracing::Span::current()));
         }
     }
-}
-
-/// Where a stream's numbers go.
-pub(super) struct Report {
-    pub(super) metrics: Arc<Metrics>,
-    pub(super) route: String,
-    pub(super) pair: (Dialect, Dialect),
-    pub(super) started: tokio::time::Instant,
-    /// Its spans, ended with the stream.
-    pub(super) trace: crate::telemetry::Trace,
-    /// The gateway's budget, which the stream's events in flight count in.
-    pub(super) inflight: Arc<crate::inflight::Inflight>,
 }
 
 /// The one chunk between a pump and the body that runs it.
@@ -326,35 +314,6 @@ impl Drop for PumpBody {
     }
 }
 
-/// How a stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
-    /// The run ended (finished, interrupted or with the agent's own error).
-    Complete,
-    /// The client went away; the upstream request was dropped.
-    ClientGone,
-    /// The upstream broke the stream: closed early, sent garbage or went quiet.
-    Upstream(&'static str),
-    Shutdown,
-    /// `POST {path}/{id}/stop`.
-    Stopped,
-    /// The translation panicked (a bug): the client got `internal`.
-    Internal,
-}
-
-impl End {
-    /// The gateway's code for a stream that did not end well.
-    fn code(self) -> Option<&'static str> {
-        match self {
-            End::Complete | End::Stopped => None,
-            End::ClientGone => Some("client_gone"),
-            End::Upstream(kind) => Some(kind),
-            End::Shutdown => Some("shutdown"),
-            End::Internal => Some("internal"),
-        }
-    }
-}
-
 impl Pump {
     /// Boxed: an async fn keeps its arguments apart from its locals, so a
     /// pump passed by value would be held twice for the stream's whole life
@@ -363,35 +322,15 @@ impl Pump {
     where
         S: futures_util::Stream<Item = Result<Read, UpstreamFault>> + Unpin,
     {
-        let _active = self.report.as_ref().map(|r| ActiveGuard::new(&r.metrics));
         if self.recorder.is_some() {
             // The run log keeps, beside each client event, the core events
             // it was encoded from.
             self.translator.keep_journal();
         }
-        // Looked up once: per-chunk observations touch no map.
-        let timing = self
-            .report
-            .as_ref()
-            .map(|r| r.metrics.stream_timing(&r.route));
         // The upstream event being read and translated, held against the
         // gateway's budget for what it may cost parsed (see crate::inflight).
-        let mut held = self.report.as_ref().map(|r| r.inflight.hold(0));
-        let cost = |bytes: usize| bytes.saturating_mul(babelgate_core::cost::FACTOR);
-        // When the last chunk of translated events went to the client.
-        let mut last_chunk: Option<tokio::time::Instant> = None;
-        // Small to start: most streams are mostly idle, and it grows to fit.
-        // Where each event starts and ends is kept only for the run log,
-        // the inspector and messages.
-        let framing = match self.messages {
-            true => Framing::Message,
-            false => Framing::stream(self.translator.encoder().writes_binary()),
-        };
-        let mut out = if self.recorder.is_some() || self.capture.is_some() || self.messages {
-            Sink::new(framing)
-        } else {
-            Sink::untracked(framing, Vec::with_capacity(512))
-        };
+        let mut held = self.inflight.as_ref().map(|i| i.hold(0));
+        let mut out = self.sink();
         let idle = tokio::time::sleep(self.idle);
         tokio::pin!(idle);
         // Far in the future when heartbeats are off: one code path either way.
@@ -405,18 +344,7 @@ impl Pump {
         // load, not the token's locks (see `shutdown.rs`).
         let shutdown = self.shutdown.clone().cancelled();
         tokio::pin!(shutdown);
-        // Polled only once it woke (see `wake.rs`): a stop is rare, and
-        // the store's wait took a lock at every poll.
-        let stop = self
-            .recorder
-            .as_ref()
-            .map(|r| crate::wake::OnWake::new(r.stop_signal()));
-        let stop = async move {
-            match stop {
-                Some(stop) => stop.await,
-                None => std::future::pending().await,
-            }
-        };
+        let stop = self.stop_requested();
         tokio::pin!(stop);
         // An upstream item read ahead, not yet handled.
         let mut ready = None;
@@ -452,9 +380,8 @@ impl Pump {
                 next = read => next,
                 () = &mut idle => {
                     let msg = format!("the upstream sent nothing for {:?}", self.idle);
-                    self.fail(&msg, "upstream_idle", &mut out);
-                    Box::pin(self.close(&mut out)).await;
-                    break End::Upstream("upstream_idle");
+                    let end = End::Upstream("upstream_idle");
+                    break Box::pin(self.end_with(&msg, end, &mut out)).await;
                 }
                 () = &mut beat => {
                     beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
@@ -467,14 +394,12 @@ impl Pump {
                     continue;
                 }
                 () = &mut shutdown => {
-                    self.fail("the gateway is shutting down", "shutdown", &mut out);
-                    Box::pin(self.close(&mut out)).await;
-                    break End::Shutdown;
+                    let msg = "the gateway is shutting down";
+                    break Box::pin(self.end_with(msg, End::Shutdown, &mut out)).await;
                 }
                 () = &mut stop => {
-                    self.fail("the run was stopped", "stopped", &mut out);
-                    Box::pin(self.close(&mut out)).await;
-                    break End::Stopped;
+                    let msg = "the run was stopped";
+                    break Box::pin(self.end_with(msg, End::Stopped, &mut out)).await;
                 }
                 // The client went away: dropping `upstream` cancels the
                 // request, unless the route keeps the run going.
@@ -486,68 +411,20 @@ impl Pump {
                 }
             };
             let end = match next {
-                None => match self.guarded(&mut out, |t, out| t.finish_live_to(out)) {
-                    Some(Ok(true)) => End::Complete,
-                    Some(Ok(false)) => End::Upstream("upstream_disconnected"),
-                    // A binary stream that ended inside a message.
-                    Some(Err(_)) => End::Upstream("upstream_malformed"),
-                    None => End::Internal,
-                },
-                Some(Err(fault)) => {
-                    let code = fault.code();
-                    tracing::warn!(?fault, "the upstream's stream failed");
-                    self.fail(&fault.client_message(), code, &mut out);
-                    End::Upstream(code)
-                }
+                None => self.upstream_ended(None, &mut out),
+                Some(Err(fault)) => self.upstream_ended(Some(fault), &mut out),
                 Some(Ok(read)) => {
-                    // The gateway's own time on this chunk starts here (one
-                    // clock read per chunk, none per event).
-                    let read_at = std::time::Instant::now();
-                    let events_before = self.translator.events_translated;
-                    if let Some(c) = &self.capture {
-                        c.upstream(&read.to_stream(self.translator.reads_binary()));
-                    }
                     idle.as_mut().reset(tokio::time::Instant::now() + self.idle);
-                    if let Some(h) = &mut held {
-                        h.set(cost(read.len() + self.translator.buffered_bytes()));
-                    }
-                    let Some(r) = self.guarded(&mut out, |t, out| read.push_to(t, out)) else {
-                        break Box::pin(self.end_internal(&mut out)).await;
-                    };
-                    if let Some(h) = &mut held {
-                        h.set(cost(self.translator.buffered_bytes()));
-                    }
-                    if let Some(c) = &self.capture {
-                        c.events_in(self.translator.frames_read);
-                    }
-                    if r.is_ok() {
-                        let chunk = self.prepare(&mut out).await;
-                        // ... and ends as its translation (logged, when the
-                        // run is) is handed over: waiting for a slow client
-                        // is the client's time, not the gateway's.
-                        if let Some(t) = &timing {
-                            let events = self.translator.events_translated - events_before;
-                            t.overhead(read_at.elapsed(), events);
-                        }
-                        let Some(chunk) = chunk else { continue };
-                        let now = tokio::time::Instant::now();
-                        beat.as_mut().reset(now + beat_every);
-                        if let (Some(t), Some(r)) = (&timing, &self.report) {
-                            match last_chunk {
-                                None => {
-                                    t.first_chunk(now - r.started);
-                                    r.trace.first_chunk(now - r.started);
-                                }
-                                Some(at) => t.next_chunk(now - at),
+                    match self.relay(read, &mut out, &mut held).await {
+                        Ok(sent) => {
+                            if let Some(now) = sent {
+                                beat.as_mut().reset(now + beat_every);
                             }
+                            continue;
                         }
-                        last_chunk = Some(now);
-                        if !self.send(chunk).await {
-                            break End::ClientGone;
-                        }
-                        continue;
+                        Err(End::ClientGone) => break End::ClientGone,
+                        Err(end) => end,
                     }
-                    End::Upstream("upstream_malformed")
                 }
             };
             if end == End::Internal {
@@ -556,6 +433,105 @@ impl Pump {
             Box::pin(self.close(&mut out)).await;
             break end;
         };
+        Box::pin(self.finish(end)).await;
+    }
+
+    /// The upstream's stream ended: whole (`None`; the translator says
+    /// whether the run did) or broken by `fault`.
+    fn upstream_ended(&mut self, fault: Option<UpstreamFault>, out: &mut Sink) -> End {
+        let Some(fault) = fault else {
+            return match self.guarded(out, |t, out| t.finish_live_to(out)) {
+                Some(Ok(true)) => End::Complete,
+                Some(Ok(false)) => End::Upstream("upstream_disconnected"),
+                // A binary stream that ended inside a message.
+                Some(Err(_)) => End::Upstream("upstream_malformed"),
+                None => End::Internal,
+            };
+        };
+        let code = fault.code();
+        tracing::warn!(?fault, "the upstream's stream failed");
+        self.fail(&fault.client_message(), code, out);
+        End::Upstream(code)
+    }
+
+    /// Where the encoder writes. Small to start: most streams are mostly
+    /// idle, and it grows to fit. Where each event starts and ends is kept
+    /// only for the run log, an observer that reads it (the inspector) and
+    /// messages.
+    fn sink(&self) -> Sink {
+        let framing = match self.messages {
+            true => Framing::Message,
+            false => Framing::stream(self.translator.encoder().writes_binary()),
+        };
+        if self.recorder.is_some() || self.observers.reads_spans() || self.messages {
+            Sink::new(framing)
+        } else {
+            Sink::untracked(framing, Vec::with_capacity(512))
+        }
+    }
+
+    /// Resolves when someone asks to stop the run (a logged run only).
+    /// Polled only once it woke (see `wake.rs`): a stop is rare, and the
+    /// store's wait took a lock at every poll.
+    fn stop_requested(&self) -> impl Future<Output = ()> + Send + 'static {
+        let stop = (self.recorder.as_ref()).map(|r| crate::wake::OnWake::new(r.stop_signal()));
+        async move {
+            match stop {
+                Some(stop) => stop.await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// One upstream chunk translated, logged and handed to the client:
+    /// `Ok(Some(when))` once handed over, `Ok(None)` when it made nothing to
+    /// send, `Err` with how the stream ends.
+    async fn relay(
+        &mut self,
+        read: Read,
+        out: &mut Sink,
+        held: &mut Option<crate::inflight::Held>,
+    ) -> Result<Option<tokio::time::Instant>, End> {
+        // The gateway's own time on this chunk starts here (one clock read
+        // per chunk, none per event) ...
+        let read_at = std::time::Instant::now();
+        let events_before = self.translator.events_translated;
+        (self.observers).upstream(&read, self.translator.reads_binary());
+        // What the chunk may cost parsed, and then what stays buffered.
+        let cost = |bytes: usize| bytes.saturating_mul(babelgate_core::cost::FACTOR);
+        if let Some(h) = held {
+            h.set(cost(read.len() + self.translator.buffered_bytes()));
+        }
+        let Some(r) = self.guarded(out, |t, out| read.push_to(t, out)) else {
+            return Err(End::Internal);
+        };
+        if let Some(h) = held {
+            h.set(cost(self.translator.buffered_bytes()));
+        }
+        if r.is_err() {
+            return Err(End::Upstream("upstream_malformed"));
+        }
+        let chunk = self.prepare(out).await;
+        // ... and ends as its translation (logged, when the run is) is
+        // handed over.
+        let t = &self.translator;
+        let events = t.events_translated - events_before;
+        (self.observers).translated(t.frames_read, events, read_at.elapsed());
+        let Some(chunk) = chunk else {
+            return Ok(None);
+        };
+        let now = tokio::time::Instant::now();
+        self.observers.delivered(now);
+        if !self.send(chunk).await {
+            return Err(End::ClientGone);
+        }
+        Ok(Some(now))
+    }
+
+    /// After the stream's last words: the client's dialect told how it
+    /// ended, the upstream told to stop when it should, the run log ended,
+    /// and the observers told.
+    async fn finish(&mut self, end: End) {
         if self.translator.encoder().aborts() {
             self.abort.store(true, Ordering::Release);
         }
@@ -583,65 +559,13 @@ impl Pump {
             }))
             .await;
         }
-        let events = self.translator.events_translated;
-        if let Some(c) = &self.capture {
-            let (status, code) = match end {
-                End::Complete => ("completed", None),
-                End::ClientGone => ("client_gone", Some("client_gone")),
-                End::Upstream(kind) => ("failed", Some(kind)),
-                End::Shutdown => ("shutdown", Some("shutdown")),
-                End::Stopped => ("stopped", Some("stopped")),
-                End::Internal => ("failed", Some("internal")),
-            };
-            c.end(status, code, end == End::ClientGone);
-        }
-        if let Some(r) = &self.report {
-            let lasted = r.started.elapsed();
-            r.metrics
-                .events(r.pair.0.as_str(), r.pair.1.as_str(), events);
-            r.metrics.dropped(
-                r.pair.0.as_str(),
-                r.pair.1.as_str(),
-                self.translator.encoder().dropped(),
-            );
-            // Only binary streams have this series (see `Metrics::binary_dropped`).
-            let unframed = self.translator.encoder().unframed();
-            if unframed > 0 {
-                r.metrics
-                    .binary_dropped(r.pair.0.as_str(), r.pair.1.as_str())
-                    .inc_by(unframed);
-            }
-            // The one count of this request: its head said 200, but a client
-            // that left is counted as 499 (as proxies log it).
-            let status = if end == End::ClientGone { 499 } else { 200 };
-            r.metrics.request(&r.route, status);
-            if let End::Upstream(kind) = end {
-                r.metrics.upstream_error(kind);
-            }
-            r.metrics.stream_ended(&r.route, lasted);
-            let dropped = self.translator.encoder().dropped();
-            r.trace.end_stream(end.code(), status, events, dropped);
-        }
-        match end {
-            // Logged as 499, as proxies do, though the response began as 200.
-            End::ClientGone => tracing::info!(
-                status = 499,
-                events,
-                "client went away; upstream request cancelled"
-            ),
-            End::Upstream(kind) => tracing::warn!(
-                kind,
-                events,
-                "upstream stream failed; client got its dialect's error"
-            ),
-            End::Shutdown => tracing::info!(events, "stream ended by shutdown"),
-            End::Stopped => tracing::info!(events, "run stopped on request"),
-            End::Complete => tracing::debug!(events, "stream complete"),
-            End::Internal => tracing::error!(
-                events,
-                "the translation panicked; client got its dialect's `internal` error"
-            ),
-        }
+        let encoder = self.translator.encoder();
+        self.observers.ended(&Ended {
+            end,
+            events: self.translator.events_translated,
+            dropped: encoder.dropped(),
+            unframed: encoder.unframed(),
+        });
     }
 
     /// Runs one translator step. A panic in it (a decoder or encoder bug)
@@ -688,12 +612,7 @@ impl Pump {
 
     /// Ends a stream whose translation panicked (see [`guarded`](Self::guarded)).
     async fn end_internal(&mut self, out: &mut Sink) -> End {
-        if let Some(r) = &self.report {
-            r.metrics.stream_panics.inc();
-        }
-        if let Some(c) = &self.capture {
-            c.failed("the gateway failed to translate the stream", "internal");
-        }
+        (self.observers).failed("the gateway failed to translate the stream", "internal");
         self.deliver(out).await;
         End::Internal
     }
@@ -701,10 +620,16 @@ impl Pump {
     /// Ends the client's stream with its dialect's error, noted in the
     /// capture (where a replay ends the same way).
     fn fail(&mut self, message: &str, code: &'static str, out: &mut Sink) {
-        if let Some(c) = &self.capture {
-            c.failed(message, code);
-        }
+        self.observers.failed(message, code);
         self.translator.fail_to(message, Some(code), out);
+    }
+
+    /// Ends the stream with the client dialect's error, `end`'s code (or
+    /// `stopped`), and its last words.
+    async fn end_with(&mut self, message: &str, end: End, out: &mut Sink) -> End {
+        self.fail(message, end.code().unwrap_or("stopped"), out);
+        self.close(out).await;
+        end
     }
 
     /// The client went away: true when the run goes on without it.
@@ -749,9 +674,7 @@ impl Pump {
             out.clear();
             return None;
         }
-        if let Some(c) = &self.capture {
-            c.client(out, self.translator.encoder().writes_binary());
-        }
+        (self.observers).output(out, self.translator.encoder().writes_binary());
         if self.messages {
             return self.prepare_messages(out).await;
         }
@@ -827,22 +750,6 @@ impl Pump {
     }
 }
 
-/// Counts a stream in `active_streams` while it lives.
-struct ActiveGuard(prometheus_client::metrics::gauge::Gauge);
-
-impl ActiveGuard {
-    fn new(m: &Metrics) -> Self {
-        m.active_streams.inc();
-        ActiveGuard(m.active_streams.clone())
-    }
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     /// The SSE events in a body (each ends with a blank line; encoders
@@ -888,9 +795,9 @@ mod tests {
             thread_id: "t".into(),
             new_from_client: Vec::new(),
             shutdown: crate::shutdown::Shutdown::default(),
-            report: None,
+            observers: Observers::default(),
+            inflight: None,
             abort: Arc::default(),
-            capture: None,
             messages: false,
             stop_upstream: None,
             answer_once: false,
@@ -1122,15 +1029,14 @@ mod tests {
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
         let writer = crate::resume::test_writer(&log).await;
         p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
-        let metrics = Arc::new(Metrics::default());
-        p.report = Some(Report {
-            metrics: metrics.clone(),
-            route: "/r".into(),
-            pair: (Dialect::AgUi, Dialect::AgUi),
-            started: tokio::time::Instant::now(),
-            trace: Default::default(),
-            inflight: crate::inflight::Inflight::new(usize::MAX),
-        });
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        p.observers = Observers::default().with(super::super::observe::StreamMetrics::new(
+            metrics.clone(),
+            "/r",
+            (Dialect::AgUi, Dialect::AgUi),
+            tokio::time::Instant::now(),
+        ));
+        p.inflight = Some(crate::inflight::Inflight::new(usize::MAX));
         let (up, s) = upstream();
         let (mut rx, task) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();

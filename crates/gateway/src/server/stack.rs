@@ -16,6 +16,7 @@ use http::{Request, Response};
 use tower::util::BoxCloneSyncService;
 use tower::ServiceBuilder;
 
+use super::edge::RequestId;
 use super::{Gateway, ReqBody};
 use crate::access::{AuthLayer, Caller};
 use crate::body::ReadBodyLayer;
@@ -33,7 +34,10 @@ pub(super) type Handler = BoxCloneSyncService<Request<ReqBody>, Response<Body>, 
 #[derive(Clone)]
 pub(super) struct Served {
     pub gateway: Arc<Gateway>,
-    pub request_id: Arc<str>,
+    /// The routes as they were when the request came in (a reload after
+    /// does not change them under it).
+    pub routes: Arc<super::Routes>,
+    pub peer: std::net::SocketAddr,
     pub started: tokio::time::Instant,
 }
 
@@ -71,16 +75,10 @@ impl RouteStacks {
                 async move {
                     let served = served(&req)?;
                     let caller = caller(&req);
-                    served
-                        .gateway
-                        .proxy(
-                            &route,
-                            &client,
-                            req,
-                            &served.request_id,
-                            served.started,
-                            &caller,
-                        )
+                    let id = req.extensions().get::<RequestId>().map(|r| r.0.clone());
+                    let id = id.as_deref().unwrap_or_default();
+                    (served.gateway)
+                        .proxy(&route, &client, req, id, served.started, &caller)
                         .await
                 }
             })

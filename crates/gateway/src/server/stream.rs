@@ -15,8 +15,9 @@ use tracing::Instrument;
 
 use super::accept::CountedAtEnd;
 use super::follow::store_error;
+use super::observe::{LogLine, Observers, StreamMetrics, Traced};
 use super::proxy::RunCtx;
-use super::pump::{stream_translator, Pump, PumpBody, Report, Slot};
+use super::pump::{stream_translator, Pump, PumpBody, Slot};
 use super::send::Sent;
 use super::upstream_request::ReadRun;
 use super::Gateway;
@@ -106,19 +107,9 @@ impl Gateway {
             thread_id: read.conversation,
             new_from_client: read.new_from_client,
             shutdown: self.shutdown.clone(),
-            report: Some(Report {
-                metrics: self.metrics.clone(),
-                route: route.path.clone(),
-                pair: (route.upstream_protocol, route.client),
-                started: ctx.started,
-                trace: {
-                    ctx.trace.streaming(upstream_binary.is_some());
-                    ctx.trace.clone()
-                },
-                inflight: self.inflight.clone(),
-            }),
+            observers: observers(self, ctx, upstream_binary.is_some()),
+            inflight: Some(self.inflight.clone()),
             abort: abort.clone(),
-            capture: ctx.capture.clone(),
             messages: ctx.messages,
             stop_upstream: sent.stop,
             answer_once: read.answer_once,
@@ -169,6 +160,27 @@ impl Gateway {
                 Ok(None)
             }
         }
+    }
+}
+
+/// What watches a proxied stream (see `observe.rs`): its metrics, its
+/// trace, its log line and, when the inspector keeps one, its capture.
+fn observers(gw: &Gateway, ctx: &RunCtx<'_>, upstream_binary: bool) -> Observers {
+    let route = ctx.route;
+    ctx.trace.streaming(upstream_binary);
+    let pair = (route.upstream_protocol, route.client);
+    let observers = Observers::default()
+        .with(StreamMetrics::new(
+            gw.metrics.clone(),
+            &route.path,
+            pair,
+            ctx.started,
+        ))
+        .with(Traced::new(ctx.trace.clone(), ctx.started))
+        .with(LogLine);
+    match &ctx.capture {
+        Some(c) => observers.with(c.clone()),
+        None => observers,
     }
 }
 
