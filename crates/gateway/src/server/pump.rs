@@ -1017,6 +1017,75 @@ mod tests {
         }
     }
 
+    /// What an observer saw, hook by hook.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl super::super::observe::Observer for Seen {
+        fn reads_spans(&self) -> bool {
+            true
+        }
+        fn upstream(&mut self, read: &Read, _binary: bool) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("upstream {}", read.len()));
+        }
+        fn translated(&mut self, frames_read: u64, events: u64, _took: Duration) {
+            (self.0.lock().unwrap()).push(format!("translated {frames_read} {events}"));
+        }
+        fn output(&mut self, out: &Sink, _binary: bool) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("output {}", out.spans().len()));
+        }
+        fn delivered(&mut self, _now: tokio::time::Instant) {
+            self.0.lock().unwrap().push("delivered".into());
+        }
+        fn failed(&mut self, _message: &str, code: &'static str) {
+            self.0.lock().unwrap().push(format!("failed {code}"));
+        }
+        fn ended(&mut self, e: &super::super::observe::Ended) {
+            let line = format!("ended {:?} {} {}", e.end, e.events, e.dropped);
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    /// Every observer is called at each point of the stream, in order,
+    /// with what the stream did; one that reads spans gets them.
+    #[tokio::test]
+    async fn observers_see_each_chunk_and_the_end() {
+        let (mut p, slot) = pump(Duration::from_secs(100), None);
+        let (first, second) = (Seen::default(), Seen::default());
+        p.observers = Observers::default()
+            .with(first.clone())
+            .with(second.clone());
+        let (up, s) = upstream();
+        let (mut rx, task) = start(p, slot, s);
+        up.send(Ok(Bytes::from(STARTED))).await.unwrap();
+        rx.recv().await.unwrap();
+        up.send(Err("reset".into())).await.unwrap();
+        while rx.recv().await.is_some() {}
+        task.await.unwrap();
+        let seen = first.0.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                format!("upstream {}", STARTED.len()),
+                "output 1".into(),
+                "translated 1 1".into(),
+                "delivered".into(),
+                // The connection broke: the dialect's error, written and
+                // sent as the stream's last words.
+                "failed upstream_disconnected".into(),
+                "output 1".into(),
+                "ended Upstream(\"upstream_disconnected\") 1 0".into(),
+            ]
+        );
+        assert_eq!(*second.0.lock().unwrap(), seen, "each observer is called");
+    }
+
     #[tokio::test]
     async fn a_panic_in_translation_ends_the_stream_with_internal_and_fails_the_run() {
         use babelgate_store::{MemoryRunLog, RunLog, RunStatus};
