@@ -280,151 +280,10 @@ pub fn end(t: &mut Translator, ending: &Ending, out: &mut Sink) {
 
 /// The side-by-side view of `c`.
 pub fn detail(c: &Capture) -> Detail {
-    let mut rows = Vec::new();
-    let mut matches = None;
-    if let Some(setup) = &c.replay {
-        let (mut t, from_t, to_t) = translator(setup);
-        let (bin_in, bin_out) = (
-            matches!(from_t, Transport::Proto(_)),
-            matches!(to_t, Transport::Proto(_)),
-        );
-        // Decodes each upstream event again on its own, to tell what the
-        // decoder made of it from what the shape stage added.
-        let mut decoder = crate::registry::decoder(setup.from);
-        let mut decoded = Vec::new();
-        let mut sse = SseFramer::new(DEFAULT_MAX_EVENT_BYTES);
-        let mut frames = Vec::new();
-        let mut out = Sink::new(Framing::stream(bin_out));
-        let at_of_upstream = |end: usize| {
-            c.upstream_reads
-                .iter()
-                .find(|(e, _)| *e >= end)
-                .map(|(_, at)| *at)
-        };
-        let mut client_seq = 0;
-        let mut carried = 0usize;
-        let carry = &mut carried;
-        let mut take_row =
-            |upstream: Option<Item>, made: usize, t: &mut Translator, out: &Sink, before: usize| {
-                // Read back from the log's form the translator wrote them in.
-                let steps = t.take_journal().steps().unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "inspector: unreadable core events");
-                    Vec::new()
-                });
-                let core: Vec<CoreItem> = steps.iter().filter_map(|n| core_item(&n.step)).collect();
-                let mut client = Vec::new();
-                for span in out.spans().get(before..).unwrap_or_default() {
-                    if span.kind != SpanKind::Event {
-                        continue;
-                    }
-                    let bytes = out.bytes().get(span.range.clone()).unwrap_or_default();
-                    let (kind, text) = describe(bytes, bin_out);
-                    client_seq += 1;
-                    client.push(Item {
-                        seq: client_seq,
-                        at_ms: c.client_events.get(client_seq - 1).map(|e| e.2),
-                        kind,
-                        text,
-                    });
-                }
-                let events = steps
-                    .iter()
-                    .filter(|n| matches!(n.step, Step::Event(_)))
-                    .count();
-                // Core events the decoder made but the shape stage held back
-                // (an empty text start waits for its first delta) are carried
-                // to the row that writes them: both rows are "merged". Events
-                // beyond what was decoded are the shape stage's own.
-                let avail = *carry + made;
-                let decoded_here = events.min(avail);
-                let added = events - decoded_here;
-                *carry = avail - decoded_here;
-                let mut marks = Vec::new();
-                match (&upstream, client.is_empty()) {
-                    (Some(_), true) if made > 0 && *carry > 0 => marks.push("merged"),
-                    (Some(_), true) => marks.push("dropped"),
-                    (None, false) => marks.push("synthesized"),
-                    (Some(_), false) => {
-                        if decoded_here > made {
-                            marks.push("merged");
-                        }
-                        // More client events than core steps: the encoder
-                        // wrote some of its own (Vercel's step markers).
-                        if added > 0 || client.len() > core.len() {
-                            marks.push("synthesized");
-                        }
-                    }
-                    (None, true) => {}
-                }
-                if !client.is_empty() {
-                    // Held events are written by now; what is left was dropped.
-                    *carry = 0;
-                }
-                if steps.iter().any(|n| is_error(&n.step)) {
-                    marks.push("error");
-                }
-                Row {
-                    upstream,
-                    core,
-                    client,
-                    marks,
-                }
-            };
-        for (i, piece) in cut(&c.upstream, bin_in).into_iter().enumerate() {
-            let bytes = c.upstream.get(piece.clone()).unwrap_or_default();
-            decoded.clear();
-            if bin_in {
-                let mut framer = LengthFramer::new(DEFAULT_MAX_EVENT_BYTES);
-                let mut messages = Vec::new();
-                let _ = framer.push(bytes, &mut messages);
-                for m in &messages {
-                    let _ = decoder.decode_binary(m, &mut decoded);
-                }
-            } else {
-                let _ = sse.push(bytes, &mut frames);
-                for f in frames.drain(..) {
-                    let _ = decoder.decode(&f, &mut decoded);
-                }
-            }
-            let (kind, text) = describe(bytes, bin_in);
-            let item = Item {
-                seq: i + 1,
-                at_ms: at_of_upstream(piece.end),
-                kind,
-                text,
-            };
-            let before = out.spans().len();
-            let _ = t.push_to(bytes, &mut out);
-            rows.push(take_row(Some(item), decoded.len(), &mut t, &out, before));
-        }
-        let ending = match &setup.ending {
-            // A live stream: what it has so far.
-            Ending::Open => Ending::Open,
-            e => e.clone(),
-        };
-        let before = out.spans().len();
-        end(&mut t, &ending, &mut out);
-        let last = take_row(None, 0, &mut t, &out, before);
-        if !last.client.is_empty() || !last.core.is_empty() {
-            rows.push(last);
-        }
-        if !c.summary.truncated && ending != Ending::Open {
-            let written: Vec<u8> = out
-                .spans()
-                .iter()
-                .filter(|s| s.kind == SpanKind::Event)
-                .flat_map(|s| out.bytes().get(s.range.clone()).unwrap_or_default())
-                .copied()
-                .collect();
-            matches = Some(if crate::registry::policy(setup.to).clock_timestamps {
-                // A timestamp the clock gave (the upstream gave none) is the
-                // live clock's: a replay's clock is another.
-                without_timestamps(&written, bin_out) == without_timestamps(&c.client, bin_out)
-            } else {
-                written == c.client
-            });
-        }
-    }
+    let (mut rows, matches) = match &c.replay {
+        Some(setup) => replay_rows(c, setup),
+        None => (Vec::new(), None),
+    };
     // An error the gateway raised shows at the row it ended the stream in;
     // one the translation raised is already marked there.
     let errors = c
@@ -450,5 +309,180 @@ pub fn detail(c: &Capture) -> Detail {
             command: command(c),
             matches,
         },
+    }
+}
+
+/// Replays a capture through the translator its run had, a row per
+/// upstream piece (and one for the ending), and whether the replay wrote
+/// the client's bytes again (`None` while the run is live or truncated).
+fn replay_rows(c: &Capture, setup: &ReplaySetup) -> (Vec<Row>, Option<bool>) {
+    let (mut t, from_t, to_t) = translator(setup);
+    let (bin_in, bin_out) = (
+        matches!(from_t, Transport::Proto(_)),
+        matches!(to_t, Transport::Proto(_)),
+    );
+    // Decodes each upstream event again on its own, to tell what the
+    // decoder made of it from what the shape stage added.
+    let mut decoder = crate::registry::decoder(setup.from);
+    let mut decoded = Vec::new();
+    let mut sse = SseFramer::new(DEFAULT_MAX_EVENT_BYTES);
+    let mut frames = Vec::new();
+    let mut out = Sink::new(Framing::stream(bin_out));
+    let at_of_upstream = |end: usize| {
+        c.upstream_reads
+            .iter()
+            .find(|(e, _)| *e >= end)
+            .map(|(_, at)| *at)
+    };
+    let mut rows = Vec::new();
+    let mut maker = RowMaker {
+        capture: c,
+        bin_out,
+        client_seq: 0,
+        carried: 0,
+    };
+    for (i, piece) in cut(&c.upstream, bin_in).into_iter().enumerate() {
+        let bytes = c.upstream.get(piece.clone()).unwrap_or_default();
+        decoded.clear();
+        if bin_in {
+            let mut framer = LengthFramer::new(DEFAULT_MAX_EVENT_BYTES);
+            let mut messages = Vec::new();
+            let _ = framer.push(bytes, &mut messages);
+            for m in &messages {
+                let _ = decoder.decode_binary(m, &mut decoded);
+            }
+        } else {
+            let _ = sse.push(bytes, &mut frames);
+            for f in frames.drain(..) {
+                let _ = decoder.decode(&f, &mut decoded);
+            }
+        }
+        let (kind, text) = describe(bytes, bin_in);
+        let item = Item {
+            seq: i + 1,
+            at_ms: at_of_upstream(piece.end),
+            kind,
+            text,
+        };
+        let before = out.spans().len();
+        let _ = t.push_to(bytes, &mut out);
+        rows.push(maker.row(Some(item), decoded.len(), &mut t, &out, before));
+    }
+    let ending = match &setup.ending {
+        // A live stream: what it has so far.
+        Ending::Open => Ending::Open,
+        e => e.clone(),
+    };
+    let before = out.spans().len();
+    end(&mut t, &ending, &mut out);
+    let last = maker.row(None, 0, &mut t, &out, before);
+    if !last.client.is_empty() || !last.core.is_empty() {
+        rows.push(last);
+    }
+    if c.summary.truncated || ending == Ending::Open {
+        return (rows, None);
+    }
+    let written: Vec<u8> = out
+        .spans()
+        .iter()
+        .filter(|s| s.kind == SpanKind::Event)
+        .flat_map(|s| out.bytes().get(s.range.clone()).unwrap_or_default())
+        .copied()
+        .collect();
+    let matches = if crate::registry::policy(setup.to).clock_timestamps {
+        // A timestamp the clock gave (the upstream gave none) is the
+        // live clock's: a replay's clock is another.
+        without_timestamps(&written, bin_out) == without_timestamps(&c.client, bin_out)
+    } else {
+        written == c.client
+    };
+    (rows, Some(matches))
+}
+
+/// Makes the rows of a replay, keeping count of the client's events and of
+/// core events held back across rows.
+struct RowMaker<'a> {
+    capture: &'a Capture,
+    bin_out: bool,
+    client_seq: usize,
+    /// Core events the decoder made that no row has written yet.
+    carried: usize,
+}
+
+impl RowMaker<'_> {
+    /// The row of what the translator wrote since span `before`, for the
+    /// upstream piece `upstream` (none: the ending) of which the decoder
+    /// made `made` core events.
+    fn row(
+        &mut self,
+        upstream: Option<Item>,
+        made: usize,
+        t: &mut Translator,
+        out: &Sink,
+        before: usize,
+    ) -> Row {
+        // Read back from the log's form the translator wrote them in.
+        let steps = t.take_journal().steps().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "inspector: unreadable core events");
+            Vec::new()
+        });
+        let core: Vec<CoreItem> = steps.iter().filter_map(|n| core_item(&n.step)).collect();
+        let mut client = Vec::new();
+        for span in out.spans().get(before..).unwrap_or_default() {
+            if span.kind != SpanKind::Event {
+                continue;
+            }
+            let bytes = out.bytes().get(span.range.clone()).unwrap_or_default();
+            let (kind, text) = describe(bytes, self.bin_out);
+            self.client_seq += 1;
+            client.push(Item {
+                seq: self.client_seq,
+                at_ms: (self.capture.client_events.get(self.client_seq - 1)).map(|e| e.2),
+                kind,
+                text,
+            });
+        }
+        let events = steps
+            .iter()
+            .filter(|n| matches!(n.step, Step::Event(_)))
+            .count();
+        // Core events the decoder made but the shape stage held back (an
+        // empty text start waits for its first delta) are carried to the
+        // row that writes them: both rows are "merged". Events beyond what
+        // was decoded are the shape stage's own.
+        let avail = self.carried + made;
+        let decoded_here = events.min(avail);
+        let added = events - decoded_here;
+        self.carried = avail - decoded_here;
+        let mut marks = Vec::new();
+        match (&upstream, client.is_empty()) {
+            (Some(_), true) if made > 0 && self.carried > 0 => marks.push("merged"),
+            (Some(_), true) => marks.push("dropped"),
+            (None, false) => marks.push("synthesized"),
+            (Some(_), false) => {
+                if decoded_here > made {
+                    marks.push("merged");
+                }
+                // More client events than core steps: the encoder wrote
+                // some of its own (Vercel's step markers).
+                if added > 0 || client.len() > core.len() {
+                    marks.push("synthesized");
+                }
+            }
+            (None, true) => {}
+        }
+        if !client.is_empty() {
+            // Held events are written by now; what is left was dropped.
+            self.carried = 0;
+        }
+        if steps.iter().any(|n| is_error(&n.step)) {
+            marks.push("error");
+        }
+        Row {
+            upstream,
+            core,
+            client,
+            marks,
+        }
     }
 }
