@@ -8,6 +8,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// deadline of answers that are not a route's (health, errors, inspector).
 pub const DEFAULT_CLIENT_STALL_TIMEOUT_MS: u64 = 30_000;
 
+mod auth;
 mod compile;
 mod error;
 mod model;
