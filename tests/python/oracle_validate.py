@@ -6,7 +6,7 @@ AG-UI streams and list every error and warning.
 
 Inputs: tests/fixtures/oracle/*ag-ui.sse (native pydantic-ai captures),
 target/oracle/*gw-vercel-to-ag-ui.sse (babelgate output from capture.mjs, if
-present), the golden AG-UI outputs tests/snapshots/*-ag-ui.snap (insta header
+present), the golden AG-UI outputs crates/app/registry/tests/snapshots/*-ag-ui.snap (insta header
 and any "error: ...\\n---\\n" prefix stripped into target/oracle/golden-ag-ui/),
 and any live URL given (ag-ui-validate POSTs its own minimal RunAgentInput).
 Writes target/oracle/validate.json. Exit 0 always: this reports, it does not gate.

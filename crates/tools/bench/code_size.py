@@ -2,7 +2,7 @@
 """Non-test code lines and long functions of Rust sources, for the size
 targets of the redesign issues (38, 39).
 
-  bench/code_size.py [--over N] DIR...
+  crates/tools/bench/code_size.py [--over N] DIR...
 
 Counts, per DIR, the lines of `src/**/*.rs` that are neither blank nor only
 a comment, outside `#[cfg(test)]` items (the `mod tests` blocks); `tests/`,

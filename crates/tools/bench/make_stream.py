@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Write the benchmark's mixed AG-UI stream with the official Python SDK.
 
-    python bench/make_stream.py --events 200000 OUT.sse
+    python crates/tools/bench/make_stream.py --events 200000 OUT.sse
 
 Events are ag_ui.core models serialized by ag_ui.encoder.EventEncoder, so the
 bytes are what a Python AG-UI agent sends. The shape repeats one cycle of a
 tool-using chat turn (see CYCLE below): about three quarters small text
 deltas, the rest tool-call argument deltas, state deltas and the starts and
-ends around them. crates/bench/src/lib.rs builds the same shape in Rust for
+ends around them. crates/tools/bench/src/lib.rs builds the same shape in Rust for
 the criterion benches.
 """
 

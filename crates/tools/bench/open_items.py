@@ -8,7 +8,7 @@ broken or hostile upstream can open tens of thousands. Any list of what is
 open that is searched per event makes such a stream cost the square of its
 length. Not part of the test command (it measures time).
 
-    bench/open_items.py [--items N] BABELGATE [BABELGATE ...]
+    crates/tools/bench/open_items.py [--items N] BABELGATE [BABELGATE ...]
 """
 
 import argparse

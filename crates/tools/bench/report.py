@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Turn one bench/run.sh run (target/bench/*.json) into the results section of
+"""Turn one crates/tools/bench/run.sh run (target/bench/*.json) into the results section of
 docs/benchmarks.md and the plot docs/benchmarks.png.
 
-    python bench/report.py target/bench
-    python bench/report.py --print target/bench   # print the tables, write nothing
+    python crates/tools/bench/report.py target/bench
+    python crates/tools/bench/report.py --print target/bench   # print the tables, write nothing
 
 Only the part of docs/benchmarks.md between the `results:begin` and
 `results:end` markers is replaced; the prose around it stays.
@@ -15,10 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "benchmarks.md"
 PNG = ROOT / "docs" / "benchmarks.png"
-BEGIN = "<!-- results:begin (written by bench/report.py) -->"
+BEGIN = "<!-- results:begin (written by crates/tools/bench/report.py) -->"
 END = "<!-- results:end -->"
 TARGETS = ["upstream", "nginx", "babelgate", "babelgate-nolog", "node", "node-lean", "python"]
 TARGET_NAMES = {
@@ -326,7 +326,7 @@ def main() -> int:
     plot_round_two(ax, load, lines(out / "store.jsonl"), colors)
     wire_plot(ax[5][0], ax[5][1], load)
 
-    fig.suptitle("babelgate benchmarks (one run of bench/run.sh)")
+    fig.suptitle("babelgate benchmarks (one run of crates/tools/bench/run.sh)")
     fig.tight_layout(rect=(0, 0, 1, 0.985))
     fig.savefig(PNG, dpi=90)
     print(f"wrote {DOC.relative_to(ROOT)} and {PNG.relative_to(ROOT)}")

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# The benchmark: ./bench/run.sh (from any directory). Not part of the tests.
+# The benchmark: ./crates/tools/bench/run.sh (from any directory). Not part of the tests.
 #
 # 1. installs what it needs: nginx-light from Debian if missing, the pinned
-#    npm packages of bench/node, a venv at target/bench-venv with
-#    bench/python/requirements.txt
+#    npm packages of crates/tools/bench/node, a venv at target/bench-venv with
+#    crates/tools/bench/python/requirements.txt
 # 2. builds babelgate, core-bench and loadgen in release mode
 # 3. core: core-bench's events/s for the framer, each decoder and encoder,
 #    and the 16 pairs on the mixed stream
 # 4. whole process: a 200,000-event AG-UI stream made by the AG-UI Python SDK
-#    (bench/make_stream.py), translated to Vercel by `babelgate translate`,
-#    by the official Node SDKs (bench/node/translate.mjs) and by the Python
-#    SDK (bench/python/translate.py); best of 3 wall times
+#    (crates/tools/bench/make_stream.py), translated to Vercel by `babelgate translate`,
+#    by the official Node SDKs (crates/tools/bench/node/translate.mjs) and by the Python
+#    SDK (crates/tools/bench/python/translate.py); best of 3 wall times
 # 5. load: one synthetic AG-UI upstream (loadgen upstream) and, side by side,
 #    (a) the upstream directly, (b) nginx as a pass-through proxy with
 #    buffering off, (c) babelgate serve translating AG-UI to Vercel (and
 #    c-nolog: the same route with resume = false, no run log), (d) the
-#    Node bridge with HttpAgent.runAgent (bench/node/server.mjs), (d2) the
+#    Node bridge with HttpAgent.runAgent (crates/tools/bench/node/server.mjs), (d2) the
 #    same Node bridge without runAgent, the cheapest pipeline of the same
-#    packages (bench/node/server-lean.mjs), (e) the Python bridge
-#    (bench/python/server.py); each gets the same workloads from loadgen run:
+#    packages (crates/tools/bench/node/server-lean.mjs), (e) the Python bridge
+#    (crates/tools/bench/python/server.py); each gets the same workloads from loadgen run:
 #    saturation, 1,000 streams at 20 events/s, and (babelgate only) the most
 #    concurrent open streams the file limit allows
 #    The binary transport and WebSocket rows run the saturation and latency
@@ -38,12 +38,12 @@
 #    - open streams: idle, steady and recovered RSS of babelgate (loadgen
 #      --recover-s: RSS sampled for OPEN_RECOVER_S s after the last close)
 #    - store (issue 14): a redis-server started here (Debian's; installed
-#      if missing) on a free port; store-bench (crates/bench) appends run-log
+#      if missing) on a free port; store-bench (crates/tools/bench) appends run-log
 #      entries to it with N runs at once, pipelined batches of 1, 16 and 64,
 #      and to the memory store; then babelgate with `[store] backend =
 #      "redis"` against babelgate with the memory store, saturation and
 #      1,000 x 20 events/s, alternating, CPU of babelgate and of Redis
-# 6. bench/report.py writes the table into docs/benchmarks.md and the plot
+# 6. crates/tools/bench/report.py writes the table into docs/benchmarks.md and the plot
 #    docs/benchmarks.png from this run's target/bench/*.json
 #
 # QUICK=1 runs every step with small sizes (a smoke run of the harness; its
@@ -72,13 +72,13 @@
 #   OPEN_RECOVER_S=30     RSS sampled this long after the last stream closed
 #                    (the route keeps ended runs' logs 10 s there: retention_s)
 #   STORE_RUNS=20 STORE_EVENTS=10000   store-bench: runs at once, events each
-# e.g. ONLY=load WORKLOADS=open OPEN_STREAMS=2000 OPEN_EVENTS=15 ./bench/run.sh
-#      ONLY=load WORKLOADS=latency SYSTEMS="upstream nginx babelgate" ./bench/run.sh
-#      ONLY=load WORKLOADS=store ./bench/run.sh
-# e.g. ONLY=load WORKLOADS=saturation SYSTEMS="upstream babelgate node node-lean" ./bench/run.sh
+# e.g. ONLY=load WORKLOADS=open OPEN_STREAMS=2000 OPEN_EVENTS=15 ./crates/tools/bench/run.sh
+#      ONLY=load WORKLOADS=latency SYSTEMS="upstream nginx babelgate" ./crates/tools/bench/run.sh
+#      ONLY=load WORKLOADS=store ./crates/tools/bench/run.sh
+# e.g. ONLY=load WORKLOADS=saturation SYSTEMS="upstream babelgate node node-lean" ./crates/tools/bench/run.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cd "$ROOT"
 OUT="$ROOT/target/bench"
 VENV="$ROOT/target/bench-venv"
@@ -150,11 +150,11 @@ if has "$WORKLOADS" store && ! command -v redis-server >/dev/null 2>&1; then
   quiet $sudo apt-get update
   quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server
 fi
-stamp="bench/node/node_modules/.babelgate-lock-sha"
-sha="$(sha256sum bench/node/package-lock.json bench/node/package.json | sha256sum | cut -d' ' -f1)"
+stamp="crates/tools/bench/node/node_modules/.babelgate-lock-sha"
+sha="$(sha256sum crates/tools/bench/node/package-lock.json crates/tools/bench/node/package.json | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sha" ]; then
-  echo "npm ci (bench/node)"
-  quiet npm ci --prefix bench/node --no-audit --no-fund
+  echo "npm ci (crates/tools/bench/node)"
+  quiet npm ci --prefix crates/tools/bench/node --no-audit --no-fund
   echo "$sha" >"$stamp"
 fi
 if [ ! -x "$PY" ] && ! { [ "$ONLY" = load ] && ! has "$SYSTEMS" python; }; then
@@ -162,10 +162,10 @@ if [ ! -x "$PY" ] && ! { [ "$ONLY" = load ] && ! has "$SYSTEMS" python; }; then
   quiet "${PYTHON:-python3}" -m venv "$VENV"
 fi
 pstamp="$VENV/.babelgate-requirements-sha"
-psha="$(sha256sum bench/python/requirements.txt | cut -d' ' -f1)"
+psha="$(sha256sum crates/tools/bench/python/requirements.txt | cut -d' ' -f1)"
 if [ -x "$PY" ] && [ "$(cat "$pstamp" 2>/dev/null)" != "$psha" ]; then
-  echo "pip install -r bench/python/requirements.txt"
-  quiet "$PY" -m pip install --disable-pip-version-check -q -r bench/python/requirements.txt
+  echo "pip install -r crates/tools/bench/python/requirements.txt"
+  quiet "$PY" -m pip install --disable-pip-version-check -q -r crates/tools/bench/python/requirements.txt
   echo "$psha" >"$pstamp"
 fi
 
@@ -209,7 +209,7 @@ EOF
 
 step "whole process: $STREAM_EVENTS AG-UI events (Python SDK) to Vercel"
 STREAM="$OUT/agui-$STREAM_EVENTS.sse"
-[ -s "$STREAM" ] || "$PY" bench/make_stream.py --events "$STREAM_EVENTS" "$STREAM"
+[ -s "$STREAM" ] || "$PY" crates/tools/bench/make_stream.py --events "$STREAM_EVENTS" "$STREAM"
 # best of 3 by wall time (bash's microsecond clock); /usr/bin/time gives
 # user and system seconds and the max RSS (KiB) of the same run
 timed() {
@@ -228,8 +228,8 @@ timed() {
   echo "$name: ${wall}s wall (${user}s user), max RSS ${rss} KiB"
 }
 timed babelgate "$BIN/babelgate" translate --from ag-ui --to vercel "$STREAM"
-timed node node bench/node/translate.mjs "$STREAM"
-timed python "$PY" bench/python/translate.py "$STREAM"
+timed node node crates/tools/bench/node/translate.mjs "$STREAM"
+timed python "$PY" crates/tools/bench/python/translate.py "$STREAM"
 fi
 
 step "load: (a) upstream, (b) nginx, (c) babelgate, (d) node, (d2) node lean, (e) python"
@@ -237,7 +237,7 @@ echo "systems: $SYSTEMS; workloads: $WORKLOADS"
 # PORT_OFFSET=N moves every port by N (another run.sh on the same machine)
 O="${PORT_OFFSET:-0}"
 UP=$((19100 + O)); P_NGINX=$((18080 + O)); P_BG=$((18081 + O)); P_NODE=$((18082 + O)); P_PY=$((18083 + O)); P_LEAN=$((18084 + O))
-. "$ROOT/bench/lib.sh"
+. "$ROOT/crates/tools/bench/lib.sh"
 
 "$BIN/loadgen" upstream --listen "127.0.0.1:$UP" 2>"$OUT/upstream.log" &
 PIDS+=($!)
@@ -304,15 +304,15 @@ BG=$!
 
 NODE=-; LEAN=-; PYS=-; NGINX_PIDS=-
 if has "$SYSTEMS" node; then
-  node bench/node/server.mjs --port "$P_NODE" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node.log" 2>&1 &
+  node crates/tools/bench/node/server.mjs --port "$P_NODE" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node.log" 2>&1 &
   PIDS+=($!); NODE=$!; PORTS+=" $P_NODE"
 fi
 if has "$SYSTEMS" node-lean; then
-  node bench/node/server-lean.mjs --port "$P_LEAN" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node-lean.log" 2>&1 &
+  node crates/tools/bench/node/server-lean.mjs --port "$P_LEAN" --upstream "http://127.0.0.1:$UP/agent" >"$OUT/node-lean.log" 2>&1 &
   PIDS+=($!); LEAN=$!; PORTS+=" $P_LEAN"
 fi
 if has "$SYSTEMS" python; then
-  (cd bench/python && exec "$PY" server.py --port "$P_PY" --upstream "http://127.0.0.1:$UP/agent") >"$OUT/python.log" 2>&1 &
+  (cd crates/tools/bench/python && exec "$PY" server.py --port "$P_PY" --upstream "http://127.0.0.1:$UP/agent") >"$OUT/python.log" 2>&1 &
   PIDS+=($!); PYS=$!; PORTS+=" $P_PY"
 fi
 
@@ -567,7 +567,7 @@ trap - EXIT
 step "report: docs/benchmarks.md (results section) and docs/benchmarks.png (ONLY=load: printed only)"
 echo "{\"load_after\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >"$OUT/machine-after.json"
 if [ "$ONLY" = load ]; then
-  "$PY" bench/report.py --print "$OUT"
+  "$PY" crates/tools/bench/report.py --print "$OUT"
 else
-  "$PY" bench/report.py "$OUT"
+  "$PY" crates/tools/bench/report.py "$OUT"
 fi

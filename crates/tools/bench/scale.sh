@@ -3,7 +3,7 @@
 # nginx (round robin, the docs/deploy.md settings), each store side by side
 # in one run: the memory store (no sharing: the baseline), one Redis, and a
 # Redis Cluster of three primaries and three replicas (cluster-node-timeout
-# 1 s), all on this machine. Not part of the tests: ./bench/scale.sh
+# 1 s), all on this machine. Not part of the tests: ./crates/tools/bench/scale.sh
 #
 # For every store and N, on a fresh set of instances:
 #   - saturation: SAT_STREAMS streams x SAT_EVENTS events as fast as they go
@@ -23,7 +23,7 @@
 # STORES="memory redis cluster", ROUNDS=1, PROFILE=release, PORT_OFFSET=0.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$ROOT"
 PROFILE="${PROFILE:-release}"
 BIN="$ROOT/target/$PROFILE"
@@ -49,7 +49,7 @@ NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 echo "==> build ($PROFILE)"
 cargo build --profile "$PROFILE" -p babelgate -p babelgate-loadgen
 
-. "$ROOT/bench/lib.sh"
+. "$ROOT/crates/tools/bench/lib.sh"
 join() { local IFS=,; echo "$*"; }
 
 UP=$((19200 + O)); LB=$((18180 + O)); GW0=$((18190 + O)); REDIS=$((16400 + O)); CL0=$((16410 + O))

@@ -2,7 +2,7 @@
 // Oracle agent, second framework: ONE Mastra agent served natively by two
 // real adapters, with a scripted offline model.
 //
-//   node tests/node/oracle2/mastra-agent.mjs --port PORT
+//   node tests/node/oracle/mastra-agent.mjs --port PORT
 //
 //   POST /agui     @ag-ui/mastra's MastraAgent (AG-UI's own Mastra
 //                  integration) run on the RunAgentInput; its events are

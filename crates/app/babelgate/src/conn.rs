@@ -17,7 +17,7 @@
 //! A client that stops reading is given up on here too, as one that left:
 //! every write to the connection goes through [`Watched`], and a write that
 //! makes no progress for the route's `client_stall_timeout_ms` fails, which
-//! ends the connection (hyper's, the lean path's or a WebSocket's) and drops
+//! ends the connection (hyper's, the first-request path's or a WebSocket's) and drops
 //! the response body: the stream then ends as on a disconnect. An HTTP/2
 //! stream whose flow-control window stays closed blocks no socket write, so
 //! each such response is watched on its own ([`respond`]).

@@ -6,7 +6,7 @@
 //! reload, and its routes, each with the stacks built for it at load. The
 //! rest is a request's life, phase by phase, a file each:
 //! - accept: `listener.rs` (the accept loop, TLS, `max_connections`, each
-//!   connection's watchdog, drain and shutdown; `lean.rs` for a first
+//!   connection's watchdog, drain and shutdown; `first_request.rs` for a first
 //!   request that came whole) and `accept.rs` (id, trace, client address;
 //!   the error, CORS and count on the way out);
 //! - route: `route.rs`; authenticate and limit: `stack.rs`;
@@ -33,7 +33,7 @@ use babelgate_store::{MemoryConfig, MemoryConversationStore, MemoryRunLog, Store
 
 mod accept;
 mod follow;
-mod lean;
+mod first_request;
 mod listener;
 mod proxy;
 mod pump;

@@ -33,7 +33,7 @@ fn translate_reads_stdin_and_writes_the_target_dialect() {
 fn translate_reads_and_writes_a2a() {
     let failed = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/a2a/run_error.sse"
+        "/../../../tests/fixtures/a2a/run_error.sse"
     ))
     .unwrap();
     let (code, out, err) = babelgate(&["translate", "--from", "a2a", "--to", "vercel"], &failed);
@@ -98,7 +98,7 @@ fn unknown_dialects_and_missing_files_are_usage_errors() {
 
 #[test]
 fn check_accepts_the_shipped_config_and_reports_every_error_with_its_line() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../gateway.toml");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../gateway.toml");
     let (code, out, err) = babelgate(&["check", "--config", root], b"");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("ok"), "{out}");
@@ -124,7 +124,7 @@ fn check_accepts_the_shipped_config_and_reports_every_error_with_its_line() {
 /// Every recipe under examples/ ships a config `babelgate check` accepts.
 #[test]
 fn check_accepts_every_example_config() {
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../examples");
     let mut checked = 0;
     for entry in std::fs::read_dir(examples).unwrap() {
         let config = entry.unwrap().path().join("gateway.toml");

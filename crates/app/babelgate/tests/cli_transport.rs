@@ -70,7 +70,7 @@ fn sse_to_proto_and_back() {
 fn hai_events_cross_the_binary_form_as_hai_custom_events() {
     let hai = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/hai/chat.sse"
+        "/../../../tests/fixtures/hai/chat.sse"
     ))
     .unwrap();
     let args = [

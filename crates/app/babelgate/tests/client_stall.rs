@@ -143,7 +143,7 @@ fn tcp_buffer_max(which: &str, fallback: u64) -> u64 {
 }
 
 /// Sends the AG-UI request for thread `t` on a raw HTTP/1.1 connection:
-/// whole in one write (the lean path takes it) or with a chunked body
+/// whole in one write (the first-request path takes it) or with a chunked body
 /// (hyper's HTTP/1 server does).
 async fn post_raw(c: &mut TcpStream, thread: &str, chunked: bool) {
     let body = agui_hi(thread);

@@ -4,7 +4,7 @@
 //! it. Two instances over a cluster with the real clients:
 //! tests/node/e2e/resume-cluster.test.mjs.
 
-#[path = "../../store/tests/support/mod.rs"]
+#[path = "../../../lib/store/tests/support/mod.rs"]
 #[allow(dead_code)] // the single-server half of support is for the other suites
 mod support;
 

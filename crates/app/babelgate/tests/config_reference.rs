@@ -12,7 +12,7 @@ type Tables = BTreeMap<String, BTreeSet<String>>;
 
 fn repo(path: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("../../..")
         .join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

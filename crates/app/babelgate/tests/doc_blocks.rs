@@ -31,7 +31,7 @@ const DOC_ENV: [&str; 6] = [
 const BLOCK_DEADLINE: Duration = Duration::from_secs(120);
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 #[derive(Debug)]

@@ -4,7 +4,7 @@ use std::path::Path;
 
 #[test]
 fn the_docs_index_lists_every_page_and_nothing_else() {
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs");
     let index = std::fs::read_to_string(docs.join("README.md")).unwrap();
     let linked: Vec<&str> = index
         .split("](")

@@ -463,7 +463,7 @@ async fn held_agui_upstream() -> (SocketAddr, tokio::sync::watch::Sender<bool>) 
 }
 
 /// The first request of a connection is answered by the gateway's own
-/// writer (see server/lean.rs) when it came whole; the connection then goes
+/// writer (see server/first_request.rs) when it came whole; the connection then goes
 /// on with hyper, whether the next request came while the first response
 /// streamed or after it, and `connection: close` closes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 //! shared Redis. The page itself is driven in Chromium by
 //! tests/node/e2e/inspector.test.mjs.
 
-#[path = "../../store/tests/support/mod.rs"]
+#[path = "../../../lib/store/tests/support/mod.rs"]
 mod support;
 
 mod common;

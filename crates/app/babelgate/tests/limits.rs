@@ -5,7 +5,7 @@
 //! Deadlines are configured short (300 ms); waits are bounded generously
 //! (10 s and more) and the bounds only matter when a test fails.
 
-#[path = "../../store/tests/support/mod.rs"]
+#[path = "../../../lib/store/tests/support/mod.rs"]
 mod support;
 
 mod common;

@@ -21,7 +21,7 @@ use babelgate_core::{Dialect, EventKind};
 use serde_json::Value;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 fn mapping_doc() -> String {

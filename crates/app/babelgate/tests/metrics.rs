@@ -484,7 +484,7 @@ async fn a_resumed_stream_is_an_active_stream_while_it_lives() {
 fn documented_metrics() -> Vec<(String, Vec<String>)> {
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/operations.md"
+        "/../../../docs/operations.md"
     ))
     .unwrap();
     let mut lines = doc.lines().skip_while(|l| *l != "## Metrics");

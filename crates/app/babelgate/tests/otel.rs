@@ -78,7 +78,7 @@ async fn upstream() -> (SocketAddr, Seen) {
 /// The venv's python, where ./tests/run.sh makes it: its absence is a
 /// failure (the test command always makes it), not a skip.
 fn venv_python() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let py = root.join("target/py-venv/bin/python");
     assert!(
         py.exists(),
@@ -90,7 +90,7 @@ fn venv_python() -> PathBuf {
 
 /// The OTLP receiver and its port.
 async fn receiver() -> (tokio::process::Child, u16) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let mut child = tokio::process::Command::new(venv_python())
         .arg(root.join("tests/python/otlp_receiver.py"))
         .stdout(std::process::Stdio::piped())

@@ -537,7 +537,7 @@ fn dump_for_real_clients(dialect: Dialect, name: &str, body: &[u8]) {
 async fn a_route_without_resume_streams_the_same_bytes_without_ids_and_logs_nothing() {
     let answer = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/ag-ui/server_tool.sse"
+        "/../../../tests/fixtures/ag-ui/server_tool.sse"
     ))
     .unwrap();
     let (l, up) = listener().await;

@@ -5,7 +5,7 @@
 //! forged `X-Forwarded-For`, HTTP/1 requests without one `Host`, and the
 //! inspector while Redis is frozen.
 
-#[path = "../../store/tests/support/mod.rs"]
+#[path = "../../../lib/store/tests/support/mod.rs"]
 mod support;
 
 mod common;
@@ -377,7 +377,7 @@ async fn an_http1_request_without_one_host_gets_400() {
         )
         .into_bytes()
     };
-    // The whole POST in one write is the lean path's; a GET is hyper's.
+    // The whole POST in one write is the first-request path's; a GET is hyper's.
     for (what, req) in [
         ("POST, none", post("")),
         ("POST, two", post("host: a.example\r\nhost: b.example\r\n")),

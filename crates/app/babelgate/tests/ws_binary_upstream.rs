@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::Message;
 fn fixture() -> String {
     let p = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/hai/chat.sse"
+        "/../../../tests/fixtures/hai/chat.sse"
     );
     std::fs::read_to_string(p).unwrap()
 }

@@ -1,17 +1,17 @@
 //! Golden files: every fixture of every dialect, translated into all four
 //! dialects (16 pairs), snapshotted as `<scenario>.<from>-<to>.snap` under
-//! tests/snapshots. The outputs are also written to `$BABELGATE_GOLDEN_OUT`
+//! crates/app/registry/tests/snapshots. The outputs are also written to `$BABELGATE_GOLDEN_OUT`
 //! so that tests/node feeds them to the real client packages.
 
 use std::path::{Path, PathBuf};
 
-use babelgate::registry;
+use babelgate_registry as registry;
 use babelgate_core::sse::{Frame, SseFramer};
 use babelgate_core::{Dialect, EncodeContext};
 use serde_json::Value;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 /// All fixtures as (dialect, scenario, bytes), sorted.
@@ -93,7 +93,7 @@ fn all_pairs_match_golden_snapshots() {
         std::fs::create_dir_all(dir).unwrap();
     }
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(repo_root().join("tests/snapshots"));
+    settings.set_snapshot_path(repo_root().join("crates/app/registry/tests/snapshots"));
     settings.set_prepend_module_to_snapshot(false);
     settings.bind(|| {
         for (from, scenario, input) in &fixtures {

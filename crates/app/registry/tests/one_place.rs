@@ -15,7 +15,7 @@ const VARIANTS: [&str; 5] = [
 ];
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -40,14 +40,14 @@ fn code_before_tests(text: &str) -> &str {
 fn no_code_outside_the_registry_and_the_adapters_names_a_dialect() {
     let root = repo_root();
     let mut files = Vec::new();
-    for dir in ["crates/core/src", "crates/gateway/src", "crates/store/src"] {
+    for dir in ["crates/lib/core/src", "crates/app/babelgate/src", "crates/lib/store/src"] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 20, "{} files", files.len());
     let mut named = Vec::new();
     for file in &files {
         // The enum itself: its variants, names and list.
-        if file.ends_with("crates/core/src/dialect.rs") {
+        if file.ends_with("crates/lib/core/src/dialect.rs") {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();
@@ -86,10 +86,10 @@ fn no_code_outside_its_adapter_and_the_registry_names_a2a() {
     let root = repo_root();
     let mut files = Vec::new();
     for dir in [
-        "crates/core/src",
-        "crates/gateway/src",
-        "crates/store/src",
-        "crates/proto/src",
+        "crates/lib/core/src",
+        "crates/app/babelgate/src",
+        "crates/lib/store/src",
+        "crates/lib/proto/src",
         "adapters/ag-ui/src",
         "adapters/hai/src",
         "adapters/vercel/src",
@@ -99,7 +99,7 @@ fn no_code_outside_its_adapter_and_the_registry_names_a2a() {
     }
     let mut named = Vec::new();
     for file in &files {
-        if file.ends_with("crates/core/src/dialect.rs") {
+        if file.ends_with("crates/lib/core/src/dialect.rs") {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();

@@ -138,7 +138,7 @@ fn agree_at_cuts(input: &[u8], cuts: impl Iterator<Item = usize>) {
 
 #[test]
 fn every_fixture_frames_as_eventsource_stream_frames_it_at_each_telling_cut() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../tests/fixtures");
     let mut files = Vec::new();
     let mut dirs = vec![root];
     while let Some(d) = dirs.pop() {

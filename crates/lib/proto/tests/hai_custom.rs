@@ -20,7 +20,7 @@ fn is_default(v: &Value) -> bool {
 
 #[test]
 fn hai_fixture_events_round_trip() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hai");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../tests/fixtures/hai");
     let mut seen = 0;
     let mut own = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {

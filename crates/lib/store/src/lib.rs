@@ -136,7 +136,7 @@
 #![forbid(unsafe_code)]
 
 mod blocks;
-pub mod board;
+pub mod capture_board;
 mod entries;
 mod flag;
 pub mod limits;
@@ -156,7 +156,7 @@ pub use babelgate_core::request::Message;
 pub use bytes::Bytes;
 pub use futures_util::stream::BoxStream;
 
-pub use board::{CaptureBoard, RedisBoard};
+pub use capture_board::{CaptureBoard, RedisBoard};
 pub use limits::{limiter, Limiter, MemoryLimiter, RedisLimiter};
 pub use memory::{MemoryConversationStore, MemoryRunLog};
 pub use redis_store::RedisStore;

@@ -2,7 +2,7 @@
 // A check of the lean bridge (server-lean.mjs) against the runAgent one
 // (server.mjs); not part of the test suite, run by hand:
 //
-//   node bench/node/check-lean.mjs
+//   node crates/tools/bench/node/check-lean.mjs
 //
 // It serves AG-UI streams from a small upstream of its own (the fixtures of
 // tests/fixtures/ag-ui and a loadgen-like text stream with `@<µs>;` marks),
@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const fixtures = path.join(here, '..', '..', 'tests', 'fixtures', 'ag-ui');
+const fixtures = path.join(here, '..', '..', '..', '..', 'tests', 'fixtures', 'ag-ui');
 
 // Streams both bridges must answer alike (EXTRA: printed, not held).
 const SAME = ['chat', 'server_tool', 'frontend_tool', 'parallel_tools', 'hitl_confirm', 'state', 'reasoning', 'run_error', 'unknown_events', 'cut_mid_message', 'marks'];

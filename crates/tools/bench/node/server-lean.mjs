@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Comparison (d2) of bench/run.sh: the same bridge as server.mjs (an AG-UI
+// Comparison (d2) of crates/tools/bench/run.sh: the same bridge as server.mjs (an AG-UI
 // agent behind a Vercel AI SDK UI client), written the cheapest way the
 // official packages allow, without HttpAgent.runAgent's message assembly
 // (its middleware chain, event verification, message and state bookkeeping
@@ -16,7 +16,7 @@
 // to the socket without a TextEncoderStream hop, and the writes of one event
 // loop turn are corked into one syscall (a chunk per write otherwise).
 //
-//   node bench/node/server-lean.mjs --port 8084 --upstream http://127.0.0.1:9100/agent
+//   node crates/tools/bench/node/server-lean.mjs --port 8084 --upstream http://127.0.0.1:9100/agent
 import http from 'node:http';
 import { runHttpRequest, transformChunks, transformHttpEventStream } from '@ag-ui/client';
 import { createUIMessageStream, JsonToSseTransformStream, UI_MESSAGE_STREAM_HEADERS } from 'ai';

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Comparison (d) of bench/run.sh: what an application writes today to put a
+// Comparison (d) of crates/tools/bench/run.sh: what an application writes today to put a
 // Vercel AI SDK UI (useChat) in front of an AG-UI agent, without babelgate.
 // @ag-ui/client's HttpAgent runs the agent; every event goes through the
 // hand mapping (agui-to-ui.mjs) into createUIMessageStream's writer; the
 // response is pipeUIMessageStreamToResponse's.
 //
-//   node bench/node/server.mjs --port 8082 --upstream http://127.0.0.1:9100/agent
+//   node crates/tools/bench/node/server.mjs --port 8082 --upstream http://127.0.0.1:9100/agent
 import http from 'node:http';
 import { HttpAgent } from '@ag-ui/client';
 import { createUIMessageStream, pipeUIMessageStreamToResponse } from 'ai';

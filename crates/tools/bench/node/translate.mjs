@@ -2,7 +2,7 @@
 // Whole-process AG-UI -> Vercel translation with the official SDKs, the
 // comparison for `babelgate translate --from ag-ui --to vercel FILE`:
 //
-//   node bench/node/translate.mjs FILE > out.sse
+//   node crates/tools/bench/node/translate.mjs FILE > out.sse
 //
 // The file's bytes go through @ag-ui/client's transformHttpEventStream (the
 // client's own SSE parsing and event decoding), each event is mapped by hand

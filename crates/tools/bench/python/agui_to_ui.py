@@ -3,7 +3,7 @@
 The mapping an application writes by hand to put a Vercel AI SDK UI in front of
 an AG-UI agent in Python: events validated by the SDK's own models, chunks
 serialized with json.dumps. It keeps the same state babelgate keeps (open
-step, tool call names and arguments, the agent state), as bench/node does.
+step, tool call names and arguments, the agent state), as crates/tools/bench/node does.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Comparison (e) of bench/run.sh: the same bridge as bench/node/server.mjs in
+"""Comparison (e) of crates/tools/bench/run.sh: the same bridge as crates/tools/bench/node/server.mjs in
 Python. FastAPI receives the chat request, httpx streams the AG-UI agent,
 every event is validated into the AG-UI SDK's (ag-ui-protocol) pydantic
 models, mapped by agui_to_ui.py and written as the UI message stream.
 
-    python bench/python/server.py --port 8083 --upstream http://127.0.0.1:9100/agent
+    python crates/tools/bench/python/server.py --port 8083 --upstream http://127.0.0.1:9100/agent
 """
 
 import argparse

@@ -2,7 +2,7 @@
 """Whole-process AG-UI -> Vercel translation with the AG-UI Python SDK, the
 comparison for `babelgate translate --from ag-ui --to vercel FILE`:
 
-    python bench/python/translate.py FILE > out.sse
+    python crates/tools/bench/python/translate.py FILE > out.sse
 
 Every payload is validated into the SDK's pydantic event models, mapped by
 agui_to_ui.py, and written with json.dumps, as a FastAPI handler would.

@@ -1,7 +1,7 @@
 //! What the benchmarks share: the mixed benchmark stream and the adapters by
 //! dialect.
 //!
-//! [`mixed_agui`] writes the same shape as `bench/make_stream.py` (which uses
+//! [`mixed_agui`] writes the same shape as `crates/tools/bench/make_stream.py` (which uses
 //! the AG-UI Python SDK for the whole-process comparison): per turn a text
 //! message of 40 small deltas, a tool call with 6 argument deltas and its
 //! result, and 2 state deltas; about three quarters of all events are text

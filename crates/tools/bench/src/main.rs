@@ -1,6 +1,6 @@
 //! `core-bench`: events/s and bytes/s of the translation core on the mixed
 //! stream, without criterion's statistics (criterion: `cargo bench -p
-//! babelgate-bench`). bench/run.sh puts its JSON in the report; it is also the
+//! babelgate-bench`). crates/tools/bench/run.sh puts its JSON in the report; it is also the
 //! program to profile (`--only ag-ui-vercel --iters 1` under callgrind).
 //!
 //!     core-bench [--events N] [--min-secs S] [--iters N] [--only NAME] [--json]

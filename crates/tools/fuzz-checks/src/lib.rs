@@ -479,7 +479,7 @@ pub fn check_request(from: Dialect, body: &[u8]) {
 pub type Check = fn(&[u8]);
 
 /// Every fuzz target by name, with the check it runs. The one-line targets in
-/// `fuzz/fuzz_targets/` call [`run`] with their own name, and this crate's
+/// `crates/tools/fuzz/fuzz_targets/` call [`run`] with their own name, and this crate's
 /// tests replay each target's regression seeds through the same entry, so the
 /// fuzzer and `cargo test` cannot check different things.
 pub const TARGETS: &[(&str, Check)] = &[

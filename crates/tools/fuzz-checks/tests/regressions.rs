@@ -1,7 +1,7 @@
 //! Replays every fuzz regression seed through its target's check, so that a
 //! crash once found fails `cargo test`, not only a fuzz run: the corpus files
-//! named `regression-*` (fuzz/README.md, "Seed corpus") and every input
-//! libFuzzer saved under `fuzz/artifacts/<target>/` (crash, timeout, OOM).
+//! named `regression-*` (crates/tools/fuzz/README.md, "Seed corpus") and every input
+//! libFuzzer saved under `crates/tools/fuzz/artifacts/<target>/` (crash, timeout, OOM).
 //!
 //! The targets are found on disk, so a new target, a new regression seed or a
 //! new artifact is replayed without touching this file; a target with no entry
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use babelgate_fuzz_checks::{run, TARGETS};
 
 fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
 }
 
 /// Names of the entries of `dir` (empty when it does not exist).
@@ -58,10 +58,10 @@ fn every_fuzz_target_is_known_here() {
     let corpora: BTreeSet<String> = entries(&fuzz.join("corpus")).into_iter().collect();
     assert_eq!(
         corpora, known,
-        "fuzz/corpus/ and TARGETS name different targets"
+        "crates/tools/fuzz/corpus/ and TARGETS name different targets"
     );
     for dir in entries(&fuzz.join("artifacts")) {
-        assert!(known.contains(&dir), "fuzz/artifacts/{dir}: no such target");
+        assert!(known.contains(&dir), "crates/tools/fuzz/artifacts/{dir}: no such target");
     }
 }
 

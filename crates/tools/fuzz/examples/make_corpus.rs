@@ -1,7 +1,7 @@
-//! Writes the seed corpus `fuzz/corpus/<target>/` anew, from the fixtures
+//! Writes the seed corpus `crates/tools/fuzz/corpus/<target>/` anew, from the fixtures
 //! (`tests/fixtures/<dialect>/*.sse`), the bodies `ai`'s chat client sent
 //! (`adapters/vercel/testdata/client_requests.json`) and the request bodies
-//! below. Run from `fuzz/`: `cargo run --example make_corpus`.
+//! below. Run from `crates/tools/fuzz/`: `cargo run --example make_corpus`.
 //!
 //! - `sse_framer`: two control bytes (size limit, cut point) then a stream:
 //!   hand-made edge cases and a few fixtures.
@@ -12,7 +12,7 @@
 //! - `fast_ag_ui`, `fast_json`: AG-UI fixture frames and hand-made strings as
 //!   text, a few fixed byte strings for the structured form.
 //! - `proto_framer`: @ag-ui/encoder's proto stream and the reference byte
-//!   corpus (`crates/proto/testdata/`), framed, and edge cases.
+//!   corpus (`crates/lib/proto/testdata/`), framed, and edge cases.
 //! - `http1_codec`: a cut byte, then requests and responses, plain and in
 //!   the shapes requests are smuggled with.
 //! - every crash found, in its target's directory ([`REGRESSIONS`]).
@@ -35,7 +35,7 @@ const CROSS_SCENARIOS: [&str; 5] = [
 
 fn main() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let repo = fuzz.parent().expect("fuzz/ is inside the repository");
+    let repo = fuzz.ancestors().nth(3).expect("crates/tools/fuzz/ is inside the repository");
     let corpus = fuzz.join("corpus");
     let fixtures = repo.join("tests/fixtures");
 
@@ -362,7 +362,7 @@ fn http1_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn proto_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
-    let testdata = repo.join("crates/proto/testdata");
+    let testdata = repo.join("crates/lib/proto/testdata");
     let with = |pick: u8, cut: u8, body: &[u8]| [&[pick, cut][..], body].concat();
     let mut seeds = vec![(
         "encoder-stream".to_string(),

@@ -1,4 +1,4 @@
-//! `loadgen`: the load harness of bench/run.sh.
+//! `loadgen`: the load harness of crates/tools/bench/run.sh.
 //!
 //!     loadgen upstream --listen 127.0.0.1:9100
 //!     loadgen run --url http://127.0.0.1:8080/api/chat --body vercel \

@@ -298,7 +298,7 @@ fn a_route_without_resume_refuses_what_needs_its_run_log_where_it_stands() {
 
 #[test]
 fn the_shipped_gateway_toml_is_valid() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../gateway.toml");
     let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         c.demo_agent.is_some(),

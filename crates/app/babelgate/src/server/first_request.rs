@@ -37,7 +37,7 @@ const MAX_EARLY_BYTES: usize = 8 * 1024;
 
 /// A request taken by this path.
 #[derive(Debug)]
-pub(super) struct Lean {
+pub(super) struct FirstRequest {
     pub request: Request<Full<Bytes>>,
     /// The client asked for the connection to close after the response.
     pub close: bool,
@@ -46,7 +46,7 @@ pub(super) struct Lean {
 /// `first` as one whole `POST` this path takes (see
 /// [`babelgate_http1::whole_request`]), or `None`: hyper serves the
 /// connection, from `first` on.
-pub(super) fn parse(first: &[u8]) -> Option<Lean> {
+pub(super) fn parse(first: &[u8]) -> Option<FirstRequest> {
     let whole = babelgate_http1::whole_request(first)?;
     if whole.head.method != Method::POST {
         return None;
@@ -58,7 +58,7 @@ pub(super) fn parse(first: &[u8]) -> Option<Lean> {
     *request.uri_mut() = head.uri;
     *request.version_mut() = head.version;
     *request.headers_mut() = head.headers;
-    Some(Lean {
+    Some(FirstRequest {
         request,
         close: whole.close,
     })
@@ -197,12 +197,12 @@ mod tests {
 
     #[test]
     fn a_whole_post_is_taken() {
-        let lean = parse(POST).expect("taken");
-        assert_eq!(lean.request.method(), Method::POST);
-        assert_eq!(lean.request.uri(), "/api/chat");
-        assert_eq!(lean.request.version(), Version::HTTP_11);
-        assert_eq!(lean.request.headers()["content-type"], "application/json");
-        assert!(!lean.close);
+        let taken = parse(POST).expect("taken");
+        assert_eq!(taken.request.method(), Method::POST);
+        assert_eq!(taken.request.uri(), "/api/chat");
+        assert_eq!(taken.request.version(), Version::HTTP_11);
+        assert_eq!(taken.request.headers()["content-type"], "application/json");
+        assert!(!taken.close);
         assert!(parse(
             b"POST /a?b=c HTTP/1.1\r\nConnection: keep-alive, close\r\ncontent-length: 0\r\n\r\n"
         )

@@ -21,7 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{lean, Gateway};
+use super::{first_request, Gateway};
 use crate::conn::{self, ConnState, Expired, Timeouts};
 use crate::error::Body;
 
@@ -192,13 +192,13 @@ impl Gateway {
             }
         };
         if !h2 {
-            if let Some(lean) = lean::parse(&first) {
+            if let Some(taken) = first_request::parse(&first) {
                 // The common request, answered without hyper's buffers;
                 // hyper serves what follows on the connection, if anything.
                 drop(first);
-                let served = self.serve_lean(&mut io, lean, &state, peer, &slot);
+                let served = self.serve_first(&mut io, taken, &state, peer, &slot);
                 match Box::pin(served).await {
-                    lean::Ended::KeepAlive(early) if !closing.is_cancelled() => first = early,
+                    first_request::Ended::KeepAlive(early) if !closing.is_cancelled() => first = early,
                     _ => return,
                 }
             }
@@ -254,7 +254,7 @@ impl Gateway {
         }
     }
 
-    /// Answers a request read off the wire, by hyper or by [`lean`]: the
+    /// Answers a request read off the wire, by hyper or by [`first_request`]: the
     /// HTTP/1 `Host` rules hyper does not apply (RFC 9112 section 3.2: 400
     /// and the connection closed), then the gateway.
     async fn answer<B>(self: &Arc<Self>, req: Request<B>, peer: SocketAddr) -> Response<Body>
@@ -274,20 +274,20 @@ impl Gateway {
         self.handle(req, peer).await
     }
 
-    /// Answers a request taken by [`lean`], as the service given to hyper
+    /// Answers a request taken by [`first_request`], as the service given to hyper
     /// below answers one.
-    async fn serve_lean<I>(
+    async fn serve_first<I>(
         self: &Arc<Self>,
         io: &mut I,
-        lean: lean::Lean,
+        taken: first_request::FirstRequest,
         state: &Arc<ConnState>,
         peer: SocketAddr,
         slot: &crate::ws::ConnHold,
-    ) -> lean::Ended
+    ) -> first_request::Ended
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {
-        let lean::Lean { mut request, close } = lean;
+        let first_request::FirstRequest { mut request, close } = taken;
         let (active, deadline) = state.begin(false);
         request.extensions_mut().insert(deadline);
         request.extensions_mut().insert(slot.clone());
@@ -295,7 +295,7 @@ impl Gateway {
         // done once the head is out, the response streams for long.
         let response = Box::pin(self.answer(request, peer)).await;
         let response = conn::respond(response, active, false);
-        lean::respond(io, response, close).await
+        first_request::respond(io, response, close).await
     }
 
     /// Drives a served connection under its watchdog: closed when a

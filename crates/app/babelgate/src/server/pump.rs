@@ -1192,7 +1192,7 @@ mod tests {
         let all = [Dialect::AgUi, Dialect::Vercel, Dialect::Hai, Dialect::AgKit];
         for from in all {
             let path = format!(
-                "{}/../../tests/fixtures/{}/server_tool.sse",
+                "{}/../../../tests/fixtures/{}/server_tool.sse",
                 env!("CARGO_MANIFEST_DIR"),
                 dir(from)
             );

@@ -7,7 +7,7 @@ use babelgate_core::Dialect;
 /// The fixtures of the golden tests (`tests/fixtures/<dialect>/*.sse`) and
 /// the oracle captures (`tests/fixtures/oracle/<scenario>.<dialect>.sse`).
 pub fn fixtures() -> Vec<(Dialect, String, Vec<u8>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../tests/fixtures");
     let sse = |dir: PathBuf| -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

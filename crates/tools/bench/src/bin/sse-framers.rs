@@ -7,7 +7,7 @@
 //! The two take turns, `rounds` times each; the median of each is printed
 //! with their ratio. Allocations are counted by this binary's allocator
 //! (the system one, counted by `stats_alloc`), the same for both. The differential test that
-//! holds the two to the same frames is crates/core/tests/sse_differential.rs.
+//! holds the two to the same frames is crates/lib/core/tests/sse_differential.rs.
 
 use std::alloc::System;
 use std::time::Instant;

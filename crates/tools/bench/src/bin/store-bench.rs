@@ -1,5 +1,5 @@
 //! `store-bench`: what the run log costs per appended event, in memory and in
-//! one Redis. bench/run.sh runs it; its JSON line goes into the report.
+//! one Redis. crates/tools/bench/run.sh runs it; its JSON line goes into the report.
 //!
 //!     store-bench --backend memory|redis [--url redis://127.0.0.1:6379]
 //!         [--runs 20] [--events 10000] [--batch 16] [--redis-pid PID]
