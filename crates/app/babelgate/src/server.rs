@@ -32,8 +32,8 @@ use crate::upstream;
 use babelgate_store::{MemoryConfig, MemoryConversationStore, MemoryRunLog, StoreConfig, Stores};
 
 mod accept;
-mod follow;
 mod first_request;
+mod follow;
 mod listener;
 mod proxy;
 mod pump;

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use babelgate_registry as registry;
 use babelgate_core::sse::{Frame, SseFramer};
 use babelgate_core::{Dialect, EncodeContext};
+use babelgate_registry as registry;
 use serde_json::Value;
 
 fn repo_root() -> PathBuf {

@@ -40,7 +40,11 @@ fn code_before_tests(text: &str) -> &str {
 fn no_code_outside_the_registry_and_the_adapters_names_a_dialect() {
     let root = repo_root();
     let mut files = Vec::new();
-    for dir in ["crates/lib/core/src", "crates/app/babelgate/src", "crates/lib/store/src"] {
+    for dir in [
+        "crates/lib/core/src",
+        "crates/app/babelgate/src",
+        "crates/lib/store/src",
+    ] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 20, "{} files", files.len());

@@ -61,7 +61,10 @@ fn every_fuzz_target_is_known_here() {
         "crates/tools/fuzz/corpus/ and TARGETS name different targets"
     );
     for dir in entries(&fuzz.join("artifacts")) {
-        assert!(known.contains(&dir), "crates/tools/fuzz/artifacts/{dir}: no such target");
+        assert!(
+            known.contains(&dir),
+            "crates/tools/fuzz/artifacts/{dir}: no such target"
+        );
     }
 }
 

@@ -35,7 +35,10 @@ const CROSS_SCENARIOS: [&str; 5] = [
 
 fn main() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let repo = fuzz.ancestors().nth(3).expect("crates/tools/fuzz/ is inside the repository");
+    let repo = fuzz
+        .ancestors()
+        .nth(3)
+        .expect("crates/tools/fuzz/ is inside the repository");
     let corpus = fuzz.join("corpus");
     let fixtures = repo.join("tests/fixtures");
 

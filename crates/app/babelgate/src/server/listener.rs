@@ -198,7 +198,9 @@ impl Gateway {
                 drop(first);
                 let served = self.serve_first(&mut io, taken, &state, peer, &slot);
                 match Box::pin(served).await {
-                    first_request::Ended::KeepAlive(early) if !closing.is_cancelled() => first = early,
+                    first_request::Ended::KeepAlive(early) if !closing.is_cancelled() => {
+                        first = early
+                    }
                     _ => return,
                 }
             }
