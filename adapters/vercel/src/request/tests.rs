@@ -455,7 +455,7 @@ fn errors_name_the_field() {
 
 /// Bodies the `ai` package's chat client sent (testdata/make-client-requests.mjs).
 fn client_request(name: &str) -> Value {
-    let text = include_str!("../testdata/client_requests.json");
+    let text = include_str!("../../testdata/client_requests.json");
     let all: Value = serde_json::from_str(text).unwrap();
     all[name].clone()
 }
