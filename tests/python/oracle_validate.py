@@ -22,7 +22,7 @@ def golden_files():
     d = os.path.join(OUT, "golden-ag-ui")
     os.makedirs(d, exist_ok=True)
     files = []
-    for snap in sorted(glob.glob(os.path.join(ROOT, "tests", "snapshots", "*-ag-ui.snap"))):
+    for snap in sorted(glob.glob(os.path.join(ROOT, "crates", "app", "registry", "tests", "snapshots", "*-ag-ui.snap"))):
         text = open(snap, encoding="utf-8").read()
         assert text.startswith("---\n")
         body = text.split("\n---\n", 1)[1]
