@@ -35,13 +35,14 @@ if [ "$secs" -le 60 ]; then
 fi
 # No sanitizer: that is what works on stable (a Rust panic is the crash that
 # matters here, and safe code has no memory errors for ASan to find).
-echo "cargo fuzz build --sanitizer none"
-cargo fuzz build --sanitizer none
+# --fuzz-dir: cargo-fuzz looks for fuzz/ at the workspace root otherwise.
+echo "cargo fuzz build --fuzz-dir crates/tools/fuzz --sanitizer none"
+cargo fuzz build --fuzz-dir "$FUZZ" --sanitizer none
 built=$SECONDS
 
 host="$(rustc -vV | sed -n 's/^host: //p')"
 bin_dir="$FUZZ/target/$host/release"
-targets="${FUZZ_TARGETS:-$(cargo fuzz list)}"
+targets="${FUZZ_TARGETS:-$(cargo fuzz list --fuzz-dir "$FUZZ")}"
 scratch="$FUZZ/target/corpus"
 logs="$FUZZ/target/logs"
 rm -rf "$scratch" "$logs"
@@ -90,7 +91,7 @@ for t in $targets; do
       head -n 60 | sed 's/^/    /' || true
     crash="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$logs/$t.log" | tail -n 1)"
     echo "    crash input: ${crash:-(none written; see $logs/$t.log)}"
-    [ -z "$crash" ] || echo "    reproduce:   (cd crates/tools/fuzz && cargo fuzz run --sanitizer none $t $crash)"
+    [ -z "$crash" ] || echo "    reproduce:   cargo fuzz run --fuzz-dir crates/tools/fuzz --sanitizer none $t $crash"
   fi
 done
 
