@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target in fuzz/ for a bounded time on its seed corpus
-# (fuzz/corpus/<target>/), on the stable toolchain. Exits non-zero if any
+# Runs every cargo-fuzz target in crates/tools/fuzz/ for a bounded time on its seed corpus
+# (crates/tools/fuzz/corpus/<target>/), on the stable toolchain. Exits non-zero if any
 # target crashes (a panic, a failed check, a hang), naming the input that did.
 #
 #   FUZZ_SECONDS  seconds per target (default 15)
 #   FUZZ_JOBS     targets run side by side (default: the number of cores)
 #   FUZZ_TARGETS  the targets to run, space-separated (default: all)
 #
-# New inputs the fuzzer finds go to a scratch corpus, fuzz/target/corpus/, made
+# New inputs the fuzzer finds go to a scratch corpus, crates/tools/fuzz/target/corpus/, made
 # anew each run, so the checked-in corpus never changes; crash inputs go to
-# fuzz/artifacts/<target>/. See fuzz/README.md for longer runs.
+# crates/tools/fuzz/artifacts/<target>/. See crates/tools/fuzz/README.md for longer runs.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT/fuzz"
+FUZZ="$ROOT/crates/tools/fuzz"
+cd "$FUZZ"
 
 CARGO_FUZZ_VERSION="0.13.2"
 secs="${FUZZ_SECONDS:-15}"
@@ -34,15 +35,16 @@ if [ "$secs" -le 60 ]; then
 fi
 # No sanitizer: that is what works on stable (a Rust panic is the crash that
 # matters here, and safe code has no memory errors for ASan to find).
-echo "cargo fuzz build --sanitizer none"
-cargo fuzz build --sanitizer none
+# --fuzz-dir: cargo-fuzz looks for fuzz/ at the workspace root otherwise.
+echo "cargo fuzz build --fuzz-dir crates/tools/fuzz --sanitizer none"
+cargo fuzz build --fuzz-dir "$FUZZ" --sanitizer none
 built=$SECONDS
 
 host="$(rustc -vV | sed -n 's/^host: //p')"
-bin_dir="$ROOT/fuzz/target/$host/release"
-targets="${FUZZ_TARGETS:-$(cargo fuzz list)}"
-scratch="$ROOT/fuzz/target/corpus"
-logs="$ROOT/fuzz/target/logs"
+bin_dir="$FUZZ/target/$host/release"
+targets="${FUZZ_TARGETS:-$(cargo fuzz list --fuzz-dir "$FUZZ")}"
+scratch="$FUZZ/target/corpus"
+logs="$FUZZ/target/logs"
 rm -rf "$scratch" "$logs"
 mkdir -p "$logs"
 
@@ -50,9 +52,9 @@ mkdir -p "$logs"
 # crash; -max_len leaves room to grow past the largest seed.
 fuzz_one() {
   local t="$1" rc=0
-  mkdir -p "$scratch/$t" "$ROOT/fuzz/artifacts/$t"
-  "$bin_dir/$t" "$scratch/$t" "$ROOT/fuzz/corpus/$t" \
-    -artifact_prefix="$ROOT/fuzz/artifacts/$t/" \
+  mkdir -p "$scratch/$t" "$FUZZ/artifacts/$t"
+  "$bin_dir/$t" "$scratch/$t" "$FUZZ/corpus/$t" \
+    -artifact_prefix="$FUZZ/artifacts/$t/" \
     -max_total_time="$secs" -timeout=10 -max_len=8192 \
     -rss_limit_mb=2048 -print_final_stats=1 >"$logs/$t.log" 2>&1 || rc=$?
   echo "$rc" >"$logs/$t.rc"
@@ -89,7 +91,7 @@ for t in $targets; do
       head -n 60 | sed 's/^/    /' || true
     crash="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$logs/$t.log" | tail -n 1)"
     echo "    crash input: ${crash:-(none written; see $logs/$t.log)}"
-    [ -z "$crash" ] || echo "    reproduce:   (cd fuzz && cargo fuzz run --sanitizer none $t $crash)"
+    [ -z "$crash" ] || echo "    reproduce:   cargo fuzz run --fuzz-dir crates/tools/fuzz --sanitizer none $t $crash"
   fi
 done
 

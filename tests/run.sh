@@ -169,7 +169,7 @@ fi
 step "fixtures are the real packages' bytes"
 check "ag-ui fixtures" "$VENV/bin/python" tests/python/make_fixtures.py --check tests/fixtures/ag-ui
 check "vercel fixtures" node tests/node/make-fixtures.mjs tests/fixtures/vercel --check
-check "ag-ui proto corpus (@ag-ui/proto 1.0.0)" node tests/node/proto-corpus.mjs crates/proto/testdata --check
+check "ag-ui proto corpus (@ag-ui/proto 1.0.0)" node tests/node/proto-corpus.mjs crates/lib/proto/testdata --check
 
 step "real clients and the HAI rules on fixtures and on this run's outputs"
 for v in vercel agui hai agkit; do
@@ -196,7 +196,7 @@ fi
 echo "-- the validators catch broken streams (node --test tests/node/validator-tests/)"
 check "validator tests" node --test tests/node/validator-tests/
 
-step "fuzz: every cargo-fuzz target in fuzz/ for a bounded time (tests/fuzz.sh)"
+step "fuzz: every cargo-fuzz target in crates/tools/fuzz/ for a bounded time (tests/fuzz.sh)"
 # 10 s a target in the suite (fuzz.sh's own default is 15): most of what a
 # short run finds it finds early, and the suite has a 20-minute budget.
 check "fuzz" env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" ./tests/fuzz.sh
@@ -208,7 +208,7 @@ step "end to end: real clients -> babelgate serve -> real agents (node --test te
 # and more on a clean machine.
 # What goes into the binary: sources under src/, build scripts, .proto files
 # and manifests (a test file changed since does not make it stale).
-stale="$( [ -x target/debug/babelgate ] && find crates adapters Cargo.toml Cargo.lock \( -path '*/src/*' -o -name build.rs -o -name '*.proto' -o -name Cargo.toml -o -name Cargo.lock \) -newer target/debug/babelgate -print -quit 2>/dev/null || echo missing)"
+stale="$( [ -x target/debug/babelgate ] && find crates/lib crates/app adapters Cargo.toml Cargo.lock \( -path '*/src/*' -o -name build.rs -o -name '*.proto' -o -name Cargo.toml -o -name Cargo.lock \) -newer target/debug/babelgate -print -quit 2>/dev/null || echo missing)"
 if [ -n "$RUN_OUT" ] && [ -z "$stale" ]; then
   echo "target/debug/babelgate: as this run's cargo test built it"
 else

@@ -12,7 +12,7 @@
 // EventEncoder's proto mode (4-byte big-endian length, then the message);
 // stream.jsonl: decode() of each of those messages, in order.
 // dist-fields.txt: every field (message, number, wire type) the package's generated
-// code writes, read from its source map, so crates/proto can check its vendored
+// code writes, read from its source map, so crates/lib/proto can check its vendored
 // .proto against what 1.0.0 was really built from.
 
 import { encode, decode } from '@ag-ui/proto';

@@ -6,7 +6,7 @@ AG-UI streams and list every error and warning.
 
 Inputs: tests/fixtures/oracle/*ag-ui.sse (native pydantic-ai captures),
 target/oracle/*gw-vercel-to-ag-ui.sse (babelgate output from capture.mjs, if
-present), the golden AG-UI outputs tests/snapshots/*-ag-ui.snap (insta header
+present), the golden AG-UI outputs crates/app/registry/tests/snapshots/*-ag-ui.snap (insta header
 and any "error: ...\\n---\\n" prefix stripped into target/oracle/golden-ag-ui/),
 and any live URL given (ag-ui-validate POSTs its own minimal RunAgentInput).
 Writes target/oracle/validate.json. Exit 0 always: this reports, it does not gate.
@@ -22,7 +22,7 @@ def golden_files():
     d = os.path.join(OUT, "golden-ag-ui")
     os.makedirs(d, exist_ok=True)
     files = []
-    for snap in sorted(glob.glob(os.path.join(ROOT, "tests", "snapshots", "*-ag-ui.snap"))):
+    for snap in sorted(glob.glob(os.path.join(ROOT, "crates", "app", "registry", "tests", "snapshots", "*-ag-ui.snap"))):
         text = open(snap, encoding="utf-8").read()
         assert text.startswith("---\n")
         body = text.split("\n---\n", 1)[1]

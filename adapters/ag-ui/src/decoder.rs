@@ -746,7 +746,7 @@ impl AgUiDecoder {
     }
 
     /// [`Decoder::decode`] without its fast paths: the reference they must
-    /// agree with, for the differential tests here and in fuzz/.
+    /// agree with, for the differential tests here and in crates/tools/fuzz/.
     #[doc(hidden)]
     pub fn decode_without_fast_paths(
         &mut self,

@@ -5,7 +5,7 @@
 // gateway gives up on it as on a client that left: the upstream request is
 // cancelled and `babelgate_client_stalls_total{reason="socket"}` counts it.
 // The raw-socket, WebSocket, HTTP/2 and TLS cases are in
-// crates/gateway/tests/client_stall.rs.
+// crates/app/babelgate/tests/client_stall.rs.
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

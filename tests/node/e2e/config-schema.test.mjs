@@ -3,7 +3,7 @@
 // editor's TOML language server reads it: every configuration the project
 // ships or documents is valid, and a key or a type `babelgate check` refuses
 // the schema refuses too. (That the schema is the one the config code makes
-// is crates/gateway/tests/config_reference.rs.)
+// is crates/app/babelgate/tests/config_reference.rs.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

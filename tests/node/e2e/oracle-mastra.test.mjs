@@ -1,5 +1,5 @@
 // Oracle test, second framework: one Mastra agent
-// (tests/node/oracle2/mastra-agent.mjs, a scripted offline model) served
+// (tests/node/oracle/mastra-agent.mjs, a scripted offline model) served
 // natively in AG-UI by AG-UI's own Mastra integration (@ag-ui/mastra) and in
 // the Vercel UI message stream by Mastra's own @mastra/ai-sdk, and through
 // babelgate in the other dialect. What the real clients assemble (`ai`'s

@@ -71,7 +71,7 @@ test('plain text: CJK and emoji arrive intact, the request is a valid RunAgentIn
     assert.equal(uiText(onlyAnswer(chat)), pyEcho(said));
 
     const [run] = await agentRequests(1);
-    assert.equal(run.threadId, chat.id, 'the Vercel chat id is the AG-UI thread (crates/core/src/request.rs)');
+    assert.equal(run.threadId, chat.id, 'the Vercel chat id is the AG-UI thread (crates/lib/core/src/request.rs)');
     assert.deepEqual(run.messages.map((m) => [m.role, aguiText(m.content)]), [['user', said]]);
     assert.ok(run.tools?.some((t) => t.name === 'change_background'), 'the route\'s client_tools reach the agent');
 

@@ -394,12 +394,12 @@ upstream_protocol = "vercel"
   return report;
 }
 
-// The second framework (tests/node/oracle2/mastra-agent.mjs): same scenarios,
+// The second framework (tests/node/oracle/mastra-agent.mjs): same scenarios,
 // same comparison; its captures go to tests/fixtures/oracle-mastra/.
 export const MASTRA = {
   fixtures: path.join(ROOT, 'tests', 'fixtures', 'oracle-mastra'),
   out: path.join(ROOT, 'target', 'oracle-mastra'),
-  agent: [process.execPath, path.join(ROOT, 'tests', 'node', 'oracle2', 'mastra-agent.mjs')],
+  agent: [process.execPath, path.join(ROOT, 'tests', 'node', 'oracle', 'mastra-agent.mjs')],
 };
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

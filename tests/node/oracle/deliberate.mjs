@@ -1,7 +1,7 @@
 // The differences from a framework's native output that babelgate makes on
 // purpose, as the oracle tests allow them, and the judge that applies them.
 // Each entry's `id` is a row of docs/mapping.md, "Deliberate differences from
-// the frameworks' own adapters", which says why; crates/gateway/tests/
+// the frameworks' own adapters", which says why; crates/app/babelgate/tests/
 // mapping_doc.rs holds the two to each other (it reads the ids below).
 //
 // Every entry is for one oracle test (`test`), one aspect (what is compared:
