@@ -1686,27 +1686,12 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    fn text_start(id: &str) -> EventKind {
-        EventKind::TextStart {
-            message_id: id.into(),
-            role: Role::Assistant,
-            name: None,
-        }
-    }
-
-    fn text_delta_k(id: &str, d: &str) -> EventKind {
-        EventKind::TextDelta {
-            message_id: id.into(),
-            delta: d.into(),
-        }
-    }
-
     const T: &str = "\"timestamp\":1700000000000";
 
     #[test]
     fn synthesizes_run_start_and_message_start_and_finish() {
         // A delta with no run, no start, cut short.
-        let got = run(vec![text_delta_k("m1", "hi \"x\"\n")]);
+        let got = run(vec![EventKind::text_delta("m1", "hi \"x\"\n")]);
         let want = format!(
             "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n\
              data: {{\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m1\",\"role\":\"assistant\",{T}}}\n\n\
@@ -1724,7 +1709,7 @@ mod tests {
         e.finish(&mut out);
         let once = out.clone();
         e.finish(&mut out);
-        e.encode(&Event::new(text_delta_k("m", "late")), &mut out);
+        e.encode(&Event::new(EventKind::text_delta("m", "late")), &mut out);
         assert_eq!(out, once);
         let s = String::from_utf8(out).unwrap();
         assert_eq!(s.matches("RUN_STARTED").count(), 1);
@@ -1744,8 +1729,8 @@ mod tests {
                 message_id: "c1".into(),
                 delta: json!({"task": {"id": "1", "name": "n"}}),
             },
-            text_start("m1"),
-            text_delta_k("m1", "par"),
+            EventKind::text_start("m1"),
+            EventKind::text_delta("m1", "par"),
         ]);
         let types: Vec<String> = got
             .split("\n\n")
@@ -1794,7 +1779,7 @@ mod tests {
                 input: None,
             })
             .with_timestamp(Some(5)),
-            Event::new(text_delta_k("m", "a")).with_timestamp(Some(6)),
+            Event::new(EventKind::text_delta("m", "a")).with_timestamp(Some(6)),
             // an orphan delta: the shape stage gives it its start
             Event::new(EventKind::ToolCallArgs {
                 tool_call_id: "t".into(),
@@ -1807,7 +1792,7 @@ mod tests {
             e.encode(ev, &mut out);
         }
         e.fail("upstream timed out", Some("TIMEOUT"), &mut out);
-        e.encode(&Event::new(text_delta_k("m", "after")), &mut out);
+        e.encode(&Event::new(EventKind::text_delta("m", "after")), &mut out);
         e.finish(&mut out);
         let got = String::from_utf8(out).unwrap();
         let want = format!(
@@ -1841,11 +1826,9 @@ mod tests {
             EventKind::ReasoningPhaseEnd {
                 message_id: "span".into(),
             },
-            text_start("m1"),
-            text_delta_k("m1", "answer"),
-            EventKind::TextEnd {
-                message_id: "m1".into(),
-            },
+            EventKind::text_start("m1"),
+            EventKind::text_delta("m1", "answer"),
+            EventKind::text_end("m1"),
         ]);
         let want = format!(
             "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n\

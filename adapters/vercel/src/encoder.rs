@@ -1566,18 +1566,12 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn text(id: &str, deltas: &[&str]) -> Vec<EventKind> {
-        let mut v = vec![EventKind::TextStart {
-            message_id: id.into(),
-            role: Role::Assistant,
-            name: None,
-        }];
+        let mut v = vec![EventKind::text_start(id)];
         v.extend(deltas.iter().map(|d| EventKind::TextDelta {
             message_id: id.into(),
             delta: (*d).into(),
         }));
-        v.push(EventKind::TextEnd {
-            message_id: id.into(),
-        });
+        v.push(EventKind::text_end(id));
         v
     }
 
@@ -1764,10 +1758,7 @@ pub(crate) mod tests {
             message: "upstream model timed out".into(),
             code: Some("UPSTREAM_TIMEOUT".into()),
         });
-        err.push(EventKind::TextDelta {
-            message_id: "msg-1".into(),
-            delta: "lost".into(),
-        });
+        err.push(EventKind::text_delta("msg-1", "lost"));
         v.push(("run_error", det(), err));
 
         let reasoning = vec![
@@ -1790,20 +1781,10 @@ pub(crate) mod tests {
                 entity_id: "r1".into(),
                 value: "enc".into(),
             },
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: "Hello".into(),
-            },
-            EventKind::TextEnd {
-                message_id: "m".into(),
-            },
-            EventKind::TextEnd {
-                message_id: "m".into(),
-            },
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: " again".into(),
-            },
+            EventKind::text_delta("m", "Hello"),
+            EventKind::text_end("m"),
+            EventKind::text_end("m"),
+            EventKind::text_delta("m", " again"),
             run_finished(Outcome::Unspecified),
         ];
         v.push(("reasoning_and_shorthand", det(), reasoning));
