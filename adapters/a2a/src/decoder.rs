@@ -8,9 +8,7 @@
 //! `failed`/`rejected` its error with the status message, `canceled` its
 //! stopped end.
 
-use babelgate_core::{
-    DecodeError, Decoder, Dialect, Event, EventKind, Frame, Interrupt, Outcome, Role,
-};
+use babelgate_core::{DecodeError, Decoder, Dialect, Event, EventKind, Frame, Interrupt, Outcome};
 use serde_json::{Map, Value};
 
 use crate::wire::{self, Kind, PartRef, State};
@@ -56,7 +54,7 @@ impl A2aDecoder {
 
     fn close_texts(&mut self, out: &mut Vec<Event>) {
         for message_id in self.open.drain(..) {
-            out.push(Event::new(EventKind::TextEnd { message_id }));
+            out.push(Event::new(EventKind::text_end(message_id)));
         }
     }
 
@@ -74,17 +72,13 @@ impl A2aDecoder {
                 PartRef::Text(t) => {
                     if !self.open.iter().any(|m| m == message_id) {
                         self.open.push(message_id.to_string());
-                        out.push(Event::new(EventKind::TextStart {
-                            message_id: message_id.to_string(),
-                            role: Role::Assistant,
-                            name: None,
-                        }));
+                        out.push(Event::new(EventKind::text_start(message_id.to_string())));
                     }
                     if !t.is_empty() {
-                        out.push(Event::new(EventKind::TextDelta {
-                            message_id: message_id.to_string(),
-                            delta: t.to_string(),
-                        }));
+                        out.push(Event::new(EventKind::text_delta(
+                            message_id.to_string(),
+                            t.to_string(),
+                        )));
                     }
                 }
                 PartRef::Data(d) if tool_part(d, out) => {}
@@ -125,7 +119,7 @@ impl A2aDecoder {
         self.parts(parts, &id, None, out);
         if let Some(at) = self.open.iter().position(|o| *o == id) {
             self.open.remove(at);
-            out.push(Event::new(EventKind::TextEnd { message_id: id }));
+            out.push(Event::new(EventKind::text_end(id)));
         }
     }
 
@@ -155,7 +149,7 @@ impl A2aDecoder {
         if last_chunk {
             if let Some(at) = self.open.iter().position(|o| *o == message_id) {
                 self.open.remove(at);
-                out.push(Event::new(EventKind::TextEnd { message_id }));
+                out.push(Event::new(EventKind::text_end(message_id)));
             }
         }
         Ok(())

@@ -48,45 +48,17 @@ mod tests {
     //! Whole streams: the SDK's own bytes (tests/fixtures/a2a) decoded, and
     //! the encoder's tasks read back.
     use super::*;
-    use babelgate_core::{
-        Decoder, EncodeContext, Encoder, Event, EventKind, Frame, Outcome, SseFramer,
-    };
+    use babelgate_core::testing::{decode_sse, encode_events, fixture_dir, sse_frames, text_of};
+    use babelgate_core::{EncodeContext, Encoder, Event, EventKind, Outcome, SseFramer};
     use serde_json::Value;
 
-    fn frames(bytes: &[u8]) -> Vec<Frame> {
-        let mut framer = SseFramer::default();
-        let mut out = Vec::new();
-        framer.push(bytes, &mut out).unwrap();
-        framer.finish(&mut out).unwrap();
-        out
-    }
-
     fn decode(bytes: &[u8]) -> Vec<Event> {
-        let mut d = A2aDecoder::new();
-        let mut out = Vec::new();
-        for f in frames(bytes) {
-            d.decode(&f, &mut out).unwrap();
-        }
-        d.finish(&mut out).unwrap();
-        out
+        decode_sse(&mut A2aDecoder::new(), bytes)
     }
 
     fn fixture(name: &str) -> Vec<u8> {
-        let path = format!(
-            "{}/../../tests/fixtures/a2a/{name}.sse",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
-
-    fn text(events: &[Event]) -> String {
-        events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::TextDelta { delta, .. } => Some(delta.as_str()),
-                _ => None,
-            })
-            .collect()
+        let path = fixture_dir("a2a").join(format!("{name}.sse"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
     fn last(events: &[Event]) -> &EventKind {
@@ -97,7 +69,7 @@ mod tests {
     fn artifact_chunks_are_the_text_verbatim_in_both_versions() {
         for name in ["chat", "chat_v03"] {
             let events = decode(&fixture(name));
-            assert_eq!(text(&events), "Hello \u{2028}world", "{name}");
+            assert_eq!(text_of(&events), "Hello \u{2028}world", "{name}");
             match &events[0].kind {
                 EventKind::RunStarted {
                     thread_id, run_id, ..
@@ -129,7 +101,7 @@ mod tests {
     #[test]
     fn failed_and_rejected_tasks_are_errors_with_their_status_text() {
         let events = decode(&fixture("run_error"));
-        assert_eq!(text(&events), "Trying");
+        assert_eq!(text_of(&events), "Trying");
         assert_eq!(
             last(&events),
             &EventKind::RunError {
@@ -174,7 +146,7 @@ mod tests {
         assert_eq!(data.len(), 1);
         assert_eq!(data[0].0, "weather");
         assert_eq!(data[0].1["city"], "Paris");
-        assert_eq!(text(&events), "Sunny.");
+        assert_eq!(text_of(&events), "Sunny.");
     }
 
     #[test]
@@ -199,17 +171,11 @@ mod tests {
     }
 
     fn encode(events: &[Event]) -> Vec<u8> {
-        let mut e = A2aEncoder::new(EncodeContext::deterministic());
-        let mut out = Vec::new();
-        for ev in events {
-            e.encode(ev, &mut out);
-        }
-        e.finish(&mut out);
-        out
+        encode_events(&mut A2aEncoder::new(EncodeContext::deterministic()), events)
     }
 
     fn results(bytes: &[u8]) -> Vec<Value> {
-        frames(bytes)
+        sse_frames(bytes)
             .iter()
             .map(|f| serde_json::from_str::<Value>(&f.data).unwrap()["result"].clone())
             .collect()
@@ -225,30 +191,10 @@ mod tests {
                 name: None,
             }
             .into(),
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: said[..4].into(),
-            }
-            .into(),
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: said[4..].into(),
-            }
-            .into(),
-            EventKind::TextEnd {
-                message_id: "m".into(),
-            }
-            .into(),
-            EventKind::RunFinished {
-                thread_id: None,
-                run_id: None,
-                message_id: None,
-                result: None,
-                outcome: Outcome::Unspecified,
-                finish_reason: None,
-                usage: None,
-            }
-            .into(),
+            EventKind::text_delta("m", &said[..4]).into(),
+            EventKind::text_delta("m", &said[4..]).into(),
+            EventKind::text_end("m").into(),
+            EventKind::run_finished(Outcome::Unspecified).into(),
         ];
         let out = encode(&events);
         let raw = String::from_utf8(out.clone()).unwrap();
@@ -271,7 +217,7 @@ mod tests {
             final_status.get("message").is_none(),
             "no text again in the status"
         );
-        assert_eq!(text(&decode(&out)), said);
+        assert_eq!(text_of(&decode(&out)), said);
     }
 
     #[test]
@@ -287,16 +233,8 @@ mod tests {
             matches!(last(&decode(&out)), EventKind::RunError { message, .. } if message == "upstream broke")
         );
 
-        let cancelled = encode(&[EventKind::RunFinished {
-            thread_id: None,
-            run_id: None,
-            message_id: None,
-            result: None,
-            outcome: Outcome::Cancelled { reason: None },
-            finish_reason: None,
-            usage: None,
-        }
-        .into()]);
+        let cancelled =
+            encode(&[EventKind::run_finished(Outcome::Cancelled { reason: None }).into()]);
         let rs = results(&cancelled);
         assert_eq!(
             rs.last().unwrap()["statusUpdate"]["status"]["state"],
@@ -306,13 +244,7 @@ mod tests {
 
     #[test]
     fn the_state_answer_is_the_task_so_far_in_the_spelling_asked() {
-        let text = |delta: &str| -> Event {
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: delta.into(),
-            }
-            .into()
-        };
+        let text = |delta: &str| -> Event { EventKind::text_delta("m", delta).into() };
         for version in [rpc::Version::V1, rpc::Version::V03] {
             let ctx = EncodeContext {
                 run_id: Some("t1".into()),

@@ -120,7 +120,7 @@ fn tag_extra(tag: &Option<String>) -> Map<String, Value> {
 /// The end the client synthesizes when a chunk lane closes.
 fn derived_end(p: Pending) -> Event {
     let kind = match p.kind {
-        ChunkKind::Text => EventKind::TextEnd { message_id: p.id },
+        ChunkKind::Text => EventKind::text_end(p.id),
         ChunkKind::Tool => EventKind::ToolCallEnd { tool_call_id: p.id },
         ChunkKind::Reasoning => EventKind::ReasoningEnd { message_id: p.id },
     };
@@ -275,10 +275,7 @@ impl AgUiDecoder {
                 extra.insert("rawEvent".into(), r.clone());
             }
             let k = match kind {
-                ChunkKind::Text => EventKind::TextDelta {
-                    message_id: id,
-                    delta,
-                },
+                ChunkKind::Text => EventKind::text_delta(id, delta),
                 ChunkKind::Tool => EventKind::ToolCallArgs {
                     tool_call_id: id,
                     delta,
@@ -394,13 +391,10 @@ impl AgUiDecoder {
                     name: f.opt_str("name")?,
                 }
             }
-            TEXT_MESSAGE_CONTENT => EventKind::TextDelta {
-                message_id: f.req_str("messageId")?,
-                delta: f.req_str("delta")?,
-            },
-            TEXT_MESSAGE_END => EventKind::TextEnd {
-                message_id: f.req_str("messageId")?,
-            },
+            TEXT_MESSAGE_CONTENT => {
+                EventKind::text_delta(f.req_str("messageId")?, f.req_str("delta")?)
+            }
+            TEXT_MESSAGE_END => EventKind::text_end(f.req_str("messageId")?),
             TOOL_CALL_START => EventKind::ToolCallStart {
                 tool_call_id: f.req_str("toolCallId")?,
                 tool_name: f.req_str("toolCallName")?,
@@ -1086,34 +1080,16 @@ mod tests {
         assert_eq!(
             k,
             [
-                EventKind::TextStart {
-                    message_id: "m1".into(),
-                    role: Role::Assistant,
-                    name: None
-                },
-                EventKind::TextDelta {
-                    message_id: "m1".into(),
-                    delta: "a".into()
-                },
-                EventKind::TextDelta {
-                    message_id: "m1".into(),
-                    delta: "b".into()
-                },
+                EventKind::text_start("m1"),
+                EventKind::text_delta("m1", "a"),
+                EventKind::text_delta("m1", "b"),
                 EventKind::Raw {
                     event: json!(1),
                     source: None
                 },
-                EventKind::TextEnd {
-                    message_id: "m1".into()
-                },
-                EventKind::TextStart {
-                    message_id: "m2".into(),
-                    role: Role::Assistant,
-                    name: None
-                },
-                EventKind::TextEnd {
-                    message_id: "m2".into()
-                },
+                EventKind::text_end("m1"),
+                EventKind::text_start("m2"),
+                EventKind::text_end("m2"),
                 EventKind::Custom {
                     name: "x".into(),
                     value: json!(1)
@@ -1229,17 +1205,7 @@ mod tests {
         d.decode(&frame("not json, but after [DONE]"), &mut out)
             .unwrap();
         let k: Vec<_> = out.into_iter().map(|e| e.kind).collect();
-        assert_eq!(
-            k,
-            [
-                EventKind::TextEnd {
-                    message_id: "m".into()
-                },
-                EventKind::TextEnd {
-                    message_id: "n".into()
-                }
-            ]
-        );
+        assert_eq!(k, [EventKind::text_end("m"), EventKind::text_end("n")]);
     }
 
     #[test]

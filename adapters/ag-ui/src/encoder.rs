@@ -1538,10 +1538,7 @@ mod tests {
     }
 
     fn delta(id: &str, d: &str) -> Event {
-        ev(EventKind::TextDelta {
-            message_id: id.into(),
-            delta: d.into(),
-        })
+        ev(EventKind::text_delta(id, d))
     }
 
     #[test]
@@ -1604,9 +1601,7 @@ mod tests {
                     name: "n".into(),
                     description: None,
                 }),
-                ev(EventKind::TextEnd {
-                    message_id: "never".into(),
-                }),
+                ev(EventKind::text_end("never")),
             ],
             true,
         );
@@ -1669,9 +1664,7 @@ mod tests {
                 delta("m", "a"),
                 fin.clone(),
                 fin.clone(),
-                ev(EventKind::TextEnd {
-                    message_id: "m".into(),
-                }),
+                ev(EventKind::text_end("m")),
                 ev(EventKind::RunError {
                     message: "late".into(),
                     code: None,
@@ -1856,10 +1849,7 @@ mod tests {
         let mut plain = AgUiEncoder::new(EncodeContext::deterministic());
         let mut out = Vec::new();
         let events = [
-            Event::new(EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: "hi".into(),
-            }),
+            Event::new(EventKind::text_delta("m", "hi")),
             Event::new(EventKind::ToolCallStart {
                 tool_call_id: "c".into(),
                 tool_name: "f".into(),

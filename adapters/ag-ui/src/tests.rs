@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 
 use babelgate_core::event::Interrupt;
+use babelgate_core::testing::{self, sse_payloads as payloads};
 use babelgate_core::{Decoder, EncodeContext, Encoder, Event, EventKind, Outcome, Role, SseFramer};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -27,24 +28,10 @@ fn frames_to_events(bytes: &[u8], piece: usize) -> Vec<Event> {
 }
 
 fn encode_events(events: &[Event]) -> Vec<u8> {
-    let mut e = AgUiEncoder::new(EncodeContext::deterministic());
-    let mut out = Vec::new();
-    for ev in events {
-        e.encode(ev, &mut out);
-    }
-    e.finish(&mut out);
-    out
-}
-
-fn payloads(bytes: &[u8]) -> Vec<Value> {
-    let mut framer = SseFramer::default();
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .iter()
-        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone())))
-        .collect()
+    testing::encode_events(
+        &mut AgUiEncoder::new(EncodeContext::deterministic()),
+        events,
+    )
 }
 
 /// Only `data: {json}\n\n` frames, as the client's parser needs.
@@ -108,19 +95,9 @@ fn a_start_without_a_role_comes_back_as_the_assistants() {
 
 #[test]
 fn fixtures_come_back_identical() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ag-ui");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("skipped: no {}", dir.display());
-        return;
-    };
     let mut n = 0;
-    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        if path.extension().is_none_or(|x| x != "sse") {
-            continue;
-        }
+    for (name, input) in testing::fixtures("ag-ui") {
         n += 1;
-        let name = path.file_stem().unwrap().to_string_lossy().to_string();
-        let input = std::fs::read(&path).unwrap();
         let events = frames_to_events(&input, usize::MAX);
         assert_eq!(
             events,
@@ -827,18 +804,12 @@ fn any_event() -> impl Strategy<Value = Event> {
 fn well_formed_blocks() -> impl Strategy<Value = Vec<EventKind>> {
     let block = prop_oneof![
         prop::collection::vec(text(), 0..3).prop_map(|ds| {
-            let mut v = vec![EventKind::TextStart {
-                message_id: "M".into(),
-                role: Role::Assistant,
-                name: None,
-            }];
+            let mut v = vec![EventKind::text_start("M")];
             v.extend(ds.into_iter().map(|d| EventKind::TextDelta {
                 message_id: "M".into(),
                 delta: d,
             }));
-            v.push(EventKind::TextEnd {
-                message_id: "M".into(),
-            });
+            v.push(EventKind::text_end("M"));
             v
         }),
         (prop::collection::vec(text(), 0..3), any::<bool>()).prop_map(|(ds, result)| {
@@ -1124,15 +1095,7 @@ fn plain_event() -> impl Strategy<Value = Event> {
                 input: None,
             }
         } else {
-            EventKind::RunFinished {
-                thread_id: None,
-                run_id: None,
-                message_id: None,
-                result: None,
-                outcome: Outcome::Unspecified,
-                finish_reason: None,
-                usage: None,
-            }
+            EventKind::run_finished(Outcome::Unspecified)
         }),
         id().prop_map(|i| EventKind::StepStarted { name: Some(i) }),
     ];

@@ -5,21 +5,12 @@
 
 use babelgate_ag_ui::{AgUiDecoder, AgUiEncoder};
 use babelgate_core::sse::SseFramer;
-use babelgate_core::{Decoder, EncodeContext, Encoder, LengthFramer, Translator};
+use babelgate_core::{testing, Decoder, EncodeContext, Encoder, Translator};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ag-ui");
-
 fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<_> = std::fs::read_dir(FIXTURES)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-        .collect();
-    out.sort();
-    out
+    testing::fixtures("ag-ui")
 }
 
 fn translate(input: &[u8], binary_out: bool) -> Vec<u8> {
@@ -27,26 +18,18 @@ fn translate(input: &[u8], binary_out: bool) -> Vec<u8> {
         binary: binary_out,
         ..EncodeContext::deterministic()
     };
-    let mut t = Translator::new(
-        SseFramer::default(),
+    testing::translate_sse(
         Box::new(AgUiDecoder::new()),
         Box::new(AgUiEncoder::new(ctx)),
-    );
-    let mut out = Vec::new();
-    let _ = t.push(input, &mut out);
-    let _ = t.finish(&mut out);
-    out
+        input,
+    )
 }
 
 /// The `data:` JSON of an SSE stream, each as the general codec frames it;
 /// one the schema has no message for is left out, as the encoder leaves it.
 fn sse_to_frames(sse: &[u8]) -> Vec<u8> {
-    let mut framer = SseFramer::default();
-    let mut frames = Vec::new();
-    framer.push(sse, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
     let mut out = Vec::new();
-    for f in frames {
+    for f in testing::sse_frames(sse) {
         let v: Value = serde_json::from_str(&f.data).unwrap();
         match babelgate_proto::encode_event_general(&v) {
             Ok(m) => babelgate_proto::write_frame(&mut out, &m).unwrap(),
@@ -67,14 +50,6 @@ fn the_encoder_writes_what_the_json_path_converts_to() {
         assert!(!binary.is_empty(), "{name}");
         assert_eq!(binary, sse_to_frames(&json), "{name}");
     }
-}
-
-fn split(bytes: &[u8]) -> Vec<Vec<u8>> {
-    let mut f = LengthFramer::default();
-    let mut out = Vec::new();
-    f.push(bytes, &mut out).unwrap();
-    f.finish().unwrap();
-    out
 }
 
 #[test]
@@ -103,7 +78,7 @@ fn binary_in_gives_the_events_json_in_gives() {
         }
         let mut from_binary = Vec::new();
         let mut d = AgUiDecoder::new();
-        for m in split(&binary) {
+        for m in testing::length_messages(&binary) {
             d.decode_binary(&m, &mut from_binary).unwrap();
         }
         assert_eq!(from_binary, from_json, "{name}");
@@ -274,7 +249,7 @@ fn an_event_the_schema_lacks_is_dropped_and_counted() {
         e.encode(ev, &mut out);
     }
     e.finish(&mut out);
-    let types: Vec<String> = split(&out)
+    let types: Vec<String> = testing::length_messages(&out)
         .iter()
         .map(|m| {
             babelgate_proto::decode_event(m).unwrap()["type"]

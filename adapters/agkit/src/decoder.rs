@@ -81,7 +81,7 @@ impl AgKitDecoder {
 
     fn close_text(&mut self, out: &mut Vec<Event>) {
         if let Some(message_id) = self.text.take() {
-            Self::emit(out, EventKind::TextEnd { message_id }, Extra::new());
+            Self::emit(out, EventKind::text_end(message_id), Extra::new());
         }
     }
 
@@ -103,15 +103,7 @@ impl AgKitDecoder {
             Outcome::Unspecified
         };
         self.ended = true;
-        let kind = EventKind::RunFinished {
-            thread_id: None,
-            run_id: None,
-            message_id: None,
-            result: None,
-            outcome,
-            finish_reason: None,
-            usage: None,
-        };
+        let kind = EventKind::run_finished(outcome);
         Self::emit(out, kind, Extra::new());
     }
 
@@ -234,7 +226,7 @@ impl AgKitDecoder {
                 id
             }
         };
-        Self::emit(out, EventKind::TextDelta { message_id, delta }, extra);
+        Self::emit(out, EventKind::text_delta(message_id, delta), extra);
     }
 
     /// A `reasoning` frame's events, as `text_delta` does for text.
@@ -531,39 +523,6 @@ mod tests {
         decode_all(frames).into_iter().map(|e| e.kind).collect()
     }
 
-    fn finished(outcome: Outcome) -> EventKind {
-        EventKind::RunFinished {
-            thread_id: None,
-            run_id: None,
-            message_id: None,
-            result: None,
-            outcome,
-            finish_reason: None,
-            usage: None,
-        }
-    }
-
-    fn text_start(id: &str) -> EventKind {
-        EventKind::TextStart {
-            message_id: id.into(),
-            role: Role::Assistant,
-            name: None,
-        }
-    }
-
-    fn delta(id: &str, d: &str) -> EventKind {
-        EventKind::TextDelta {
-            message_id: id.into(),
-            delta: d.into(),
-        }
-    }
-
-    fn text_end(id: &str) -> EventKind {
-        EventKind::TextEnd {
-            message_id: id.into(),
-        }
-    }
-
     fn decode_err(data: &str) -> DecodeError {
         let mut out = Vec::new();
         AgKitDecoder::new()
@@ -584,10 +543,10 @@ mod tests {
         assert_eq!(
             k,
             [
-                text_start("agkit-text-1"),
-                delta("agkit-text-1", "Hel"),
-                delta("agkit-text-1", "lo"),
-                text_end("agkit-text-1"),
+                EventKind::text_start("agkit-text-1"),
+                EventKind::text_delta("agkit-text-1", "Hel"),
+                EventKind::text_delta("agkit-text-1", "lo"),
+                EventKind::text_end("agkit-text-1"),
                 EventKind::ToolCallStart {
                     tool_call_id: "c1".into(),
                     tool_name: "f".into(),
@@ -596,10 +555,10 @@ mod tests {
                 EventKind::ToolCallEnd {
                     tool_call_id: "c1".into()
                 },
-                text_start("agkit-text-2"),
-                delta("agkit-text-2", "again"),
-                text_end("agkit-text-2"),
-                finished(Outcome::Unspecified),
+                EventKind::text_start("agkit-text-2"),
+                EventKind::text_delta("agkit-text-2", "again"),
+                EventKind::text_end("agkit-text-2"),
+                EventKind::run_finished(Outcome::Unspecified),
             ]
         );
     }
@@ -652,10 +611,10 @@ mod tests {
         assert_eq!(
             k,
             [
-                text_start("agkit-text-1"),
-                delta("agkit-text-1", "ok?"),
-                text_end("agkit-text-1"),
-                finished(Outcome::Interrupt {
+                EventKind::text_start("agkit-text-1"),
+                EventKind::text_delta("agkit-text-1", "ok?"),
+                EventKind::text_end("agkit-text-1"),
+                EventKind::run_finished(Outcome::Interrupt {
                     interrupts: vec![
                         Interrupt {
                             id: "i1".into(),
@@ -702,7 +661,7 @@ mod tests {
         assert_eq!(
             k[2..],
             [
-                text_end("agkit-text-1"),
+                EventKind::text_end("agkit-text-1"),
                 EventKind::RunError {
                     message: "boom".into(),
                     code: Some("E1".into())
@@ -735,7 +694,7 @@ mod tests {
         assert_eq!(
             k[2..],
             [
-                text_end("agkit-text-1"),
+                EventKind::text_end("agkit-text-1"),
                 EventKind::Unknown {
                     raw: json!({"type":"usage","tokens":3})
                 },
@@ -900,7 +859,10 @@ mod tests {
     #[test]
     fn empty_frames_and_done_variants() {
         assert!(kinds(&[""]).is_empty());
-        assert_eq!(kinds(&[" [DONE] "]), [finished(Outcome::Unspecified)]);
+        assert_eq!(
+            kinds(&[" [DONE] "]),
+            [EventKind::run_finished(Outcome::Unspecified)]
+        );
         // after an error, [DONE] adds no second end
         assert_eq!(
             kinds(&[r#"{"type":"error","error":"e"}"#, "[DONE]"]).len(),

@@ -749,20 +749,11 @@ mod tests {
     }
 
     fn text(kinds: &mut Vec<EventKind>, id: &str, deltas: &[&str]) {
-        kinds.push(EventKind::TextStart {
-            message_id: id.into(),
-            role: Role::Assistant,
-            name: None,
-        });
+        kinds.push(EventKind::text_start(id));
         for d in deltas {
-            kinds.push(EventKind::TextDelta {
-                message_id: id.into(),
-                delta: (*d).into(),
-            });
+            kinds.push(EventKind::text_delta(id, *d));
         }
-        kinds.push(EventKind::TextEnd {
-            message_id: id.into(),
-        });
+        kinds.push(EventKind::text_end(id));
     }
 
     #[test]
@@ -778,10 +769,7 @@ mod tests {
         k.push(finished(Outcome::Success {
             pending_tool_call_ids: vec![],
         }));
-        k.push(EventKind::TextDelta {
-            message_id: "late".into(),
-            delta: "after the end".into(),
-        });
+        k.push(EventKind::text_delta("late", "after the end"));
         assert_eq!(
             run(k),
             "data: {\"type\":\"text\",\"content\":\"你好\"}\n\n\
@@ -1008,10 +996,7 @@ mod tests {
             .as_object()
             .cloned()
             .unwrap();
-        let delta = EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: "x".into(),
-        };
+        let delta = EventKind::text_delta("m", "x");
         let mut out = Vec::new();
         let mut e = enc();
         e.encode(
@@ -1039,13 +1024,7 @@ mod tests {
     fn only_declared_frame_types_by_default() {
         let mut e = AgKitEncoder::new(EncodeContext::deterministic());
         let mut out = Vec::new();
-        let mut k = vec![EventKind::RunStarted {
-            thread_id: None,
-            run_id: None,
-            parent_run_id: None,
-            message_id: None,
-            input: None,
-        }];
+        let mut k = vec![EventKind::run_started()];
         k.push(EventKind::StepStarted { name: None });
         k.push(EventKind::ReasoningStart {
             message_id: "r".into(),

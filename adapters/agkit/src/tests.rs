@@ -1,76 +1,30 @@
 //! Whole-stream tests: identity on the fixtures, and a property round trip.
 use super::*;
 use babelgate_core::event::SourceKind;
+use babelgate_core::testing::{decode_sse, encode_events, sse_payloads as data_values};
 use babelgate_core::{
-    Decoder, Dialect, EncodeContext, Encoder, Event, EventKind, Extra, Frame, Interrupt, Outcome,
-    SseFramer,
+    Dialect, EncodeContext, Event, EventKind, Extra, Interrupt, Outcome, SseFramer,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-fn frames(bytes: &[u8]) -> Vec<Frame> {
-    let mut framer = SseFramer::default();
-    let mut out = Vec::new();
-    framer.push(bytes, &mut out).unwrap();
-    framer.finish(&mut out).unwrap();
-    out
-}
-
 fn decode(bytes: &[u8]) -> Vec<Event> {
-    let mut d = AgKitDecoder::new();
-    let mut out = Vec::new();
-    for f in frames(bytes) {
-        d.decode(&f, &mut out).unwrap();
-    }
-    d.finish(&mut out).unwrap();
-    out
+    decode_sse(&mut AgKitDecoder::new(), bytes)
 }
 
 fn encode(events: &[Event]) -> Vec<u8> {
     // Extension frames on: babelgate to babelgate keeps what AG-Kit cannot say.
     let mut e = AgKitEncoder::new(EncodeContext::deterministic()).with_extensions(true);
-    let mut out = Vec::new();
-    for ev in events {
-        e.encode(ev, &mut out);
-    }
-    e.finish(&mut out);
-    out
-}
-
-/// A frame's data as JSON when it is JSON, else as text.
-fn data_values(bytes: &[u8]) -> Vec<Value> {
-    frames(bytes)
-        .into_iter()
-        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data)))
-        .collect()
+    encode_events(&mut e, events)
 }
 
 fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/agkit");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    out.sort();
-    out
+    babelgate_core::testing::fixtures("agkit")
 }
 
 #[test]
 fn fixtures_translate_to_themselves() {
-    let all = fixtures();
-    if all.is_empty() {
-        eprintln!("no agkit fixtures; skipping");
-        return;
-    }
-    for (name, bytes) in all {
+    for (name, bytes) in fixtures() {
         let events = decode(&bytes);
         let output = encode(&events);
         let mut want = data_values(&bytes);
@@ -122,9 +76,6 @@ fn kinds_of(name: &str) -> Vec<EventKind> {
 
 #[test]
 fn fixtures_decode_to_what_they_mean() {
-    if fixtures().is_empty() {
-        return;
-    }
     let chat = kinds_of("chat");
     let text: String = chat
         .iter()
@@ -255,9 +206,7 @@ fn a_same_dialect_frame_after_an_error_is_not_passed() {
 
 #[test]
 fn chunking_does_not_change_the_output() {
-    let Some((_, bytes)) = fixtures().into_iter().find(|(n, _)| n == "chat") else {
-        return;
-    };
+    let (_, bytes) = fixtures().into_iter().find(|(n, _)| n == "chat").unwrap();
     let whole = encode(&decode(&bytes));
     for cut in 0..=bytes.len() {
         let mut t = translator();
@@ -327,13 +276,8 @@ fn dump_streams_for_the_client_check() {
             content: v,
         })
     };
-    let delta = |d: &str| {
-        k(EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: d.into(),
-        })
-    };
-    let done = k(finished(Outcome::Unspecified));
+    let delta = |d: &str| k(EventKind::text_delta("m", d));
+    let done = k(EventKind::run_finished(Outcome::Unspecified));
     let streams: Vec<(&str, Vec<Event>)> = vec![
         (
             "result_while_another_call_streams",
@@ -423,7 +367,7 @@ fn dump_streams_for_the_client_check() {
                 start("ap", "delete_file"),
                 args("ap", "{}"),
                 end("ap"),
-                k(finished(Outcome::Interrupt {
+                k(EventKind::run_finished(Outcome::Interrupt {
                     interrupts: vec![Interrupt {
                         id: "approval-1".into(),
                         reason: "tool_approval".into(),
@@ -546,18 +490,6 @@ fn ev(kind: EventKind) -> Event {
     Event::new(kind).with_origin(Dialect::AgKit)
 }
 
-fn finished(outcome: Outcome) -> EventKind {
-    EventKind::RunFinished {
-        thread_id: None,
-        run_id: None,
-        message_id: None,
-        result: None,
-        outcome,
-        finish_reason: None,
-        usage: None,
-    }
-}
-
 /// The events a stream of `steps` decodes to, ids minted the decoder's way.
 fn expected(steps: &[Step], end: &End) -> Vec<Event> {
     let mut out = Vec::new();
@@ -580,12 +512,9 @@ fn expected(steps: &[Step], end: &End) -> Vec<Event> {
                 }
                 let id = format!("agkit-text-{texts}");
                 for d in ds {
-                    out.push(ev(EventKind::TextDelta {
-                        message_id: id.clone(),
-                        delta: d.clone(),
-                    }));
+                    out.push(ev(EventKind::text_delta(id.clone(), d.clone())));
                 }
-                out.push(ev(EventKind::TextEnd { message_id: id }));
+                out.push(ev(EventKind::text_end(id)));
             }
             Step::Reasoning(ds) => {
                 if prev_kind == Some(1) {
@@ -696,8 +625,8 @@ fn expected(steps: &[Step], end: &End) -> Vec<Event> {
         };
     }
     out.push(ev(match end {
-        End::Finished | End::Cut => finished(Outcome::Unspecified),
-        End::Interrupts(list) => finished(Outcome::Interrupt {
+        End::Finished | End::Cut => EventKind::run_finished(Outcome::Unspecified),
+        End::Interrupts(list) => EventKind::run_finished(Outcome::Interrupt {
             interrupts: list
                 .iter()
                 .map(|(id, reason, payload)| Interrupt {

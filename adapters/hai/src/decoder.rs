@@ -146,7 +146,7 @@ impl HaiDecoder {
         if ty != agui::TEXT_MESSAGE_CHUNK {
             if let Some(id) = self.chunk_text.take() {
                 if self.tracker.text_open(&id) {
-                    self.emit(out, hai(EventKind::TextEnd { message_id: id }));
+                    self.emit(out, hai(EventKind::text_end(id)));
                 }
             }
         }
@@ -167,7 +167,7 @@ impl HaiDecoder {
             if let Some(start) = b.start {
                 // Never opened: its START frame still has to go out.
                 self.emit(out, text_start_from(&b.id, start));
-                self.emit(out, synth(EventKind::TextEnd { message_id: b.id }));
+                self.emit(out, synth(EventKind::text_end(b.id)));
                 continue;
             }
             if let Some(r) = b.reasoning {
@@ -175,16 +175,9 @@ impl HaiDecoder {
             }
             if !b.text_open {
                 // Only widgets or thinking: a silent text pair closes it.
-                self.emit(
-                    out,
-                    synth(EventKind::TextStart {
-                        message_id: b.id.clone(),
-                        role: Role::Assistant,
-                        name: None,
-                    }),
-                );
+                self.emit(out, synth(EventKind::text_start(b.id.clone())));
             }
-            self.emit(out, synth(EventKind::TextEnd { message_id: b.id }));
+            self.emit(out, synth(EventKind::text_end(b.id)));
         }
     }
 
@@ -233,11 +226,7 @@ impl HaiDecoder {
                         Some(start) => text_start_from(&id, start),
                         // Opened already (by thinking or a widget) or never
                         // started: the HAI message needs no new frame.
-                        None => synth(EventKind::TextStart {
-                            message_id: id.clone(),
-                            role: Role::Assistant,
-                            name: None,
-                        }),
+                        None => synth(EventKind::text_start(id.clone())),
                     });
                 }
                 for ev in pre {
@@ -250,10 +239,7 @@ impl HaiDecoder {
                 }
                 // Built in place: an event is large and moves cost.
                 let ev = Event {
-                    kind: EventKind::TextDelta {
-                        message_id: id,
-                        delta: text,
-                    },
+                    kind: EventKind::text_delta(id, text),
                     timestamp: ts,
                     origin: Some(Dialect::Hai),
                     extra: rest,
@@ -363,11 +349,7 @@ impl HaiDecoder {
         let Some(b) = self.bizs.take(&id) else {
             // An END for no open message: keep it (a silent start makes the
             // core sequence valid).
-            let start = synth(EventKind::TextStart {
-                message_id: id.clone(),
-                role: Role::Assistant,
-                name: None,
-            });
+            let start = synth(EventKind::text_start(id.clone()));
             self.emit(out, start);
             let ev = text_end_from(&id, end);
             self.emit(out, ev);
@@ -399,11 +381,7 @@ impl HaiDecoder {
             self.emit(out, ev);
         } else {
             // Only widgets: a silent start, then the real end.
-            let start = synth(EventKind::TextStart {
-                message_id: id.clone(),
-                role: Role::Assistant,
-                name: None,
-            });
+            let start = synth(EventKind::text_start(id.clone()));
             self.emit(out, start);
             let ev = text_end_from(&id, end);
             self.emit(out, ev);
@@ -915,11 +893,7 @@ impl HaiDecoder {
 
     fn ensure_text(&mut self, id: &str, out: &mut Vec<Event>) {
         if !self.tracker.text_open(id) {
-            let ev = hai(EventKind::TextStart {
-                message_id: id.to_string(),
-                role: Role::Assistant,
-                name: None,
-            });
+            let ev = hai(EventKind::text_start(id.to_string()));
             self.emit(out, ev);
         }
     }
@@ -1205,11 +1179,9 @@ fn text_start_from(id: &str, mut start: Map<String, Value>) -> Event {
 fn text_end_from(id: &str, mut end: Map<String, Value>) -> Event {
     end.shift_remove("messageId");
     let ts = take_ts(&mut end);
-    hai(EventKind::TextEnd {
-        message_id: id.to_string(),
-    })
-    .with_timestamp(ts)
-    .with_extra(end)
+    hai(EventKind::text_end(id.to_string()))
+        .with_timestamp(ts)
+        .with_extra(end)
 }
 
 /// Marks the event that opens a business message: the held START frame, or

@@ -5,22 +5,14 @@
 //! every other dialect's fixtures become in HAI.
 
 use babelgate_core::sse::SseFramer;
-use babelgate_core::{Decoder, EncodeContext, Frame, LengthFramer, Translator};
+use babelgate_core::{testing, Decoder, EncodeContext, Frame, Translator};
 use babelgate_hai::{HaiDecoder, HaiEncoder};
 use serde_json::Value;
 
 const PREFIX: Option<&str> = babelgate_hai::POLICY.binary_custom_prefix;
 
 fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/hai");
-    let mut out: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-        .collect();
-    out.sort();
-    out
+    testing::fixtures("hai")
 }
 
 fn translate(input: &[u8], binary_out: bool) -> Vec<u8> {
@@ -28,23 +20,11 @@ fn translate(input: &[u8], binary_out: bool) -> Vec<u8> {
         binary: binary_out,
         ..EncodeContext::deterministic()
     };
-    let mut t = Translator::new(
-        SseFramer::default(),
+    testing::translate_sse(
         Box::new(HaiDecoder::new()),
         Box::new(HaiEncoder::new(ctx)),
-    );
-    let mut out = Vec::new();
-    let _ = t.push(input, &mut out);
-    let _ = t.finish(&mut out);
-    out
-}
-
-fn frames(sse: &[u8]) -> Vec<Frame> {
-    let mut framer = SseFramer::default();
-    let mut frames = Vec::new();
-    framer.push(sse, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
+        input,
+    )
 }
 
 #[test]
@@ -55,7 +35,7 @@ fn the_encoder_writes_what_the_json_path_converts_to() {
     for (name, input) in cases {
         let json = translate(&input, false);
         let mut want = Vec::new();
-        for f in frames(&json) {
+        for f in testing::sse_frames(&json) {
             let v: Value = serde_json::from_str(&f.data).unwrap();
             let m = babelgate_proto::encode_event_as(&v, PREFIX).unwrap();
             babelgate_proto::write_frame(&mut want, &m).unwrap();
@@ -65,7 +45,7 @@ fn the_encoder_writes_what_the_json_path_converts_to() {
         // And back: the decoder reads what the JSON decoder reads.
         let mut from_json = Vec::new();
         let mut d = HaiDecoder::new();
-        for f in frames(&json) {
+        for f in testing::sse_frames(&json) {
             let v: Value = serde_json::from_str(&f.data).unwrap();
             let m = babelgate_proto::encode_event_as(&v, PREFIX).unwrap();
             let back = babelgate_proto::decode_event_as(&m, PREFIX).unwrap();
@@ -84,11 +64,7 @@ fn the_encoder_writes_what_the_json_path_converts_to() {
         }
         let mut from_binary = Vec::new();
         let mut d = HaiDecoder::new();
-        let mut framer = LengthFramer::default();
-        let mut messages = Vec::new();
-        framer.push(&binary, &mut messages).unwrap();
-        framer.finish().unwrap();
-        for m in messages {
+        for m in testing::length_messages(&binary) {
             d.decode_binary(&m, &mut from_binary).unwrap();
         }
         assert_eq!(from_binary, from_json, "{name}");

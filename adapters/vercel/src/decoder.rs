@@ -23,7 +23,7 @@ use foldhash::{HashMap, HashSet};
 
 use babelgate_core::event::SourceKind;
 use babelgate_core::{
-    DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome, Role,
+    DecodeError, Decoder, Dialect, Event, EventKind, Extra, Frame, Interrupt, Outcome,
 };
 use serde_json::{Map, Value};
 
@@ -387,15 +387,7 @@ impl VercelDecoder {
                 self.take_interrupts();
                 let reason = c.opt_str("reason")?;
                 out.push(ev(
-                    EventKind::RunFinished {
-                        thread_id: None,
-                        run_id: None,
-                        message_id: None,
-                        result: None,
-                        outcome: Outcome::Cancelled { reason },
-                        finish_reason: None,
-                        usage: None,
-                    },
+                    EventKind::run_finished(Outcome::Cancelled { reason }),
                     c.extra(&["reason"]),
                 ));
             }
@@ -743,11 +735,7 @@ impl VercelDecoder {
             if reasoning {
                 EventKind::ReasoningStart { message_id: id }
             } else {
-                EventKind::TextStart {
-                    message_id: id,
-                    role: Role::Assistant,
-                    name: None,
-                }
+                EventKind::text_start(id)
             }
         };
         match phase {
@@ -768,10 +756,7 @@ impl VercelDecoder {
                         delta,
                     }
                 } else {
-                    EventKind::TextDelta {
-                        message_id: id,
-                        delta,
-                    }
+                    EventKind::text_delta(id, delta)
                 };
                 out.push(ev(kind, extra));
             }
@@ -782,7 +767,7 @@ impl VercelDecoder {
                 let kind = if reasoning {
                     EventKind::ReasoningEnd { message_id: id }
                 } else {
-                    EventKind::TextEnd { message_id: id }
+                    EventKind::text_end(id)
                 };
                 out.push(ev(kind, extra));
             }

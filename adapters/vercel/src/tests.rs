@@ -4,64 +4,30 @@
 use std::path::{Path, PathBuf};
 
 use babelgate_core::sse::SseFramer;
-use babelgate_core::{Decoder, EncodeContext, Encoder, Event};
+use babelgate_core::testing::{self, sse_payloads as payloads};
+use babelgate_core::{EncodeContext, Event};
 use serde_json::Value;
 
 use super::*;
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/vercel")
+    testing::fixture_dir("vercel")
 }
 
 fn decode_bytes(bytes: &[u8]) -> Vec<Event> {
-    let mut framer = SseFramer::default();
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    let mut d = VercelDecoder::new();
-    let mut events = Vec::new();
-    for f in &frames {
-        d.decode(f, &mut events).unwrap();
-    }
-    d.finish(&mut events).unwrap();
-    events
+    testing::decode_sse(&mut VercelDecoder::new(), bytes)
 }
 
 fn encode_events(events: &[Event]) -> Vec<u8> {
-    let mut e = VercelEncoder::new(EncodeContext::deterministic());
-    let mut out = Vec::new();
-    for ev in events {
-        e.encode(ev, &mut out);
-    }
-    e.finish(&mut out);
-    out
-}
-
-fn payloads(bytes: &[u8]) -> Vec<Value> {
-    let mut framer = SseFramer::default();
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .into_iter()
-        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data)))
-        .collect()
+    testing::encode_events(
+        &mut VercelEncoder::new(EncodeContext::deterministic()),
+        events,
+    )
 }
 
 #[test]
 fn fixtures_come_back_unchanged() {
-    let Ok(dir) = std::fs::read_dir(fixture_dir()) else {
-        eprintln!("no Vercel fixtures: skipped");
-        return;
-    };
-    let mut files: Vec<_> = dir
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-        .collect();
-    files.sort();
-    for file in files {
-        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let input = std::fs::read(&file).unwrap();
+    for (name, input) in testing::fixtures("vercel") {
         let output = encode_events(&decode_bytes(&input));
         let (want, got) = (payloads(&input), payloads(&output));
         match name.as_str() {
@@ -307,14 +273,10 @@ fn dump_fixture_round_trips() {
     let Some(out_dir) = std::env::var_os("BABELGATE_VERCEL_CORPUS") else {
         return;
     };
-    let Ok(dir) = std::fs::read_dir(fixture_dir()) else {
-        return;
-    };
     std::fs::create_dir_all(&out_dir).unwrap();
-    for f in dir.filter_map(|e| e.ok().map(|e| e.path())) {
-        let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        let output = encode_events(&decode_bytes(&std::fs::read(&f).unwrap()));
-        std::fs::write(Path::new(&out_dir).join(format!("rt_{name}")), output).unwrap();
+    for (name, input) in testing::fixtures("vercel") {
+        let output = encode_events(&decode_bytes(&input));
+        std::fs::write(Path::new(&out_dir).join(format!("rt_{name}.sse")), output).unwrap();
     }
 }
 
@@ -483,11 +445,7 @@ mod roundtrip {
                                 message_id: id.clone(),
                             }
                         } else {
-                            EventKind::TextStart {
-                                message_id: id.clone(),
-                                role: Role::Assistant,
-                                name: None,
-                            }
+                            EventKind::text_start(id.clone())
                         });
                         for delta in deltas {
                             ev.push(if reasoning {
@@ -496,16 +454,13 @@ mod roundtrip {
                                     delta,
                                 }
                             } else {
-                                EventKind::TextDelta {
-                                    message_id: id.clone(),
-                                    delta,
-                                }
+                                EventKind::text_delta(id.clone(), delta)
                             });
                         }
                         ev.push(if reasoning {
                             EventKind::ReasoningEnd { message_id: id }
                         } else {
-                            EventKind::TextEnd { message_id: id }
+                            EventKind::text_end(id)
                         });
                     }
                     Item::Tool(name, args, cuts, tool_end) => {

@@ -353,11 +353,6 @@ mod tests {
         assert_eq!(kind_from_part("collab-start", &data), Some(k));
         assert_eq!(kind_from_part("collab-start", &json!({"x": 1})), None);
         assert_eq!(kind_from_part("weather", &data), None);
-        assert_eq!(
-            kind_part_name(&EventKind::TextEnd {
-                message_id: "m".into()
-            }),
-            None
-        );
+        assert_eq!(kind_part_name(&EventKind::text_end("m")), None);
     }
 }

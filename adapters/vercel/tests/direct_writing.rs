@@ -5,7 +5,7 @@
 //! serde_json writes for the object it parses to, and carries the strings
 //! it was given.
 
-use babelgate_core::{EncodeContext, Encoder, Event, EventKind, Outcome, Role};
+use babelgate_core::{EncodeContext, Encoder, Event, EventKind, Outcome};
 use babelgate_vercel::encoder::VercelEncoder;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -43,16 +43,12 @@ fn events(ids: &[String], deltas: &[String]) -> Vec<EventKind> {
     v.push(EventKind::ReasoningEnd {
         message_id: reasoning,
     });
-    v.push(EventKind::TextStart {
-        message_id: text.clone(),
-        role: Role::Assistant,
-        name: None,
-    });
+    v.push(EventKind::text_start(text.clone()));
     v.extend(deltas.iter().map(|d| EventKind::TextDelta {
         message_id: text.clone(),
         delta: d.clone(),
     }));
-    v.push(EventKind::TextEnd { message_id: text });
+    v.push(EventKind::text_end(text));
     v.push(EventKind::ToolCallStart {
         tool_call_id: tool.clone(),
         tool_name: "f".into(),

@@ -71,22 +71,10 @@ fn business_text_object_and_string_deltas() {
     assert_eq!(
         kinds(&evs),
         [
-            EventKind::TextStart {
-                message_id: "m".into(),
-                role: Role::Assistant,
-                name: None
-            },
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: "HAI是".into()
-            },
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: "协议".into()
-            },
-            EventKind::TextEnd {
-                message_id: "m".into()
-            },
+            EventKind::text_start("m"),
+            EventKind::text_delta("m", "HAI是"),
+            EventKind::text_delta("m", "协议"),
+            EventKind::text_end("m"),
         ]
     );
     assert_eq!(evs[0].timestamp, Some(1), "the START's time");
@@ -167,12 +155,7 @@ fn thinking_then_text_becomes_reasoning_then_text() {
             message_id: "m:thinking-2".into()
         }
     );
-    assert_eq!(
-        k[10],
-        EventKind::TextEnd {
-            message_id: "m".into()
-        }
-    );
+    assert_eq!(k[10], EventKind::text_end("m"));
     assert_eq!(evs[10].timestamp, Some(9));
 }
 
@@ -217,24 +200,14 @@ fn empty_and_widget_only_messages() {
     let k = kinds(&evs);
     assert!(matches!(&k[0], EventKind::TextStart { message_id, .. } if message_id == "e"));
     assert!(!is_synth(&evs[0]));
-    assert_eq!(
-        k[1],
-        EventKind::TextEnd {
-            message_id: "e".into()
-        }
-    );
+    assert_eq!(k[1], EventKind::text_end("e"));
     assert!(
         matches!(&k[2], EventKind::Data { name, id: Some(b), data, .. }
             if name == "card" && b == "card-1" && data == &json!({"title":"inline"}))
     );
     assert_eq!(evs[2].extra[wire::X_INLINE], true);
     assert!(matches!(&k[3], EventKind::TextStart { .. }) && is_synth(&evs[3]));
-    assert_eq!(
-        k[4],
-        EventKind::TextEnd {
-            message_id: "w".into()
-        }
-    );
+    assert_eq!(k[4], EventKind::text_end("w"));
     assert!(!is_synth(&evs[4]));
 }
 

@@ -17,27 +17,12 @@ fn run(events: Vec<EventKind>) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn text_start(id: &str) -> EventKind {
-    EventKind::TextStart {
-        message_id: id.into(),
-        role: Role::Assistant,
-        name: None,
-    }
-}
-
-fn text_delta_k(id: &str, d: &str) -> EventKind {
-    EventKind::TextDelta {
-        message_id: id.into(),
-        delta: d.into(),
-    }
-}
-
 const T: &str = "\"timestamp\":1700000000000";
 
 #[test]
 fn synthesizes_run_start_and_message_start_and_finish() {
     // A delta with no run, no start, cut short.
-    let got = run(vec![text_delta_k("m1", "hi \"x\"\n")]);
+    let got = run(vec![EventKind::text_delta("m1", "hi \"x\"\n")]);
     let want = format!(
             "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n\
              data: {{\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m1\",\"role\":\"assistant\",{T}}}\n\n\
@@ -55,7 +40,7 @@ fn empty_input_is_still_a_run_and_finish_is_idempotent() {
     e.finish(&mut out);
     let once = out.clone();
     e.finish(&mut out);
-    e.encode(&Event::new(text_delta_k("m", "late")), &mut out);
+    e.encode(&Event::new(EventKind::text_delta("m", "late")), &mut out);
     assert_eq!(out, once);
     let s = String::from_utf8(out).unwrap();
     assert_eq!(s.matches("RUN_STARTED").count(), 1);
@@ -75,8 +60,8 @@ fn finish_on_a_cut_stream_closes_message_tool_call_collab_and_step() {
             message_id: "c1".into(),
             delta: json!({"task": {"id": "1", "name": "n"}}),
         },
-        text_start("m1"),
-        text_delta_k("m1", "par"),
+        EventKind::text_start("m1"),
+        EventKind::text_delta("m1", "par"),
     ]);
     let types: Vec<String> = got
         .split("\n\n")
@@ -125,7 +110,7 @@ fn run_error_ends_business_data_but_not_tool_calls() {
             input: None,
         })
         .with_timestamp(Some(5)),
-        Event::new(text_delta_k("m", "a")).with_timestamp(Some(6)),
+        Event::new(EventKind::text_delta("m", "a")).with_timestamp(Some(6)),
         // an orphan delta: the shape stage gives it its start
         Event::new(EventKind::ToolCallArgs {
             tool_call_id: "t".into(),
@@ -138,7 +123,7 @@ fn run_error_ends_business_data_but_not_tool_calls() {
         e.encode(ev, &mut out);
     }
     e.fail("upstream timed out", Some("TIMEOUT"), &mut out);
-    e.encode(&Event::new(text_delta_k("m", "after")), &mut out);
+    e.encode(&Event::new(EventKind::text_delta("m", "after")), &mut out);
     e.finish(&mut out);
     let got = String::from_utf8(out).unwrap();
     let want = format!(
@@ -172,11 +157,9 @@ fn foreign_reasoning_then_text_share_one_business_message() {
         EventKind::ReasoningPhaseEnd {
             message_id: "span".into(),
         },
-        text_start("m1"),
-        text_delta_k("m1", "answer"),
-        EventKind::TextEnd {
-            message_id: "m1".into(),
-        },
+        EventKind::text_start("m1"),
+        EventKind::text_delta("m1", "answer"),
+        EventKind::text_end("m1"),
     ]);
     let want = format!(
             "data: {{\"type\":\"RUN_STARTED\",\"messageId\":\"msg-1\",\"role\":\"assistant\",{T}}}\n\n\

@@ -115,18 +115,9 @@ fn text_and_reasoning_synthesize_missing_starts() {
             json!({"type": "reasoning-end", "id": "r"}),
         ]),
         [
-            EventKind::TextStart {
-                message_id: "t".into(),
-                role: Role::Assistant,
-                name: None
-            },
-            EventKind::TextDelta {
-                message_id: "t".into(),
-                delta: "a".into()
-            },
-            EventKind::TextEnd {
-                message_id: "t".into()
-            },
+            EventKind::text_start("t"),
+            EventKind::text_delta("t", "a"),
+            EventKind::text_end("t"),
             EventKind::ReasoningStart {
                 message_id: "r".into()
             },
@@ -476,11 +467,11 @@ fn data_parts_and_reserved_names() {
         }
     );
     assert_eq!(
-            one(json!({"type": "data-messages-snapshot", "data": {"messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}})).kind,
-            EventKind::MessagesSnapshot {
-                messages: vec![babelgate_core::request::Message::text_message("u", Role::User, "hi")]
-            }
-        );
+        one(json!({"type": "data-messages-snapshot", "data": {"messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}})).kind,
+        EventKind::MessagesSnapshot {
+            messages: vec![babelgate_core::request::Message::text_message("u", babelgate_core::Role::User, "hi")]
+        }
+    );
     let k = kinds(&[
         json!({"type": "data-interrupt", "id": "i", "data": {"id": "i", "reason": "form"}}),
         json!({"type": "finish"}),

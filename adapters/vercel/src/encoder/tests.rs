@@ -25,18 +25,12 @@ pub(crate) fn run_finished(outcome: Outcome) -> EventKind {
 }
 
 pub(crate) fn text(id: &str, deltas: &[&str]) -> Vec<EventKind> {
-    let mut v = vec![EventKind::TextStart {
-        message_id: id.into(),
-        role: Role::Assistant,
-        name: None,
-    }];
+    let mut v = vec![EventKind::text_start(id)];
     v.extend(deltas.iter().map(|d| EventKind::TextDelta {
         message_id: id.into(),
         delta: (*d).into(),
     }));
-    v.push(EventKind::TextEnd {
-        message_id: id.into(),
-    });
+    v.push(EventKind::text_end(id));
     v
 }
 
@@ -223,10 +217,7 @@ pub(crate) fn corpus() -> Vec<(&'static str, EncodeContext, Vec<EventKind>)> {
         message: "upstream model timed out".into(),
         code: Some("UPSTREAM_TIMEOUT".into()),
     });
-    err.push(EventKind::TextDelta {
-        message_id: "msg-1".into(),
-        delta: "lost".into(),
-    });
+    err.push(EventKind::text_delta("msg-1", "lost"));
     v.push(("run_error", det(), err));
 
     let reasoning = vec![
@@ -249,20 +240,10 @@ pub(crate) fn corpus() -> Vec<(&'static str, EncodeContext, Vec<EventKind>)> {
             entity_id: "r1".into(),
             value: "enc".into(),
         },
-        EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: "Hello".into(),
-        },
-        EventKind::TextEnd {
-            message_id: "m".into(),
-        },
-        EventKind::TextEnd {
-            message_id: "m".into(),
-        },
-        EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: " again".into(),
-        },
+        EventKind::text_delta("m", "Hello"),
+        EventKind::text_end("m"),
+        EventKind::text_end("m"),
+        EventKind::text_delta("m", " again"),
         run_finished(Outcome::Unspecified),
     ];
     v.push(("reasoning_and_shorthand", det(), reasoning));

@@ -220,31 +220,16 @@ impl Script {
                 return s;
             } else if lower.contains("long") {
                 let id = s.ids.next("text");
-                s.push(EventKind::TextStart {
-                    message_id: id.clone(),
-                    role: Role::Assistant,
-                    name: None,
-                });
+                s.push(EventKind::text_start(id.clone()));
                 for i in 0..200 {
-                    s.push(EventKind::TextDelta {
-                        message_id: id.clone(),
-                        delta: format!("{i} "),
-                    });
+                    s.push(EventKind::text_delta(id.clone(), format!("{i} ")));
                 }
-                s.push(EventKind::TextEnd { message_id: id });
+                s.push(EventKind::text_end(id));
             } else {
                 s.text(&format!("你好! You said: {said} 🎉"));
             }
         }
-        s.push(EventKind::RunFinished {
-            thread_id: None,
-            run_id: None,
-            message_id: None,
-            result: None,
-            outcome,
-            finish_reason: None,
-            usage: None,
-        });
+        s.push(EventKind::run_finished(outcome));
         s
     }
 
@@ -263,19 +248,15 @@ impl Script {
     /// One text message, streamed in small pieces like a model would.
     fn text(&mut self, text: &str) {
         let id = self.ids.next("text");
-        self.push(EventKind::TextStart {
-            message_id: id.clone(),
-            role: Role::Assistant,
-            name: None,
-        });
+        self.push(EventKind::text_start(id.clone()));
         let chars: Vec<char> = text.chars().collect();
         for piece in chars.chunks(6) {
-            self.push(EventKind::TextDelta {
-                message_id: id.clone(),
-                delta: piece.iter().collect(),
-            });
+            self.push(EventKind::text_delta(
+                id.clone(),
+                piece.iter().collect::<String>(),
+            ));
         }
-        self.push(EventKind::TextEnd { message_id: id });
+        self.push(EventKind::text_end(id));
     }
 
     /// A tool call with its arguments in two pieces; returns its id.

@@ -10,21 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate::config::Config;
+use babelgate::demo;
 use babelgate::server::Gateway;
-use babelgate::{demo, registry};
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::{Dialect, Role};
+use babelgate_core::Dialect;
 use serde_json::Value;
-use tokio::net::TcpListener;
+
+use common::listener;
 
 /// Generous bound on what should happen soon (2 loaded cores).
 const SOON: Duration = Duration::from_secs(10);
-
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
 
 /// A gateway for AG-UI clients of the demo agent (10 ms between events);
 /// `route` is added to the route, `store` to `[store]`.
@@ -41,23 +35,14 @@ async fn gateway(route: &str, store: &str) -> (SocketAddr, Arc<Gateway>) {
 }
 
 async fn start(gw: SocketAddr, thread: &str) -> reqwest::Response {
-    let run = RunRequest {
-        thread_id: thread.into(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message(
-            "u1",
-            Role::User,
-            "a long answer please",
-        )],
-        ..Default::default()
-    };
-    let body = registry::requests(Dialect::AgUi)
-        .build_request(&run)
-        .unwrap();
     reqwest::Client::new()
         .post(format!("http://{gw}/chat"))
         .header("content-type", "application/json")
-        .body(body.to_string())
+        .body(common::run_body(
+            Dialect::AgUi,
+            thread,
+            "a long answer please",
+        ))
         .send()
         .await
         .unwrap()

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::proto_events;
+
 fn babelgate(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
     common::run_cli(args, stdin)
 }
@@ -12,17 +14,6 @@ data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\
 data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n\
 data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n\
 data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
-
-fn proto_events(bytes: &[u8], prefix: Option<&str>) -> Vec<serde_json::Value> {
-    let mut framer = babelgate_proto::ProtoFramer::default();
-    let mut messages = Vec::new();
-    framer.push(bytes, &mut messages).unwrap();
-    framer.finish().unwrap();
-    messages
-        .iter()
-        .map(|m| babelgate_proto::decode_event_as(m, prefix).unwrap())
-        .collect()
-}
 
 #[test]
 fn sse_to_proto_and_back() {

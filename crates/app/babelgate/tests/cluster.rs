@@ -46,24 +46,15 @@ async fn readyz_on_a_whole_cluster_is_ready() {
 /// A request for a long AG-UI answer (the demo agent: 200 deltas) on
 /// `thread`.
 async fn long_answer(gw: std::net::SocketAddr, thread: &str) -> reqwest::Response {
-    use babelgate_core::request::{Message, RunRequest};
-    use babelgate_core::{Dialect, Role};
-    let run = RunRequest {
-        thread_id: thread.into(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message(
-            "u1",
-            Role::User,
-            "a long answer please",
-        )],
-        ..Default::default()
-    };
-    let body = babelgate::registry::requests(Dialect::AgUi)
-        .build_request(&run)
-        .unwrap();
+    let body = common::run_body(
+        babelgate_core::Dialect::AgUi,
+        thread,
+        "a long answer please",
+    );
     reqwest::Client::new()
         .post(format!("http://{gw}/chat"))
-        .json(&body)
+        .header("content-type", "application/json")
+        .body(body)
         .send()
         .await
         .unwrap()

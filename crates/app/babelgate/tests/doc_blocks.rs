@@ -13,9 +13,13 @@
 //! comment that says why: `<!-- not run: REASON -->`, or
 //! `<!-- run by PATH -->` when a test at PATH (which names the page) runs it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::free_port;
 
 const BIN: &str = env!("CARGO_BIN_EXE_babelgate");
 /// Variables the documented files read (`${NAME}`, `*_env` keys).
@@ -176,14 +180,6 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Gateway {

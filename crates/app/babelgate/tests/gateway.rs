@@ -3,6 +3,8 @@
 //! conversation history for AG-Kit clients, and live (unbuffered) streaming.
 //! The real client packages check the same paths in tests/node/e2e.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,14 +20,10 @@ use futures_util::StreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::Value;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
+use babelgate_core::testing::text_of;
+use common::listener;
 
 async fn start_demo(protocol: Dialect) -> SocketAddr {
     let (l, a) = listener().await;
@@ -81,24 +79,8 @@ fn decode(dialect: Dialect, body: &[u8]) -> Vec<Event> {
     events
 }
 
-fn text_of(events: &[Event]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::TextDelta { delta, .. } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 async fn post(addr: SocketAddr, path: &str, body: Vec<u8>) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("http://{addr}{path}"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap()
+    common::post_json(addr, path, body).send().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

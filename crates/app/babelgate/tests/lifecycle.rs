@@ -1,19 +1,15 @@
 //! The `babelgate serve` process: reload on SIGHUP and on file change without
 //! dropping streams, bad configs refused, graceful shutdown, JSON logs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::free_port;
 
 struct Server {
     child: Child,

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use babelgate::registry;
-use babelgate_core::sse::{Frame, SseFramer};
+use babelgate_core::testing::{self, sse_frames};
 use babelgate_core::{Dialect, EventKind};
 use serde_json::Value;
 
@@ -132,25 +132,6 @@ fn row_type(row: &[String]) -> Option<String> {
     code_spans(&row[0]).into_iter().next()
 }
 
-fn fixture_files(dialect: Dialect) -> Vec<PathBuf> {
-    let dir = repo_root().join("tests/fixtures").join(dialect.as_str());
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-        .collect();
-    files.sort();
-    files
-}
-
-fn frames(bytes: &[u8]) -> Vec<Frame> {
-    let mut framer = SseFramer::default();
-    let mut out = Vec::new();
-    framer.push(bytes, &mut out).unwrap();
-    framer.finish(&mut out).unwrap();
-    out
-}
-
 /// How a fixture frame is identified in the doc.
 #[derive(Debug)]
 enum WireKind {
@@ -234,15 +215,10 @@ fn every_fixture_event_type_has_a_row_in_its_dialect_section() {
         let catch_all: Vec<&Vec<String>> =
             rows.iter().copied().filter(|r| is_catch_all(r)).collect();
 
-        for file in fixture_files(dialect) {
-            let name = file
-                .strip_prefix(repo_root())
-                .unwrap_or(&file)
-                .display()
-                .to_string();
-            let bytes = std::fs::read(&file).unwrap();
+        for (stem, bytes) in testing::fixtures(dialect.as_str()) {
+            let name = format!("tests/fixtures/{dialect}/{stem}.sse");
             let mut decoder = registry::decoder(dialect);
-            for frame in frames(&bytes) {
+            for frame in sse_frames(&bytes) {
                 if frame.data.trim().is_empty() || frame.is_done() {
                     continue;
                 }

@@ -14,10 +14,8 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post as axum_post;
 use babelgate::config::Config;
-use babelgate::registry;
 use babelgate::server::Gateway;
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::{Dialect, Role};
+use babelgate_core::Dialect;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -107,13 +105,7 @@ async fn receiver() -> (tokio::process::Child, u16) {
 }
 
 fn body(dialect: Dialect, thread: &str) -> Vec<u8> {
-    let run = RunRequest {
-        thread_id: thread.into(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message("u1", Role::User, "hi")],
-        ..Default::default()
-    };
-    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
+    common::run_body(dialect, thread, "hi")
 }
 
 fn routes(agent: SocketAddr) -> String {

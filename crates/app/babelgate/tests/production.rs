@@ -2,26 +2,22 @@
 //! input, disconnects and backpressure, security, TLS and observability.
 //! Reload, shutdown and JSON logs of the binary are in tests/lifecycle.rs.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use babelgate::config::Config;
+use babelgate::demo;
 use babelgate::server::Gateway;
-use babelgate::{demo, registry};
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::sse::SseFramer;
-use babelgate_core::{Dialect, Role};
+use babelgate_core::Dialect;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
+use common::listener;
 
 async fn start_gateway(toml: &str) -> (SocketAddr, Arc<Gateway>) {
     let config = Config::parse(toml).unwrap_or_else(|e| panic!("{e:?}"));
@@ -37,48 +33,11 @@ fn route(path: &str, client: Dialect, upstream: SocketAddr, protocol: Dialect) -
     )
 }
 
-fn user(text: &str) -> Message {
-    Message::text_message("u1", Role::User, text)
-}
-
 fn body(dialect: Dialect, text: &str) -> Vec<u8> {
-    let run = RunRequest {
-        thread_id: "thread-1".into(),
-        run_id: "run-1".into(),
-        messages: vec![user(text)],
-        ..Default::default()
-    };
-    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
+    common::run_body(dialect, "thread-1", text)
 }
 
-fn post(gw: SocketAddr, path: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
-        .post(format!("http://{gw}{path}"))
-        .header("content-type", "application/json")
-        .body(body)
-}
-
-/// The `data:` payloads of an SSE body, parsed when JSON.
-fn data_lines(bytes: &[u8]) -> Vec<Value> {
-    let mut framer = SseFramer::new(1 << 20);
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .iter()
-        .map(|f| serde_json::from_str(&f.data).unwrap_or_else(|_| Value::String(f.data.clone())))
-        .collect()
-}
-
-fn types(values: &[Value]) -> Vec<String> {
-    values
-        .iter()
-        .map(|v| match v {
-            Value::String(s) => s.clone(),
-            v => v["type"].as_str().unwrap_or("?").to_string(),
-        })
-        .collect()
-}
+use common::{post_json as post, sse_values as data_lines, types};
 
 // ---- a scripted upstream ---------------------------------------------------
 

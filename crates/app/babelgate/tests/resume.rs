@@ -13,16 +13,10 @@ use std::time::Duration;
 use babelgate::config::Config;
 use babelgate::server::Gateway;
 use babelgate::{demo, registry};
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::{Dialect, Role};
+use babelgate_core::Dialect;
 use serde_json::Value;
-use tokio::net::TcpListener;
 
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
+use common::{listener, run_body};
 
 /// A gateway in front of the demo agent (ag-ui, 10 ms between events).
 async fn gateway(client: Dialect, extra: &str) -> SocketAddr {
@@ -36,21 +30,11 @@ async fn gateway(client: Dialect, extra: &str) -> SocketAddr {
     gw
 }
 
-fn body(dialect: Dialect, thread: &str, text: &str) -> Vec<u8> {
-    let run = RunRequest {
-        thread_id: thread.into(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message("u1", Role::User, text)],
-        ..Default::default()
-    };
-    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
-}
-
 async fn start(gw: SocketAddr, dialect: Dialect, thread: &str) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("http://{gw}/chat"))
         .header("content-type", "application/json")
-        .body(body(dialect, thread, "a long answer please"))
+        .body(run_body(dialect, thread, "a long answer please"))
         .send()
         .await
         .unwrap()
@@ -559,7 +543,7 @@ async fn a_route_without_resume_streams_the_same_bytes_without_ids_and_logs_noth
             let r = reqwest::Client::new()
                 .post(format!("http://{gw}/{name}-{d}"))
                 .header("content-type", "application/json")
-                .body(body(d, &thread, "hi"))
+                .body(run_body(d, &thread, "hi"))
                 .send()
                 .await
                 .unwrap();
@@ -592,7 +576,7 @@ async fn a_route_without_resume_streams_the_same_bytes_without_ids_and_logs_noth
     let next = reqwest::Client::new()
         .post(format!("http://{gw}/off-agkit"))
         .header("content-type", "application/json")
-        .body(body(Dialect::AgKit, "t-agkit", "and tomorrow?"))
+        .body(run_body(Dialect::AgKit, "t-agkit", "and tomorrow?"))
         .send()
         .await
         .unwrap();
@@ -720,7 +704,7 @@ async fn a_route_without_resume_keeps_heartbeats_captures_metrics_and_cancellati
     let mut r = reqwest::Client::new()
         .post(format!("http://{gw}/off"))
         .header("content-type", "application/json")
-        .body(body(Dialect::AgUi, "t-beat", "hi"))
+        .body(run_body(Dialect::AgUi, "t-beat", "hi"))
         .send()
         .await
         .unwrap();
@@ -804,7 +788,7 @@ async fn an_idle_upstream_on_a_route_without_resume_ends_with_the_dialects_error
     let r = reqwest::Client::new()
         .post(format!("http://{gw}/off"))
         .header("content-type", "application/json")
-        .body(body(Dialect::Vercel, "t-idle", "hi"))
+        .body(run_body(Dialect::Vercel, "t-idle", "hi"))
         .send()
         .await
         .unwrap();

@@ -3,6 +3,8 @@
 //! and bad binary input from an upstream. The same with the real
 //! `@ag-ui/client` and `@ag-ui/encoder` is in tests/node/e2e/proto.test.mjs.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,21 +12,13 @@ use std::time::Duration;
 use babelgate::config::Config;
 use babelgate::server::Gateway;
 use babelgate::{demo, registry};
-use babelgate_core::request::{Message, RunRequest};
-use babelgate_core::sse::SseFramer;
-use babelgate_core::{Dialect, Role};
-use babelgate_proto::ProtoFramer;
+use babelgate_core::Dialect;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+
+use common::{listener, proto_events, run_body, sse_values as sse_events, types};
 
 const PROTO: &str = "application/vnd.ag-ui.event+proto";
-
-async fn listener() -> (TcpListener, SocketAddr) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = l.local_addr().unwrap();
-    (l, a)
-}
 
 async fn demo_agent(protocol: Dialect, delay: Duration) -> SocketAddr {
     let (l, a) = listener().await;
@@ -45,22 +39,12 @@ fn route(client: Dialect, upstream: SocketAddr, protocol: Dialect, extra: &str) 
     )
 }
 
-fn body(dialect: Dialect, thread: &str, text: &str) -> Vec<u8> {
-    let run = RunRequest {
-        thread_id: thread.into(),
-        run_id: "run-1".into(),
-        messages: vec![Message::text_message("u1", Role::User, text)],
-        ..Default::default()
-    };
-    serde_json::to_vec(&registry::requests(dialect).build_request(&run).unwrap()).unwrap()
-}
-
 async fn post(gw: SocketAddr, dialect: Dialect, accept: &str, text: &str) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("http://{gw}/chat"))
         .header("content-type", "application/json")
         .header("accept", accept)
-        .body(body(dialect, "t-1", text))
+        .body(run_body(dialect, "t-1", text))
         .send()
         .await
         .unwrap()
@@ -68,38 +52,6 @@ async fn post(gw: SocketAddr, dialect: Dialect, accept: &str, text: &str) -> req
 
 fn content_type(r: &reqwest::Response) -> String {
     r.headers()["content-type"].to_str().unwrap().to_string()
-}
-
-/// The events of an SSE body.
-fn sse_events(bytes: &[u8]) -> Vec<Value> {
-    let mut framer = SseFramer::new(1 << 20);
-    let mut frames = Vec::new();
-    framer.push(bytes, &mut frames).unwrap();
-    framer.finish(&mut frames).unwrap();
-    frames
-        .iter()
-        .filter(|f| !f.data.is_empty())
-        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data.clone())))
-        .collect()
-}
-
-/// The events of a binary body, read as a client of `prefix`'s dialect.
-fn proto_events(bytes: &[u8], prefix: Option<&str>) -> Vec<Value> {
-    let mut framer = ProtoFramer::default();
-    let mut messages = Vec::new();
-    framer.push(bytes, &mut messages).unwrap();
-    framer.finish().unwrap();
-    messages
-        .iter()
-        .map(|m| babelgate_proto::decode_event_as(m, prefix).unwrap())
-        .collect()
-}
-
-fn types(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|v| v["type"].as_str().unwrap_or("?").to_string())
-        .collect()
 }
 
 /// The text a client of `dialect` was streamed.

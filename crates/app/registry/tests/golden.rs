@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use babelgate_core::sse::{Frame, SseFramer};
+use babelgate_core::testing::{self, sse_payloads as payloads};
 use babelgate_core::{Dialect, EncodeContext};
 use babelgate_registry as registry;
 use serde_json::Value;
@@ -16,23 +17,14 @@ fn repo_root() -> PathBuf {
 
 /// All fixtures as (dialect, scenario, bytes), sorted.
 fn fixtures() -> Vec<(Dialect, String, Vec<u8>)> {
-    let mut out = Vec::new();
-    for d in Dialect::ALL {
-        let dir = repo_root().join("tests/fixtures").join(d.as_str());
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-            .collect();
-        files.sort();
-        for f in files {
-            let scenario = f.file_stem().unwrap().to_string_lossy().into_owned();
-            out.push((d, scenario, std::fs::read(&f).unwrap()));
-        }
-    }
-    out
+    Dialect::ALL
+        .into_iter()
+        .flat_map(|d| {
+            testing::fixtures(d.as_str())
+                .into_iter()
+                .map(move |(s, b)| (d, s, b))
+        })
+        .collect()
 }
 
 /// Translates `input` fed in pieces of `chunk` bytes; returns the output and
@@ -53,22 +45,6 @@ fn translate(from: Dialect, to: Dialect, input: &[u8], chunk: usize) -> (Vec<u8>
         }
     }
     (out, err)
-}
-
-fn frames(bytes: &[u8]) -> Vec<Frame> {
-    let mut f = SseFramer::default();
-    let mut out = Vec::new();
-    f.push(bytes, &mut out).unwrap();
-    f.finish(&mut out).unwrap();
-    out
-}
-
-/// Frame payloads as JSON values (or the raw text for non-JSON like [DONE]).
-fn payloads(bytes: &[u8]) -> Vec<Value> {
-    frames(bytes)
-        .into_iter()
-        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data)))
-        .collect()
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! dialect; the client's bytes are read back by the client dialect's own
 //! decoder and the rule is checked on what it reads.
 
+use babelgate_core::testing::text_of;
 use babelgate_core::SseFramer;
 use babelgate_core::{Dialect, EncodeContext, Event, EventKind};
 use babelgate_registry::{decoder, translator};
@@ -137,17 +138,6 @@ fn through(from: Dialect, to: Dialect, input: &str) -> (Vec<Event>, String) {
     }
     d.finish(&mut events).unwrap();
     (events, text)
-}
-
-/// The text the client read, all messages joined.
-fn text_of(events: &[Event]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::TextDelta { delta, .. } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn count(events: &[Event], pred: impl Fn(&EventKind) -> bool) -> usize {

@@ -177,27 +177,14 @@ fn every_encoder_marks_each_event_it_writes_on_every_path() {
 /// `fail_to` and `finish_to` marks what it wrote.
 #[test]
 fn encoders_mark_their_events_when_driven_directly() {
-    use babelgate_core::{Event, EventKind, Outcome, Role};
+    use babelgate_core::{Event, EventKind, Outcome};
     let text = |id: &str| {
         vec![
-            EventKind::TextStart {
-                message_id: id.into(),
-                role: Role::Assistant,
-                name: None,
-            },
-            EventKind::TextDelta {
-                message_id: id.into(),
-                delta: "a\u{2028}b\nc".into(),
-            },
+            EventKind::text_start(id),
+            EventKind::text_delta(id, "a\u{2028}b\nc"),
         ]
     };
-    let mut kinds = vec![EventKind::RunStarted {
-        thread_id: None,
-        run_id: None,
-        parent_run_id: None,
-        message_id: None,
-        input: None,
-    }];
+    let mut kinds = vec![EventKind::run_started()];
     kinds.extend(text("m1"));
     kinds.push(EventKind::ToolCallStart {
         tool_call_id: "c1".into(),
@@ -209,15 +196,7 @@ fn encoders_mark_their_events_when_driven_directly() {
         delta: "{\"a\":".into(),
     });
     let events: Vec<Event> = kinds.into_iter().map(Event::new).collect();
-    let finished = Event::new(EventKind::RunFinished {
-        thread_id: None,
-        run_id: None,
-        message_id: None,
-        result: None,
-        outcome: Outcome::Cancelled { reason: None },
-        finish_reason: None,
-        usage: None,
-    });
+    let finished = Event::new(EventKind::run_finished(Outcome::Cancelled { reason: None }));
     for to in Dialect::ALL {
         for end in ["fail", "finish", "cancelled"] {
             let mut enc = babelgate_registry::encoder(to, EncodeContext::deterministic());

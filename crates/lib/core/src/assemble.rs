@@ -173,14 +173,8 @@ mod tests {
     fn text_tool_result_text_gives_history_order() {
         let mut a = MessageAssembler::new(Some("m1".into()));
         for k in [
-            EventKind::TextDelta {
-                message_id: "t".into(),
-                delta: "Let me ".into(),
-            },
-            EventKind::TextDelta {
-                message_id: "t".into(),
-                delta: "check.".into(),
-            },
+            EventKind::text_delta("t", "Let me "),
+            EventKind::text_delta("t", "check."),
             EventKind::ToolCallStart {
                 tool_call_id: "c1".into(),
                 tool_name: "get_weather".into(),
@@ -199,10 +193,7 @@ mod tests {
                 message_id: Some("r1".into()),
                 content: Value::String("sunny".into()),
             },
-            EventKind::TextDelta {
-                message_id: "t2".into(),
-                delta: "Sunny.".into(),
-            },
+            EventKind::text_delta("t2", "Sunny."),
         ] {
             a.observe(&ev(k));
         }

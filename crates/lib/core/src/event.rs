@@ -469,6 +469,55 @@ pub enum EventKind {
     },
 }
 
+/// The kinds most often built bare (a decoder's synthesized start or end,
+/// the shape stage's repairs, the demo agent, tests): only what names them
+/// is set.
+impl EventKind {
+    pub fn run_started() -> Self {
+        EventKind::RunStarted {
+            thread_id: None,
+            run_id: None,
+            parent_run_id: None,
+            message_id: None,
+            input: None,
+        }
+    }
+
+    pub fn run_finished(outcome: Outcome) -> Self {
+        EventKind::RunFinished {
+            thread_id: None,
+            run_id: None,
+            message_id: None,
+            result: None,
+            outcome,
+            finish_reason: None,
+            usage: None,
+        }
+    }
+
+    /// An assistant message's start.
+    pub fn text_start(message_id: impl Into<String>) -> Self {
+        EventKind::TextStart {
+            message_id: message_id.into(),
+            role: Role::Assistant,
+            name: None,
+        }
+    }
+
+    pub fn text_delta(message_id: impl Into<String>, delta: impl Into<String>) -> Self {
+        EventKind::TextDelta {
+            message_id: message_id.into(),
+            delta: delta.into(),
+        }
+    }
+
+    pub fn text_end(message_id: impl Into<String>) -> Self {
+        EventKind::TextEnd {
+            message_id: message_id.into(),
+        }
+    }
+}
+
 impl EventKind {
     /// Every kind's [`name`](Self::name), in declaration order (docs and tests
     /// check that each dialect documents all of them).

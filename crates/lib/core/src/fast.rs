@@ -1075,13 +1075,7 @@ mod tests {
         let r = TABLE
             .read(r#" {"delta" : "a\"b", "type":"text","id":"m","ts":5} "#)
             .unwrap();
-        assert_eq!(
-            r.event.kind,
-            EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: "a\"b".into()
-            }
-        );
+        assert_eq!(r.event.kind, EventKind::text_delta("m", "a\"b"));
         assert_eq!((r.event.timestamp, r.wrapped), (Some(5), false));
         let r = TABLE
             .read(r#"{"type":"text","id":"m","delta":{"out":{"kind":"text","text":"x"}}}"#)

@@ -529,7 +529,7 @@ fn read_str(bytes: &[u8]) -> Result<(String, &[u8]), LogStepsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{EventKind, Role};
+    use crate::event::EventKind;
 
     #[test]
     fn a_made_up_event_stays_made_up_through_the_log() {
@@ -573,17 +573,9 @@ mod tests {
                 extension_frames: true,
                 ..EncodeContext::default()
             })),
-            Step::Event(Box::new(Event::new(EventKind::TextStart {
-                message_id: "m".into(),
-                role: Role::Assistant,
-                name: None,
-            }))),
+            Step::Event(Box::new(Event::new(EventKind::text_start("m")))),
             Step::Event(Box::new(
-                Event::new(EventKind::TextDelta {
-                    message_id: "m".into(),
-                    delta: "hé\u{2028}".into(),
-                })
-                .with_timestamp(Some(5)),
+                Event::new(EventKind::text_delta("m", "hé\u{2028}")).with_timestamp(Some(5)),
             )),
             Step::Fail {
                 message: "x".into(),
@@ -613,10 +605,7 @@ mod tests {
         )
             .prop_map(|(k, id, delta, ts, origin, extra)| {
                 let kind = match k {
-                    0 => EventKind::TextDelta {
-                        message_id: id,
-                        delta,
-                    },
+                    0 => EventKind::text_delta(id, delta),
                     1 => EventKind::ReasoningDelta {
                         message_id: id,
                         delta,
@@ -625,7 +614,7 @@ mod tests {
                         tool_call_id: id,
                         delta,
                     },
-                    3 => EventKind::TextEnd { message_id: id },
+                    3 => EventKind::text_end(id),
                     _ => {
                         return Step::Fail {
                             message: delta,
@@ -692,12 +681,7 @@ mod tests {
     /// each keeps its record and span.
     #[test]
     fn a_journal_sorted_keeps_each_step_whole() {
-        let delta = |d: &str| {
-            Step::Event(Box::new(Event::new(EventKind::TextDelta {
-                message_id: "m".into(),
-                delta: d.into(),
-            })))
-        };
+        let delta = |d: &str| Step::Event(Box::new(Event::new(EventKind::text_delta("m", d))));
         let noted = [
             Noted {
                 step: delta("a"),
@@ -733,10 +717,10 @@ mod tests {
     /// A text delta, as most of a stream is, takes a third of its JSON.
     #[test]
     fn a_logged_delta_is_a_third_of_its_json() {
-        let steps = [Step::Event(Box::new(Event::new(EventKind::TextDelta {
-            message_id: "m1".into(),
-            delta: "@1764030000000000;xxxxxxxx".into(),
-        })))];
+        let steps = [Step::Event(Box::new(Event::new(EventKind::text_delta(
+            "m1",
+            "@1764030000000000;xxxxxxxx",
+        ))))];
         let json = serde_json::to_vec(&steps).unwrap();
         let mut log = Vec::new();
         write_log_steps(&steps, &mut log).unwrap();

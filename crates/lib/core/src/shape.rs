@@ -71,13 +71,7 @@ pub const MAX_ENDED: usize = 4096;
 pub const UNKNOWN_TOOL: &str = "unknown";
 
 fn run_started() -> Event {
-    Event::new(EventKind::RunStarted {
-        thread_id: None,
-        run_id: None,
-        parent_run_id: None,
-        message_id: None,
-        input: None,
-    })
+    Event::new(EventKind::run_started())
 }
 
 impl Shaper {
@@ -287,11 +281,7 @@ impl Shaper {
             }
             out.extend(self.held.take(message_id));
         } else if !self.open.text_open(message_id) {
-            let start = EventKind::TextStart {
-                message_id: message_id.to_string(),
-                role: Role::Assistant,
-                name: None,
-            };
+            let start = EventKind::text_start(message_id.to_string());
             out.push(Event::new(start).with_timestamp(ev.timestamp));
         }
         Keep::Event
@@ -460,49 +450,6 @@ mod tests {
         kinds.iter().map(EventKind::name).collect()
     }
 
-    fn start() -> EventKind {
-        EventKind::RunStarted {
-            thread_id: None,
-            run_id: None,
-            parent_run_id: None,
-            message_id: None,
-            input: None,
-        }
-    }
-
-    fn finished(outcome: Outcome) -> EventKind {
-        EventKind::RunFinished {
-            thread_id: None,
-            run_id: None,
-            message_id: None,
-            result: None,
-            outcome,
-            finish_reason: None,
-            usage: None,
-        }
-    }
-
-    fn text_start(id: &str) -> EventKind {
-        EventKind::TextStart {
-            message_id: id.into(),
-            role: Role::Assistant,
-            name: None,
-        }
-    }
-
-    fn delta(id: &str, d: &str) -> EventKind {
-        EventKind::TextDelta {
-            message_id: id.into(),
-            delta: d.into(),
-        }
-    }
-
-    fn end(id: &str) -> EventKind {
-        EventKind::TextEnd {
-            message_id: id.into(),
-        }
-    }
-
     fn tool_start(id: &str) -> EventKind {
         EventKind::ToolCallStart {
             tool_call_id: id.into(),
@@ -521,7 +468,7 @@ mod tests {
     #[test]
     fn run_first_and_starts_before_deltas() {
         let out = shaped(vec![
-            delta("m", "a"),
+            EventKind::text_delta("m", "a"),
             EventKind::ReasoningDelta {
                 message_id: "r".into(),
                 delta: "x".into(),
@@ -548,8 +495,8 @@ mod tests {
     #[test]
     fn ends_of_what_was_never_opened_are_dropped() {
         let out = shaped(vec![
-            start(),
-            end("m"),
+            EventKind::run_started(),
+            EventKind::text_end("m"),
             EventKind::ToolCallEnd {
                 tool_call_id: "t".into(),
             },
@@ -559,11 +506,11 @@ mod tests {
             EventKind::CollabEnd {
                 message_id: "c".into(),
             },
-            text_start("m"),
-            text_start("m"),
-            delta("m", "a"),
-            end("m"),
-            end("m"),
+            EventKind::text_start("m"),
+            EventKind::text_start("m"),
+            EventKind::text_delta("m", "a"),
+            EventKind::text_end("m"),
+            EventKind::text_end("m"),
         ]);
         assert_eq!(
             names(&out),
@@ -574,9 +521,9 @@ mod tests {
     #[test]
     fn everything_is_closed_before_the_end_and_nothing_follows_an_error() {
         let out = shaped(vec![
-            start(),
-            text_start("m"),
-            delta("m", "a"),
+            EventKind::run_started(),
+            EventKind::text_start("m"),
+            EventKind::text_delta("m", "a"),
             tool_start("t"),
             args("t"),
             EventKind::ToolCallResult {
@@ -584,17 +531,17 @@ mod tests {
                 message_id: None,
                 content: "ok".into(),
             },
-            finished(Outcome::Unspecified),
-            finished(Outcome::Unspecified),
-            text_start("n"),
-            delta("n", "b"),
+            EventKind::run_finished(Outcome::Unspecified),
+            EventKind::run_finished(Outcome::Unspecified),
+            EventKind::text_start("n"),
+            EventKind::text_delta("n", "b"),
             tool_start("u"),
             EventKind::RunError {
                 message: "x".into(),
                 code: None,
             },
-            delta("n", "c"),
-            finished(Outcome::Unspecified),
+            EventKind::text_delta("n", "c"),
+            EventKind::run_finished(Outcome::Unspecified),
         ]);
         assert_eq!(
             names(&out),
@@ -620,13 +567,13 @@ mod tests {
             ]
         );
         // the first run's call had its result: nothing pending
-        assert_eq!(out[8], finished(Outcome::Unspecified));
+        assert_eq!(out[8], EventKind::run_finished(Outcome::Unspecified));
     }
 
     #[test]
     fn a_result_ends_the_arguments_and_nothing_is_added_to_them_after() {
         let out = shaped(vec![
-            start(),
+            EventKind::run_started(),
             tool_start("t"),
             EventKind::ToolCallError {
                 tool_call_id: "t".into(),
@@ -634,10 +581,10 @@ mod tests {
                 input_invalid: false,
             },
             args("t"),
-            text_start("m"),
-            delta("m", "a"),
-            end("m"),
-            delta("m", "late"),
+            EventKind::text_start("m"),
+            EventKind::text_delta("m", "a"),
+            EventKind::text_end("m"),
+            EventKind::text_delta("m", "late"),
         ]);
         assert_eq!(
             names(&out),
@@ -659,10 +606,10 @@ mod tests {
     #[test]
     fn a_cancelled_run_is_left_as_it_stopped() {
         let out = shaped(vec![
-            start(),
-            text_start("m"),
-            delta("m", "a"),
-            finished(Outcome::Cancelled { reason: None }),
+            EventKind::run_started(),
+            EventKind::text_start("m"),
+            EventKind::text_delta("m", "a"),
+            EventKind::run_finished(Outcome::Cancelled { reason: None }),
         ]);
         assert_eq!(
             names(&out),
@@ -674,20 +621,20 @@ mod tests {
     fn an_empty_text_message_never_reaches_the_encoder() {
         // pydantic-ai's AGUIAdapter: an empty message as the parent of a call
         let out = shaped(vec![
-            start(),
-            text_start("m0"),
-            end("m0"),
+            EventKind::run_started(),
+            EventKind::text_start("m0"),
+            EventKind::text_end("m0"),
             tool_start("t"),
             args("t"),
             EventKind::ToolCallEnd {
                 tool_call_id: "t".into(),
             },
-            text_start("m1"),
-            delta("m1", ""),
-            delta("m1", "hi"),
-            end("m1"),
-            text_start("m2"),
-            finished(Outcome::Unspecified),
+            EventKind::text_start("m1"),
+            EventKind::text_delta("m1", ""),
+            EventKind::text_delta("m1", "hi"),
+            EventKind::text_end("m1"),
+            EventKind::text_start("m2"),
+            EventKind::run_finished(Outcome::Unspecified),
         ]);
         assert_eq!(
             names(&out),
@@ -707,7 +654,7 @@ mod tests {
     #[test]
     fn calls_left_without_a_result_are_pending_at_the_end() {
         let out = shaped(vec![
-            start(),
+            EventKind::run_started(),
             tool_start("a"),
             EventKind::ToolCallEnd {
                 tool_call_id: "a".into(),
@@ -719,23 +666,25 @@ mod tests {
                 content: "ok".into(),
             },
             args("c"),
-            finished(Outcome::Unspecified),
+            EventKind::run_finished(Outcome::Unspecified),
         ]);
         assert_eq!(
             out.last(),
-            Some(&finished(Outcome::Success {
+            Some(&EventKind::run_finished(Outcome::Success {
                 pending_tool_call_ids: vec!["a".into(), "c".into()]
             }))
         );
         // an outcome the source gave is kept
         let out = shaped(vec![
-            start(),
+            EventKind::run_started(),
             tool_start("a"),
-            finished(Outcome::Cancelled { reason: None }),
+            EventKind::run_finished(Outcome::Cancelled { reason: None }),
         ]);
         assert_eq!(
             out.last(),
-            Some(&finished(Outcome::Cancelled { reason: None }))
+            Some(&EventKind::run_finished(Outcome::Cancelled {
+                reason: None
+            }))
         );
     }
 
@@ -758,7 +707,7 @@ mod tests {
             ],
         };
         let out = shaped(vec![
-            start(),
+            EventKind::run_started(),
             tool_start("a"),
             EventKind::ToolCallEnd {
                 tool_call_id: "a".into(),
@@ -771,7 +720,7 @@ mod tests {
                 content: "done".into(),
             },
             snapshot.clone(),
-            finished(Outcome::Unspecified),
+            EventKind::run_finished(Outcome::Unspecified),
         ]);
         let settled: Vec<&EventKind> = out
             .iter()
@@ -797,7 +746,7 @@ mod tests {
                 },
                 &snapshot,
                 // nothing left for the client: no pending calls
-                &finished(Outcome::Unspecified),
+                &EventKind::run_finished(Outcome::Unspecified),
             ]
         );
     }
@@ -806,7 +755,7 @@ mod tests {
     fn a_stream_of_many_calls_keeps_bounded_state_and_still_drops_late_args() {
         let mut s = Shaper::new();
         let mut out = Vec::new();
-        s.push(&Event::new(start()), &mut out);
+        s.push(&Event::new(EventKind::run_started()), &mut out);
         let calls = MAX_ENDED + 100;
         for i in 0..calls {
             let id = format!("t{i}");

@@ -1,14 +1,21 @@
 //! Shared pieces of the adapters' differential tests (a fast path held to
 //! its general path): hostile JSON values to put in frames, events dressed
 //! with the parts fast paths must respect, and an encoder's whole output
-//! with its spans. Not for production code.
+//! with its spans; the fixtures and SSE helpers the adapters' tests share.
+//! Not for production code.
+// A test helper that cannot read what it was given fails its test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::event::{Event, EventKind};
+use crate::length::LengthFramer;
 use crate::sink::{Framing, Sink, Span};
-use crate::sse::Frame;
+use crate::sse::{Frame, SseFramer};
+use crate::translate::Translator;
 use crate::Dialect;
 
 /// Strings that break naive scanning, as text (to be written as JSON).
@@ -68,6 +75,102 @@ pub fn encode_all(enc: &mut dyn Encoder, events: &[Event]) -> (Vec<u8>, Vec<Span
     }
     enc.finish_to(&mut sink);
     (sink.bytes().to_vec(), sink.spans().to_vec())
+}
+
+/// The frames of an SSE stream, as the gateway frames it.
+pub fn sse_frames(bytes: &[u8]) -> Vec<Frame> {
+    let mut framer = SseFramer::default();
+    let mut out = Vec::new();
+    framer.push(bytes, &mut out).unwrap();
+    framer.finish(&mut out).unwrap();
+    out
+}
+
+/// Each SSE frame's data as JSON, or as a string where it is not JSON
+/// (`[DONE]`, AG-Kit's `keep-alive`).
+pub fn sse_payloads(bytes: &[u8]) -> Vec<Value> {
+    sse_frames(bytes)
+        .into_iter()
+        .map(|f| serde_json::from_str(&f.data).unwrap_or(Value::String(f.data)))
+        .collect()
+}
+
+/// The events `d` makes of a whole SSE stream, its end included.
+pub fn decode_sse(d: &mut dyn Decoder, bytes: &[u8]) -> Vec<Event> {
+    let mut out = Vec::new();
+    for f in sse_frames(bytes) {
+        d.decode(&f, &mut out).unwrap();
+    }
+    d.finish(&mut out).unwrap();
+    out
+}
+
+/// What `e` writes for `events` and its end.
+pub fn encode_events(e: &mut dyn Encoder, events: &[Event]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for ev in events {
+        e.encode(ev, &mut out);
+    }
+    e.finish(&mut out);
+    out
+}
+
+/// What a translator from `d` to `e` writes for a whole SSE stream; an
+/// error ends it as the translator ends a stream.
+pub fn translate_sse(d: Box<dyn Decoder>, e: Box<dyn Encoder>, input: &[u8]) -> Vec<u8> {
+    let mut t = Translator::new(SseFramer::default(), d, e);
+    let mut out = Vec::new();
+    let _ = t.push(input, &mut out);
+    let _ = t.finish(&mut out);
+    out
+}
+
+/// The messages of a length-delimited binary stream.
+pub fn length_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut framer = LengthFramer::default();
+    let mut out = Vec::new();
+    framer.push(bytes, &mut out).unwrap();
+    framer.finish().unwrap();
+    out
+}
+
+/// The text of every text delta in `events`, joined.
+pub fn text_of(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TextDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The repository's `tests/fixtures/{dialect}` (found above this crate, so
+/// moving the crate does not move it).
+pub fn fixture_dir(dialect: &str) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = here
+        .ancestors()
+        .find(|d| d.join("tests/fixtures").is_dir())
+        .unwrap_or_else(|| panic!("no tests/fixtures above {}", here.display()));
+    root.join("tests/fixtures").join(dialect)
+}
+
+/// A dialect's `.sse` fixtures as (file stem, bytes), sorted by name; a
+/// missing directory fails the test rather than skipping it.
+pub fn fixtures(dialect: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = fixture_dir(dialect);
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut out: Vec<_> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// A JSON object's text with `"type"` first or last and `fields` as given

@@ -339,9 +339,7 @@ impl OpenTracker {
     pub fn closing_events(&self) -> Vec<Event> {
         let mut out = Vec::new();
         for id in self.texts.ids().rev() {
-            out.push(Event::new(EventKind::TextEnd {
-                message_id: id.to_string(),
-            }));
+            out.push(Event::new(EventKind::text_end(id.to_string())));
         }
         for id in self.reasoning.ids().rev() {
             out.push(Event::new(EventKind::ReasoningEnd {
@@ -382,21 +380,13 @@ mod tests {
     fn closes_what_is_open_and_nothing_else() {
         let mut t = OpenTracker::default();
         for e in [
-            ev(EventKind::RunStarted {
-                thread_id: None,
-                run_id: None,
-                parent_run_id: None,
-                message_id: None,
-                input: None,
-            }),
+            ev(EventKind::run_started()),
             ev(EventKind::TextStart {
                 message_id: "a".into(),
                 role: Default::default(),
                 name: None,
             }),
-            ev(EventKind::TextEnd {
-                message_id: "a".into(),
-            }),
+            ev(EventKind::text_end("a")),
             ev(EventKind::TextStart {
                 message_id: "b".into(),
                 role: Default::default(),
@@ -416,9 +406,7 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                EventKind::TextEnd {
-                    message_id: "b".into()
-                },
+                EventKind::text_end("b"),
                 EventKind::ToolCallEnd {
                     tool_call_id: "t".into()
                 }

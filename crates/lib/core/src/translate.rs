@@ -643,23 +643,12 @@ mod tests {
             let v: serde_json::Value =
                 serde_json::from_str(&frame.data).map_err(|e| DecodeError::json(&e))?;
             if v.get("end").is_some() {
-                out.push(Event::new(EventKind::RunFinished {
-                    thread_id: None,
-                    run_id: None,
-                    message_id: None,
-                    result: None,
-                    outcome: Default::default(),
-                    finish_reason: None,
-                    usage: None,
-                }));
+                out.push(Event::new(EventKind::run_finished(Default::default())));
             } else {
                 let t = v["t"]
                     .as_str()
                     .ok_or_else(|| DecodeError::field("line", "t"))?;
-                let mut ev = Event::new(EventKind::TextDelta {
-                    message_id: "m".into(),
-                    delta: t.into(),
-                });
+                let mut ev = Event::new(EventKind::text_delta("m", t));
                 ev.restated = v.get("r").is_some();
                 out.push(ev);
             }

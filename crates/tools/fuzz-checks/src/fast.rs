@@ -14,7 +14,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use babelgate_ag_ui::AgUiDecoder;
-use babelgate_core::{Decoder, Dialect, EncodeContext, Encoder, Event, EventKind, Frame, Role};
+use babelgate_core::{Decoder, Dialect, EncodeContext, Encoder, Event, EventKind, Frame};
 use babelgate_vercel::VercelEncoder;
 use serde_json::{json, Value};
 
@@ -463,10 +463,7 @@ pub fn check_fast_json(data: &[u8]) {
             "{s:?} from {from}"
         );
 
-        let ev = Event::new(EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: s.clone(),
-        });
+        let ev = Event::new(EventKind::text_delta("m", s.clone()));
         assert_eq!(
             babelgate_core::testing::check_fast_write(&babelgate_vercel::wire::FAST, &ev),
             Ok(true),
@@ -500,18 +497,12 @@ fn check_vercel_direct(deltas: &[String]) {
     events.push(EventKind::ReasoningEnd {
         message_id: reasoning.clone(),
     });
-    events.push(EventKind::TextStart {
-        message_id: text.clone(),
-        role: Role::Assistant,
-        name: None,
-    });
+    events.push(EventKind::text_start(text.clone()));
     events.extend(deltas.iter().map(|d| EventKind::TextDelta {
         message_id: text.clone(),
         delta: d.clone(),
     }));
-    events.push(EventKind::TextEnd {
-        message_id: text.clone(),
-    });
+    events.push(EventKind::text_end(text.clone()));
     events.push(EventKind::ToolCallStart {
         tool_call_id: tool.clone(),
         tool_name: "f".into(),

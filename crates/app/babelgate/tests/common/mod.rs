@@ -25,6 +25,39 @@ pub fn sse_events(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
         .collect()
 }
 
+/// The data of each SSE event in a body, as [`sse_events`] reads it.
+pub fn sse_values(bytes: &[u8]) -> Vec<Value> {
+    sse_events(bytes).into_iter().map(|(_, v)| v).collect()
+}
+
+/// Each event's `type` (a string event, `[DONE]`, as itself).
+pub fn types(values: &[Value]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            v => v["type"].as_str().unwrap_or("?").to_string(),
+        })
+        .collect()
+}
+
+/// A JSON POST of `body` to `path` on the gateway at `gw`.
+pub fn post_json(gw: std::net::SocketAddr, path: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(format!("http://{gw}{path}"))
+        .header("content-type", "application/json")
+        .body(body)
+}
+
+/// A loopback port free when asked (for a process that binds it itself).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Runs the `babelgate` binary with `args` and `stdin`: (exit code, stdout,
 /// stderr).
 pub fn run_cli(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
@@ -132,8 +165,8 @@ pub async fn gateway(
     (a, gw)
 }
 
-/// An AG-UI run request saying "hi" on `thread`.
-pub fn agui_hi(thread: &str) -> Vec<u8> {
+/// A run request in `dialect`'s words: `text` from the user on `thread`.
+pub fn run_body(dialect: babelgate_core::Dialect, thread: &str, text: &str) -> Vec<u8> {
     use babelgate_core::request::{Message, RunRequest};
     let run = RunRequest {
         thread_id: thread.into(),
@@ -141,12 +174,29 @@ pub fn agui_hi(thread: &str) -> Vec<u8> {
         messages: vec![Message::text_message(
             "u1",
             babelgate_core::Role::User,
-            "hi",
+            text,
         )],
         ..Default::default()
     };
-    let body = babelgate::registry::requests(babelgate_core::Dialect::AgUi)
+    let body = babelgate::registry::requests(dialect)
         .build_request(&run)
         .unwrap();
     serde_json::to_vec(&body).unwrap()
+}
+
+/// An AG-UI run request saying "hi" on `thread`.
+pub fn agui_hi(thread: &str) -> Vec<u8> {
+    run_body(babelgate_core::Dialect::AgUi, thread, "hi")
+}
+
+/// The events of a binary body, read as a client of `prefix`'s dialect.
+pub fn proto_events(bytes: &[u8], prefix: Option<&str>) -> Vec<Value> {
+    let mut framer = babelgate_proto::ProtoFramer::default();
+    let mut messages = Vec::new();
+    framer.push(bytes, &mut messages).unwrap();
+    framer.finish().unwrap();
+    messages
+        .iter()
+        .map(|m| babelgate_proto::decode_event_as(m, prefix).unwrap())
+        .collect()
 }
