@@ -347,7 +347,7 @@ def shapes_table(shapes):
             kinds[k] = (inp, size, peak, outcome)
     md = [
         "\n### Peak memory per request and per upstream event, by shape (issue 37)\n",
-        "`cargo test --release -p babelgate --test memory` (the test of [memory.md](memory.md), whose table is from a debug build): the most heap allocated at once "
+        "`cargo test -p babelgate --test memory` (debug build, as [memory.md](memory.md)): the most heap allocated at once "
         "while one request runs, counted by the test binary's allocator, over what was allocated before. The worst client "
         "dialect of each row; the rule is 8x the input's bytes plus 6 MiB (what the test holds every case to).\n",
         "| input | shape | bytes MiB | peak heap MiB | peak / bytes | worst of | outcome |",

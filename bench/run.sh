@@ -52,7 +52,8 @@
 #      1,000 x 20 events/s, alternating, CPU of babelgate and of Redis
 #    - shapes (issue 37): the peak heap of one request body and of one
 #      upstream event of each hostile shape, from the gateway's memory test
-#      (cargo test -p babelgate --test memory, in the benchmark's profile)
+#      (cargo test -p babelgate --test memory, debug build as docs/memory.md;
+#      built when this step comes, after every load measurement)
 # 6. bench/report.py writes the targets table and the results into
 #    docs/benchmarks.md and the plot docs/benchmarks.png from this run's
 #    target/bench/*.json
@@ -190,9 +191,6 @@ if [ "$ONLY" = load ]; then
   if has "$WORKLOADS" store; then cargo build --profile "$PROFILE" -p babelgate-bench --bin store-bench; fi
 else
   cargo build --profile "$PROFILE" -p babelgate -p babelgate-bench -p babelgate-loadgen
-fi
-if has "$WORKLOADS" shapes && [ "$QUICK" != 1 ]; then
-  cargo test --profile "$PROFILE" -p babelgate --test memory --no-run
 fi
 # report.py and the machine facts want a Python; with ONLY=load and no venv
 # the system one does (report.py then only prints, and needs no matplotlib).
@@ -608,10 +606,12 @@ if has "$WORKLOADS" store; then store_workload; fi
 # Issue 37's shapes: the gateway's memory test measures the peak heap of one
 # request body and one upstream event of each hostile shape, one case at a
 # time in its own process (a peak is exact there, not an RSS sample); its
-# table rows go to the report. Built with the binaries above (step 2).
+# table rows go to the report. A debug build, as docs/memory.md measures it
+# (heap bytes, not time: the profile changes little), built here, after
+# every load measurement, so that its compile perturbs none of them.
 if has "$WORKLOADS" shapes && [ "$QUICK" != 1 ]; then
   step "memory per request and per upstream event, by shape (cargo test -p babelgate --test memory)"
-  cargo test -q --profile "$PROFILE" -p babelgate --test memory a_body_or_an_event_costs_in_proportion_to_its_size \
+  cargo test -q -p babelgate --test memory a_body_or_an_event_costs_in_proportion_to_its_size \
     -- --nocapture --test-threads 1 2>/dev/null | grep '^| \(request\|event\)' | tee "$OUT/shapes.txt"
 fi
 
