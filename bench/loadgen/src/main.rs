@@ -686,7 +686,7 @@ async fn run(o: RunOpts) -> serde_json::Value {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 cpu.push(CpuSample::take(&o, t0));
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     let rss = usage_of(&o.pids).1;
                     peak = peak.max(rss);
                     samples.push((o.open.load(Ordering::Relaxed), rss));
