@@ -10,7 +10,9 @@
 # 4. whole process: a 200,000-event AG-UI stream made by the AG-UI Python SDK
 #    (crates/tools/bench/make_stream.py), translated to Vercel by `babelgate translate`,
 #    by the official Node SDKs (crates/tools/bench/node/translate.mjs) and by the Python
-#    SDK (crates/tools/bench/python/translate.py); best of 3 wall times
+#    SDK (crates/tools/bench/python/translate.py); best of 3 wall times, and each one's
+#    start-up (the same on a 100-event stream); crates/tools/bench/same_content.py then
+#    parses the three outputs and compares them chunk by chunk (ids aside)
 # 5. load: one synthetic AG-UI upstream (loadgen upstream) and, side by side,
 #    (a) the upstream directly, (b) nginx as a pass-through proxy with
 #    buffering off, (c) babelgate serve translating AG-UI to Vercel (and
@@ -21,6 +23,12 @@
 #    (crates/tools/bench/python/server.py); each gets the same workloads from loadgen run:
 #    saturation, 1,000 streams at 20 events/s, and (babelgate only) the most
 #    concurrent open streams the file limit allows
+#    - CPU per event (issue 43): SAT_RUNS rounds, each core-bench translating
+#      the upstream's own stream (captured once with curl) AG-UI→Vercel,
+#      then (b), (c) and (c-nolog) at saturation; loadgen reads each
+#      process's user+system ticks from /proc/<pid>/stat at the start and
+#      the end of the steady window (all streams open), its own and the
+#      upstream's apart
 #    The binary transport and WebSocket rows run the saturation and latency
 #    workloads too, each on a fresh babelgate (wire_load below): client side,
 #    an AG-UI SSE upstream to an AG-UI client over SSE (c-agui: same dialect,
@@ -30,12 +38,11 @@
 #    encoder writes binary); upstream side, to the Vercel client of (c) from
 #    an AG-UI protobuf upstream (c-binup), a WebSocket JSON one (c-wsup) and
 #    a WebSocket ag-ui.proto one (c-wsbinup)
-#    - latency (issue 14): (a), (b) and (c) at 1,000 streams x 20 events/s
-#      and at 5,000 streams x 4 events/s (the same 20,000 events/s in all),
-#      three runs in a row at each size, the three systems side by side in
-#      each run; inter-event latency and time to first event (request
-#      written to the first mark read); the bridges once, at 1,000 streams
-#    - open streams: idle, steady and recovered RSS of babelgate (loadgen
+#    - latency (issues 14 and 43): (a), (b), (c) and (c-nolog) alternating,
+#      LAT_RUNS (5) rounds at 1,000 streams x 20 events/s; inter-event
+#      latency and time to first event (request written to the first mark
+#      read); the bridges once
+#    - open streams: idle, peak and recovered RSS of babelgate (loadgen
 #      --recover-s: RSS sampled for OPEN_RECOVER_S s after the last close)
 #    - store (issue 14): a redis-server started here (Debian's; installed
 #      if missing) on a free port; store-bench (crates/tools/bench) appends run-log
@@ -43,8 +50,13 @@
 #      and to the memory store; then babelgate with `[store] backend =
 #      "redis"` against babelgate with the memory store, saturation and
 #      1,000 x 20 events/s, alternating, CPU of babelgate and of Redis
-# 6. crates/tools/bench/report.py writes the table into docs/benchmarks.md and the plot
-#    docs/benchmarks.png from this run's target/bench/*.json
+#    - shapes (issue 37): the peak heap of one request body and of one
+#      upstream event of each hostile shape, from the gateway's memory test
+#      (cargo test -p babelgate --test memory, debug build as docs/memory.md;
+#      built when this step comes, after every load measurement)
+# 6. crates/tools/bench/report.py writes the targets table and the results into
+#    docs/benchmarks.md and the plot docs/benchmarks.png from this run's
+#    target/bench/*.json
 #
 # QUICK=1 runs every step with small sizes (a smoke run of the harness; its
 # numbers mean nothing). Results stay in target/bench.
@@ -60,13 +72,15 @@
 #                    babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin
 #                    babelgate-binup babelgate-wsup babelgate-wsbinup
 #   PORT_OFFSET=N    every port of the load step moved by N (default 0)
-#   WORKLOADS also knows "store" (default all four)
-#   LAT_SIZES="1000:20:200:2000 5000:4:60:5000"   latency sizes, each
-#                    streams:events/s per stream:events per stream:ramp ms
-#   LAT_RUNS=3       runs in a row at each latency size
-#   SAT_RUNS=5       rounds of (b), (c), (c-nolog) at saturation, for the median ratio
-#   SAT_ROUND_EVENTS=250000   events per stream in those rounds (20 streams:
-#                    5,000,000 events, about a second of each system)
+#   WORKLOADS also knows "store" and "shapes" (default all five)
+#   LAT_SIZES="1000:20:200:2000"   latency sizes, each streams:events/s per
+#                    stream:events per stream:ramp ms (issue 14 also ran
+#                    5000:4:60:5000)
+#   LAT_RUNS=5       rounds at each latency size
+#   SAT_RUNS=5       rounds of core-bench, (b), (c), (c-nolog) at saturation
+#   SAT_ROUND_EVENTS=500000   events per stream in those rounds (20 streams:
+#                    10,000,000 events, 2-4 s of each system: a steady
+#                    window of hundreds of clock ticks)
 #   OPEN_STREAMS=N   streams of the open-streams workload (also with QUICK=1)
 #   OPEN_EVENTS="15 30"   its scenarios: events per stream (1 a second)
 #   OPEN_RECOVER_S=30     RSS sampled this long after the last stream closed
@@ -91,7 +105,7 @@ rm -f "$OUT"/*.json "$OUT"/*.jsonl
 
 QUICK="${QUICK:-0}"
 ONLY="${ONLY:-}"
-WORKLOADS="${WORKLOADS:-saturation latency open store}"
+WORKLOADS="${WORKLOADS:-saturation latency open store shapes}"
 WIRE_SYSTEMS="babelgate-agui babelgate-bin babelgate-ws babelgate-wsbin babelgate-hai babelgate-haibin babelgate-binup babelgate-wsup babelgate-wsbinup"
 SYSTEMS="${SYSTEMS:-upstream nginx babelgate babelgate-nolog node node-lean python $WIRE_SYSTEMS}"
 case "$ONLY" in ""|load) ;; *) echo "ONLY=$ONLY: only ONLY=load is known" >&2; exit 2 ;; esac
@@ -115,16 +129,17 @@ else
   # 5,000 streams at 4 events/s: the same 20,000 events/s as 1,000 x 20, which
   # the two cores carry beside the load generator and the upstream (at 20/s
   # each, 100,000 events/s, babelgate alone would need about 3 cores).
-  LAT_SIZES="${LAT_SIZES:-1000:20:200:2000 5000:4:60:5000}"; OPEN_RECOVER_S="${OPEN_RECOVER_S:-30}"
+  LAT_SIZES="${LAT_SIZES:-1000:20:200:2000}"; OPEN_RECOVER_S="${OPEN_RECOVER_S:-30}"
   STORE_RUNS="${STORE_RUNS:-20}"; STORE_EVENTS="${STORE_EVENTS:-10000}"
 fi
-LAT_RUNS="${LAT_RUNS:-3}"
+LAT_RUNS="${LAT_RUNS:-5}"
 SAT_RUNS="${SAT_RUNS:-5}"
-# The rounds run about a second of each system, as load tools in the field
-# do (seconds, not a burst): one run of SAT_EVENTS lasts 40-100 ms of
-# babelgate and nginx, a cold burst (the run log's first pages faulted in),
-# set against the Python bridge's run of about a second.
-if [ "$QUICK" = "1" ]; then SAT_ROUND_EVENTS="${SAT_ROUND_EVENTS:-2000}"; else SAT_ROUND_EVENTS="${SAT_ROUND_EVENTS:-250000}"; fi
+# The rounds run seconds of each system, as load tools in the field do, not
+# a burst: one run of SAT_EVENTS lasts 40-100 ms of babelgate and nginx, a
+# cold burst (the run log's first pages faulted in). /proc counts CPU in
+# ticks of 10 ms, so the steady window needs seconds of a busy process to
+# hold hundreds of them.
+if [ "$QUICK" = "1" ]; then SAT_ROUND_EVENTS="${SAT_ROUND_EVENTS:-2000}"; else SAT_ROUND_EVENTS="${SAT_ROUND_EVENTS:-500000}"; fi
 [ -n "$OPEN_SCENARIOS" ] || OPEN_SCENARIOS="15 $OPEN_EVENTS"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -172,6 +187,7 @@ fi
 step "build (release)"
 if [ "$ONLY" = load ]; then
   cargo build --profile "$PROFILE" -p babelgate -p babelgate-loadgen
+  if has "$WORKLOADS" saturation; then cargo build --profile "$PROFILE" -p babelgate-bench --bin core-bench; fi
   if has "$WORKLOADS" store; then cargo build --profile "$PROFILE" -p babelgate-bench --bin store-bench; fi
 else
   cargo build --profile "$PROFILE" -p babelgate -p babelgate-bench -p babelgate-loadgen
@@ -191,6 +207,8 @@ step "machine"
   echo "  \"node\": \"$(node --version)\","
   echo "  \"python\": \"$("$PY" --version | cut -d' ' -f2)\","
   echo "  \"nginx\": \"$("$NGINX" -v 2>&1 | sed 's/.*nginx\///')\","
+  echo "  \"date\": \"$(date -u +%F)\","
+  echo "  \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)\","
   echo "  \"load_before\": \"$(cut -d' ' -f1-3 /proc/loadavg)\","
   echo "  \"quick\": $([ "$QUICK" = "1" ] && echo true || echo false),"
   echo "  \"only\": \"$ONLY\""
@@ -214,6 +232,8 @@ STREAM="$OUT/agui-$STREAM_EVENTS.sse"
 # user and system seconds and the max RSS (KiB) of the same run
 timed() {
   local name="$1"; shift
+  local log="$OUT/translate.jsonl"
+  case "$name" in startup-*) log="$OUT/startup.jsonl" ;; esac
   local best="" line t0 t1
   for _ in 1 2 3; do
     t0=$EPOCHREALTIME
@@ -224,12 +244,22 @@ timed() {
   done
   read -r wall user sys rss <<<"$best"
   printf '{"name":"%s","wall_s":%s,"user_s":%s,"sys_s":%s,"max_rss_kib":%s,"out_bytes":%s}\n' \
-    "$name" "$wall" "$user" "$sys" "$rss" "$(wc -c <"$OUT/translate-$name.out")" >>"$OUT/translate.jsonl"
+    "$name" "$wall" "$user" "$sys" "$rss" "$(wc -c <"$OUT/translate-$name.out")" >>"$log"
   echo "$name: ${wall}s wall (${user}s user), max RSS ${rss} KiB"
 }
 timed babelgate "$BIN/babelgate" translate --from ag-ui --to vercel "$STREAM"
 timed node node crates/tools/bench/node/translate.mjs "$STREAM"
 timed python "$PY" crates/tools/bench/python/translate.py "$STREAM"
+# Start-up: each on a 100-event stream, so the report can say what share of
+# the whole run start-up is (Node and Python load their modules first).
+SMALL="$OUT/agui-100.sse"
+[ -s "$SMALL" ] || "$PY" crates/tools/bench/make_stream.py --events 100 "$SMALL"
+timed startup-babelgate "$BIN/babelgate" translate --from ag-ui --to vercel "$SMALL"
+timed startup-node node crates/tools/bench/node/translate.mjs "$SMALL"
+timed startup-python "$PY" crates/tools/bench/python/translate.py "$SMALL"
+# The three outputs of the whole run, parsed and compared chunk by chunk.
+"$PY" crates/tools/bench/same_content.py "$OUT/translate-babelgate.out" "$OUT/translate-node.out" "$OUT/translate-python.out" \
+  | tee "$OUT/same-content.json" || echo "the three outputs differ (the report says where)" >&2
 fi
 
 step "load: (a) upstream, (b) nginx, (c) babelgate, (d) node, (d2) node lean, (e) python"
@@ -241,6 +271,7 @@ UP=$((19100 + O)); P_NGINX=$((18080 + O)); P_BG=$((18081 + O)); P_NODE=$((18082 
 
 "$BIN/loadgen" upstream --listen "127.0.0.1:$UP" 2>"$OUT/upstream.log" &
 PIDS+=($!)
+UPSTREAM_PID=$!
 
 PORTS="$UP $P_BG"
 if has "$SYSTEMS" nginx; then
@@ -341,31 +372,42 @@ load() {
     [ "$pids" = "-" ] || pid_arg=(--pids "$pids")
     # warm-up, not recorded
     "$BIN/loadgen" run --url "$url" --body "$body" --streams 4 --events 200 --rate 0 "${pid_arg[@]}" >/dev/null
-    "$BIN/loadgen" run --url "$url" --body "$body" --label "$scenario/$name" "${pid_arg[@]}" "$@" | tee -a "$OUT/load.jsonl"
+    "$BIN/loadgen" run --url "$url" --body "$body" --label "$scenario/$name" "${pid_arg[@]}" --others "$UPSTREAM_PID" "$@" | tee -a "$OUT/load.jsonl"
     sleep 1
   done
 }
 if has "$WORKLOADS" saturation; then
 echo "-- saturation: $SAT_STREAMS streams x $SAT_EVENTS events, as fast as possible"
 load saturation --streams "$SAT_STREAMS" --events "$SAT_EVENTS" --rate 0
-# One saturation run of the fast systems lasts 40-100 ms, so one run's ratio
-# moves a lot: SAT_RUNS more rounds of (b), (c) and (c-nolog), alternating,
-# each about a second long (SAT_ROUND_EVENTS), give the ratios to nginx and
-# to the Python bridge (whose run above lasts about as long) as medians.
+# Issue 43: CPU per event relayed. The upstream's own stream, captured once
+# through curl, is what core-bench translates (the translation alone); then
+# SAT_RUNS rounds, each core-bench, (b), (c) and (c-nolog) in turn at
+# SAT_ROUND_EVENTS per stream, seconds of each, whose steady windows give
+# each process's CPU per event. Rounds, not one sitting per system, so that
+# what else the shared machine runs falls on all of them alike.
+SAME="$OUT/loadgen-stream.sse"
+curl -sS -H "x-bench: events=200000;rate=0;pad=8" -H 'content-type: application/json' -d '{}' \
+  "http://127.0.0.1:$UP/agent" >"$SAME"
+grep -c '^data: ' "$SAME" | sed 's/^/core-bench input: upstream stream of /; s/$/ events/'
 for run in $(seq 1 "$SAT_RUNS"); do
-  echo "-- saturation round $run of $SAT_RUNS: (b), (c), (c-nolog), $SAT_STREAMS streams x $SAT_ROUND_EVENTS events"
+  echo "-- saturation round $run of $SAT_RUNS: core-bench on the same stream, (b), (c), (c-nolog), $SAT_STREAMS streams x $SAT_ROUND_EVENTS events"
+  "$BIN/core-bench" --input "$SAME" --from ag-ui --only translate/ag-ui-vercel --min-secs "$CORE_SECS" --json \
+    | "$PY" -c 'import json,sys; r=json.load(sys.stdin)[0]; r["label"]=sys.argv[1]; r["loadavg"]=" ".join(open("/proc/loadavg").read().split()[:3]); print(json.dumps(r))' "core-r$run" \
+    | tee -a "$OUT/core-same.jsonl"
   SYSTEMS="$(for s in $SYSTEMS; do case "$s" in nginx|babelgate|babelgate-nolog) printf '%s ' "$s" ;; esac; done)" \
     load "saturation-r$run" --streams "$SAT_STREAMS" --events "$SAT_ROUND_EVENTS" --rate 0
 done
 fi
-# Issue 14's latency: (a), (b) and (c) side by side in each run, LAT_RUNS runs
-# in a row at each size of LAT_SIZES (streams:rate:events:ramp ms).
+# Latency (issues 14 and 43): (a), (b), (c) and (c-nolog) one after the other
+# in each round, LAT_RUNS rounds at each size of LAT_SIZES
+# (streams:rate:events:ramp ms); the target takes the median of the rounds'
+# p99 ratios, since nginx's own p99 moves by 3x between runs here.
 latency_runs() {
   local size streams rate events ramp run t name url body pids
   for size in $LAT_SIZES; do
     IFS=: read -r streams rate events ramp <<<"$size"
     for run in $(seq 1 "$LAT_RUNS"); do
-      echo "-- latency run $run of $LAT_RUNS: $streams streams x $rate events/s x $events events"
+      echo "-- latency round $run of $LAT_RUNS: $streams streams x $rate events/s x $events events"
       for t in "${TARGETS[@]}"; do
         read -r name url body pids <<<"$t"
         case "$name" in upstream|nginx|babelgate|babelgate-nolog) ;; *) continue ;; esac
@@ -373,7 +415,7 @@ latency_runs() {
         local pid_arg=()
         [ "$pids" = "-" ] || pid_arg=(--pids "$pids")
         "$BIN/loadgen" run --url "$url" --body "$body" --streams 4 --events 200 --rate 0 "${pid_arg[@]}" >/dev/null
-        "$BIN/loadgen" run --url "$url" --body "$body" --label "latency-$streams-r$run/$name" "${pid_arg[@]}" \
+        "$BIN/loadgen" run --url "$url" --body "$body" --label "latency-$streams-r$run/$name" "${pid_arg[@]}" --others "$UPSTREAM_PID" \
           --streams "$streams" --events "$events" --rate "$rate" --ramp-ms "$ramp" --timeout-s 120 | tee -a "$OUT/load.jsonl"
         sleep 1
       done
@@ -560,6 +602,18 @@ store_workload() {
   redis-cli -p "$rport" info memory | sed -n 's/^used_memory_human:/redis used memory after: /p'
 }
 if has "$WORKLOADS" store; then store_workload; fi
+
+# Issue 37's shapes: the gateway's memory test measures the peak heap of one
+# request body and one upstream event of each hostile shape, one case at a
+# time in its own process (a peak is exact there, not an RSS sample); its
+# table rows go to the report. A debug build, as docs/memory.md measures it
+# (heap bytes, not time: the profile changes little), built here, after
+# every load measurement, so that its compile perturbs none of them.
+if has "$WORKLOADS" shapes && [ "$QUICK" != 1 ]; then
+  step "memory per request and per upstream event, by shape (cargo test -p babelgate --test memory)"
+  cargo test -q -p babelgate --test memory a_body_or_an_event_costs_in_proportion_to_its_size \
+    -- --nocapture --test-threads 1 2>/dev/null | grep '^| \(request\|event\)' | tee "$OUT/shapes.txt"
+fi
 
 cleanup
 trap - EXIT

@@ -4,6 +4,14 @@
 //! program to profile (`--only ag-ui-vercel --iters 1` under callgrind).
 //!
 //!     core-bench [--events N] [--min-secs S] [--iters N] [--only NAME] [--json]
+//!                [--input FILE --from DIALECT]
+//!
+//! `--input FILE --from D` puts the file's stream in place of the mixed
+//! stream of dialect D: crates/tools/bench/run.sh gives it the load generator's own
+//! stream, so that the translation alone is measured on what the gateway
+//! relays. Every row also gives the process's CPU time per run (user+system
+//! ticks of `/proc/self/stat`, as loadgen reads the gateway's), and so CPU
+//! per event.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -25,6 +33,7 @@ struct Opts {
     iters: Option<u32>,
     only: Option<String>,
     json: bool,
+    input: Option<(Dialect, Vec<u8>)>,
 }
 
 struct Row {
@@ -33,6 +42,7 @@ struct Row {
     bytes_in: usize,
     bytes_out: usize,
     secs_per_iter: f64,
+    cpu_secs_per_iter: Option<f64>,
 }
 
 fn parse() -> Opts {
@@ -42,7 +52,10 @@ fn parse() -> Opts {
         iters: None,
         only: None,
         json: false,
+        input: None,
     };
+    let mut file = None;
+    let mut from = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| usage(&a));
@@ -55,35 +68,68 @@ fn parse() -> Opts {
             "--iters" => o.iters = Some(val().parse().unwrap_or_else(|_| usage("--iters"))),
             "--only" => o.only = Some(val()),
             "--json" => o.json = true,
+            "--input" => file = Some(val()),
+            "--from" => from = Some(val().parse().unwrap_or_else(|_| usage("--from"))),
             _ => usage(&a),
         }
+    }
+    match (file, from) {
+        (Some(f), Some(d)) => {
+            let bytes = std::fs::read(&f).unwrap_or_else(|e| {
+                eprintln!("core-bench: {f}: {e}");
+                std::process::exit(2)
+            });
+            o.input = Some((d, bytes));
+        }
+        (None, None) => {}
+        _ => usage("--input and --from go together"),
     }
     o
 }
 
 fn usage(bad: &str) -> ! {
-    eprintln!("core-bench: bad argument {bad}\nusage: core-bench [--events N] [--min-secs S] [--iters N] [--only NAME] [--json]");
+    eprintln!("core-bench: bad argument {bad}\nusage: core-bench [--events N] [--min-secs S] [--iters N] [--only NAME] [--json] [--input FILE --from DIALECT]");
     std::process::exit(2)
 }
 
+/// User+system CPU seconds of this process so far (`/proc/self/stat`).
+#[cfg(target_os = "linux")]
+fn cpu_now() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cpu_now() -> Option<f64> {
+    None
+}
+
 /// Runs `f` until `min` has passed (at least twice, after one warm-up), or
-/// exactly `iters` times; returns seconds per run.
-fn time(o: &Opts, mut f: impl FnMut()) -> f64 {
+/// exactly `iters` times; returns wall and CPU seconds per run.
+fn time(o: &Opts, mut f: impl FnMut()) -> (f64, Option<f64>) {
+    let per = |n: u32, t: Instant, c: Option<f64>| {
+        let n = f64::from(n.max(1));
+        let cpu = c.zip(cpu_now()).map(|(a, b)| (b - a) / n);
+        (t.elapsed().as_secs_f64() / n, cpu)
+    };
     if let Some(n) = o.iters {
-        let t = Instant::now();
+        let (c, t) = (cpu_now(), Instant::now());
         for _ in 0..n {
             f();
         }
-        return t.elapsed().as_secs_f64() / f64::from(n.max(1));
+        return per(n, t, c);
     }
     f();
-    let t = Instant::now();
+    let (c, t) = (cpu_now(), Instant::now());
     let mut n = 0u32;
     while n < 2 || t.elapsed() < o.min {
         f();
         n += 1;
     }
-    t.elapsed().as_secs_f64() / f64::from(n)
+    per(n, t, c)
 }
 
 fn main() {
@@ -101,14 +147,12 @@ fn main() {
                 || Dialect::ALL
                     .iter()
                     .any(|to| reads(format!("translate/{d}-{to}")));
-            (
-                d,
-                if needed {
-                    mixed_stream(d, o.events)
-                } else {
-                    Vec::new()
-                },
-            )
+            let stream = match &o.input {
+                Some((from, bytes)) if *from == d => bytes.clone(),
+                _ if needed => mixed_stream(d, o.events),
+                _ => Vec::new(),
+            };
+            (d, stream)
         })
         .collect();
     let agui = &streams[0].1;
@@ -129,7 +173,8 @@ fn main() {
             events: n,
             bytes_in: s.len(),
             bytes_out: 0,
-            secs_per_iter: secs,
+            secs_per_iter: secs.0,
+            cpu_secs_per_iter: secs.1,
         });
     }
     for (d, s) in &streams {
@@ -152,7 +197,8 @@ fn main() {
             events: fr.len(),
             bytes_in: s.len(),
             bytes_out: 0,
-            secs_per_iter: secs,
+            secs_per_iter: secs.0,
+            cpu_secs_per_iter: secs.1,
         });
     }
     let core_events = events(Dialect::AgUi, agui);
@@ -182,7 +228,8 @@ fn main() {
             events: core_events.len(),
             bytes_in: 0,
             bytes_out,
-            secs_per_iter: secs,
+            secs_per_iter: secs.0,
+            cpu_secs_per_iter: secs.1,
         });
     }
     for (from, s) in &streams {
@@ -209,7 +256,8 @@ fn main() {
                 events: n,
                 bytes_in: s.len(),
                 bytes_out,
-                secs_per_iter: secs,
+                secs_per_iter: secs.0,
+                cpu_secs_per_iter: secs.1,
             });
         }
     }
@@ -227,6 +275,8 @@ fn main() {
                     "events_per_sec": r.events as f64 / r.secs_per_iter,
                     "bytes_in_per_sec": r.bytes_in as f64 / r.secs_per_iter,
                     "bytes_out_per_sec": r.bytes_out as f64 / r.secs_per_iter,
+                    "cpu_secs": r.cpu_secs_per_iter,
+                    "cpu_us_per_event": r.cpu_secs_per_iter.map(|c| 1e6 * c / r.events.max(1) as f64),
                 })
             })
             .collect();

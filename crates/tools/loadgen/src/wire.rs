@@ -22,6 +22,7 @@
 //! more events delivered than sent.
 
 use std::io;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use babelgate_proto::{pb, ProtoFramer};
@@ -196,6 +197,7 @@ pub async fn ws_stream(o: &RunOpts, start: Instant, r: &mut StreamResult) -> io:
     while let Some(msg) = ws.next().await {
         let msg = msg.map_err(io::Error::other)?;
         let t = now_us();
+        let before = *events;
         let mut found = |sent: u64| {
             *events += 1;
             lat.push(t.saturating_sub(sent).min(u64::from(u32::MAX)) as u32);
@@ -220,6 +222,7 @@ pub async fn ws_stream(o: &RunOpts, start: Instant, r: &mut StreamResult) -> io:
             }
             _ => {}
         }
+        o.delivered.fetch_add(*events - before, Ordering::Relaxed);
     }
     Err(io::Error::other("the connection ended without a close"))
 }
