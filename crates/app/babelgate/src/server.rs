@@ -63,7 +63,8 @@ const STREAM_BUFFER_CHUNKS: usize = 16;
 /// Routes and their HTTP clients: swapped whole on reload, so a stream keeps
 /// the route it started with.
 struct Routes {
-    config: Config,
+    /// Shared with the edge's `CorsLayer`, which reads the same routes.
+    config: Arc<Config>,
     /// Each route's stacks (its HTTP client inside: timeouts are per route),
     /// by path.
     stacks: HashMap<String, stack::RouteStacks>,
@@ -81,6 +82,7 @@ type Edge = tower::util::BoxCloneSyncService<
 
 impl Routes {
     fn build(config: Config, shared: &stack::Shared) -> Result<Routes, GatewayError> {
+        let config = Arc::new(config);
         let mut stacks = HashMap::new();
         for r in &config.routes {
             let reqwest = || {
@@ -116,7 +118,7 @@ impl Routes {
         });
         let edge = tower::ServiceBuilder::new()
             .layer(edge::RequestIdLayer)
-            .layer(edge::CorsLayer(Arc::new(config.clone())))
+            .layer(edge::CorsLayer(config.clone()))
             .service(respond);
         Ok(Routes {
             config,
@@ -211,7 +213,7 @@ impl Gateway {
 
     /// The configuration new requests use.
     pub fn config(&self) -> Config {
-        self.routes.load().config.clone()
+        Config::clone(&self.routes.load().config)
     }
 
     /// Replaces the routes: streams already running keep the old ones.

@@ -380,8 +380,8 @@ impl Pump {
                 next = read => next,
                 () = &mut idle => {
                     let msg = format!("the upstream sent nothing for {:?}", self.idle);
-                    let end = End::Upstream("upstream_idle");
-                    break Box::pin(self.end_with(&msg, end, &mut out)).await;
+                    let (code, end) = ("upstream_idle", End::Upstream("upstream_idle"));
+                    break Box::pin(self.end_with(&msg, code, end, &mut out)).await;
                 }
                 () = &mut beat => {
                     beat.as_mut().reset(tokio::time::Instant::now() + beat_every);
@@ -395,11 +395,11 @@ impl Pump {
                 }
                 () = &mut shutdown => {
                     let msg = "the gateway is shutting down";
-                    break Box::pin(self.end_with(msg, End::Shutdown, &mut out)).await;
+                    break Box::pin(self.end_with(msg, "shutdown", End::Shutdown, &mut out)).await;
                 }
                 () = &mut stop => {
                     let msg = "the run was stopped";
-                    break Box::pin(self.end_with(msg, End::Stopped, &mut out)).await;
+                    break Box::pin(self.end_with(msg, "stopped", End::Stopped, &mut out)).await;
                 }
                 // The client went away: dropping `upstream` cancels the
                 // request, unless the route keeps the run going.
@@ -624,10 +624,16 @@ impl Pump {
         self.translator.fail_to(message, Some(code), out);
     }
 
-    /// Ends the stream with the client dialect's error, `end`'s code (or
-    /// `stopped`), and its last words.
-    async fn end_with(&mut self, message: &str, end: End, out: &mut Sink) -> End {
-        self.fail(message, end.code().unwrap_or("stopped"), out);
+    /// Ends the stream with the client dialect's error (`code`) and its
+    /// last words.
+    async fn end_with(
+        &mut self,
+        message: &str,
+        code: &'static str,
+        end: End,
+        out: &mut Sink,
+    ) -> End {
+        self.fail(message, code, out);
         self.close(out).await;
         end
     }
