@@ -37,14 +37,39 @@ use crate::transport::Transport;
 
 /// Writes `id: <id>` and the event.
 pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
-    // Once per event: itoa rather than the formatter and a String.
-    let mut num = itoa::Buffer::new();
-    out.extend_from_slice(b"id: ");
-    out.extend_from_slice(num.format(id.ms).as_bytes());
-    out.push(b'-');
-    out.extend_from_slice(num.format(id.seq).as_bytes());
-    out.push(b'\n');
-    out.extend_from_slice(event);
+    IdLines::default().write(id, event, out);
+}
+
+/// Writes events after their `id:` lines, `id: <ms>-` formatted once per
+/// millisecond: the ids of one chunk mostly share it, and formatting its 13
+/// digits for each event was most of what an id cost.
+#[derive(Default)]
+pub struct IdLines {
+    /// `id: <ms>-` of the last id written (`len` 0 before the first): at
+    /// most 4 + 20 digits + 1 bytes.
+    prefix: [u8; 25],
+    len: usize,
+    ms: u64,
+}
+
+impl IdLines {
+    pub fn write(&mut self, id: EventId, event: &[u8], out: &mut Vec<u8>) {
+        let mut num = itoa::Buffer::new();
+        if self.len == 0 || self.ms != id.ms {
+            let digits = num.format(id.ms).as_bytes();
+            let line = [&b"id: "[..], digits, b"-"];
+            self.len = 0;
+            for part in line {
+                self.prefix[self.len..self.len + part.len()].copy_from_slice(part);
+                self.len += part.len();
+            }
+            self.ms = id.ms;
+        }
+        out.extend_from_slice(&self.prefix[..self.len]);
+        out.extend_from_slice(num.format(id.seq).as_bytes());
+        out.push(b'\n');
+        out.extend_from_slice(event);
+    }
 }
 
 /// The writing side of one run's log, owned by the stream's pump.
@@ -91,137 +116,32 @@ impl Recorder {
     }
 
     async fn record_into(&mut self, out: &Sink, steps: &mut Journal, client: Option<&mut Vec<u8>>) {
-        let bytes = out.bytes();
-        let Some(writer) = self.writer.as_ref() else {
-            steps.clear();
-            if let Some(client) = client {
-                client.extend_from_slice(bytes);
-            }
-            return;
-        };
-        if steps.failed > 0 {
-            tracing::warn!(
-                steps = steps.failed,
-                "could not log the core events of a client event"
-            );
-        }
-        let spans = out.spans();
-        let is_event = |i: usize| spans.get(i).is_some_and(|s| s.kind == SpanKind::Event);
-        // A step goes with the first event at or after its span (group
-        // `n`, the number of events: after every event of the sink, an
-        // entry of its own). The journal notes steps in the order of the
-        // output, so the groups come in order, each group's records one run
-        // of the journal's bytes; one that did not is put in order (stably:
-        // a group's steps keep theirs). In order by span is in order by
-        // group, and checked without a search per step (a chunk can hold
-        // hundreds of events).
-        let sorted;
-        let journal: &Journal = if steps.marks().is_sorted_by_key(|m| m.span) {
-            steps
-        } else {
-            let events: Vec<usize> = (0..spans.len()).filter(|&i| is_event(i)).collect();
-            sorted = steps.sorted_by_span_key(|span| events.partition_point(|&i| i < span));
-            &sorted
-        };
-        let marks = journal.marks();
-        // One copy of the chunk's events, each followed by its core events:
-        // one allocation a chunk and one store call for them all: an
-        // upstream read often holds many events, and an allocation or a
-        // handle per event was a cost of its own. Sized exactly (the log
-        // keeps it as long as the run: spare room would stay that long).
-        let (events, event_bytes) = spans
-            .iter()
-            .filter(|s| s.kind == SpanKind::Event)
-            .fold((0, 0), |(n, len), s| (n + 1, len + s.range.len()));
-        let size = event_bytes + journal.records(0, marks.len()).len();
-        // Made per chunk, not kept: the recorder lives in every stream's
-        // pump, whose size is a jemalloc size class (see pump.rs).
-        let mut ids = Vec::new();
-        if size > 0 {
-            let mut parts = Vec::with_capacity(events + 1);
-            let mut both = Vec::with_capacity(size);
-            // Where each entry lies in it: the store keeps the buffer once
-            // and each entry as offsets (no handle or count per event).
-            // One pass over the spans: each event takes the steps up to
-            // its span, and the steps after the last event make an entry of
-            // their own.
-            let mut from = 0;
-            // `event`: the event's span and bytes; `None` for what follows
-            // the last event.
-            let mut group = |event: Option<(usize, &[u8])>, both: &mut Vec<u8>| {
-                let to = match event {
-                    Some((at, _)) => {
-                        from + marks
-                            .get(from..)
-                            .unwrap_or_default()
-                            .iter()
-                            .take_while(|m| m.span <= at)
-                            .count()
+        let ids = match self.writer.as_ref() {
+            Some(writer) => {
+                if steps.failed > 0 {
+                    tracing::warn!(
+                        steps = steps.failed,
+                        "could not log the core events of a client event"
+                    );
+                }
+                let (both, parts) = entries_of(out, steps);
+                let mut ids = Vec::with_capacity(parts.len());
+                if !parts.is_empty() {
+                    if let Err(e) = writer.append_chunk(both, &parts, &mut ids).await {
+                        tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
+                        self.writer = None;
                     }
-                    None => marks.len(),
-                };
-                let core = journal.records(from, to);
-                let has_core = to > from;
-                from = to;
-                if event.is_none() && !has_core {
-                    return;
                 }
-                let start = both.len();
-                both.extend_from_slice(event.map_or(&[][..], |(_, bytes)| bytes));
-                let split = both.len();
-                both.extend_from_slice(core);
-                // A chunk of events is far under 4 GiB; the store cuts a
-                // part that says otherwise to the buffer.
-                let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-                parts.push(Part {
-                    start: at(start),
-                    split: at(split),
-                    end: at(both.len()),
-                    has_core,
-                });
-            };
-            for (i, span) in spans.iter().enumerate() {
-                if span.kind == SpanKind::Event {
-                    let event = bytes.get(span.range.clone()).unwrap_or_default();
-                    group(Some((i, event)), &mut both);
-                }
+                ids
             }
-            group(None, &mut both);
-            ids.reserve(parts.len());
-            if let Err(e) = writer
-                .append_chunk(Bytes::from(both), &parts, &mut ids)
-                .await
-            {
-                tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
-                self.writer = None;
-            }
-        }
-        steps.clear();
-        let Some(client) = client else {
-            return;
+            None => Vec::new(),
         };
-        // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
-        client.reserve(bytes.len() + 26 * ids.len());
-        // Events the log took carry their id; the rest (comments, and what
-        // came after a store failure) go out without one.
-        let mut ids = ids.into_iter();
-        let mut at = 0;
-        for span in spans {
-            // What no span holds (an encoder that wrote between events) is
-            // sent as it is.
-            client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
-            let id = match span.kind {
-                SpanKind::Event => ids.next().filter(|_| !self.binary),
-                SpanKind::Comment => None,
-            };
-            let event = bytes.get(span.range.clone()).unwrap_or_default();
-            match id {
-                Some(id) => with_id(id, event, client),
-                None => client.extend_from_slice(event),
-            }
-            at = span.range.end;
+        steps.clear();
+        if let Some(client) = client {
+            // The binary transport has no place for ids.
+            let ids = if self.binary { Vec::new() } else { ids };
+            write_with_ids(out, ids, client);
         }
-        client.extend_from_slice(bytes.get(at..).unwrap_or_default());
     }
 
     /// Resolves when someone asked to stop the run (`POST .../stop`, any
@@ -246,6 +166,114 @@ impl Recorder {
             }
         }
     }
+}
+
+/// The log's entries for what `out` holds: one buffer (one allocation a
+/// chunk and one store call for them all: an upstream read often holds many
+/// events, and an allocation or a handle per event was a cost of its own)
+/// holding each event followed by its core steps, and where each entry lies
+/// in it. A step goes with the first event at or after its span; the steps
+/// after the last event make an entry of their own, never sent. Sized
+/// exactly: the log keeps the buffer as long as the run.
+fn entries_of(out: &Sink, steps: &Journal) -> (Bytes, Vec<Part>) {
+    let (bytes, spans) = (out.bytes(), out.spans());
+    let is_event = |i: usize| spans.get(i).is_some_and(|s| s.kind == SpanKind::Event);
+    // The groups are numbered by event (`n`, the number of events: after
+    // every event of the sink). The journal notes steps in the order of the
+    // output, so the groups come in order, each group's records one run of
+    // the journal's bytes; one that did not is put in order (stably: a
+    // group's steps keep theirs). In order by span is in order by group,
+    // and checked without a search per step (a chunk can hold hundreds of
+    // events).
+    let sorted;
+    let journal: &Journal = if steps.marks().is_sorted_by_key(|m| m.span) {
+        steps
+    } else {
+        let events: Vec<usize> = (0..spans.len()).filter(|&i| is_event(i)).collect();
+        sorted = steps.sorted_by_span_key(|span| events.partition_point(|&i| i < span));
+        &sorted
+    };
+    let marks = journal.marks();
+    let (events, event_bytes) = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Event)
+        .fold((0, 0), |(n, len), s| (n + 1, len + s.range.len()));
+    let size = event_bytes + journal.records(0, marks.len()).len();
+    if size == 0 {
+        return (Bytes::new(), Vec::new());
+    }
+    let mut parts = Vec::with_capacity(events + 1);
+    let mut both = Vec::with_capacity(size);
+    let mut from = 0;
+    // One entry: `event` is its span and bytes, `None` for what follows the
+    // last event.
+    let mut group = |event: Option<(usize, &[u8])>, both: &mut Vec<u8>| {
+        let to = match event {
+            Some((at, _)) => {
+                from + marks
+                    .get(from..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|m| m.span <= at)
+                    .count()
+            }
+            None => marks.len(),
+        };
+        let has_core = to > from;
+        let core = journal.records(from, to);
+        from = to;
+        if event.is_none() && !has_core {
+            return;
+        }
+        let start = both.len();
+        both.extend_from_slice(event.map_or(&[][..], |(_, bytes)| bytes));
+        let split = both.len();
+        both.extend_from_slice(core);
+        // A chunk of events is far under 4 GiB; the store cuts a part that
+        // says otherwise to the buffer.
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        parts.push(Part {
+            start: at(start),
+            split: at(split),
+            end: at(both.len()),
+            has_core,
+        });
+    };
+    for (i, span) in spans.iter().enumerate() {
+        if span.kind == SpanKind::Event {
+            group(
+                Some((i, bytes.get(span.range.clone()).unwrap_or_default())),
+                &mut both,
+            );
+        }
+    }
+    group(None, &mut both);
+    (Bytes::from(both), parts)
+}
+
+/// The client's bytes: what `out` holds, each event the log took after its
+/// `id:` line. The rest (comments, what came after a store failure, what no
+/// span holds: an encoder that wrote between events) goes out as it is.
+fn write_with_ids(out: &Sink, ids: Vec<EventId>, client: &mut Vec<u8>) {
+    let (bytes, spans) = (out.bytes(), out.spans());
+    // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
+    client.reserve(bytes.len() + 26 * ids.len());
+    let mut ids = ids.into_iter();
+    let mut lines = IdLines::default();
+    let mut at = 0;
+    for span in spans {
+        client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
+        let event = bytes.get(span.range.clone()).unwrap_or_default();
+        match span.kind {
+            SpanKind::Event => match ids.next() {
+                Some(id) => lines.write(id, event, client),
+                None => client.extend_from_slice(event),
+            },
+            SpanKind::Comment => client.extend_from_slice(event),
+        }
+        at = span.range.end;
+    }
+    client.extend_from_slice(bytes.get(at..).unwrap_or_default());
 }
 
 /// The resumed streams one instance follows, counted against
@@ -801,6 +829,29 @@ mod tests {
             message_id: "m".into(),
             delta: delta.into(),
         })))
+    }
+
+    #[test]
+    fn id_lines_follow_each_id_across_milliseconds() {
+        let mut lines = IdLines::default();
+        let mut out = Vec::new();
+        let ids = [
+            (1_764_000_000_123, 0),
+            (1_764_000_000_123, 17),
+            (1_764_000_000_124, 5),
+            (7, 123_456),
+        ];
+        for (ms, seq) in ids {
+            lines.write(EventId::new(ms, seq), b"data: x\n\n", &mut out);
+        }
+        let want: String = ids
+            .iter()
+            .map(|(ms, seq)| format!("id: {ms}-{seq}\ndata: x\n\n"))
+            .collect();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        let (mut one, max) = (Vec::new(), EventId::new(u64::MAX, u64::MAX));
+        with_id(max, b"", &mut one);
+        assert_eq!(one, format!("id: {max}\n").into_bytes());
     }
 
     #[tokio::test]

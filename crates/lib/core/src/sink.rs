@@ -82,6 +82,10 @@ pub struct Sink {
     last: Option<Range<usize>>,
 }
 
+/// The most room [`Sink::take`] leaves for the next read: a stream idle
+/// between reads keeps this much at most, not its largest read's.
+pub const KEEP_ROOM: usize = 16 * 1024;
+
 impl Sink {
     pub fn new(framing: Framing) -> Self {
         Sink {
@@ -292,13 +296,19 @@ impl Sink {
         self.last = None;
     }
 
-    /// The bytes and spans, leaving the sink empty.
+    /// The bytes and spans, leaving the sink empty with room for as much
+    /// again (up to [`KEEP_ROOM`] bytes): the next upstream read is most
+    /// likely as large, and an empty buffer grew by doubling, a realloc and
+    /// a copy each time, on every read of a stream that hands its bytes on.
     pub fn take(&mut self) -> (Vec<u8>, Vec<Span>) {
         self.last = None;
-        (
-            std::mem::take(&mut self.buf),
-            std::mem::take(&mut self.spans),
-        )
+        let room = (
+            self.buf.len().min(KEEP_ROOM),
+            self.spans.len().min(KEEP_ROOM / 64),
+        );
+        let buf = std::mem::replace(&mut self.buf, Vec::with_capacity(room.0));
+        let spans = std::mem::replace(&mut self.spans, Vec::with_capacity(room.1));
+        (buf, spans)
     }
 }
 
@@ -465,6 +475,21 @@ mod tests {
         assert_eq!(bytes, b"data: 1\n\ndata: 2\n\n");
         assert_eq!(spans.len(), 2);
         assert!(sink.is_empty() && sink.spans().is_empty());
+    }
+
+    #[test]
+    fn take_leaves_room_for_as_much_again_up_to_a_bound() {
+        let mut sink = Sink::new(Framing::Sse);
+        sink.data("0123456789");
+        let (bytes, spans) = sink.take();
+        assert_eq!((bytes.len(), spans.len()), (18, 1));
+        assert!(sink.is_empty() && sink.spans().is_empty());
+        assert!(sink.buf.capacity() >= 18, "{}", sink.buf.capacity());
+        // a huge chunk does not make an idle stream keep its size
+        sink.data(&"x".repeat(4 * KEEP_ROOM));
+        let _ = sink.take();
+        assert!(sink.buf.capacity() <= KEEP_ROOM, "{}", sink.buf.capacity());
+        assert!(sink.buf.capacity() >= KEEP_ROOM / 2);
     }
 
     #[test]
