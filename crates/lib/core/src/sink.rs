@@ -486,7 +486,7 @@ mod tests {
         assert!(sink.is_empty() && sink.spans().is_empty());
         assert!(sink.buf.capacity() >= 18, "{}", sink.buf.capacity());
         // a huge chunk does not make an idle stream keep its size
-        sink.data(&"x".repeat(4 * KEEP_ROOM));
+        sink.data("x".repeat(4 * KEEP_ROOM));
         let _ = sink.take();
         assert!(sink.buf.capacity() <= KEEP_ROOM, "{}", sink.buf.capacity());
         assert!(sink.buf.capacity() >= KEEP_ROOM / 2);
