@@ -60,12 +60,15 @@ impl IdLines {
             let line = [&b"id: "[..], digits, b"-"];
             self.len = 0;
             for part in line {
-                self.prefix[self.len..self.len + part.len()].copy_from_slice(part);
-                self.len += part.len();
+                let end = self.len + part.len();
+                if let Some(room) = self.prefix.get_mut(self.len..end) {
+                    room.copy_from_slice(part);
+                    self.len = end;
+                }
             }
             self.ms = id.ms;
         }
-        out.extend_from_slice(&self.prefix[..self.len]);
+        out.extend_from_slice(self.prefix.get(..self.len).unwrap_or_default());
         out.extend_from_slice(num.format(id.seq).as_bytes());
         out.push(b'\n');
         out.extend_from_slice(event);
