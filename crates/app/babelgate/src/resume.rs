@@ -500,29 +500,33 @@ impl Follow {
             counted,
             reply_to,
         } = self;
-        // Entries that carry an event for the client (not core-only ones).
-        let events_in = |entries: &[Logged]| entries.iter().filter(|e| !e.data.is_empty()).count();
-        // With `Last-Event-ID` the log is still read from its start: what
-        // the client got before the id is not sent again, but its steps
-        // tell what the client has open.
-        let mut skip = match mode {
-            Mode::After(after) => after,
-            Mode::Snapshot => None,
+        let mut tail = Tail {
+            // With `Last-Event-ID` the log is still read from its start:
+            // what the client got before the id is not sent again, but its
+            // steps tell what the client has open.
+            skip: match mode {
+                Mode::After(after) => after,
+                Mode::Snapshot => None,
+            },
+            replica: Replica::new(dialect, matches!(transport, Transport::Proto(_)), reply_to),
+            // Snapshot mode: the log up to `last` is held (as the store gave
+            // it: no copy in memory), then summarised; past the cap,
+            // replayed.
+            held: match (mode, last) {
+                (Mode::Snapshot, Some(last)) => Some(Held {
+                    entries: Vec::new(),
+                    bytes: 0,
+                    last,
+                }),
+                _ => None,
+            },
+            out: Vec::new(),
+            input,
+            max_snapshot_bytes,
+            replayed,
         };
         let mut log = runs.read(&run_id, None);
         let mut first = true;
-        let mut replica = Replica::new(dialect, matches!(transport, Transport::Proto(_)), reply_to);
-        let mut out = Vec::new();
-        // Snapshot mode: the log up to `last` is held (as the store gave
-        // it: no copy in memory), then summarised; past the cap, replayed.
-        let mut held: Option<Held> = match (mode, last) {
-            (Mode::Snapshot, Some(last)) => Some(Held {
-                entries: Vec::new(),
-                bytes: 0,
-                last,
-            }),
-            _ => None,
-        };
         // Made once: polled at every entry.
         let shutdown = shutdown.cancelled();
         tokio::pin!(shutdown);
@@ -536,48 +540,14 @@ impl Follow {
             };
             let at_start = std::mem::take(&mut first);
             match item {
-                Ok(LogItem::Truncated) if at_start && skip.is_some() => {
+                Ok(LogItem::Truncated) if at_start && tail.skip.is_some() => {
                     // The log lost its start: read from the client's id as
                     // asked (the store says whether any of that is gone);
                     // what was open before it is unknown, as the log is.
-                    log = runs.read(&run_id, skip.take());
+                    log = runs.read(&run_id, tail.skip.take());
                     continue;
                 }
-                Ok(LogItem::Event { id, data, core }) => {
-                    if skip.is_some_and(|after| id <= after) {
-                        replica.observe(&read_steps(core.as_ref()));
-                        replica.written.clear();
-                        continue;
-                    }
-                    match held.as_mut() {
-                        None => {
-                            if replica.send(id, &data, &read_steps(core.as_ref()), &mut out) {
-                                replayed.inc();
-                            }
-                        }
-                        Some(h) => {
-                            h.bytes += data.len() + core.as_ref().map_or(0, Bytes::len);
-                            let at_last = id >= h.last;
-                            h.entries.push(Logged { id, data, core });
-                            if h.bytes > max_snapshot_bytes {
-                                // Too much to summarise within the bound:
-                                // the run as it was sent (a valid stream
-                                // from its start), then the tail.
-                                for e in held.take().map(|h| h.entries).unwrap_or_default() {
-                                    let steps = read_steps(e.core.as_ref());
-                                    if replica.send(e.id, &e.data, &steps, &mut out) {
-                                        replayed.inc();
-                                    }
-                                }
-                            } else if at_last {
-                                let entries = held.take().map(|h| h.entries).unwrap_or_default();
-                                replayed.inc_by(events_in(&entries) as u64);
-                                // The summary's last event carries the id it covers.
-                                snapshot(&mut replica, &input, &entries, Some(id), &mut out);
-                            }
-                        }
-                    }
-                }
+                Ok(LogItem::Event { id, data, core }) => tail.event(Logged { id, data, core }),
                 Ok(LogItem::End(_)) => break None,
                 Ok(LogItem::Lost) => {
                     break Some((
@@ -596,9 +566,9 @@ impl Follow {
                     break Some(("reading the run failed", "store_unavailable"));
                 }
             }
-            if !out.is_empty()
+            if !tail.out.is_empty()
                 && tx
-                    .send(Bytes::from(std::mem::take(&mut out)))
+                    .send(Bytes::from(std::mem::take(&mut tail.out)))
                     .await
                     .is_err()
             {
@@ -607,20 +577,81 @@ impl Follow {
                 return;
             }
         };
-        if let Some(h) = held.take() {
-            // The log ended (or failed) before reaching `last`: summarise
-            // what there is, before any error.
-            replayed.inc_by(events_in(&h.entries) as u64);
-            snapshot(&mut replica, &input, &h.entries, None, &mut out);
-        }
-        if let Some((message, code)) = failure {
-            replica.fail(message, code, &mut out);
-        }
+        let out = tail.finish(failure);
         let gone = !out.is_empty() && tx.send(Bytes::from(out)).await.is_err();
-        if replica.encoder.aborts() {
+        if tail.replica.encoder.aborts() {
             abort.store(true, Ordering::Release);
         }
         counted.ended(gone);
+    }
+}
+
+/// What a follower keeps while it reads the log: the client's view, what it
+/// holds for a snapshot, and the bytes to send next.
+struct Tail {
+    /// Entries up to this id were sent to the client before.
+    skip: Option<EventId>,
+    replica: Replica,
+    held: Option<Held>,
+    out: Vec<u8>,
+    input: Vec<Message>,
+    max_snapshot_bytes: usize,
+    replayed: prometheus_client::metrics::counter::Counter,
+}
+
+impl Tail {
+    /// One logged event: observed only (the client has it), sent, or held
+    /// for the snapshot.
+    fn event(&mut self, e: Logged) {
+        if self.skip.is_some_and(|after| e.id <= after) {
+            self.replica.observe(&read_steps(e.core.as_ref()));
+            self.replica.written.clear();
+            return;
+        }
+        let Some(h) = self.held.as_mut() else {
+            self.send(&e);
+            return;
+        };
+        h.bytes += e.data.len() + e.core.as_ref().map_or(0, Bytes::len);
+        let (id, at_last) = (e.id, e.id >= h.last);
+        h.entries.push(e);
+        if h.bytes > self.max_snapshot_bytes {
+            // Too much to summarise within the bound: the run as it was
+            // sent (a valid stream from its start), then the tail.
+            for e in self.held.take().map(|h| h.entries).unwrap_or_default() {
+                self.send(&e);
+            }
+        } else if at_last {
+            // The summary's last event carries the id it covers.
+            self.summarise(Some(id));
+        }
+    }
+
+    fn send(&mut self, e: &Logged) {
+        let steps = read_steps(e.core.as_ref());
+        if self.replica.send(e.id, &e.data, &steps, &mut self.out) {
+            self.replayed.inc();
+        }
+    }
+
+    fn summarise(&mut self, tag: Option<EventId>) {
+        let entries = self.held.take().map(|h| h.entries).unwrap_or_default();
+        // Entries that carry an event for the client (not core-only ones).
+        let events = entries.iter().filter(|e| !e.data.is_empty()).count();
+        self.replayed.inc_by(events as u64);
+        snapshot(&mut self.replica, &self.input, &entries, tag, &mut self.out);
+    }
+
+    /// The last bytes: the snapshot of what is held, when the log ended (or
+    /// failed) before reaching `last`, then the failure, if any.
+    fn finish(&mut self, failure: Option<(&str, &str)>) -> Vec<u8> {
+        if self.held.is_some() {
+            self.summarise(None);
+        }
+        if let Some((message, code)) = failure {
+            self.replica.fail(message, code, &mut self.out);
+        }
+        std::mem::take(&mut self.out)
     }
 }
 
