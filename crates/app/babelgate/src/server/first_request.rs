@@ -87,6 +87,10 @@ where
     let close = close || babelgate_http1::connection_has(&parts.headers, "close");
     let length = BodyLength::for_response(parts.status, &parts.headers, body.size_hint().exact());
     let head = babelgate_http1::response_head(parts.status, &parts.headers, length, close);
+    // Let go before the first wait: a local lives in this future until the
+    // response ends, and the response's header map and extensions were
+    // about 1 KiB of every open stream (15.2 -> 14.2 KiB measured).
+    drop(parts);
     if write_all(io, [&head]).await.is_err() {
         return Ended::Close;
     }
@@ -191,6 +195,7 @@ async fn write_all<I: AsyncWrite + Unpin, const N: usize>(
 mod tests {
     use super::*;
     use http::{HeaderValue, StatusCode, Version};
+    use std::sync::Arc;
     use tokio::io::AsyncReadExt;
 
     const POST: &[u8] = b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
@@ -355,6 +360,24 @@ mod tests {
             all.extend_from_slice(&rest[..n.unwrap()]);
         }
         assert_eq!(all, b"GET /next HTTP/1.1\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn the_response_head_is_let_go_while_the_body_streams() {
+        // What the head holds (headers, extensions) is not kept for the
+        // stream's life: it was about 1 KiB of every open stream.
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        let (go, body) = later("data: a\n\n");
+        let held = Arc::new(());
+        let mut resp = response(body, StatusCode::OK);
+        resp.extensions_mut().insert(held.clone());
+        let respond = tokio::spawn(async move { respond(&mut server, resp, true).await });
+        let mut head = [0u8; 12];
+        client.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        assert_eq!(Arc::strong_count(&held), 1, "the head is still held");
+        go.send(()).unwrap();
+        assert!(matches!(respond.await.unwrap(), Ended::Close));
     }
 
     #[tokio::test]
