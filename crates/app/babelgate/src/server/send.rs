@@ -20,9 +20,11 @@ use crate::transport::{self, Read, Transport};
 use crate::upstream;
 
 /// The upstream's answer as the pump reads it: a WebSocket's messages, or
-/// an HTTP response's body.
+/// an HTTP response's body. The WebSocket boxed: the pump's future keeps
+/// room for the larger side for the stream's whole life, and a WebSocket
+/// stream held inline made every HTTP stream 2.6 KiB larger.
 pub(super) type Reads = Either<
-    crate::ws::UpstreamWs,
+    std::pin::Pin<Box<crate::ws::UpstreamWs>>,
     futures_util::stream::Map<
         upstream::ResponseBody,
         fn(Result<bytes::Bytes, String>) -> Result<Read, UpstreamFault>,
@@ -58,7 +60,7 @@ impl Gateway {
                 None
             };
             return Ok(Sent {
-                reads: Either::Left(ws),
+                reads: Either::Left(Box::pin(ws)),
                 upstream_binary,
                 stop: None,
             });
