@@ -112,7 +112,7 @@ async fn relay(
                 Bytes::from(with_ids)
             }
             (Some(rec), _) => {
-                let mut with_ids = Vec::with_capacity(out.bytes().len() + 26 * out.spans().len());
+                let mut with_ids = Vec::new();
                 let mut steps = t.take_journal();
                 rec.record(&out, &mut steps, &mut with_ids).await;
                 t.give_back_journal(steps);

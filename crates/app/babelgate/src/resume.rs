@@ -44,7 +44,7 @@ pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
 /// millisecond: the ids of one chunk mostly share it, and formatting its 13
 /// digits for each event was most of what an id cost.
 #[derive(Default)]
-pub struct IdLines {
+pub(crate) struct IdLines {
     /// `id: <ms>-` of the last id written (`len` 0 before the first): at
     /// most 4 + 20 digits + 1 bytes.
     prefix: [u8; 25],
@@ -53,7 +53,7 @@ pub struct IdLines {
 }
 
 impl IdLines {
-    pub fn write(&mut self, id: EventId, event: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn write(&mut self, id: EventId, event: &[u8], out: &mut Vec<u8>) {
         let mut num = itoa::Buffer::new();
         if self.len == 0 || self.ms != id.ms {
             let digits = num.format(id.ms).as_bytes();

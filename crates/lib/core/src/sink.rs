@@ -302,6 +302,7 @@ impl Sink {
     /// a copy each time, on every read of a stream that hands its bytes on.
     pub fn take(&mut self) -> (Vec<u8>, Vec<Span>) {
         self.last = None;
+        // Spans bounded alike: an event is rarely under 64 bytes.
         let room = (
             self.buf.len().min(KEEP_ROOM),
             self.spans.len().min(KEEP_ROOM / 64),

@@ -686,9 +686,8 @@ impl Pump {
         }
         Some(Chunk::Stream(match &mut self.recorder {
             Some(rec) => {
-                // Room for an `id:` line per event (at most 26 bytes): a
-                // chunk of many events would otherwise grow it twice or more.
-                let mut with_ids = Vec::with_capacity(out.bytes().len() + 26 * out.spans().len());
+                // Sized by the recorder (room for an `id:` line per event).
+                let mut with_ids = Vec::new();
                 let mut steps = self.translator.take_journal();
                 rec.record(out, &mut steps, &mut with_ids).await;
                 self.translator.give_back_journal(steps);
