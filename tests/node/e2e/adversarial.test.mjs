@@ -18,12 +18,11 @@ import net from 'node:net';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  DIALECTS,
-  SSE_HEAD,
   aguiEnding,
   aguiPreamble,
   chunk,
   closedOrAfter,
+  DIALECTS,
   ending,
   exchange,
   frame,
@@ -32,6 +31,7 @@ import {
   hs256,
   initLogDir,
   ledger,
+  LOG_DIR,
   openStream,
   rawClient,
   rawJsonBody,
@@ -39,11 +39,12 @@ import {
   rssBytes,
   runBody,
   secret,
+  SSE_HEAD,
   sseData,
   startGateway,
-  startRedis,
   toml,
 } from './lib/adversary.mjs';
+import { startRedis } from './lib/redis.mjs';
 import { freePort, stopProc } from './lib/stack.mjs';
 
 const MB = 1024 * 1024;
@@ -270,7 +271,7 @@ before(async () => {
   upstream = await hostileUpstream(scenarios);
   upstreamUrl = (scenario) => `http://adv:${SECRETS.upstreamPassword}@127.0.0.1:${upstream.port}/${scenario}`;
   s.closedPort = await freePort();
-  s.redis = await startRedis(SECRETS.redisPassword);
+  s.redis = await startRedis({ logDir: LOG_DIR, password: SECRETS.redisPassword });
   // The gateway with only the keys of today's gateway.toml.
   s.base = await gateway('base', (port) =>
     [

@@ -28,6 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DefaultChatTransport } from 'ai';
 import { HttpAgent } from '@ag-ui/client';
 import { Chat } from './lib/chat.mjs';
+import { redisCli, startRedis as startRedis1 } from './lib/redis.mjs';
 import { Agent, BABELGATE, PYTHON, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
 
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
@@ -37,30 +38,11 @@ const LEASE_MS = 1500;
 // The demo agent's "long" answer: 200 deltas "0 " .. "199 ".
 const LONG_TEXT = Array.from({ length: 200 }, (_, i) => `${i} `).join('');
 
-function redisServerPath() {
-  for (const p of ['/usr/bin/redis-server', '/usr/local/bin/redis-server']) if (fs.existsSync(p)) return p;
-  try {
-    return execFileSync('which', ['redis-server']).toString().trim();
-  } catch {
-    throw new Error('redis-server is not installed: run ./tests/run.sh, which installs it with apt-get');
-  }
-}
-
 const CLUSTER = process.env.BABELGATE_E2E_STORE === 'redis-cluster';
 const s = {};
 const logDir = path.join(REPO_ROOT, 'target', 'e2e-logs', CLUSTER ? 'resume-cluster' : 'resume');
 
-const cli = (port, ...args) => execFileSync('redis-cli', ['-p', String(port), ...args], { stdio: 'pipe' }).toString().trim();
-
-async function waitPing(port) {
-  for (let i = 0; i < 100; i++) {
-    try {
-      if (cli(port, 'ping') === 'PONG') return;
-    } catch {}
-    await sleep(50);
-  }
-  throw new Error(`redis-server on ${port} did not start`);
-}
+const cli = (port, ...args) => redisCli(port, args);
 
 /** A port whose cluster bus port (+10000) is free too. */
 async function clusterPort() {
@@ -80,17 +62,19 @@ function canListen(port) {
 /** One Redis, or six cluster nodes (created once; started again from their nodes.conf, data empty). */
 async function startRedis() {
   if (!CLUSTER) {
-    s.redis = [launch('redis', redisServerPath(), ['--port', String(s.redisPorts[0]), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], logDir)];
-    await waitPing(s.redisPorts[0]);
+    // The first start chooses the port; a restart takes the same one back.
+    const { port, proc } = await startRedis1({ logDir, port: s.redisPorts[0] });
+    s.redisPorts = [port];
+    s.redis = [proc];
     return;
   }
-  s.redis = s.redisPorts.map((port) => {
+  s.redis = [];
+  for (const port of s.redisPorts) {
     const dir = path.join(logDir, `node-${port}`);
     fs.mkdirSync(dir, { recursive: true });
-    return launch(`redis-${port}`, redisServerPath(), ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-      '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--dir', dir, '--save', '', '--appendonly', 'no'], logDir);
-  });
-  for (const port of s.redisPorts) await waitPing(port);
+    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--dir', dir];
+    s.redis.push((await startRedis1({ logDir, name: `redis-${port}`, port, args })).proc);
+  }
   if (!s.clusterCreated) {
     execFileSync('redis-cli', ['--cluster', 'create', ...s.redisPorts.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { stdio: 'pipe', timeout: 60_000 });
     s.clusterCreated = true;
@@ -161,7 +145,7 @@ before(async () => {
   fs.mkdirSync(path.join(REPO_ROOT, 'target', 'e2e'), { recursive: true });
   const [demoPort, pyPort] = await Promise.all([freePort(), freePort()]);
   s.redisPorts = [];
-  for (let i = 0; i < (CLUSTER ? 6 : 1); i++) s.redisPorts.push(await clusterPort());
+  if (CLUSTER) for (let i = 0; i < 6; i++) s.redisPorts.push(await clusterPort());
   await startRedis();
   // A scripted upstream slow enough to interrupt (20 ms between events).
   const demo = launch('demo-agent', BABELGATE, ['demo-agent', '--protocol', 'ag-ui', '--listen', `127.0.0.1:${demoPort}`, '--delay-ms', '20'], logDir);

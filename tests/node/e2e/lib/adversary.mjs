@@ -4,7 +4,6 @@
 // received so that the last test can grep all of it (and every gateway log
 // line) for secrets.
 
-import { execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -83,30 +82,6 @@ export function rssBytes(pid) {
   const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
   if (!m) throw new Error(`no VmRSS in /proc/${pid}/status`);
   return Number(m[1]) * 1024;
-}
-
-// ---------------------------------------------------------------- redis
-
-export function redisServerPath() {
-  for (const p of ['/usr/bin/redis-server', '/usr/local/bin/redis-server']) if (fs.existsSync(p)) return p;
-  throw new Error('redis-server is not installed: run ./tests/run.sh, which installs it with apt-get');
-}
-
-/** A redis-server that wants `password`, on a free port. */
-export async function startRedis(password) {
-  const port = await freePort();
-  const proc = launch('redis', redisServerPath(), ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--requirepass', password], LOG_DIR);
-  for (let i = 0; i < 200; i++) {
-    if (proc.exited) throw new Error(`redis-server exited: ${JSON.stringify(proc.exited)}`);
-    try {
-      const out = execFileSync('redis-cli', ['-p', String(port), '--no-auth-warning', '-a', password, 'ping'], { stdio: 'pipe' }).toString();
-      if (out.includes('PONG')) return { port, proc };
-    } catch {
-      // not up yet
-    }
-    await sleep(50); // readiness polling, not an assertion
-  }
-  throw new Error('redis-server did not start');
 }
 
 // ---------------------------------------------------------------- client side

@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -53,12 +54,30 @@ function canListen(port) {
   });
 }
 
-/** A port nothing listens on right now, outside the range the OS gives outgoing connections. */
+// Test files run two at a time (`--test-concurrency=2`), each in its own
+// process: a port one of them has handed out but whose child has not bound it
+// yet still looks free to the other. A file per port, created exclusively in a
+// directory of this run (the test runner is every file's parent), keeps two
+// files from handing out the same port (CI lost a run when a Redis found its
+// port taken).
+const CLAIMS = path.join(os.tmpdir(), `babelgate-e2e-ports-${process.ppid}`);
+
+function claim(port) {
+  try {
+    fs.mkdirSync(CLAIMS, { recursive: true });
+    fs.closeSync(fs.openSync(path.join(CLAIMS, String(port)), 'wx'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port nothing listens on right now, outside the range the OS gives outgoing connections, handed out once per run. */
 export async function freePort() {
   for (let i = 0; i < 200; i++) {
     const port = PORT_LOW + Math.floor(Math.random() * (PORT_HIGH - PORT_LOW));
     if (handedOut.has(port)) continue;
-    if (await canListen(port)) {
+    if (await canListen(port) && claim(port)) {
       handedOut.add(port);
       return port;
     }
@@ -66,7 +85,7 @@ export async function freePort() {
   throw new Error(`no free port in ${PORT_LOW}..${PORT_HIGH} after 200 tries`);
 }
 
-function tail(file, lines = 30) {
+export function tail(file, lines = 30) {
   try {
     return fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
   } catch {
