@@ -7,15 +7,18 @@
 //!
 //! ```sh
 //! cargo build --profile profiling -p babelgate --example runlog_cost
-//! for mode in nolog log; do
+//! for mode in nolog log input core; do
 //!   valgrind --tool=callgrind --toggle-collect='*relay*' \
 //!     target/profiling/examples/runlog_cost $mode 20 10000
 //! done
 //! ```
 //!
 //! Arguments: `log` (the run log), `nolog` (none: a route with `resume =
-//! false`) or `input` (a prototype of the live half of logging what came
-//! in: each upstream read one entry), streams, events per stream.
+//! false`), `input` (a prototype of the live half of logging what came
+//! in: each upstream read one entry) or `core` (a prototype of today's
+//! design made compact: an entry per event holds its core steps only, the
+//! client's bytes left for a follower to encode again), streams, events per
+//! stream.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -65,6 +68,7 @@ async fn relay(
     reads: &[Bytes],
     mut recorder: Option<Recorder>,
     input: Option<&RunWriter>,
+    compact: bool,
 ) -> usize {
     let mut t = transport::translator(
         Dialect::AgUi,
@@ -78,6 +82,9 @@ async fn relay(
         Transport::Sse,
         (Transport::Sse, false),
     );
+    if compact {
+        t.keep_journal();
+    }
     let mut out = match (&recorder, input) {
         (Some(_), _) => {
             t.keep_journal();
@@ -97,6 +104,38 @@ async fn relay(
             continue;
         }
         let chunk = match (&mut recorder, input) {
+            // Design (a) made compact, a prototype: one entry per event
+            // with the core steps its encoding ended in (one copy of the
+            // journal's bytes a read), no client bytes.
+            (None, Some(writer)) if compact => {
+                let steps = t.take_journal();
+                let (marks, spans) = (steps.marks(), out.spans());
+                let mut parts = Vec::with_capacity(spans.len());
+                let mut from = 0;
+                for (i, _) in spans.iter().enumerate() {
+                    let to = from + marks[from..].iter().take_while(|m| m.span <= i).count();
+                    let (start, end) = (steps.records(0, from).len(), steps.records(0, to).len());
+                    parts.push(babelgate_store::Part { start: start as u32, split: start as u32, end: end as u32, has_core: to > from });
+                    from = to;
+                }
+                if from < marks.len() {
+                    let (start, end) = (steps.records(0, from).len(), steps.records(0, marks.len()).len());
+                    parts.push(babelgate_store::Part { start: start as u32, split: start as u32, end: end as u32, has_core: true });
+                }
+                let core = Bytes::copy_from_slice(steps.records(0, marks.len()));
+                let mut ids = Vec::with_capacity(parts.len());
+                writer.append_chunk(core, &parts, &mut ids).await.expect("logged");
+                let mut steps = steps;
+                steps.clear();
+                t.give_back_journal(steps);
+                let mut with_ids = Vec::with_capacity(out.bytes().len() + 26 * ids.len());
+                for (span, id) in out.spans().iter().zip(ids) {
+                    let event = out.bytes().get(span.range.clone()).unwrap_or_default();
+                    babelgate::resume::with_id(id, event, &mut with_ids);
+                }
+                out.clear();
+                Bytes::from(with_ids)
+            }
             // Design (b)'s live cost, a prototype: the upstream's read
             // logged as it came (a shared slice, one entry), each client
             // event sent with an id made from the read's and its place.
@@ -133,9 +172,9 @@ async fn relay(
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or_default();
-    if !["log", "nolog", "input"].contains(&mode) {
+    if !["log", "nolog", "input", "core"].contains(&mode) {
         {
-            eprintln!("usage: runlog_cost log|nolog|input [streams] [events]");
+            eprintln!("usage: runlog_cost log|nolog|input|core [streams] [events]");
             std::process::exit(2);
         }
     }
@@ -169,16 +208,16 @@ fn main() {
             sent += match (mode, writer) {
                 ("log", Some(w)) => {
                     let rec = Recorder::new(w, Duration::from_secs(300));
-                    relay(&reads, Some(rec), None).await
+                    relay(&reads, Some(rec), None, false).await
                 }
                 (_, Some(w)) => {
-                    let sent = relay(&reads, None, Some(&w)).await;
+                    let sent = relay(&reads, None, Some(&w), mode == "core").await;
                     w.end(RunOutcome::Completed, Duration::from_secs(300))
                         .await
                         .expect("the run ends");
                     sent
                 }
-                (_, None) => relay(&reads, None, None).await,
+                (_, None) => relay(&reads, None, None, false).await,
             };
         }
     });

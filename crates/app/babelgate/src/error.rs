@@ -50,43 +50,30 @@ pub struct GatewayError {
 }
 
 impl GatewayError {
-    pub fn client(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// Whose fault, what status and code; the rest set by the callers that need it.
+    fn new(status: StatusCode, fault: Fault, code: &'static str, message: String) -> Self {
         GatewayError {
             status,
-            fault: Fault::Client,
+            fault,
             code,
-            message: message.into(),
+            message,
             field: None,
             retry_after: None,
             reply_to: None,
             request_fault: None,
         }
+    }
+
+    pub fn client(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(status, Fault::Client, code, message.into())
     }
 
     pub fn upstream(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        GatewayError {
-            status,
-            fault: Fault::Upstream,
-            code,
-            message: message.into(),
-            field: None,
-            retry_after: None,
-            reply_to: None,
-            request_fault: None,
-        }
+        Self::new(status, Fault::Upstream, code, message.into())
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        GatewayError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            fault: Fault::Internal,
-            code: "internal",
-            message: message.into(),
-            field: None,
-            retry_after: None,
-            reply_to: None,
-            request_fault: None,
-        }
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, Fault::Internal, "internal", message.into())
     }
 
     /// A store request failed: 503 `store_unavailable` when the store did

@@ -310,21 +310,18 @@ pub fn store_config(config: &Config) -> StoreConfig {
             max_total_history_bytes: config.store.max_total_history_bytes,
             ..MemoryConfig::default()
         }),
-        Backend::Redis { url } => {
-            let mut c = babelgate_store::RedisConfig::new(url.clone());
-            c.history_ttl = config.store.history_ttl;
-            c.max_run_bytes = config.store.max_run_bytes;
-            c.max_history_bytes = config.store.max_history_bytes;
-            c.op_timeout = config.store.op_timeout;
-            StoreConfig::Redis(c)
-        }
+        Backend::Redis { url } => redis_config(babelgate_store::RedisConfig::new(url.clone()), config),
         Backend::RedisCluster { urls } => {
-            let mut c = babelgate_store::RedisConfig::cluster(urls.clone());
-            c.history_ttl = config.store.history_ttl;
-            c.max_run_bytes = config.store.max_run_bytes;
-            c.max_history_bytes = config.store.max_history_bytes;
-            c.op_timeout = config.store.op_timeout;
-            StoreConfig::Redis(c)
+            redis_config(babelgate_store::RedisConfig::cluster(urls.clone()), config)
         }
     }
+}
+
+/// `[store]`'s settings that one Redis and a Redis Cluster share.
+fn redis_config(mut c: babelgate_store::RedisConfig, config: &Config) -> StoreConfig {
+    c.history_ttl = config.store.history_ttl;
+    c.max_run_bytes = config.store.max_run_bytes;
+    c.max_history_bytes = config.store.max_history_bytes;
+    c.op_timeout = config.store.op_timeout;
+    StoreConfig::Redis(c)
 }
