@@ -110,21 +110,33 @@ async fn relay(
             (None, Some(writer)) if compact => {
                 let steps = t.take_journal();
                 let (marks, spans) = (steps.marks(), out.spans());
-                let mut parts = Vec::with_capacity(spans.len());
+                // The records `from..to` of the journal as an entry with no
+                // client bytes.
+                let part = |from: usize, to: usize| {
+                    let at = |n: usize| steps.records(0, n).len() as u32;
+                    babelgate_store::Part {
+                        start: at(from),
+                        split: at(from),
+                        end: at(to),
+                        has_core: to > from,
+                    }
+                };
+                let mut parts = Vec::with_capacity(spans.len() + 1);
                 let mut from = 0;
-                for (i, _) in spans.iter().enumerate() {
+                for i in 0..spans.len() {
                     let to = from + marks[from..].iter().take_while(|m| m.span <= i).count();
-                    let (start, end) = (steps.records(0, from).len(), steps.records(0, to).len());
-                    parts.push(babelgate_store::Part { start: start as u32, split: start as u32, end: end as u32, has_core: to > from });
+                    parts.push(part(from, to));
                     from = to;
                 }
                 if from < marks.len() {
-                    let (start, end) = (steps.records(0, from).len(), steps.records(0, marks.len()).len());
-                    parts.push(babelgate_store::Part { start: start as u32, split: start as u32, end: end as u32, has_core: true });
+                    parts.push(part(from, marks.len()));
                 }
                 let core = Bytes::copy_from_slice(steps.records(0, marks.len()));
                 let mut ids = Vec::with_capacity(parts.len());
-                writer.append_chunk(core, &parts, &mut ids).await.expect("logged");
+                writer
+                    .append_chunk(core, &parts, &mut ids)
+                    .await
+                    .expect("logged");
                 let mut steps = steps;
                 steps.clear();
                 t.give_back_journal(steps);

@@ -73,7 +73,12 @@ impl GatewayError {
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, Fault::Internal, "internal", message.into())
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Fault::Internal,
+            "internal",
+            message.into(),
+        )
     }
 
     /// A store request failed: 503 `store_unavailable` when the store did

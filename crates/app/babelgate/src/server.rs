@@ -310,7 +310,9 @@ pub fn store_config(config: &Config) -> StoreConfig {
             max_total_history_bytes: config.store.max_total_history_bytes,
             ..MemoryConfig::default()
         }),
-        Backend::Redis { url } => redis_config(babelgate_store::RedisConfig::new(url.clone()), config),
+        Backend::Redis { url } => {
+            redis_config(babelgate_store::RedisConfig::new(url.clone()), config)
+        }
         Backend::RedisCluster { urls } => {
             redis_config(babelgate_store::RedisConfig::cluster(urls.clone()), config)
         }
