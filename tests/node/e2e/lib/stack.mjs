@@ -72,6 +72,17 @@ function claim(port) {
   }
 }
 
+// The claims go with this file's process (its children are gone by then);
+// the directory with the run's last file.
+process.on('exit', () => {
+  for (const port of handedOut) fs.rmSync(path.join(CLAIMS, String(port)), { force: true });
+  try {
+    fs.rmdirSync(CLAIMS);
+  } catch {
+    // another file of the run still holds ports
+  }
+});
+
 /** A port nothing listens on right now, outside the range the OS gives outgoing connections, handed out once per run. */
 export async function freePort() {
   for (let i = 0; i < 200; i++) {
