@@ -3,7 +3,7 @@
 //! run is replayed instead), and one instance follows a bounded number of
 //! resumed streams (past it: 503 `too_many_followers` with `retry-after`).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

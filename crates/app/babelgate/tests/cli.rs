@@ -1,6 +1,6 @@
 //! The `babelgate` binary as a user runs it.
 
-mod common;
+use crate::common;
 
 fn babelgate(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     let (code, out, err) = common::run_cli(args, stdin);

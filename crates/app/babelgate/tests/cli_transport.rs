@@ -1,7 +1,7 @@
 //! `babelgate translate --from-transport / --to-transport`: AG-UI's binary
 //! transport in and out of the CLI.
 
-mod common;
+use crate::common;
 
 use common::proto_events;
 

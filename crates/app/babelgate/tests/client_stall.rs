@@ -6,7 +6,7 @@
 //! receive buffer stop reading; an HTTP/2 client keeps its stream's window
 //! closed.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -8,7 +8,7 @@
 #[allow(dead_code)] // the single-server half of support is for the other suites
 mod support;
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

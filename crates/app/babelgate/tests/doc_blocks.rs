@@ -13,7 +13,7 @@
 //! comment that says why: `<!-- not run: REASON -->`, or
 //! `<!-- run by PATH -->` when a test at PATH (which names the page) runs it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

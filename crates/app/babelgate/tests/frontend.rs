@@ -1,7 +1,7 @@
 //! What a browser page needs from the gateway beyond the stream: cookies
 //! across origins (`allow_credentials`) and error answers it can read.
 
-mod common;
+use crate::common;
 
 use common::{agui_hi, gateway, listener, run_cli};
 

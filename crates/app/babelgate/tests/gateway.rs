@@ -3,7 +3,7 @@
 //! conversation history for AG-Kit clients, and live (unbuffered) streaming.
 //! The real client packages check the same paths in tests/node/e2e.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

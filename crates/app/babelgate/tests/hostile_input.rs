@@ -3,7 +3,7 @@
 //! bad line named on standard error, never in a panic (exit 101) with the
 //! output cut off.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

@@ -1,7 +1,7 @@
 //! The `babelgate serve` process: reload on SIGHUP and on file change without
 //! dropping streams, bad configs refused, graceful shutdown, JSON logs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

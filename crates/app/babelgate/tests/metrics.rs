@@ -8,7 +8,7 @@
 //! with generous bounds that only matter on failure; no duration is
 //! asserted, only counts.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! their parent/child links and attributes, and the W3C trace context the
 //! upstream got are checked; so is the pass-through without `[telemetry]`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

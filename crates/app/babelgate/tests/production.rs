@@ -2,7 +2,7 @@
 //! input, disconnects and backpressure, security, TLS and observability.
 //! Reload, shutdown and JSON logs of the binary are in tests/lifecycle.rs.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

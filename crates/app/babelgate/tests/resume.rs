@@ -3,7 +3,7 @@
 //! tail; `keep` runs outlive their client and `stop` ends them. The same over
 //! Redis with two gateway processes is in tests/node/e2e/resume.test.mjs.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

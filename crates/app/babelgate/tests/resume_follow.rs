@@ -6,7 +6,7 @@
 //! reasoning that has said nothing yet) or what was opened before its
 //! `Last-Event-ID`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! and bad binary input from an upstream. The same with the real
 //! `@ag-ui/client` and `@ag-ui/encoder` is in tests/node/e2e/proto.test.mjs.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! Helpers shared by the gateway's integration tests (each test file that
-//! needs them says `mod common;`; not every file uses every helper).
+//! Helpers shared by the gateway's integration tests (`tests/all.rs` and
+//! each test binary of its own that needs them say `mod common;`, the files
+//! of `all` `use crate::common`; not every file uses every helper).
 #![allow(dead_code)]
 
 use std::io::Write;
