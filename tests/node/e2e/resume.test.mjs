@@ -21,7 +21,6 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -29,7 +28,7 @@ import { DefaultChatTransport } from 'ai';
 import { HttpAgent } from '@ag-ui/client';
 import { Chat } from './lib/chat.mjs';
 import { redisCli, startRedis as startRedis1 } from './lib/redis.mjs';
-import { Agent, BABELGATE, PYTHON, REPO_ROOT, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
+import { Agent, BABELGATE, PYTHON, REPO_ROOT, canListen, freePort, launch, stopProc, waitReady } from './lib/stack.mjs';
 
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
 
@@ -50,13 +49,6 @@ async function clusterPort() {
     const port = await freePort();
     if (port < 55_000 && await canListen(port + 10_000)) return port;
   }
-}
-
-function canListen(port) {
-  return new Promise((resolve) => {
-    const srv = net.createServer().once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
 }
 
 /** One Redis, or six cluster nodes (created once; started again from their nodes.conf, data empty). */

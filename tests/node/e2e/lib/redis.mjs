@@ -14,7 +14,11 @@ const START_TIMEOUT_MS = 30_000;
 
 export function redisServerPath() {
   for (const p of ['/usr/bin/redis-server', '/usr/local/bin/redis-server']) if (fs.existsSync(p)) return p;
-  throw new Error('redis-server is not installed: run ./tests/run.sh, which installs it with apt-get');
+  try {
+    return execFileSync('which', ['redis-server']).toString().trim();
+  } catch {
+    throw new Error('redis-server is not installed: run ./tests/run.sh, which installs it with apt-get');
+  }
 }
 
 /** `redis-cli` against a local port; throws when the server does not answer. */

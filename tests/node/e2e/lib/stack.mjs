@@ -45,7 +45,8 @@ const PORT_LOW = 10_000;
 const PORT_HIGH = ephemeralLow(); // exclusive
 const handedOut = new Set();
 
-function canListen(port) {
+/** Whether a server could listen on `port` of the loopback now. */
+export function canListen(port) {
   return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
