@@ -1254,6 +1254,10 @@ enum Start<'a> {
 }
 
 impl Encoder for HaiEncoder {
+    fn set_now(&mut self, ms: i64) {
+        self.ctx.clock = babelgate_core::Clock::Fixed(ms);
+    }
+
     fn unframed(&self) -> u64 {
         self.unframed.get()
     }

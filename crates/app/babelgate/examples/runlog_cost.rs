@@ -1,31 +1,33 @@
 //! What the run log costs per event, apart from the network: the stream of
 //! `bench/loadgen`'s upstream (AG-UI, 32 deltas a read) translated to Vercel
 //! as the pump does it, each read's output handed over as the pump hands a
-//! chunk to the body, with the run log (the memory store) or without.
+//! chunk to the body, with the run log (the memory store) or without; and
+//! what a follower pays to make the stream again from the log.
 //! Run it under callgrind, side by side, and compare instructions per event
 //! (wall time on a shared machine says little):
 //!
 //! ```sh
 //! cargo build --profile profiling -p babelgate --example runlog_cost
-//! for mode in nolog log input core; do
+//! for mode in nolog log; do
 //!   valgrind --tool=callgrind --toggle-collect='*relay*' \
 //!     target/profiling/examples/runlog_cost $mode 20 10000
 //! done
+//! valgrind --tool=callgrind --toggle-collect='*follow_once*' \
+//!   target/profiling/examples/runlog_cost replay 20 10000
 //! ```
 //!
-//! Arguments: `log` (the run log), `nolog` (none: a route with `resume =
-//! false`), `input` (a prototype of the live half of logging what came
-//! in: each upstream read one entry) or `core` (a prototype of today's
-//! design made compact: an entry per event holds its core steps only, the
-//! client's bytes left for a follower to encode again), streams, events per
-//! stream.
+//! Arguments: `log` (the run log: each read recorded as it came, the
+//! client's events numbered), `nolog` (none: a route with `resume =
+//! false`) or `replay` (logged, then followed from the start once per
+//! stream, as a client that comes back is), streams, events per stream.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelgate::resume::Recorder;
-use babelgate::transport::{self, Transport};
+use babelgate::resume::{Begin, Follow, Followers, Mode, Recorder};
+use babelgate::transport::{self, Read, Transport};
+use babelgate_core::journal::Setup;
 use babelgate_core::{Dialect, EncodeContext, Framing, Sink};
 use babelgate_store::{Leases, MemoryConfig, MemoryRunLog, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
@@ -59,118 +61,49 @@ fn upstream_reads(events: usize) -> Vec<Bytes> {
     reads
 }
 
-/// One stream relayed: what the pump does per read (translate, then the
-/// chunk for the client, logged when `recorder` is there); the chunks are
-/// dropped where the pump would hand them to the body. Returns the bytes
-/// handed over.
+/// One stream relayed: what the pump does per read (what came in noted,
+/// translate, the chunk for the client, logged first when `recorder` is
+/// there); the chunks are dropped where the pump would hand them to the
+/// body. Returns the bytes handed over.
 #[inline(never)]
 async fn relay(
     reads: &[Bytes],
+    mut t: babelgate_core::Translator,
     mut recorder: Option<Recorder>,
-    input: Option<&RunWriter>,
-    compact: bool,
 ) -> usize {
-    let mut t = transport::translator(
-        Dialect::AgUi,
-        Dialect::Vercel,
-        EncodeContext {
-            thread_id: Some("t".into()),
-            run_id: Some("r".into()),
-            ..EncodeContext::default()
-        },
-        babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES,
-        Transport::Sse,
-        (Transport::Sse, false),
-    );
-    if compact {
-        t.keep_journal();
-    }
-    let mut out = match (&recorder, input) {
-        (Some(_), _) => {
-            t.keep_journal();
-            Sink::new(Framing::Sse)
-        }
-        (None, Some(_)) => Sink::new(Framing::Sse),
-        (None, None) => Sink::untracked(Framing::Sse, Vec::with_capacity(512)),
+    let mut out = match &mut recorder {
+        Some(_) => Sink::new(Framing::Sse),
+        None => Sink::untracked(Framing::Sse, Vec::with_capacity(512)),
     };
     let mut sent = 0;
     let last = reads.len().saturating_sub(1);
     for (i, read) in reads.iter().enumerate() {
+        if let Some(rec) = &mut recorder {
+            let ms = babelgate_core::Clock::System.now_ms();
+            rec.read(&Read::Bytes(read.clone()), ms);
+            t.set_now(ms);
+        }
         t.push_to(read, &mut out).expect("the stream translates");
         if i == last {
+            if let Some(rec) = &mut recorder {
+                rec.finish(babelgate_core::Clock::System.now_ms());
+            }
             t.finish_live_to(&mut out).expect("the stream ends well");
+        }
+        if let Some(rec) = &mut recorder {
+            rec.flush().await;
         }
         if out.is_empty() {
             continue;
         }
-        let chunk = match (&mut recorder, input) {
-            // Design (a) made compact, a prototype: one entry per event
-            // with the core steps its encoding ended in (one copy of the
-            // journal's bytes a read), no client bytes.
-            (None, Some(writer)) if compact => {
-                let steps = t.take_journal();
-                let (marks, spans) = (steps.marks(), out.spans());
-                // The records `from..to` of the journal as an entry with no
-                // client bytes.
-                let part = |from: usize, to: usize| {
-                    let at = |n: usize| steps.records(0, n).len() as u32;
-                    babelgate_store::Part {
-                        start: at(from),
-                        split: at(from),
-                        end: at(to),
-                        has_core: to > from,
-                    }
-                };
-                let mut parts = Vec::with_capacity(spans.len() + 1);
-                let mut from = 0;
-                for i in 0..spans.len() {
-                    let to = from + marks[from..].iter().take_while(|m| m.span <= i).count();
-                    parts.push(part(from, to));
-                    from = to;
-                }
-                if from < marks.len() {
-                    parts.push(part(from, marks.len()));
-                }
-                let core = Bytes::copy_from_slice(steps.records(0, marks.len()));
-                let mut ids = Vec::with_capacity(parts.len());
-                writer
-                    .append_chunk(core, &parts, &mut ids)
-                    .await
-                    .expect("logged");
-                let mut steps = steps;
-                steps.clear();
-                t.give_back_journal(steps);
-                let mut with_ids = Vec::with_capacity(out.bytes().len() + 26 * ids.len());
-                for (span, id) in out.spans().iter().zip(ids) {
-                    let event = out.bytes().get(span.range.clone()).unwrap_or_default();
-                    babelgate::resume::with_id(id, event, &mut with_ids);
-                }
-                out.clear();
-                Bytes::from(with_ids)
-            }
-            // Design (b)'s live cost, a prototype: the upstream's read
-            // logged as it came (a shared slice, one entry), each client
-            // event sent with an id made from the read's and its place.
-            (None, Some(writer)) => {
-                let id = writer.append(read.clone()).await.expect("logged");
-                let mut with_ids = Vec::with_capacity(out.bytes().len() + 26 * out.spans().len());
-                for (k, span) in out.spans().iter().enumerate() {
-                    let event = out.bytes().get(span.range.clone()).unwrap_or_default();
-                    let id = babelgate_store::EventId::new(id.ms, id.seq * 1024 + k as u64);
-                    babelgate::resume::with_id(id, event, &mut with_ids);
-                }
-                out.clear();
-                Bytes::from(with_ids)
-            }
-            (Some(rec), _) => {
+        let chunk = match &mut recorder {
+            Some(rec) => {
                 let mut with_ids = Vec::new();
-                let mut steps = t.take_journal();
-                rec.record(&out, &mut steps, &mut with_ids).await;
-                t.give_back_journal(steps);
+                rec.write(&out, &mut with_ids);
                 out.clear();
                 Bytes::from(with_ids)
             }
-            (None, None) => Bytes::from(out.take().0),
+            None => Bytes::from(out.take().0),
         };
         sent += chunk.len();
         std::hint::black_box(chunk);
@@ -181,14 +114,63 @@ async fn relay(
     sent
 }
 
+/// The pump's translator for the stream, and its setup.
+fn translator() -> (babelgate_core::Translator, Setup) {
+    let ctx = EncodeContext {
+        thread_id: Some("t".into()),
+        run_id: Some("r".into()),
+        ..EncodeContext::default()
+    };
+    let setup = Setup::of(&ctx);
+    let t = transport::translator(
+        Dialect::AgUi,
+        Dialect::Vercel,
+        ctx,
+        babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES,
+        Transport::Sse,
+        (Transport::Sse, false),
+    );
+    (t, setup)
+}
+
+/// A client that comes back to `run` from its start: the bytes it gets.
+#[inline(never)]
+async fn follow_once(store: &Arc<dyn RunLog>, run: &str) -> usize {
+    let metrics = Arc::new(babelgate::metrics::Metrics::default());
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let follow = Follow {
+        runs: store.clone(),
+        run_id: run.to_string(),
+        dialect: Dialect::Vercel,
+        mode: Mode::After(None),
+        last: None,
+        input: Vec::new(),
+        max_snapshot_bytes: 1 << 20,
+        slot: Arc::new(Followers::default()).enter(1).expect("a place"),
+        abort: Arc::default(),
+        transport: Transport::Sse,
+        replayed: Default::default(),
+        counted: babelgate::metrics::CountAtEnd::new(metrics, "/r"),
+        reply_to: None,
+    };
+    let run = follow.run(tx, babelgate::shutdown::Shutdown::default());
+    let read = async {
+        let mut got = 0;
+        while let Some(c) = rx.recv().await {
+            got += c.len();
+        }
+        got
+    };
+    let ((), got) = tokio::join!(run, read);
+    got
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or_default();
-    if !["log", "nolog", "input", "core"].contains(&mode) {
-        {
-            eprintln!("usage: runlog_cost log|nolog|input|core [streams] [events]");
-            std::process::exit(2);
-        }
+    if !["log", "nolog", "replay"].contains(&mode) {
+        eprintln!("usage: runlog_cost log|nolog|replay [streams] [events]");
+        std::process::exit(2);
     }
     let num = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (streams, events) = (num(2, 20), num(3, 10_000));
@@ -217,19 +199,21 @@ fn main() {
                     Some(writer)
                 }
             };
-            sent += match (mode, writer) {
-                ("log", Some(w)) => {
-                    let rec = Recorder::new(w, Duration::from_secs(300));
-                    relay(&reads, Some(rec), None, false).await
+            let (t, setup) = translator();
+            let recorder = writer.map(|w| {
+                let begin = Begin::new(Dialect::AgUi, Dialect::Vercel, false, setup);
+                Recorder::new(w, Duration::from_secs(300), &begin)
+            });
+            let relayed = relay(&reads, t, recorder).await;
+            sent += match mode {
+                "replay" => {
+                    let got = follow_once(&store, &format!("r{s}")).await;
+                    // A replay writes the ids and bytes the client got,
+                    // but for the ids' times: the same length.
+                    assert_eq!(got, relayed, "the follower's stream");
+                    got
                 }
-                (_, Some(w)) => {
-                    let sent = relay(&reads, None, Some(&w), mode == "core").await;
-                    w.end(RunOutcome::Completed, Duration::from_secs(300))
-                        .await
-                        .expect("the run ends");
-                    sent
-                }
-                (_, None) => relay(&reads, None, None, false).await,
+                _ => relayed,
             };
         }
     });

@@ -1,81 +1,177 @@
-//! Resumable streams: every event a client is sent is first written to the
-//! run's log (babelgate-store), with the log's id as the SSE `id:`; a client
-//! that reconnects reads the log back from where it was, then follows the
-//! live tail, on any instance that shares the store. A route with
-//! `resume = false` has no log: none of this runs for its streams.
+//! The run log: what a resumable stream's upstream sent, recorded as it
+//! came in, and the client's stream made again from that record, on any
+//! instance that shares the store. A route with `resume = false` has no
+//! log: none of this runs for its streams.
 //!
-//! Each entry holds the client's event as sent and, beside it, the core
-//! steps its encoder was given (`core`, [`Step`]s: the shaped events
-//! whose encoding ended in that event, the stream's end or failure); steps
-//! that wrote nothing (dropped by the dialect) go with the next event, or in
-//! an entry of their own that is never sent. A follower replays the steps
-//! into an encoder of the client's dialect to know what the client has open,
-//! and builds a snapshot from them: it never decodes the gateway's own
-//! output. The steps are JSON, but for deltas, the most of a stream, which
-//! are kept in a compact form about half their event's size
-//! ([`babelgate_core::journal::write_log_steps`]). Both parts count towards
-//! the log's caps.
+//! The record of a run is, in order: how its translator was built
+//! ([`Begin`]: both dialects, the upstream's transport, the encoder's
+//! context with its id generator), each upstream read with the time it
+//! came, and how the gateway ended the stream when it did (the upstream's
+//! end, an error it raised, a translation that panicked): one entry each
+//! ([`Came`]). A follower builds the same translator and feeds it the same
+//! entries, so the decoder, the shape stage and the client's encoder run
+//! again with the live stream's ids (the setup's generator) and times (each
+//! read's, `Encoder::set_now`), and write the live stream's events again,
+//! in the follower's transport. The live stream pays one copy of each read
+//! and one store call; the per-event work of logging what went out (its
+//! bytes, an entry and an id per event, the core steps' JSON) is gone, and
+//! a follower pays the translation instead (`docs/benchmarks.md`, issue 43).
+//!
+//! Ids: the client's events are numbered through the run, from 1; the SSE
+//! `id:` of the n-th is `<first>-<n>`, `<first>` the id of the record's
+//! first entry, so that a later run's ids are greater and an id left over
+//! from an earlier run replays this one whole. A follower translates the
+//! record from its start and sends the events numbered after the client's.
+//!
+//! Versions: the record names the gateway version that wrote it. A
+//! follower of another version might number or write the events otherwise,
+//! so it sends nothing after an id of this run: it answers
+//! `resume_version` (the client comes back without an id, for a snapshot or
+//! the run from its start, both made whole by one version). The store keys
+//! name the record's form (`run2`), so an instance of the form before (which
+//! logged the client's events) never reads a record, nor this one its logs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use babelgate_core::assemble::MessageAssembler;
-use babelgate_core::journal::{Journal, Setup, Step};
+use babelgate_core::journal::{Setup, Step};
 use babelgate_core::request::Message;
+use babelgate_core::sse::DEFAULT_MAX_EVENT_BYTES;
 use babelgate_core::track::OpenTracker;
 use babelgate_core::{
-    Dialect, EncodeContext, Encoder, Event, EventKind, Framing, Shaper, Sink, SpanKind,
+    Dialect, EncodeContext, Encoder, Event, EventKind, Framing, Shaper, Sink, Span, SpanKind,
+    Translator,
 };
 use babelgate_store::{EventId, LogItem, Part, RunLog, RunOutcome, RunWriter};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::registry;
-use crate::transport::Transport;
+use crate::transport::{self, Read, Transport};
 
-/// Writes `id: <id>` and the event.
-pub fn with_id(id: EventId, event: &[u8], out: &mut Vec<u8>) {
-    IdLines::default().write(id, event, out);
+/// The gateway version a record names: a follower of another one does not
+/// continue after an id of it (see the module's documentation).
+pub const RECORD_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "/record-1");
+
+/// How a run's translator was built: the record's first entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Begin {
+    /// The gateway version that wrote the record ([`RECORD_VERSION`]).
+    pub version: String,
+    pub from: Dialect,
+    pub to: Dialect,
+    /// The upstream answered in its dialect's binary transport.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_binary: bool,
+    /// The encoder's context as the stream began (its ids included).
+    pub setup: Setup,
 }
 
-/// Writes events after their `id:` lines, `id: <ms>-` formatted once per
-/// millisecond: the ids of one chunk mostly share it, and formatting its 13
-/// digits for each event was most of what an id cost.
-#[derive(Default)]
-pub(crate) struct IdLines {
-    /// `id: <ms>-` of the last id written (`len` 0 before the first): at
-    /// most 4 + 20 digits + 1 bytes.
-    prefix: [u8; 25],
-    len: usize,
-    ms: u64,
-}
-
-impl IdLines {
-    pub(crate) fn write(&mut self, id: EventId, event: &[u8], out: &mut Vec<u8>) {
-        let mut num = itoa::Buffer::new();
-        if self.len == 0 || self.ms != id.ms {
-            let digits = num.format(id.ms).as_bytes();
-            let line = [&b"id: "[..], digits, b"-"];
-            self.len = 0;
-            for part in line {
-                let end = self.len + part.len();
-                if let Some(room) = self.prefix.get_mut(self.len..end) {
-                    room.copy_from_slice(part);
-                    self.len = end;
-                }
-            }
-            self.ms = id.ms;
+impl Begin {
+    pub fn new(from: Dialect, to: Dialect, upstream_binary: bool, setup: Setup) -> Self {
+        Begin {
+            version: RECORD_VERSION.to_string(),
+            from,
+            to,
+            upstream_binary,
+            setup,
         }
-        out.extend_from_slice(self.prefix.get(..self.len).unwrap_or_default());
-        out.extend_from_slice(num.format(id.seq).as_bytes());
-        out.push(b'\n');
-        out.extend_from_slice(event);
+    }
+
+    /// The encoder's context for a client of `transport`, answering
+    /// `reply_to` (a resuming request's own) or the run's.
+    fn context(&self, transport: Transport, reply_to: Option<&serde_json::Value>) -> EncodeContext {
+        let mut ctx = self.setup.context();
+        ctx.binary = matches!(transport, Transport::Proto(_));
+        if let Some(r) = reply_to {
+            ctx.reply_to = Some(r.clone());
+        }
+        ctx
+    }
+
+    /// The translator the live stream had, writing `transport`.
+    fn translator(&self, transport: Transport, reply_to: Option<&serde_json::Value>) -> Translator {
+        let upstream = match self.upstream_binary {
+            true => Transport::proto_for(&registry::policy(self.from)).unwrap_or(Transport::Sse),
+            false => Transport::Sse,
+        };
+        transport::translator(
+            self.from,
+            self.to,
+            self.context(transport, reply_to),
+            DEFAULT_MAX_EVENT_BYTES,
+            upstream,
+            (transport, false),
+        )
     }
 }
 
-/// The writing side of one run's log, owned by the stream's pump.
+/// What one entry of a record says came in. Its core part is the kind's
+/// letter, then (but for `Begin`) the time in ms, then for `Fail` a space
+/// and JSON; the entry's data is what was read.
+#[derive(Debug, Clone, PartialEq)]
+enum Came {
+    /// `S` and the JSON [`Begin`]: the first entry.
+    Begin(Box<Begin>),
+    /// `B<ms>`: an upstream read, the data its bytes.
+    Read(i64),
+    /// `M<ms>`: the messages of a message transport (a WebSocket's) read
+    /// at once, each after its length (4 bytes, little-endian).
+    Messages(i64),
+    /// `E<ms>`: the upstream's stream ended.
+    Finish(i64),
+    /// `F<ms> {"message":...,"code":...}`: the gateway ended the stream
+    /// with the client dialect's error.
+    Fail(i64, Box<Failure>),
+    /// `X<ms>`: the translation panicked (the stream ends with `internal`).
+    Internal(i64),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Failure {
+    message: String,
+    code: String,
+}
+
+impl Came {
+    fn parse(core: &[u8]) -> Option<Came> {
+        let (&kind, rest) = core.split_first()?;
+        if kind == b'S' {
+            return serde_json::from_slice(rest).ok().map(Came::Begin);
+        }
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (ms, rest) = rest.split_at(digits);
+        let ms: i64 = std::str::from_utf8(ms).ok()?.parse().ok()?;
+        Some(match (kind, rest) {
+            (b'B', []) => Came::Read(ms),
+            (b'M', []) => Came::Messages(ms),
+            (b'E', []) => Came::Finish(ms),
+            (b'X', []) => Came::Internal(ms),
+            (b'F', [b' ', json @ ..]) => Came::Fail(ms, serde_json::from_slice(json).ok()?),
+            _ => return None,
+        })
+    }
+}
+
+/// The messages of a `Messages` entry's data (a cut one ends them).
+fn messages(mut data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let (len, rest) = data.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let message = rest.get(..len)?;
+        data = rest.get(len..).unwrap_or_default();
+        Some(message)
+    })
+}
+
+/// The writing side of one run's record, owned by the stream's pump: it
+/// notes what came in (`read`, `finish`, `fail`, `internal`), appends it
+/// before the client gets what it made (`flush`, one store call for what
+/// is noted), and writes the client's events with their ids (`write`).
 pub struct Recorder {
     /// `None` once the store failed mid-run: the stream goes on without ids
     /// (it can no longer be resumed) rather than failing the client.
@@ -83,68 +179,153 @@ pub struct Recorder {
     retention: Duration,
     /// The client gets the binary transport, which has no place for ids.
     binary: bool,
+    /// The entries noted and not yet appended, in one buffer, and where
+    /// each lies in it: handed to the store whole (no copy), so empty
+    /// between reads.
+    pending: Vec<u8>,
+    parts: Vec<Part>,
+    /// `id: <first entry's id>-`, once that entry is in the store.
+    id_prefix: Vec<u8>,
+    /// The client's events written so far (the last one's number).
+    written: u64,
 }
 
 impl Recorder {
-    pub fn new(writer: RunWriter, retention: Duration) -> Self {
-        Recorder {
+    /// Begins the record with how the translator was built (appended with
+    /// the first read).
+    pub fn new(writer: RunWriter, retention: Duration, begin: &Begin) -> Self {
+        let mut rec = Recorder {
             writer: Some(writer),
             retention,
             binary: false,
+            pending: Vec::new(),
+            parts: Vec::new(),
+            id_prefix: Vec::new(),
+            written: 0,
+        };
+        match serde_json::to_vec(begin) {
+            Ok(json) => rec.note(&[], b'S', None, &json),
+            // A setup is plain data; should it not serialize, no record
+            // at all rather than one no follower can read.
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record the run's setup: this stream cannot be resumed");
+                rec.writer = None;
+            }
         }
+        rec
     }
 
-    /// The events recorded are binary messages: logged and sent without ids.
+    /// The client gets the binary transport: its events go without ids.
     pub fn binary(&mut self) {
         self.binary = true;
     }
 
-    /// Logs each event the sink holds, with the core steps of the
-    /// translator's journal that belong to it, and writes it, with its id,
-    /// to `client`: the sink's spans say where each starts and ends (nothing
-    /// is scanned). Comments (heartbeats) are not logged; bytes outside any
-    /// span go out as they are; steps that belong to no event of the sink
-    /// are logged in an entry of their own, never sent.
-    ///
-    /// `steps` is left empty, its room kept for the caller to reuse.
-    pub async fn record(&mut self, out: &Sink, steps: &mut Journal, client: &mut Vec<u8>) {
-        self.record_into(out, steps, Some(client)).await;
-    }
-
-    /// [`record`](Self::record) for a client that takes each event as a
-    /// message of its own (a WebSocket session): logged alike, and no
-    /// stream with ids to write (a message has no place for one).
-    pub async fn log(&mut self, out: &Sink, steps: &mut Journal) {
-        self.record_into(out, steps, None).await;
-    }
-
-    async fn record_into(&mut self, out: &Sink, steps: &mut Journal, client: Option<&mut Vec<u8>>) {
-        let ids = match self.writer.as_ref() {
-            Some(writer) => {
-                if steps.failed > 0 {
-                    tracing::warn!(
-                        steps = steps.failed,
-                        "could not log the core events of a client event"
-                    );
-                }
-                let (both, parts) = entries_of(out, steps);
-                let mut ids = Vec::with_capacity(parts.len());
-                if !parts.is_empty() {
-                    if let Err(e) = writer.append_chunk(both, &parts, &mut ids).await {
-                        tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
-                        self.writer = None;
-                    }
-                }
-                ids
-            }
-            None => Vec::new(),
-        };
-        steps.clear();
-        if let Some(client) = client {
-            // The binary transport has no place for ids.
-            let ids = if self.binary { Vec::new() } else { ids };
-            write_with_ids(out, ids, client);
+    /// Notes an entry: `data`'s pieces, then its core part (`kind`, the
+    /// time, `tail`), sized exactly.
+    fn note(&mut self, data: &[&[u8]], kind: u8, ms: Option<i64>, tail: &[u8]) {
+        if self.writer.is_none() {
+            return;
         }
+        let mut num = itoa::Buffer::new();
+        let ms = ms.map_or(&b""[..], |ms| num.format(ms).as_bytes());
+        let size: usize = data.iter().map(|d| d.len()).sum::<usize>() + 1 + ms.len() + tail.len();
+        self.pending.reserve_exact(size);
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let start = self.pending.len();
+        data.iter().for_each(|d| self.pending.extend_from_slice(d));
+        let split = self.pending.len();
+        self.pending.push(kind);
+        self.pending.extend_from_slice(ms);
+        self.pending.extend_from_slice(tail);
+        self.parts.push(Part {
+            start: at(start),
+            split: at(split),
+            end: at(self.pending.len()),
+            has_core: true,
+        });
+    }
+
+    /// An upstream read, at `ms`.
+    pub fn read(&mut self, read: &Read, ms: i64) {
+        match read {
+            Read::Bytes(b) => self.note(&[b], b'B', Some(ms), b""),
+            Read::Messages(m) => {
+                let lens: Vec<[u8; 4]> = m
+                    .iter()
+                    .map(|m| u32::try_from(m.len()).unwrap_or(u32::MAX).to_le_bytes())
+                    .collect();
+                let pieces: Vec<&[u8]> = lens
+                    .iter()
+                    .zip(m)
+                    .flat_map(|(len, m)| [&len[..], &m[..]])
+                    .collect();
+                self.note(&pieces, b'M', Some(ms), b"");
+            }
+        }
+    }
+
+    /// The upstream's stream ended.
+    pub fn finish(&mut self, ms: i64) {
+        self.note(&[], b'E', Some(ms), b"");
+    }
+
+    /// The gateway ends the stream with the client dialect's error.
+    pub fn fail(&mut self, message: &str, code: &str, ms: i64) {
+        let failure = Failure {
+            message: message.to_string(),
+            code: code.to_string(),
+        };
+        let mut tail = vec![b' '];
+        if serde_json::to_writer(&mut tail, &failure).is_ok() {
+            self.note(&[], b'F', Some(ms), &tail);
+        }
+    }
+
+    /// The translation panicked.
+    pub fn internal(&mut self, ms: i64) {
+        self.note(&[], b'X', Some(ms), b"");
+    }
+
+    /// Appends what is noted: called before the client gets what it made.
+    pub async fn flush(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let Some(writer) = self.writer.as_ref() else {
+            self.parts.clear();
+            self.pending = Vec::new();
+            return;
+        };
+        let both = Bytes::from(std::mem::take(&mut self.pending));
+        let mut ids = Vec::with_capacity(self.parts.len());
+        let appended = writer.append_chunk(both, &self.parts, &mut ids).await;
+        self.parts.clear();
+        match appended {
+            Ok(()) if self.id_prefix.is_empty() => {
+                if let Some(first) = ids.first() {
+                    self.id_prefix = format!("id: {first}-").into_bytes();
+                }
+            }
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(run = %writer.run_id(), error = %e, "run log unavailable: this stream can no longer be resumed");
+                self.writer = None;
+            }
+        }
+    }
+
+    /// `out`'s bytes to `client`, each event after its `id:` line (none in
+    /// the binary transport, nor once the log failed); comments as they are.
+    pub fn write(&mut self, out: &Sink, client: &mut Vec<u8>) {
+        let ids = (self.writer.is_some() && !self.binary).then_some(&self.id_prefix[..]);
+        (self.written, _) =
+            write_numbered(out.bytes(), out.spans(), (self.written, 0), ids, client);
+    }
+
+    /// Counts `out`'s events as written, for a client whose events carry
+    /// no ids (messages, or an answer sent at the end).
+    pub fn count(&mut self, out: &Sink) {
+        self.written += event_count(out.spans());
     }
 
     /// Resolves when someone asked to stop the run (`POST .../stop`, any
@@ -161,7 +342,9 @@ impl Recorder {
         }
     }
 
+    /// Appends what is noted and ends the record.
     pub async fn end(&mut self, outcome: RunOutcome) {
+        self.flush().await;
         if let Some(w) = self.writer.take() {
             let run = w.run_id().to_string();
             if let Err(e) = w.end(outcome, self.retention).await {
@@ -171,118 +354,88 @@ impl Recorder {
     }
 }
 
-/// The log's entries for what `out` holds: one buffer (one allocation a
-/// chunk and one store call for them all: an upstream read often holds many
-/// events, and an allocation or a handle per event was a cost of its own)
-/// holding each event followed by its core steps, and where each entry lies
-/// in it. A step goes with the first event at or after its span; the steps
-/// after the last event make an entry of their own, never sent. Sized
-/// exactly: the log keeps the buffer as long as the run.
-fn entries_of(out: &Sink, steps: &Journal) -> (Bytes, Vec<Part>) {
-    let (bytes, spans) = (out.bytes(), out.spans());
-    let is_event = |i: usize| spans.get(i).is_some_and(|s| s.kind == SpanKind::Event);
-    // The groups are numbered by event (`n`, the number of events: after
-    // every event of the sink). The journal notes steps in the order of the
-    // output, so the groups come in order, each group's records one run of
-    // the journal's bytes; one that did not is put in order (stably: a
-    // group's steps keep theirs). In order by span is in order by group,
-    // and checked without a search per step (a chunk can hold hundreds of
-    // events).
-    let sorted;
-    let journal: &Journal = if steps.marks().is_sorted_by_key(|m| m.span) {
-        steps
-    } else {
-        let events: Vec<usize> = (0..spans.len()).filter(|&i| is_event(i)).collect();
-        sorted = steps.sorted_by_span_key(|span| events.partition_point(|&i| i < span));
-        &sorted
-    };
-    let marks = journal.marks();
-    let (events, event_bytes) = spans
-        .iter()
-        .filter(|s| s.kind == SpanKind::Event)
-        .fold((0, 0), |(n, len), s| (n + 1, len + s.range.len()));
-    let size = event_bytes + journal.records(0, marks.len()).len();
-    if size == 0 {
-        return (Bytes::new(), Vec::new());
-    }
-    let mut parts = Vec::with_capacity(events + 1);
-    let mut both = Vec::with_capacity(size);
-    let mut from = 0;
-    // One entry: `event` is its span and bytes, `None` for what follows the
-    // last event.
-    let mut group = |event: Option<(usize, &[u8])>, both: &mut Vec<u8>| {
-        let to = match event {
-            Some((at, _)) => {
-                from + marks
-                    .get(from..)
-                    .unwrap_or_default()
-                    .iter()
-                    .take_while(|m| m.span <= at)
-                    .count()
-            }
-            None => marks.len(),
-        };
-        let has_core = to > from;
-        let core = journal.records(from, to);
-        from = to;
-        if event.is_none() && !has_core {
-            return;
-        }
-        let start = both.len();
-        both.extend_from_slice(event.map_or(&[][..], |(_, bytes)| bytes));
-        let split = both.len();
-        both.extend_from_slice(core);
-        // A chunk of events is far under 4 GiB; the store cuts a part that
-        // says otherwise to the buffer.
-        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        parts.push(Part {
-            start: at(start),
-            split: at(split),
-            end: at(both.len()),
-            has_core,
-        });
-    };
-    for (i, span) in spans.iter().enumerate() {
-        if span.kind == SpanKind::Event {
-            group(
-                Some((i, bytes.get(span.range.clone()).unwrap_or_default())),
-                &mut both,
-            );
-        }
-    }
-    group(None, &mut both);
-    (Bytes::from(both), parts)
+fn event_count(spans: &[Span]) -> u64 {
+    spans.iter().filter(|s| s.kind == SpanKind::Event).count() as u64
 }
 
-/// The client's bytes: what `out` holds, each event the log took after its
-/// `id:` line. The rest (comments, what came after a store failure, what no
-/// span holds: an encoder that wrote between events) goes out as it is.
-fn write_with_ids(out: &Sink, ids: Vec<EventId>, client: &mut Vec<u8>) {
-    let (bytes, spans) = (out.bytes(), out.spans());
-    // An `id:` line is at most 26 bytes (13 digits of ms until 2286).
-    client.reserve(bytes.len() + 26 * ids.len());
-    let mut ids = ids.into_iter();
-    let mut lines = IdLines::default();
-    let mut at = 0;
+/// `bytes` to `out`, each event of `spans` numbered on from `written` and,
+/// with `ids` (`id: <first>-`), after its `id:` line; events numbered up to
+/// `skip` left out (the client has them); the rest as it is. The number of
+/// the last event, and how many were written.
+fn write_numbered(
+    bytes: &[u8],
+    spans: &[Span],
+    (mut written, skip): (u64, u64),
+    ids: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) -> (u64, u64) {
+    let ids = ids.filter(|p| !p.is_empty());
+    // An `id:` line is at most 4 + 2 * 20 + 2 + 20 + 1 bytes.
+    out.reserve(bytes.len() + ids.map_or(0, |_| 64 * spans.len()));
+    let mut num = itoa::Buffer::new();
+    let (mut at, mut sent) = (0, 0);
     for span in spans {
-        client.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
-        let event = bytes.get(span.range.clone()).unwrap_or_default();
-        match span.kind {
-            SpanKind::Event => match ids.next() {
-                Some(id) => lines.write(id, event, client),
-                None => client.extend_from_slice(event),
-            },
-            SpanKind::Comment => client.extend_from_slice(event),
-        }
+        out.extend_from_slice(bytes.get(at..span.range.start).unwrap_or_default());
         at = span.range.end;
+        if span.kind == SpanKind::Event {
+            written += 1;
+            if written <= skip {
+                continue;
+            }
+            sent += 1;
+            if let Some(prefix) = ids {
+                out.extend_from_slice(prefix);
+                out.extend_from_slice(num.format(written).as_bytes());
+                out.push(b'\n');
+            }
+        }
+        out.extend_from_slice(bytes.get(span.range.clone()).unwrap_or_default());
     }
-    client.extend_from_slice(bytes.get(at..).unwrap_or_default());
+    out.extend_from_slice(bytes.get(at..).unwrap_or_default());
+    (written, sent)
+}
+
+/// A client's `Last-Event-ID`: `<first>-<n>`, the n-th event of the run
+/// whose record began with entry `<first>`. A two-part id (`<ms>-<seq>`, of
+/// the log's form before) stands for all of the run it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientId {
+    pub run: EventId,
+    pub n: u64,
+}
+
+impl std::str::FromStr for ClientId {
+    type Err = babelgate_store::InvalidEventId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let bad = || babelgate_store::InvalidEventId(s.to_string());
+        match s.splitn(3, '-').collect::<Vec<_>>()[..] {
+            [ms, seq, n] if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(ClientId {
+                    run: format!("{ms}-{seq}").parse()?,
+                    n: n.parse().map_err(|_| bad())?,
+                })
+            }
+            [_, _, _] => Err(bad()),
+            _ => Ok(ClientId {
+                run: s.parse()?,
+                n: u64::MAX,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.run, self.n)
+    }
 }
 
 /// The resumed streams one instance follows, counted against
 /// `[store] max_followers`: each holds a reader of the store (with Redis, a
-/// connection of its own) and, while it builds a snapshot, up to
-/// `max_snapshot_bytes` of log.
+/// connection of its own), a translator, and, while it builds a snapshot,
+/// up to `max_snapshot_bytes` of the run's core events.
 #[derive(Debug, Default)]
 pub struct Followers(AtomicUsize);
 
@@ -313,121 +466,180 @@ impl Drop for FollowerSlot {
     }
 }
 
-/// A log entry's core part, read back (none from a log written without).
-fn read_steps(core: Option<&Bytes>) -> Vec<Step> {
-    let Some(core) = core else {
-        return Vec::new();
-    };
-    babelgate_core::journal::read_log_steps(core).unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "unreadable core events in the run log");
-        Vec::new()
-    })
+/// Why a follower cannot go on with a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// An entry it cannot read, or a record without its `Begin`.
+    Unreadable,
+    /// Written by another gateway version, and the client has part of it.
+    Version,
 }
 
-/// An encoder of the client's dialect in the state of the one that wrote
-/// what the client got: it is given the logged steps, so that an error at
-/// any point closes exactly what the client has open. It writes in the
-/// resuming client's transport; when the log is in another one (the live
-/// client asked for the other, or took each event as a WebSocket message),
-/// the client's events are its re-encoding of the logged steps rather than
-/// the logged bytes.
-struct Replica {
+impl Refused {
+    fn error(self) -> (&'static str, &'static str) {
+        match self {
+            Refused::Unreadable => ("the run's log cannot be read", "resume_unreadable"),
+            Refused::Version => (
+                "the run was recorded by another gateway version: reconnect without Last-Event-ID",
+                "resume_version",
+            ),
+        }
+    }
+}
+
+/// The client's stream made again from a record, entry by entry.
+struct Replay {
     dialect: Dialect,
-    encoder: Box<dyn Encoder>,
-    /// What the steps of one entry wrote.
-    written: Sink,
-    /// The client's stream has its end (finish or failure) already.
-    ended: bool,
-    /// The resuming client takes the binary transport.
-    binary: bool,
-    /// The log is in the other transport than the client's, or the
-    /// client's answers carry its own reply: re-encoded.
-    reencode: bool,
-    /// What this client's answers carry back, when its request was not the
-    /// one that began the run (see `RunRequest::reply_to`).
+    transport: Transport,
     reply_to: Option<serde_json::Value>,
+    /// Built from the record's `Begin`; before it, one of the client's
+    /// dialect on both sides, for an error only.
+    translator: Translator,
+    begin: Option<Box<Begin>>,
+    /// What the last entry made for the client.
+    out: Sink,
+    /// The client's stream has its end (finish or failure).
+    ended: bool,
+    /// The client's events made before `out`'s (the live numbering).
+    written: u64,
+    /// The id of the record's first entry.
+    first: Option<EventId>,
+    /// The translator notes the core events it encodes (for a snapshot).
+    keep_steps: bool,
 }
 
-impl Replica {
-    fn new(dialect: Dialect, binary: bool, reply_to: Option<serde_json::Value>) -> Self {
-        Replica {
+impl Replay {
+    fn new(
+        dialect: Dialect,
+        transport: Transport,
+        reply_to: Option<serde_json::Value>,
+        ctx: EncodeContext,
+    ) -> Self {
+        let mut ctx = ctx;
+        ctx.binary = matches!(transport, Transport::Proto(_));
+        ctx.reply_to.clone_from(&reply_to);
+        let translator = transport::translator(
             dialect,
-            encoder: registry::encoder(dialect, EncodeContext::default()),
-            written: Sink::new(Framing::stream(binary)),
-            ended: false,
-            binary,
-            reencode: false,
+            dialect,
+            ctx,
+            DEFAULT_MAX_EVENT_BYTES,
+            Transport::Sse,
+            (transport, false),
+        );
+        Replay {
+            dialect,
+            transport,
             reply_to,
+            translator,
+            begin: None,
+            out: Sink::new(Framing::stream(matches!(transport, Transport::Proto(_)))),
+            ended: false,
+            written: 0,
+            first: None,
+            keep_steps: false,
         }
     }
 
-    /// The encoder as the live one was built (its ids, thread and run), in
-    /// the client's transport, answering the client's request.
-    fn begin(&mut self, setup: &Setup) {
-        let mut ctx = setup.context();
-        ctx.binary = self.binary;
-        if self.reply_to.is_some() {
-            ctx.reply_to.clone_from(&self.reply_to);
-        }
-        self.encoder = registry::encoder(self.dialect, ctx);
-        // A WebSocket session's log holds bodies, which no HTTP client
-        // takes as they are.
-        self.reencode = setup.binary != self.binary || setup.messages || self.reply_to.is_some();
-    }
-
-    /// The client got the bytes these steps wrote.
-    fn observe(&mut self, steps: &[Step]) {
-        for step in steps {
-            if self.ended {
-                break;
+    /// Feeds one entry; what it made for the client is in `out` (the
+    /// caller takes it, then calls [`next`](Self::next)).
+    fn entry(&mut self, id: EventId, data: &[u8], core: Option<&[u8]>) -> Result<(), Refused> {
+        let came = core.and_then(Came::parse).ok_or(Refused::Unreadable)?;
+        let (t, out) = (&mut self.translator, &mut self.out);
+        let stepped = match came {
+            Came::Begin(begin) if self.first.is_none() => {
+                self.first = Some(id);
+                *t = begin.translator(self.transport, self.reply_to.as_ref());
+                if self.keep_steps {
+                    t.keep_journal();
+                }
+                self.begin = Some(begin);
+                return Ok(());
             }
-            if let Step::Begin(setup) = step {
-                self.begin(setup);
+            _ if self.first.is_none() => return Err(Refused::Unreadable),
+            Came::Begin(_) => return Err(Refused::Unreadable),
+            Came::Read(ms) => {
+                t.set_now(ms);
+                transport::guarded(t, out, |t, out| t.push_to(data, out).is_ok())
             }
-            step.replay(self.encoder.as_mut(), &mut self.written);
-            self.ended = step.ends();
+            Came::Messages(ms) => {
+                t.set_now(ms);
+                transport::guarded(t, out, |t, out| {
+                    messages(data)
+                        .try_for_each(|m| t.push_message_to(m, out))
+                        .is_ok()
+                })
+            }
+            Came::Finish(ms) => {
+                t.set_now(ms);
+                transport::guarded(t, out, |t, out| {
+                    t.finish_live_to(out).map(|_| false).is_ok()
+                })
+                .map(|_| false)
+            }
+            Came::Fail(ms, f) => {
+                t.set_now(ms);
+                if !self.ended {
+                    t.fail_to(&f.message, Some(&f.code), out);
+                }
+                Some(false)
+            }
+            Came::Internal(_) => {
+                if !self.ended {
+                    t.fail_to(transport::INTERNAL.0, Some(transport::INTERNAL.1), out);
+                }
+                Some(false)
+            }
+        };
+        // `Some(true)`: the stream goes on; a translation error, an end or
+        // a panic (`None`) ended it, as live.
+        if stepped != Some(true) {
+            self.ended = true;
         }
+        Ok(())
     }
 
-    /// One log entry to the client: its logged event (with its id in SSE;
-    /// binary has no place for one), or the steps' re-encoding in the
-    /// client's transport. Whether the entry held an event.
-    fn send(&mut self, id: EventId, data: &[u8], steps: &[Step], out: &mut Vec<u8>) -> bool {
-        self.observe(steps);
-        if self.reencode {
-            let tag = (!data.is_empty() && !self.binary).then_some(id);
-            tagged(self.written.bytes(), self.written.spans(), tag, out);
-        } else if !data.is_empty() {
-            if self.binary {
-                out.extend_from_slice(data);
-            } else {
-                with_id(id, data, out);
-            }
-        }
-        // Cleared, not taken: its room serves the next entry.
-        self.written.clear();
-        !data.is_empty()
+    /// After `out` was taken: its events are counted as made.
+    fn next(&mut self) {
+        self.written += event_count(self.out.spans());
+        self.out.clear();
     }
 
-    /// Ends the client's stream with the dialect's error, after closing what
-    /// it has open; nothing when its stream has ended already.
+    /// Ends the client's stream with the dialect's error, after closing
+    /// what it has open; nothing when it has ended already.
     fn fail(&mut self, message: &str, code: &str, out: &mut Vec<u8>) {
         if !self.ended {
             self.ended = true;
-            let framing = Framing::stream(self.binary);
-            Sink::appending(out, framing, |sink| {
-                self.encoder.fail_to(message, Some(code), sink)
-            });
+            let framing = Framing::stream(matches!(self.transport, Transport::Proto(_)));
+            let t = &mut self.translator;
+            Sink::appending(out, framing, |sink| t.fail_to(message, Some(code), sink));
         }
+    }
+
+    /// A fresh encoder of the client's, as the live one began (for a
+    /// snapshot, written before the tail the translator goes on with).
+    fn summary_encoder(&self) -> Box<dyn Encoder> {
+        let ctx = match &self.begin {
+            Some(b) => b.context(self.transport, self.reply_to.as_ref()),
+            None => EncodeContext {
+                binary: self.binary(),
+                reply_to: self.reply_to.clone(),
+                ..EncodeContext::default()
+            },
+        };
+        registry::encoder(self.dialect, ctx)
+    }
+
+    fn binary(&self) -> bool {
+        matches!(self.transport, Transport::Proto(_))
     }
 }
 
 /// How a reconnecting client is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Every event after this id, as sent (`Last-Event-ID`); `None`: from
-    /// the start (Vercel's resume, AG-Kit).
-    After(Option<EventId>),
+    /// Every event after this id (`Last-Event-ID`); `None`: from the start
+    /// (Vercel's resume, AG-Kit).
+    After(Option<ClientId>),
     /// A snapshot of the messages so far, open items re-opened, then the
     /// tail (AG-UI and HAI without `Last-Event-ID`).
     Snapshot,
@@ -437,161 +649,93 @@ pub enum Mode {
 pub struct Follow {
     pub runs: Arc<dyn RunLog>,
     pub run_id: String,
-    /// The client's dialect (the log holds its bytes).
+    /// The client's dialect.
     pub dialect: Dialect,
     pub mode: Mode,
     /// Snapshot mode: the log's last id when the client came back.
     pub last: Option<EventId>,
     /// Snapshot mode: the run's input, first in the snapshot.
     pub input: Vec<Message>,
-    /// Snapshot mode: at most this many bytes of log (client bytes and core
-    /// parts) are held to build the snapshot; past it the run is replayed as
-    /// it was sent instead.
+    /// Snapshot mode: at most this many bytes of the run's core events are
+    /// held to build the snapshot; past it the run is sent whole instead.
     pub max_snapshot_bytes: usize,
     /// Held for as long as the client is followed.
     pub slot: FollowerSlot,
     /// Set before the end when the run failed and the dialect shows that
     /// only as a body that breaks off (`Encoder::aborts`), as live.
     pub abort: Arc<std::sync::atomic::AtomicBool>,
-    /// The resuming client's transport, which may differ from the live
-    /// client's (the log's).
+    /// The resuming client's transport (the live client's may differ).
     pub transport: Transport,
-    /// Counts the logged events sent to this client (re-sent, or summed
-    /// up in its snapshot).
+    /// Counts the run's events sent to this client (re-sent, or summed up
+    /// in its snapshot).
     pub replayed: prometheus_client::metrics::counter::Counter,
     /// This stream's count in `requests_total`, made as it ends.
     pub counted: crate::metrics::CountAtEnd,
     /// What the resuming request asked its answers to carry, when it has
-    /// its own (`None`: the run's events as they were sent).
+    /// its own (`None`: the run's).
     pub reply_to: Option<serde_json::Value>,
 }
 
-/// Snapshot mode: the log read so far, until it reaches `last`.
-struct Held {
-    entries: Vec<Logged>,
-    bytes: usize,
-    last: EventId,
-}
-
-/// One log entry as read.
-struct Logged {
-    id: EventId,
-    data: Bytes,
-    core: Option<Bytes>,
+/// How one pass over the log ended.
+enum Pass {
+    /// The stream is over: its failure, if any.
+    Done(Option<(&'static str, &'static str)>),
+    /// The client went away.
+    Gone,
+    /// The snapshot would hold more than its bound: read again, sending
+    /// the run whole.
+    Whole,
 }
 
 impl Follow {
-    /// Streams the log to the client: the replay, then the live tail, each
-    /// event with its id; a lost run, a broken store or shutdown ends with the
-    /// dialect's error, after closing what the client has open.
+    /// Streams the run to the client: what it missed, then the live tail;
+    /// a lost run, a broken store or shutdown ends with the dialect's
+    /// error, after closing what the client has open.
     pub async fn run(self, tx: mpsc::Sender<Bytes>, shutdown: crate::shutdown::Shutdown) {
-        let Follow {
-            runs,
-            run_id,
-            dialect,
-            mode,
-            last,
-            input,
-            max_snapshot_bytes,
-            slot: _slot,
-            abort,
-            transport,
-            replayed,
-            counted,
-            reply_to,
-        } = self;
-        let mut tail = Tail {
-            // With `Last-Event-ID` the log is still read from its start:
-            // what the client got before the id is not sent again, but its
-            // steps tell what the client has open.
-            skip: match mode {
-                Mode::After(after) => after,
-                Mode::Snapshot => None,
-            },
-            replica: Replica::new(dialect, matches!(transport, Transport::Proto(_)), reply_to),
-            // Snapshot mode: the log up to `last` is held (as the store gave
-            // it: no copy in memory), then summarised; past the cap,
-            // replayed.
-            held: match (mode, last) {
-                (Mode::Snapshot, Some(last)) => Some(Held {
-                    entries: Vec::new(),
-                    bytes: 0,
-                    last,
-                }),
-                _ => None,
-            },
-            out: Vec::new(),
-            input,
-            max_snapshot_bytes,
-            replayed,
-        };
-        let mut log = runs.read(&run_id, None);
-        let mut first = true;
-        // Made once: polled at every entry.
         let shutdown = shutdown.cancelled();
         tokio::pin!(shutdown);
-        let failure = loop {
-            let item = tokio::select! {
-                item = log.next() => match item {
-                    Some(item) => item,
-                    None => break None,
-                },
-                () = &mut shutdown => break Some(("the gateway is shutting down", "shutdown")),
-            };
-            let at_start = std::mem::take(&mut first);
-            match item {
-                Ok(LogItem::Truncated) if at_start && tail.skip.is_some() => {
-                    // The log lost its start: read from the client's id as
-                    // asked (the store says whether any of that is gone);
-                    // what was open before it is unknown, as the log is.
-                    log = runs.read(&run_id, tail.skip.take());
-                    continue;
-                }
-                Ok(LogItem::Event { id, data, core }) => tail.event(Logged { id, data, core }),
-                Ok(LogItem::End(_)) => break None,
-                Ok(LogItem::Lost) => {
-                    break Some((
-                        "the gateway instance serving this run went away",
-                        "run_lost",
-                    ))
-                }
-                Ok(LogItem::Truncated) => {
-                    break Some((
-                        "the events since the last one received are no longer kept",
-                        "resume_truncated",
-                    ))
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading the run failed");
-                    break Some(("reading the run failed", "store_unavailable"));
-                }
+        let mut mode = self.mode;
+        let (tail, pass) = loop {
+            let mut tail = Tail::new(&self, mode);
+            match tail.pass(&self, &tx, &mut shutdown).await {
+                Pass::Whole => mode = Mode::After(None),
+                pass => break (tail, pass),
             }
-            if !tail.out.is_empty()
-                && tx
-                    .send(Bytes::from(std::mem::take(&mut tail.out)))
-                    .await
-                    .is_err()
-            {
+        };
+        let mut tail = tail;
+        let failure = match pass {
+            Pass::Done(failure) => failure,
+            Pass::Gone | Pass::Whole => {
                 // The client went away again; the run is not affected.
-                counted.ended(true);
+                self.counted.ended(true);
                 return;
             }
         };
         let out = tail.finish(failure);
         let gone = !out.is_empty() && tx.send(Bytes::from(out)).await.is_err();
-        if tail.replica.encoder.aborts() {
-            abort.store(true, Ordering::Release);
+        if tail.replay.translator.encoder().aborts() {
+            self.abort.store(true, Ordering::Release);
         }
-        counted.ended(gone);
+        self.counted.ended(gone);
     }
 }
 
-/// What a follower keeps while it reads the log: the client's view, what it
-/// holds for a snapshot, and the bytes to send next.
+/// Snapshot mode: the core events made so far, until the log reaches
+/// `last`.
+struct Held {
+    steps: Vec<Step>,
+    bytes: usize,
+    last: EventId,
+}
+
+/// What a follower keeps while it reads the log: the replay, what it holds
+/// for a snapshot, and the bytes to send next.
 struct Tail {
-    /// Entries up to this id were sent to the client before.
-    skip: Option<EventId>,
-    replica: Replica,
+    replay: Replay,
+    /// `Last-Event-ID`, until the record's first entry says what it means.
+    after: Option<ClientId>,
+    /// The client has the run's events up to this number.
+    skip: u64,
     held: Option<Held>,
     out: Vec<u8>,
     input: Vec<Message>,
@@ -600,56 +744,198 @@ struct Tail {
 }
 
 impl Tail {
-    /// One logged event: observed only (the client has it), sent, or held
-    /// for the snapshot.
-    fn event(&mut self, e: Logged) {
-        if self.skip.is_some_and(|after| e.id <= after) {
-            self.replica.observe(&read_steps(e.core.as_ref()));
-            self.replica.written.clear();
-            return;
+    fn new(f: &Follow, mode: Mode) -> Self {
+        let mut replay = Replay::new(
+            f.dialect,
+            f.transport,
+            f.reply_to.clone(),
+            EncodeContext::default(),
+        );
+        let held = match (mode, f.last) {
+            (Mode::Snapshot, Some(last)) => Some(Held {
+                steps: Vec::new(),
+                bytes: 0,
+                last,
+            }),
+            _ => None,
+        };
+        replay.keep_steps = held.is_some();
+        Tail {
+            replay,
+            after: match mode {
+                Mode::After(after) => after,
+                Mode::Snapshot => None,
+            },
+            skip: 0,
+            held,
+            out: Vec::new(),
+            input: f.input.clone(),
+            max_snapshot_bytes: f.max_snapshot_bytes,
+            replayed: f.replayed.clone(),
         }
-        let Some(h) = self.held.as_mut() else {
-            self.send(&e);
+    }
+
+    /// Reads the log from its start and sends what the client is to get.
+    async fn pass(
+        &mut self,
+        f: &Follow,
+        tx: &mpsc::Sender<Bytes>,
+        shutdown: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    ) -> Pass {
+        let mut log = f.runs.read(&f.run_id, None);
+        loop {
+            let item = tokio::select! {
+                item = log.next() => match item {
+                    Some(item) => item,
+                    None => return Pass::Done(None),
+                },
+                () = shutdown.as_mut() => return Pass::Done(Some(("the gateway is shutting down", "shutdown"))),
+            };
+            let step = match item {
+                Ok(LogItem::Event { id, data, core }) => self.event(id, &data, core.as_deref()),
+                Ok(LogItem::End(_)) => return Pass::Done(None),
+                Ok(LogItem::Lost) => {
+                    return Pass::Done(Some((
+                        "the gateway instance serving this run went away",
+                        "run_lost",
+                    )))
+                }
+                // The log lost its start (its caps): the run cannot be
+                // made again from it.
+                Ok(LogItem::Truncated) => {
+                    return Pass::Done(Some((
+                        "the run's start is no longer kept",
+                        "resume_truncated",
+                    )))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the run failed");
+                    return Pass::Done(Some(("reading the run failed", "store_unavailable")));
+                }
+            };
+            match step {
+                Ok(true) => {}
+                Ok(false) => return Pass::Whole,
+                Err(refused) => return Pass::Done(Some(refused.error())),
+            }
+            if !self.out.is_empty()
+                && tx
+                    .send(Bytes::from(std::mem::take(&mut self.out)))
+                    .await
+                    .is_err()
+            {
+                return Pass::Gone;
+            }
+        }
+    }
+
+    /// One entry of the record: translated, then its events skipped (the
+    /// client has them), sent, or summed up for the snapshot. `Ok(false)`:
+    /// the snapshot would be over its bound.
+    fn event(&mut self, id: EventId, data: &[u8], core: Option<&[u8]>) -> Result<bool, Refused> {
+        let first = self.replay.first.is_none();
+        self.replay.entry(id, data, core)?;
+        if first {
+            self.begin()?;
+        }
+        if let Some(h) = self.held.as_mut() {
+            let journal = self.replay.translator.take_journal();
+            h.bytes += journal.records(0, journal.marks().len()).len();
+            match journal.steps() {
+                Ok(noted) => h.steps.extend(noted.into_iter().map(|n| n.step)),
+                Err(e) => tracing::warn!(error = %e, "unreadable core events in a replay"),
+            }
+            self.replay.next();
+            if h.bytes > self.max_snapshot_bytes {
+                return Ok(false);
+            }
+            if id >= h.last {
+                self.summarise(true);
+            }
+            return Ok(true);
+        }
+        self.send();
+        Ok(true)
+    }
+
+    /// The record's first entry is read: what the client's id means.
+    fn begin(&mut self) -> Result<(), Refused> {
+        let (Some(first), Some(after)) = (self.replay.first, self.after) else {
+            return Ok(());
+        };
+        self.skip = match after.run.cmp(&first) {
+            // An earlier run's id: this one whole.
+            std::cmp::Ordering::Less => 0,
+            std::cmp::Ordering::Equal => after.n,
+            std::cmp::Ordering::Greater => u64::MAX,
+        };
+        let version = self.replay.begin.as_ref().map(|b| b.version.as_str());
+        if self.skip > 0 && version != Some(RECORD_VERSION) {
+            return Err(Refused::Version);
+        }
+        Ok(())
+    }
+
+    /// The events the last entry made that the client does not have, with
+    /// their ids.
+    fn send(&mut self) {
+        let r = &mut self.replay;
+        let ids = match (r.first, r.binary()) {
+            (Some(first), false) => Some(format!("id: {first}-").into_bytes()),
+            _ => None,
+        };
+        let (_, sent) = write_numbered(
+            r.out.bytes(),
+            r.out.spans(),
+            (r.written, self.skip),
+            ids.as_deref(),
+            &mut self.out,
+        );
+        self.replayed.inc_by(sent);
+        r.next();
+    }
+
+    /// The snapshot of what is held, its last event with the id of the
+    /// last event summed up (when `tag`).
+    fn summarise(&mut self, tag: bool) {
+        let Some(held) = self.held.take() else {
             return;
         };
-        h.bytes += e.data.len() + e.core.as_ref().map_or(0, Bytes::len);
-        let (id, at_last) = (e.id, e.id >= h.last);
-        h.entries.push(e);
-        if h.bytes > self.max_snapshot_bytes {
-            // Too much to summarise within the bound: the run as it was
-            // sent (a valid stream from its start), then the tail.
-            for e in self.held.take().map(|h| h.entries).unwrap_or_default() {
-                self.send(&e);
-            }
-        } else if at_last {
-            // The summary's last event carries the id it covers.
-            self.summarise(Some(id));
+        self.replay.translator.take_journal();
+        let r = &mut self.replay;
+        self.replayed.inc_by(r.written);
+        let (events, end) = summary(&self.input, &held.steps);
+        let mut encoder = r.summary_encoder();
+        let mut sink = Sink::new(Framing::stream(r.binary()));
+        for ev in &events {
+            encoder.encode_to(ev, &mut sink);
         }
-    }
-
-    fn send(&mut self, e: &Logged) {
-        let steps = read_steps(e.core.as_ref());
-        if self.replica.send(e.id, &e.data, &steps, &mut self.out) {
-            self.replayed.inc();
+        // No end otherwise: the live tail continues the run.
+        if let Some(step) = end {
+            step.replay(encoder.as_mut(), &mut sink);
+            r.ended = true;
         }
-    }
-
-    fn summarise(&mut self, tag: Option<EventId>) {
-        let entries = self.held.take().map(|h| h.entries).unwrap_or_default();
-        // Entries that carry an event for the client (not core-only ones).
-        let events = entries.iter().filter(|e| !e.data.is_empty()).count();
-        self.replayed.inc_by(events as u64);
-        snapshot(&mut self.replica, &self.input, &entries, tag, &mut self.out);
+        let tag = match (tag, r.first, r.binary()) {
+            (true, Some(first), false) => Some(ClientId {
+                run: first,
+                n: r.written,
+            }),
+            _ => None,
+        };
+        let (bytes, spans) = sink.take();
+        tagged(&bytes, &spans, tag, &mut self.out);
+        // The client has every event made so far.
+        self.skip = r.written;
     }
 
     /// The last bytes: the snapshot of what is held, when the log ended (or
     /// failed) before reaching `last`, then the failure, if any.
     fn finish(&mut self, failure: Option<(&str, &str)>) -> Vec<u8> {
         if self.held.is_some() {
-            self.summarise(None);
+            self.summarise(false);
         }
         if let Some((message, code)) = failure {
-            self.replica.fail(message, code, &mut self.out);
+            self.replay.fail(message, code, &mut self.out);
         }
         std::mem::take(&mut self.out)
     }
@@ -665,11 +951,10 @@ pub enum Upto {
 }
 
 /// The run as its client was told it, as the client dialect's encoder
-/// answers a request about it (`Encoder::state_answer`), built from the
-/// logged steps (the client's bytes are never decoded) with `reply_to`
-/// (the asking request's). Reads for at most `within`; the answer is then
-/// the run as far as it was read. `Ok(None)`: the dialect has no such
-/// answer.
+/// answers a request about it (`Encoder::state_answer`), made again from
+/// the record with `reply_to` (the asking request's). Reads for at most
+/// `within`; the answer is then the run as far as it was read. `Ok(None)`:
+/// the dialect has no such answer.
 pub async fn state_answer(
     runs: &Arc<dyn RunLog>,
     run_id: &str,
@@ -678,17 +963,17 @@ pub async fn state_answer(
     upto: Upto,
     within: Duration,
 ) -> Result<Option<serde_json::Value>, babelgate_store::StoreError> {
-    let mut replica = Replica::new(dialect, false, reply_to);
-    // The run's id even when it logged nothing yet (its first step, the
-    // live encoder's context, replaces this).
-    replica.begin(&Setup::of(&EncodeContext {
+    // The run's id even when it logged nothing yet (the record's `Begin`
+    // replaces this).
+    let ctx = EncodeContext {
         run_id: Some(run_id.to_string()),
         ..EncodeContext::default()
-    }));
+    };
+    let mut replay = Replay::new(dialect, Transport::Sse, reply_to, ctx);
     let last = match upto {
         // A running run with no entry yet: nothing to read (the read would
         // wait for its first).
-        Upto::Entry(None) => return Ok(replica.encoder.state_answer()),
+        Upto::Entry(None) => return Ok(replay.translator.encoder().state_answer()),
         Upto::Entry(Some(last)) => Some(last),
         Upto::End => None,
     };
@@ -696,15 +981,17 @@ pub async fn state_answer(
     let read = async {
         while let Some(item) = log.next().await {
             match item? {
-                LogItem::Event { id, core, .. } => {
-                    replica.observe(&read_steps(core.as_ref()));
-                    replica.written.clear();
+                LogItem::Event { id, data, core } => {
+                    if let Err(refused) = replay.entry(id, &data, core.as_deref()) {
+                        tracing::warn!(?refused, "a run's log cannot be read");
+                        break;
+                    }
+                    replay.next();
                     if last.is_some_and(|l| id >= l) {
                         break;
                     }
                 }
-                LogItem::Truncated => {}
-                LogItem::End(_) | LogItem::Lost => break,
+                LogItem::Truncated | LogItem::End(_) | LogItem::Lost => break,
             }
         }
         Ok::<(), babelgate_store::StoreError>(())
@@ -712,31 +999,15 @@ pub async fn state_answer(
     if let Ok(r) = tokio::time::timeout(within, read).await {
         r?;
     }
-    Ok(replica.encoder.state_answer())
+    Ok(replay.translator.encoder().state_answer())
 }
 
-/// What a client without `Last-Event-ID` gets first: the run's start, a
-/// messages snapshot (the run's input and what is complete so far), then the
-/// items still open, re-opened with what they hold, all built from the
-/// logged core events and shaped by the same stage as a live stream, then
-/// written by `replica`'s encoder (which goes on observing the tail). A run
-/// that already ended gets its end as it got it live. `tag`: the id the
-/// summary covers, put on its last event (the sink says where that starts),
-/// so that a later reconnect with `Last-Event-ID` continues after it.
-fn snapshot(
-    replica: &mut Replica,
-    input: &[Message],
-    entries: &[Logged],
-    tag: Option<EventId>,
-    out: &mut Vec<u8>,
-) {
-    let steps: Vec<Step> = entries
-        .iter()
-        .flat_map(|e| read_steps(e.core.as_ref()))
-        .collect();
-    if let Some(Step::Begin(setup)) = steps.first() {
-        replica.begin(setup);
-    }
+/// What a client without `Last-Event-ID` gets first, from the core events
+/// the replay's encoder was given (`steps`): the run's start, a messages
+/// snapshot (the run's input and what is complete so far), then the items
+/// still open, re-opened with what they hold, shaped by the same stage as a
+/// live stream; and the end step, when the run ended (as it got it live).
+fn summary(input: &[Message], steps: &[Step]) -> (Vec<Event>, Option<Step>) {
     let end = steps.iter().find(|s| s.ends()).cloned();
     let events: Vec<&Event> = steps
         .iter()
@@ -805,21 +1076,11 @@ fn snapshot(
             }
         }
     }
-    let mut sink = Sink::new(Framing::stream(replica.binary));
-    for ev in &shaped {
-        replica.encoder.encode_to(ev, &mut sink);
-    }
-    // No `finish` otherwise: the live tail continues the run.
-    if let Some(step) = end {
-        step.replay(replica.encoder.as_mut(), &mut sink);
-        replica.ended = true;
-    }
-    let (bytes, spans) = sink.take();
-    tagged(&bytes, &spans, tag.filter(|_| !replica.binary), out);
+    (shaped, end)
 }
 
 /// `bytes` to `out`, the last event of `spans` with the id `tag` (SSE).
-fn tagged(bytes: &[u8], spans: &[babelgate_core::Span], tag: Option<EventId>, out: &mut Vec<u8>) {
+fn tagged(bytes: &[u8], spans: &[Span], tag: Option<ClientId>, out: &mut Vec<u8>) {
     let last = spans
         .iter()
         .rev()
@@ -828,7 +1089,8 @@ fn tagged(bytes: &[u8], spans: &[babelgate_core::Span], tag: Option<EventId>, ou
     match (tag, last) {
         (Some(id), Some(last)) => {
             out.extend_from_slice(bytes.get(..last.start).unwrap_or_default());
-            with_id(id, bytes.get(last.start..).unwrap_or_default(), out);
+            out.extend_from_slice(format!("id: {id}\n").as_bytes());
+            out.extend_from_slice(bytes.get(last.start..).unwrap_or_default());
         }
         _ => out.extend_from_slice(bytes),
     }
@@ -851,195 +1113,4 @@ pub(crate) async fn test_writer(log: &Arc<dyn RunLog>) -> RunWriter {
         .await
         .expect("the run begins");
     writer
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use babelgate_core::journal::Noted;
-
-    fn step(delta: &str) -> Step {
-        Step::Event(Box::new(Event::new(EventKind::TextDelta {
-            message_id: "m".into(),
-            delta: delta.into(),
-        })))
-    }
-
-    #[test]
-    fn id_lines_follow_each_id_across_milliseconds() {
-        let mut lines = IdLines::default();
-        let mut out = Vec::new();
-        let ids = [
-            (1_764_000_000_123, 0),
-            (1_764_000_000_123, 17),
-            (1_764_000_000_124, 5),
-            (7, 123_456),
-        ];
-        for (ms, seq) in ids {
-            lines.write(EventId::new(ms, seq), b"data: x\n\n", &mut out);
-        }
-        let want: String = ids
-            .iter()
-            .map(|(ms, seq)| format!("id: {ms}-{seq}\ndata: x\n\n"))
-            .collect();
-        assert_eq!(String::from_utf8(out).unwrap(), want);
-        let (mut one, max) = (Vec::new(), EventId::new(u64::MAX, u64::MAX));
-        with_id(max, b"", &mut one);
-        assert_eq!(one, format!("id: {max}\n").into_bytes());
-    }
-
-    #[tokio::test]
-    async fn recorded_events_get_the_ids_of_their_log_entries() {
-        use babelgate_store::{MemoryConfig, MemoryRunLog};
-        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
-        let mut client = Vec::new();
-        let mut sink = Sink::new(Framing::Sse);
-        sink.data("1");
-        sink.comment("ping");
-        sink.data("2");
-        // a step of the first event, one noted at the comment (it goes with
-        // the next event), one after every event (an entry of its own)
-        let mut noted = Journal::of(&[
-            Noted {
-                step: step("a"),
-                span: 0,
-            },
-            Noted {
-                step: step("b"),
-                span: 1,
-            },
-            Noted {
-                step: step("c"),
-                span: 3,
-            },
-        ]);
-        rec.record(&sink, &mut noted, &mut client).await;
-        assert!(noted.is_empty());
-        sink.clear();
-        sink.comment("ping");
-        rec.record(&sink, &mut Journal::default(), &mut client)
-            .await;
-        sink.clear();
-        sink.data("3");
-        rec.record(&sink, &mut Journal::default(), &mut client)
-            .await;
-        let mut logged = Vec::new();
-        let mut read = log.read("r1", None);
-        while logged.len() < 4 {
-            match read.next().await {
-                Some(Ok(LogItem::Event { id, data, core })) => {
-                    logged.push((id, data, read_steps(core.as_ref())))
-                }
-                Some(Ok(_)) => {}
-                other => panic!("read: {other:?}"),
-            }
-        }
-        // the comments are not logged and carry no id; each event carries
-        // the id of its own entry; the core-only entry is not sent
-        let [(a, d1, c1), (b, d2, c2), (_, d3, c3), (c, d4, c4)] = &logged[..] else {
-            unreachable!()
-        };
-        assert_eq!(
-            [&d1[..], &d2[..], &d3[..], &d4[..]],
-            [&b"data: 1\n\n"[..], b"data: 2\n\n", b"", b"data: 3\n\n"]
-        );
-        assert_eq!(
-            [c1, c2, c3, c4],
-            [
-                &vec![step("a")],
-                &vec![step("b")],
-                &vec![step("c")],
-                &vec![]
-            ]
-        );
-        let want = format!(
-            "id: {a}\ndata: 1\n\n: ping\n\nid: {b}\ndata: 2\n\n: ping\n\nid: {c}\ndata: 3\n\n"
-        );
-        assert_eq!(String::from_utf8(client).unwrap(), want);
-        // once the log fails (here: the run ended), events go out without ids
-        log.end("r1", RunOutcome::Completed, Duration::from_secs(1))
-            .await
-            .unwrap();
-        let mut client = Vec::new();
-        sink.clear();
-        sink.data("4");
-        sink.data("5");
-        rec.record(&sink, &mut Journal::default(), &mut client)
-            .await;
-        assert_eq!(client, b"data: 4\n\ndata: 5\n\n");
-    }
-
-    /// Steps handed over out of the output's order still go with their
-    /// events, in the order they were noted within each.
-    #[tokio::test]
-    async fn steps_out_of_order_go_with_their_events() {
-        use babelgate_store::{MemoryConfig, MemoryRunLog};
-        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig::default()));
-        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(1));
-        let mut sink = Sink::new(Framing::Sse);
-        sink.data("1");
-        sink.data("2");
-        let noted = |d: &str, span| Noted {
-            step: step(d),
-            span,
-        };
-        let mut steps = Journal::of(&[
-            noted("after", 2),
-            noted("b1", 1),
-            noted("a1", 0),
-            noted("b2", 1),
-            noted("a2", 0),
-        ]);
-        rec.record(&sink, &mut steps, &mut Vec::new()).await;
-        let mut read = log.read("r1", None);
-        let mut cores = Vec::new();
-        while cores.len() < 3 {
-            match read.next().await {
-                Some(Ok(LogItem::Event { core, .. })) => cores.push(read_steps(core.as_ref())),
-                other => panic!("read: {other:?}"),
-            }
-        }
-        assert_eq!(
-            cores,
-            [
-                vec![step("a1"), step("a2")],
-                vec![step("b1"), step("b2")],
-                vec![step("after")]
-            ]
-        );
-    }
-
-    #[test]
-    fn the_snapshot_s_last_event_gets_the_id() {
-        let open = [Logged {
-            id: EventId::new(5, 1),
-            data: Bytes::from_static(b"data: x\n\n"),
-            core: {
-                let mut core = Vec::new();
-                babelgate_core::journal::write_log_steps(&[step("hi")], &mut core).unwrap();
-                Some(Bytes::from(core))
-            },
-        }];
-        for dialect in [Dialect::AgUi, Dialect::Hai] {
-            let mut out = Vec::new();
-            let mut replica = Replica::new(dialect, false, None);
-            snapshot(&mut replica, &[], &open, Some(EventId::new(5, 1)), &mut out);
-            let text = String::from_utf8(out).unwrap();
-            let evs: Vec<&str> = text.trim_end().split("\n\n").collect();
-            assert!(evs.len() >= 2, "{text}");
-            assert!(evs.last().unwrap().starts_with("id: 5-1\n"), "{text}");
-            assert_eq!(text.matches("id: ").count(), 1, "{text}");
-            assert!(text.contains("hi"), "{text}");
-            let mut untagged = Vec::new();
-            snapshot(
-                &mut Replica::new(dialect, false, None),
-                &[],
-                &open,
-                None,
-                &mut untagged,
-            );
-            assert!(!String::from_utf8(untagged).unwrap().contains("id: "));
-        }
-    }
 }

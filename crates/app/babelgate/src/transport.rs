@@ -122,6 +122,47 @@ pub fn translator(
     t
 }
 
+/// Runs one translator step. A panic in it (a decoder or encoder bug)
+/// must not kill the task, which would cut the client's stream without an
+/// error and leave the run log open: it is caught, what the step half
+/// wrote is dropped, and the stream is closed with the dialect's error,
+/// code `internal`. `None` after a panic; the translator is then not used
+/// again but for that error. The live stream and a replay of its record
+/// (`resume.rs`) both step through here, so they end alike.
+pub fn guarded<T>(
+    translator: &mut babelgate_core::Translator,
+    out: &mut babelgate_core::Sink,
+    step: impl FnOnce(&mut babelgate_core::Translator, &mut babelgate_core::Sink) -> T,
+) -> Option<T> {
+    let before = out.bytes().len();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(translator, out))) {
+        Ok(r) => Some(r),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)");
+            // Bounded: the message may quote a whole upstream frame.
+            let what: String = what.chars().take(256).collect();
+            tracing::error!(panic = %what, "the stream's translation panicked");
+            out.truncate(before);
+            let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                translator.fail_to(INTERNAL.0, Some(INTERNAL.1), out)
+            }));
+            if failed.is_err() {
+                // The encoder itself is broken: end without an event
+                // rather than with half of one.
+                out.truncate(before);
+            }
+            None
+        }
+    }
+}
+
+/// The error a stream whose translation panicked ends with.
+pub const INTERNAL: (&str, &str) = ("the gateway failed to translate the stream", "internal");
+
 /// The transport a client asks for with `accept`: binary when its dialect
 /// allows it and the client prefers it to SSE (a higher q-value, or the same
 /// and listed first); SSE otherwise, also when nothing is said.

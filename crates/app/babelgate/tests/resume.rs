@@ -87,14 +87,21 @@ async fn every_event_carries_an_increasing_id() {
         .iter()
         .map(|(id, _)| id.clone().expect("an id"))
         .collect();
-    let parsed: Vec<(u64, u64)> = ids
+    // `<run>-<n>`: the run's first log entry, then the event's number.
+    let parsed: Vec<(&str, u64)> = ids
         .iter()
         .map(|s| {
-            let (a, b) = s.split_once('-').unwrap();
-            (a.parse().unwrap(), b.parse().unwrap())
+            let (run, n) = s.rsplit_once('-').unwrap();
+            (run, n.parse().unwrap())
         })
         .collect();
-    assert!(parsed.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert!(parsed.iter().all(|(run, _)| *run == parsed[0].0), "{ids:?}");
+    let numbers: Vec<u64> = parsed.iter().map(|(_, n)| *n).collect();
+    assert_eq!(
+        numbers,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "{ids:?}"
+    );
 }
 
 #[tokio::test]

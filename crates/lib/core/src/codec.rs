@@ -144,6 +144,13 @@ pub trait Encoder: Send {
     fn state_answer(&self) -> Option<serde_json::Value> {
         None
     }
+
+    /// The time (ms since the epoch) to stamp what follows with, where an
+    /// event has none, until set again: a stream replayed from its record
+    /// (the gateway's run log) is stamped with the times it had live.
+    /// Only encoders that stamp from their clock (`Policy::clock_timestamps`)
+    /// need it.
+    fn set_now(&mut self, _ms: i64) {}
 }
 
 /// Moves run requests between a dialect's body and the neutral form.

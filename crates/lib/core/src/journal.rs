@@ -27,6 +27,9 @@ pub struct Setup {
     pub continued: Continued,
     #[serde(default)]
     pub extension_frames: bool,
+    /// `Raw` events were left out (`EncodeContext::drop_raw`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drop_raw: bool,
     /// The client got the binary form: the logged events are messages.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub binary: bool,
@@ -49,6 +52,7 @@ impl Setup {
             message_id: ctx.message_id.clone(),
             continued: ctx.continued.clone(),
             extension_frames: ctx.extension_frames,
+            drop_raw: ctx.drop_raw,
             binary: ctx.binary,
             messages: false,
             reply_to: ctx.reply_to.clone().map(Box::new),
@@ -64,6 +68,7 @@ impl Setup {
             message_id: self.message_id.clone(),
             continued: self.continued.clone(),
             extension_frames: self.extension_frames,
+            drop_raw: self.drop_raw,
             binary: self.binary,
             reply_to: self.reply_to.as_deref().cloned(),
             ..EncodeContext::default()

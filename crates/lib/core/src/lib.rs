@@ -39,7 +39,7 @@ pub mod translate;
 pub use codec::{DecodeError, Decoder, EncodeContext, Encoder, RequestError, RequestTranslator};
 pub use dialect::Dialect;
 pub use event::{Event, EventKind, Extra, Interrupt, Outcome, Role};
-pub use ids::IdGen;
+pub use ids::{Clock, IdGen};
 pub use intent::{AgentAbout, Intent, Refusal, RequestFault, RunAsk, Skill};
 pub use length::{FramingError, LengthFramer};
 pub use policy::{Policy, Resume};

@@ -283,6 +283,11 @@ impl Translator {
         self.encoder.as_ref()
     }
 
+    /// The time what follows is stamped with (see [`Encoder::set_now`]).
+    pub fn set_now(&mut self, ms: i64) {
+        self.encoder.set_now(ms);
+    }
+
     /// Feeds upstream bytes. On error the client stream is closed with the
     /// dialect's error and the translator accepts nothing more.
     pub fn push_to(&mut self, bytes: &[u8], out: &mut Sink) -> Result<(), TranslateError> {

@@ -88,19 +88,19 @@
 //! default); `<id>`, `<thread>` and `<key>` stand for a run id, a thread id
 //! and a conversation key. The braces are literal: Redis hash tags, keeping
 //! one run's keys together. On Redis Cluster ([`RedisConfig::cluster`]) a
-//! run's keys are `<p>:run:{<tag>}.<rest>:...` for an id `<tag>.<rest>` from
+//! run's keys are `<p>:run2:{<tag>}.<rest>:...` for an id `<tag>.<rest>` from
 //! [`run_id`] (its conversation's tag) and the latest pointer is the hash
-//! `<p>:latest:{<tag>}` (conversation key -> run id), so every script
+//! `<p>:latest2:{<tag>}` (conversation key -> run id), so every script
 //! touches one slot, named in `KEYS`; the rest is as below
 //! (`docs/redis-cluster.md`).
 //!
 //! | key | type | content | expiry |
 //! | --- | --- | --- | --- |
 //! | `<p>:conv:{<thread>}` | list | one JSON [`Message`] per element, oldest first, trimmed to `max_messages` and `max_history_bytes` | `history_ttl`, refreshed by reads and appends |
-//! | `<p>:run:{<id>}:log` | stream | a begin marker (field `b`), one entry per SSE event (field `d` = the bytes, empty for a core-only entry; field `c` = its `core` part, when there is one), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: the retention; lost: `lost_retention` |
-//! | `<p>:run:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id), `input` (the run's input, a JSON array of at most `max_input_bytes`) | as the log |
-//! | `<p>:run:{<id>}:lease` | string | the owner, `SET ... PX <lease>` on begin and renew | the lease |
-//! | `<p>:latest:<key>` | string | id of the latest run begun for the conversation key | as that run's log |
+//! | `<p>:run2:{<id>}:log` | stream | a begin marker (field `b`), one entry per [`RunLog::append`] (field `d` = the bytes, empty for a core-only entry; field `c` = its `core` part, when there is one; what they hold is the gateway's: `run2` names its form, see `redis_store::run_keys`), then an end marker (`e` = outcome) or a lost marker (`l`) | running: lease + `lost_retention` after the last renewal; ended: the retention; lost: `lost_retention` |
+//! | `<p>:run2:{<id>}:meta` | hash | `key`, `owner`, `state` (`running`, `ended`, `lost`), `outcome`, `lease_ms`, `stop`, `entries`, `bytes`, `trimmed` (last dropped id), `input` (the run's input, a JSON array of at most `max_input_bytes`) | as the log |
+//! | `<p>:run2:{<id>}:lease` | string | the owner, `SET ... PX <lease>` on begin and renew | the lease |
+//! | `<p>:latest2:<key>` | string | id of the latest run begun for the conversation key | as that run's log |
 //! | `<p>:{inspector}:index` | sorted set | ids of the inspector's captures (`CaptureBoard`) by start time, trimmed to the inspector's `max_runs` | none (trimmed) |
 //! | `<p>:{inspector}:summary` | hash | id → the list's JSON view of the capture | none (trimmed with the index) |
 //! | `<p>:{inspector}:capture:<id>` | string | the capture, JSON | the board's retention (1 h in the gateway), refreshed by each update |

@@ -214,7 +214,7 @@ if KEYS[4] then
   keep_pointer(KEYS[4], KEYS[2], ARGV[4], ARGV[3])
   return 2
 end
-local latest = ARGV[5] .. ':latest:' .. redis.call('HGET', KEYS[2], 'key')
+local latest = ARGV[5] .. ':latest2:' .. redis.call('HGET', KEYS[2], 'key')
 if redis.call('GET', latest) == ARGV[4] then redis.call('PEXPIRE', latest, ARGV[3]) end
 return 2
 "#;
@@ -244,7 +244,7 @@ if KEYS[4] then
   keep_pointer(KEYS[4], KEYS[2], ARGV[3], ARGV[2])
   return 2
 end
-local latest = ARGV[4] .. ':latest:' .. redis.call('HGET', KEYS[2], 'key')
+local latest = ARGV[4] .. ':latest2:' .. redis.call('HGET', KEYS[2], 'key')
 if redis.call('GET', latest) == ARGV[3] then redis.call('PEXPIRE', latest, ARGV[2]) end
 return 2
 "#;
@@ -604,15 +604,19 @@ fn run_tag(run_id: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// A run's log, meta and lease keys. On Cluster `<p>:run:{<tag>}.<rest>:...`,
-/// in its conversation's slot (an id without a dot: `<p>:run:{<id>}:...`).
-/// On one Redis, where slots do not matter, the names runs always had,
-/// `<p>:run:{<id>}:...`, whatever the id: instances of the version before
-/// and after tags share one Redis during an upgrade.
+/// A run's log, meta and lease keys. On Cluster `<p>:run2:{<tag>}.<rest>:...`,
+/// in its conversation's slot (an id without a dot: `<p>:run2:{<id>}:...`).
+/// On one Redis, where slots do not matter, `<p>:run2:{<id>}:...`, whatever
+/// the id.
+///
+/// `run2`: the second form of what a log holds (the gateway logs what came
+/// in from the upstream, not what went out). Instances of the form before
+/// read `run:` keys and `latest:` pointers, so during an upgrade neither
+/// form's instances ever read a log of the other form: they find no run.
 fn run_keys(prefix: &str, run_id: &str, cluster: bool) -> [String; 3] {
     let name = match run_tag(run_id) {
-        (tag, Some(rest)) if cluster => format!("{prefix}:run:{{{tag}}}.{rest}"),
-        _ => format!("{prefix}:run:{{{run_id}}}"),
+        (tag, Some(rest)) if cluster => format!("{prefix}:run2:{{{tag}}}.{rest}"),
+        _ => format!("{prefix}:run2:{{{run_id}}}"),
     };
     [
         format!("{name}:log"),
@@ -660,9 +664,9 @@ impl Inner {
     /// of the key's tag (a field per key).
     fn latest_key(&self, key: &str) -> String {
         if self.link.cluster {
-            format!("{}:latest:{{{}}}", self.cfg.prefix, crate::key_tag(key))
+            format!("{}:latest2:{{{}}}", self.cfg.prefix, crate::key_tag(key))
         } else {
-            format!("{}:latest:{key}", self.cfg.prefix)
+            format!("{}:latest2:{key}", self.cfg.prefix)
         }
     }
 
@@ -671,7 +675,7 @@ impl Inner {
     fn run_latest(&self, run_id: &str) -> Option<String> {
         self.link
             .cluster
-            .then(|| format!("{}:latest:{{{}}}", self.cfg.prefix, run_tag(run_id).0))
+            .then(|| format!("{}:latest2:{{{}}}", self.cfg.prefix, run_tag(run_id).0))
     }
 
     fn conv_key(&self, thread: &str) -> String {

@@ -84,10 +84,10 @@ async fn a_runs_keys_share_one_slot_and_runs_spread_over_the_primaries() {
             .unwrap();
         let (tag, rest) = run.split_once('.').unwrap();
         let names = [
-            format!("{p}:run:{{{tag}}}.{rest}:log"),
-            format!("{p}:run:{{{tag}}}.{rest}:meta"),
-            format!("{p}:run:{{{tag}}}.{rest}:lease"),
-            format!("{p}:latest:{{{tag}}}"),
+            format!("{p}:run2:{{{tag}}}.{rest}:log"),
+            format!("{p}:run2:{{{tag}}}.{rest}:meta"),
+            format!("{p}:run2:{{{tag}}}.{rest}:lease"),
+            format!("{p}:latest2:{{{tag}}}"),
         ];
         let owner = c.primary_of(&names[0]);
         for name in &names {
@@ -126,7 +126,7 @@ async fn an_untagged_run_id_still_resolves() {
     let s = stores(&cfg).await;
     s.runs.begin("k", "old-id", "me", LEASE).await.unwrap();
     s.runs.append("old-id", Bytes::from("a")).await.unwrap();
-    let name = format!("{}:run:{{old-id}}:log", cfg.prefix);
+    let name = format!("{}:run2:{{old-id}}:log", cfg.prefix);
     assert_eq!(cli(c.primary_of(&name), &["EXISTS", &name]).unwrap(), "1");
     assert_eq!(s.runs.latest("k").await.unwrap().unwrap().run_id, "old-id");
     s.runs
@@ -181,7 +181,7 @@ async fn an_entry_lost_in_a_failover_makes_the_run_lost() {
     s.runs.append(&run, Bytes::from("a")).await.unwrap();
     let last = s.runs.append(&run, Bytes::from("b")).await.unwrap();
     let (tag, rest) = run.split_once('.').unwrap();
-    let log = format!("{}:run:{{{tag}}}.{rest}:log", cfg.prefix);
+    let log = format!("{}:run2:{{{tag}}}.{rest}:log", cfg.prefix);
     let owner = c.primary_of(&log);
     assert_eq!(
         cli(owner, &["XDEL", &log, &last.to_string()]).as_deref(),
@@ -263,7 +263,7 @@ async fn a_retried_write_is_recognised() {
 /// The port of the primary that holds `run`'s log.
 fn primary_of_run(c: &RedisCluster, cfg: &RedisConfig, run: &str) -> u16 {
     let (tag, rest) = run.split_once('.').unwrap();
-    c.primary_of(&format!("{}:run:{{{tag}}}.{rest}:log", cfg.prefix))
+    c.primary_of(&format!("{}:run2:{{{tag}}}.{rest}:log", cfg.prefix))
 }
 
 async fn wait_role(port: u16, role: &str, bound: Duration) -> Instant {
@@ -497,7 +497,7 @@ async fn a_forced_failover_loses_nothing() {
     let primary = primary_of_run(&c, &cfg, &run);
     let replica = c.replica_of(primary);
     let (tag, rest) = run.split_once('.').unwrap();
-    let log = format!("{}:run:{{{tag}}}.{rest}:log", cfg.prefix);
+    let log = format!("{}:run2:{{{tag}}}.{rest}:log", cfg.prefix);
     let (e3, e4) = (ids[3].to_string(), ids[4].to_string());
     assert_eq!(
         cli(primary, &["XDEL", &log, &e3, &e4]).as_deref(),
@@ -570,7 +570,7 @@ async fn a_slot_moved_under_a_running_run_loses_nothing() {
     let key = "resharded";
     let run = run_id(key);
     let (tag, rest) = run.split_once('.').unwrap();
-    let log = format!("{}:run:{{{tag}}}.{rest}:log", cfg.prefix);
+    let log = format!("{}:run2:{{{tag}}}.{rest}:log", cfg.prefix);
     let slot = slot(c, &log).to_string();
     let src = c.primary_of(&log);
     let dst = *c

@@ -19,10 +19,10 @@ use crate::config::Route;
 use crate::error::{json_response, Body, GatewayError};
 use crate::metrics::CountAtEnd;
 use crate::registry;
-use crate::resume::{self, Mode};
+use crate::resume::{self, ClientId, Mode};
 use crate::telemetry::Trace;
 use crate::transport::Transport;
-use babelgate_store::{run_key, EventId, StoreError};
+use babelgate_store::{run_key, StoreError};
 
 impl Gateway {
     /// `GET {path}/{id}/stream`: the client comes back to a run.
@@ -41,7 +41,7 @@ impl Gateway {
         };
         let last_event_id = match headers.get("last-event-id").map(|v| v.to_str()) {
             None => None,
-            Some(Ok(v)) => Some(v.parse::<EventId>().map_err(|e| {
+            Some(Ok(v)) => Some(v.parse::<ClientId>().map_err(|e| {
                 let mut g =
                     GatewayError::client(StatusCode::BAD_REQUEST, "invalid_request", e.to_string());
                 g.field = Some("last-event-id".into());

@@ -322,11 +322,6 @@ impl Pump {
     where
         S: futures_util::Stream<Item = Result<Read, UpstreamFault>> + Unpin,
     {
-        if self.recorder.is_some() {
-            // The run log keeps, beside each client event, the core events
-            // it was encoded from.
-            self.translator.keep_journal();
-        }
         // The upstream event being read and translated, held against the
         // gateway's budget for what it may cost parsed (see crate::inflight).
         let mut held = self.inflight.as_ref().map(|i| i.hold(0));
@@ -440,6 +435,7 @@ impl Pump {
     /// whether the run did) or broken by `fault`.
     fn upstream_ended(&mut self, fault: Option<UpstreamFault>, out: &mut Sink) -> End {
         let Some(fault) = fault else {
+            self.came_in(|rec, ms| rec.finish(ms));
             return match self.guarded(out, |t, out| t.finish_live_to(out)) {
                 Some(Ok(true)) => End::Complete,
                 Some(Ok(false)) => End::Upstream("upstream_disconnected"),
@@ -497,6 +493,7 @@ impl Pump {
         let read_at = std::time::Instant::now();
         let events_before = self.translator.events_translated;
         (self.observers).upstream(&read, self.translator.reads_binary());
+        self.came_in(|rec, ms| rec.read(&read, ms));
         // What the chunk may cost parsed, and then what stays buffered.
         let cost = |bytes: usize| bytes.saturating_mul(babelgate_core::cost::FACTOR);
         if let Some(h) = held {
@@ -568,51 +565,19 @@ impl Pump {
         });
     }
 
-    /// Runs one translator step. A panic in it (a decoder or encoder bug)
-    /// must not kill the task, which would cut the client's stream without
-    /// an error and leave the run log open: it is caught, what the step half
-    /// wrote is dropped, and the stream is closed with the dialect's error,
-    /// code `internal`. `None` after a panic; the translator is then not used
-    /// again but for that error.
+    /// One translator step, a panic caught (see [`transport::guarded`]).
     fn guarded<T>(
         &mut self,
         out: &mut Sink,
         step: impl FnOnce(&mut Translator, &mut Sink) -> T,
     ) -> Option<T> {
-        let before = out.bytes().len();
-        let translator = &mut self.translator;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(translator, out))) {
-            Ok(r) => Some(r),
-            Err(payload) => {
-                let what = payload
-                    .downcast_ref::<&str>()
-                    .copied()
-                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-                    .unwrap_or("(no message)");
-                // Bounded: the message may quote a whole upstream frame.
-                let what: String = what.chars().take(256).collect();
-                tracing::error!(panic = %what, "the stream's translation panicked");
-                out.truncate(before);
-                let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    translator.fail_to(
-                        "the gateway failed to translate the stream",
-                        Some("internal"),
-                        out,
-                    )
-                }));
-                if failed.is_err() {
-                    // The encoder itself is broken: end without an event
-                    // rather than with half of one.
-                    out.truncate(before);
-                }
-                None
-            }
-        }
+        transport::guarded(&mut self.translator, out, step)
     }
 
     /// Ends a stream whose translation panicked (see [`guarded`](Self::guarded)).
     async fn end_internal(&mut self, out: &mut Sink) -> End {
-        (self.observers).failed("the gateway failed to translate the stream", "internal");
+        self.came_in(|rec, ms| rec.internal(ms));
+        (self.observers).failed(transport::INTERNAL.0, transport::INTERNAL.1);
         self.deliver(out).await;
         End::Internal
     }
@@ -621,6 +586,7 @@ impl Pump {
     /// capture (where a replay ends the same way).
     fn fail(&mut self, message: &str, code: &'static str, out: &mut Sink) {
         self.observers.failed(message, code);
+        self.came_in(|rec, ms| rec.fail(message, code, ms));
         self.translator.fail_to(message, Some(code), out);
     }
 
@@ -667,30 +633,45 @@ impl Pump {
         }
     }
 
-    /// What is buffered, logged (with ids) when the run is: the chunk to
-    /// send, if any.
+    /// Notes in the run's record (when it is kept) what the translator is
+    /// about to be given, with the time: its encoder stamps what follows
+    /// with that time, which a replay of the record gives it again.
+    fn came_in(&mut self, note: impl FnOnce(&mut Recorder, i64)) {
+        if let Some(rec) = &mut self.recorder {
+            let ms = babelgate_core::Clock::System.now_ms();
+            note(rec, ms);
+            self.translator.set_now(ms);
+        }
+    }
+
+    /// What is buffered, with ids when the run is logged: the chunk to send,
+    /// if any. What came in is logged first, whether it made anything or
+    /// not: a client never gets what the record could not make again.
     async fn prepare(&mut self, out: &mut Sink) -> Option<Chunk> {
+        if let Some(rec) = &mut self.recorder {
+            rec.flush().await;
+        }
         if out.is_empty() {
             return None;
         }
         if self.answer_once {
             // Logged (a GetTask, a resume read it) but not sent: the client
             // gets the answer at the end.
-            self.log_without_ids(out).await;
+            if let Some(rec) = &mut self.recorder {
+                rec.count(out);
+            }
             out.clear();
             return None;
         }
         (self.observers).output(out, self.translator.encoder().writes_binary());
         if self.messages {
-            return self.prepare_messages(out).await;
+            return self.prepare_messages(out);
         }
         Some(Chunk::Stream(match &mut self.recorder {
             Some(rec) => {
                 // Sized by the recorder (room for an `id:` line per event).
                 let mut with_ids = Vec::new();
-                let mut steps = self.translator.take_journal();
-                rec.record(out, &mut steps, &mut with_ids).await;
-                self.translator.give_back_journal(steps);
+                rec.write(out, &mut with_ids);
                 out.clear();
                 Bytes::from(with_ids)
             }
@@ -705,10 +686,11 @@ impl Pump {
 
     /// [`prepare`](Self::prepare) for a client that takes messages: each
     /// event's span (its body: the sink frames none) a slice of the one
-    /// buffer, no copy; logged as for any client but sent without ids (a
-    /// message has no place for one).
-    async fn prepare_messages(&mut self, out: &mut Sink) -> Option<Chunk> {
-        self.log_without_ids(out).await;
+    /// buffer, no copy; sent without ids (a message has no place for one).
+    fn prepare_messages(&mut self, out: &mut Sink) -> Option<Chunk> {
+        if let Some(rec) = &mut self.recorder {
+            rec.count(out);
+        }
         let (bytes, spans) = out.take();
         let bytes = Bytes::from(bytes);
         let messages: Vec<Bytes> = spans
@@ -717,16 +699,6 @@ impl Pump {
             .map(|s| bytes.slice(s.range.clone()))
             .collect();
         (!messages.is_empty()).then(|| Chunk::Messages(messages.into_iter()))
-    }
-
-    /// Logs what `out` holds, when the run is logged, for a client whose
-    /// bytes carry no `id:` lines (messages, or an answer sent at the end).
-    async fn log_without_ids(&mut self, out: &Sink) {
-        if let Some(rec) = &mut self.recorder {
-            let mut steps = self.translator.take_journal();
-            rec.log(out, &mut steps).await;
-            self.translator.give_back_journal(steps);
-        }
     }
 
     /// Sends a chunk to the client, if one is there; false when the client
@@ -1101,8 +1073,7 @@ mod tests {
             registry::encoder(Dialect::AgUi, EncodeContext::deterministic()),
         );
         let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
-        let writer = crate::resume::test_writer(&log).await;
-        p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
+        p.recorder = Some(recorder(&log, Dialect::AgUi, Dialect::AgUi).await);
         let metrics = Arc::new(crate::metrics::Metrics::default());
         p.observers = Observers::default().with(super::super::observe::StreamMetrics::new(
             metrics.clone(),
@@ -1156,11 +1127,60 @@ mod tests {
         }
     }
 
-    /// Every pair, the upstream cut in small reads: the run log holds one
-    /// entry per event the client got, each the client's event exactly, and
-    /// the client's event carries that entry's id.
+    /// A recorder of run `r1` on `log`, for a translator of `from` to `to`
+    /// with the deterministic context.
+    async fn recorder(
+        log: &Arc<dyn babelgate_store::RunLog>,
+        from: Dialect,
+        to: Dialect,
+    ) -> Recorder {
+        let writer = crate::resume::test_writer(log).await;
+        let setup = babelgate_core::journal::Setup::of(&EncodeContext::deterministic());
+        let begin = crate::resume::Begin::new(from, to, false, setup);
+        Recorder::new(writer, Duration::from_secs(60), &begin)
+    }
+
+    /// What a client that comes back to run `r1` with `mode` gets.
+    async fn follow(
+        log: &Arc<dyn babelgate_store::RunLog>,
+        to: Dialect,
+        mode: crate::resume::Mode,
+    ) -> Vec<u8> {
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let follow = crate::resume::Follow {
+            runs: log.clone(),
+            run_id: "r1".into(),
+            dialect: to,
+            mode,
+            last: None,
+            input: Vec::new(),
+            max_snapshot_bytes: 1 << 20,
+            slot: Arc::new(crate::resume::Followers::default())
+                .enter(1)
+                .unwrap(),
+            abort: Arc::default(),
+            transport: Transport::Sse,
+            replayed: Default::default(),
+            counted: crate::metrics::CountAtEnd::new(metrics, "/r"),
+            reply_to: None,
+        };
+        let task = tokio::spawn(follow.run(tx, crate::shutdown::Shutdown::default()));
+        let mut body = Vec::new();
+        while let Some(c) = rx.recv().await {
+            body.extend_from_slice(&c);
+        }
+        task.await.unwrap();
+        body
+    }
+
+    /// Every pair, the upstream cut in small reads: the run log holds what
+    /// came in, one entry per read, and a client that comes back gets the
+    /// live stream again byte for byte, ids and all, from the start or
+    /// after any of its events.
     #[tokio::test]
-    async fn the_run_log_holds_one_entry_per_client_event_for_each_dialect() {
+    async fn a_replay_of_the_record_gives_the_live_stream_again_for_each_pair() {
+        use crate::resume::{ClientId, Mode};
         use babelgate_store::{LogItem, MemoryRunLog, RunLog};
         let dir = |d: Dialect| match d {
             Dialect::AgUi => "ag-ui",
@@ -1179,55 +1199,59 @@ mod tests {
             let input = std::fs::read(&path).unwrap();
             for to in all {
                 let (mut p, slot) = pump(Duration::from_secs(100), None);
-                p.translator = registry::translator(
+                p.translator = stream_translator(
                     from,
                     to,
                     EncodeContext::deterministic(),
-                    DEFAULT_MAX_EVENT_BYTES,
+                    None,
+                    (Transport::Sse, (Transport::Sse, false)),
                 );
                 let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::default());
-                let writer = crate::resume::test_writer(&log).await;
-                p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
+                p.recorder = Some(recorder(&log, from, to).await);
                 let (up, s) = upstream();
                 let (mut rx, task) = start(p, slot, s);
-                let input = input.clone();
-                let feed = tokio::spawn(async move {
-                    for piece in input.chunks(7) {
-                        up.send(Ok(Bytes::copy_from_slice(piece))).await.unwrap();
-                    }
-                });
+                let feed = {
+                    let input = input.clone();
+                    tokio::spawn(async move {
+                        for piece in input.chunks(7) {
+                            up.send(Ok(Bytes::copy_from_slice(piece))).await.unwrap();
+                        }
+                    })
+                };
                 let mut body = Vec::new();
                 while let Some(c) = rx.recv().await {
                     body.extend_from_slice(&c);
                 }
                 feed.await.unwrap();
                 task.await.unwrap();
-                let mut logged = Vec::new();
+                let mut reads = Vec::new();
                 let mut read = log.read("r1", None);
                 while let Some(item) = read.next().await {
                     match item.unwrap() {
-                        // entries of core events that encoded to nothing are never sent
-                        LogItem::Event { data, .. } if data.is_empty() => {}
-                        LogItem::Event { id, data, .. } => logged.push((id, data)),
+                        LogItem::Event { data, .. } => reads.push(data),
                         LogItem::End(_) => break,
                         other => panic!("{other:?}"),
                     }
                 }
+                // The setup, each read as it came, the upstream's end.
+                let pieces = input.chunks(7).count();
+                assert_eq!(reads.len(), pieces + 2, "{from:?} -> {to:?}");
+                assert_eq!(reads[1..=pieces].concat(), input, "{from:?} -> {to:?}");
                 let client: Vec<&[u8]> = sse_events(&body).collect();
-                assert!(!client.is_empty(), "{from:?} -> {to:?}");
-                assert_eq!(client.len(), logged.len(), "{from:?} -> {to:?}");
-                for (event, (id, data)) in client.iter().zip(&logged) {
-                    let mut want = Vec::new();
-                    crate::resume::with_id(*id, data, &mut want);
+                assert!(client.len() > 2, "{from:?} -> {to:?}");
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                let again = follow(&log, to, Mode::After(None)).await;
+                assert_eq!(text(&again), text(&body), "{from:?} -> {to:?}");
+                // After the k-th event: the ones after it, as they were.
+                for k in [1, client.len() / 2, client.len() - 1] {
+                    let id_line = text(client[k - 1]).lines().next().unwrap().to_string();
+                    let id: ClientId = id_line.strip_prefix("id: ").unwrap().parse().unwrap();
+                    assert_eq!(id.n, k as u64, "{id_line}");
+                    let rest = follow(&log, to, Mode::After(Some(id))).await;
                     assert_eq!(
-                        String::from_utf8_lossy(event),
-                        String::from_utf8_lossy(&want),
-                        "{from:?} -> {to:?}"
-                    );
-                    assert_eq!(
-                        sse_events(data).count(),
-                        1,
-                        "{from:?} -> {to:?}: one event per entry"
+                        text(&rest),
+                        text(&client[k..].concat()),
+                        "{from:?} -> {to:?} after {k}"
                     );
                 }
             }
@@ -1246,8 +1270,7 @@ mod tests {
         )));
         let log: Arc<dyn RunLog> = counting.clone();
         let (mut p, slot) = pump(Duration::from_secs(100), None);
-        let writer = crate::resume::test_writer(&log).await;
-        p.recorder = Some(Recorder::new(writer, Duration::from_secs(60)));
+        p.recorder = Some(recorder(&log, Dialect::AgUi, Dialect::AgUi).await);
         let (up, s) = upstream();
         let (mut rx, task) = start(p, slot, s);
         up.send(Ok(Bytes::from(STARTED))).await.unwrap();

@@ -26,7 +26,7 @@ use crate::error::{Body, GatewayError};
 use crate::inspector::capture::transport_name;
 use crate::inspector::{ReplaySetup, Side};
 use crate::registry;
-use crate::resume::Recorder;
+use crate::resume::{Begin, Recorder};
 use crate::transport::Transport;
 use babelgate_store::{run_key, RunWriter};
 
@@ -43,7 +43,7 @@ impl Gateway {
         let upstream_binary = sent.upstream_binary;
         // A route without resume has no run log: no writer, no lease kept
         // for the run, no journal, no `id:` lines (see `Pump::prepare`).
-        let mut recorder = if route.resume {
+        let writer = if route.resume {
             let own_id = read.minted.then_some(run.run_id.as_str());
             self.begin_log(route, run, &read.conversation, own_id)
                 .await?
@@ -73,12 +73,22 @@ impl Gateway {
                 (transport, ctx.messages),
             ),
         );
+        // The record begins with how the translator was built.
+        let mut recorder = writer.map(|w| {
+            let begin = Begin::new(
+                route.upstream_protocol,
+                route.client,
+                upstream_binary.is_some(),
+                setup.clone(),
+            );
+            Recorder::new(w, route.retention, &begin)
+        });
         if let Some(c) = &ctx.capture {
             plan_capture(c, route, upstream_binary, transport, setup);
         }
         let headers = translator.encoder().headers();
         if matches!(transport, Transport::Proto(_)) {
-            // The encoder writes binary messages, logged as such.
+            // The encoder writes binary messages: no place for ids.
             if let Some(r) = recorder.as_mut() {
                 r.binary();
             }
@@ -137,7 +147,7 @@ impl Gateway {
         run: &RunRequest,
         conversation: &str,
         own_id: Option<&str>,
-    ) -> Result<Option<Recorder>, GatewayError> {
+    ) -> Result<Option<RunWriter>, GatewayError> {
         let lease = self.routes.load().config.store.lease;
         let key = run_key(&route.path, conversation);
         // Tagged by the conversation: one Redis Cluster slot for its runs
@@ -152,7 +162,7 @@ impl Gateway {
                         tracing::warn!(error = %e, "could not keep the run's input for snapshots");
                     }
                 }
-                Ok(Some(Recorder::new(writer, route.retention)))
+                Ok(Some(writer))
             }
             Err(e) if route.on_disconnect == OnDisconnect::Keep => Err(store_error(e)),
             Err(e) => {
