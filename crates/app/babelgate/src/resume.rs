@@ -571,10 +571,7 @@ impl Replay {
             }
             Came::Finish(ms) => {
                 t.set_now(ms);
-                transport::guarded(t, out, |t, out| {
-                    t.finish_live_to(out).map(|_| false).is_ok()
-                })
-                .map(|_| false)
+                transport::guarded(t, out, |t, out| t.finish_live_to(out)).map(|_| false)
             }
             Came::Fail(ms, f) => {
                 t.set_now(ms);
@@ -901,7 +898,8 @@ impl Tail {
         let Some(held) = self.held.take() else {
             return;
         };
-        self.replay.translator.take_journal();
+        // The tail is sent as it is made: no more steps to note.
+        self.replay.translator.stop_journal();
         let r = &mut self.replay;
         self.replayed.inc_by(r.written);
         let (events, end) = summary(&self.input, &held.steps);
@@ -1113,4 +1111,309 @@ pub(crate) async fn test_writer(log: &Arc<dyn RunLog>) -> RunWriter {
         .await
         .expect("the run begins");
     writer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use babelgate_store::{MemoryConfig, MemoryRunLog};
+
+    const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+    const TEXT: &str = "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+                        data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n";
+    const DONE: &str = "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n\
+                        data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+
+    /// Run `r1` of AG-UI to `to` on `log`, as the pump records it: each
+    /// read noted at its time (`ms`), appended, then translated and written
+    /// with ids; then the upstream's end. What the live client got.
+    async fn record(log: &Arc<dyn RunLog>, to: Dialect, reads: &[(Read, i64)]) -> Vec<u8> {
+        let setup = Setup::of(&EncodeContext::deterministic());
+        let begin = Begin::new(Dialect::AgUi, to, false, setup.clone());
+        let mut rec = Recorder::new(test_writer(log).await, Duration::from_secs(60), &begin);
+        let mut t = begin.translator(Transport::Sse, None);
+        let (mut out, mut client) = (Sink::new(Framing::Sse), Vec::new());
+        for (read, ms) in reads {
+            rec.read(read, *ms);
+            t.set_now(*ms);
+            read.push_to(&mut t, &mut out).unwrap();
+            rec.flush().await;
+            rec.write(&out, &mut client);
+            out.clear();
+        }
+        rec.finish(9);
+        t.set_now(9);
+        t.finish_live_to(&mut out).unwrap();
+        rec.flush().await;
+        rec.write(&out, &mut client);
+        rec.end(RunOutcome::Completed).await;
+        client
+    }
+
+    fn bytes(s: &str) -> Read {
+        Read::Bytes(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// What a client of `to` that comes back to `r1` with `mode` gets.
+    async fn follow(
+        log: &Arc<dyn RunLog>,
+        to: Dialect,
+        mode: Mode,
+        last: Option<EventId>,
+    ) -> String {
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let (tx, mut rx) = mpsc::channel(4);
+        let follow = Follow {
+            runs: log.clone(),
+            run_id: "r1".into(),
+            dialect: to,
+            mode,
+            last,
+            input: Vec::new(),
+            max_snapshot_bytes: 1000,
+            slot: Arc::new(Followers::default()).enter(1).unwrap(),
+            abort: Arc::default(),
+            transport: Transport::Sse,
+            replayed: Default::default(),
+            counted: crate::metrics::CountAtEnd::new(metrics, "/r"),
+            reply_to: None,
+        };
+        let task = tokio::spawn(follow.run(tx, crate::shutdown::Shutdown::default()));
+        let mut body = Vec::new();
+        while let Some(c) = rx.recv().await {
+            body.extend_from_slice(&c);
+        }
+        task.await.unwrap();
+        String::from_utf8(body).unwrap()
+    }
+
+    fn memory() -> Arc<dyn RunLog> {
+        Arc::new(MemoryRunLog::new(&MemoryConfig::default()))
+    }
+
+    #[test]
+    fn client_ids_parse_in_both_forms() {
+        let id: ClientId = "1764000000123-4-17".parse().unwrap();
+        assert_eq!((id.run, id.n), (EventId::new(1_764_000_000_123, 4), 17));
+        assert_eq!(id.to_string(), "1764000000123-4-17");
+        // the log's form before: all of the run it names
+        let old: ClientId = " 5-1 ".parse().unwrap();
+        assert_eq!((old.run, old.n), (EventId::new(5, 1), u64::MAX));
+        for bad in ["", "x", "1-2-x", "1-2-", "1--3", "a-b-3", "1-2-3-4"] {
+            assert!(bad.parse::<ClientId>().is_err(), "{bad:?}");
+        }
+    }
+
+    /// Each kind of entry, noted, reads back as what it says (the data
+    /// and core parts as the store gets them), and what is not an entry
+    /// reads as nothing.
+    #[tokio::test]
+    async fn each_kind_of_entry_reads_back_as_noted() {
+        let log = memory();
+        let begin = Begin::new(
+            Dialect::Hai,
+            Dialect::Vercel,
+            true,
+            Setup::of(&EncodeContext::deterministic()),
+        );
+        let mut rec = Recorder::new(test_writer(&log).await, Duration::ZERO, &begin);
+        let messages = Read::Messages(vec![Bytes::from("ab"), Bytes::new(), Bytes::from("c")]);
+        let fail = Failure {
+            message: "the \"upstream\" sent nothing".into(),
+            code: "upstream_idle".into(),
+        };
+        rec.read(&bytes("data: x\n\n"), 7);
+        rec.read(&messages, 8);
+        rec.finish(9);
+        rec.internal(10);
+        rec.fail(&fail.message, &fail.code, 11);
+        let entries: Vec<(&[u8], Option<Came>)> = rec
+            .parts
+            .iter()
+            .map(|p| {
+                let (start, split, end) = (p.start as usize, p.split as usize, p.end as usize);
+                (
+                    &rec.pending[start..split],
+                    Came::parse(&rec.pending[split..end]),
+                )
+            })
+            .collect();
+        let want = [
+            Came::Begin(Box::new(begin)),
+            Came::Read(7),
+            Came::Messages(8),
+            Came::Finish(9),
+            Came::Internal(10),
+            Came::Fail(11, Box::new(fail)),
+        ];
+        assert_eq!(entries.len(), want.len());
+        for ((_, came), want) in entries.iter().zip(want) {
+            assert_eq!(came.as_ref(), Some(&want));
+        }
+        assert_eq!(entries[1].0, b"data: x\n\n");
+        assert_eq!(messages_of(entries[2].0), [&b"ab"[..], b"", b"c"]);
+        assert!(entries.iter().skip(3).all(|(data, _)| data.is_empty()));
+        for bad in [
+            &b""[..],
+            b"B",
+            b"Bx",
+            b"B12 ",
+            b"Q12",
+            b"F12",
+            b"F12 {",
+            b"S{",
+        ] {
+            assert_eq!(Came::parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        // a cut messages entry ends its messages
+        assert_eq!(messages_of(&[2, 0, 0, 0, b'a']), Vec::<&[u8]>::new());
+    }
+
+    /// The events a follower makes are the live ones: from the start, and
+    /// after an id, where `<run>-<n>` counts the run's events.
+    #[tokio::test]
+    async fn a_follower_sends_the_live_events_after_the_client_s_number() {
+        let log = memory();
+        let live = record(
+            &log,
+            Dialect::AgUi,
+            &[(bytes(STARTED), 1), (bytes(TEXT), 2), (bytes(DONE), 3)],
+        )
+        .await;
+        let live = String::from_utf8(live).unwrap();
+        let events: Vec<&str> = live.split_inclusive("\n\n").collect();
+        assert!(events.len() >= 5, "{live}");
+        assert_eq!(
+            follow(&log, Dialect::AgUi, Mode::After(None), None).await,
+            live
+        );
+        let id = |e: &str| {
+            e.lines()
+                .next()
+                .unwrap()
+                .strip_prefix("id: ")
+                .unwrap()
+                .to_string()
+        };
+        let second: ClientId = id(events[1]).parse().unwrap();
+        assert_eq!(second.n, 2);
+        let rest = follow(&log, Dialect::AgUi, Mode::After(Some(second)), None).await;
+        assert_eq!(rest, events[2..].concat());
+        // an earlier run's id: this one whole; a later one's: nothing more
+        let earlier = ClientId {
+            run: EventId::new(second.run.ms - 1, 0),
+            n: 99,
+        };
+        assert_eq!(
+            follow(&log, Dialect::AgUi, Mode::After(Some(earlier)), None).await,
+            live
+        );
+        let later = ClientId {
+            run: EventId::new(second.run.ms + 1, 0),
+            n: 0,
+        };
+        assert_eq!(
+            follow(&log, Dialect::AgUi, Mode::After(Some(later)), None).await,
+            ""
+        );
+    }
+
+    /// HAI stamps events the upstream left unstamped: with the time their
+    /// read came, from the record, so a follower stamps them alike.
+    #[tokio::test]
+    async fn times_come_from_the_record() {
+        let log = memory();
+        let reads = [
+            (bytes(STARTED), 1_700_000_000_001),
+            (bytes(TEXT), 1_700_000_000_002),
+            (bytes(DONE), 1_700_000_000_003),
+        ];
+        let live = String::from_utf8(record(&log, Dialect::Hai, &reads).await).unwrap();
+        for ms in [1_700_000_000_001u64, 1_700_000_000_002, 1_700_000_000_003] {
+            assert!(
+                live.contains(&format!("\"timestamp\":{ms}")),
+                "{ms}: {live}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(
+            follow(&log, Dialect::Hai, Mode::After(None), None).await,
+            live
+        );
+    }
+
+    /// A record of another gateway version: a client with an id of it is
+    /// refused (its bytes could differ from the ones it counted); without
+    /// one it gets the run, made whole by this version.
+    #[tokio::test]
+    async fn another_version_s_record_is_not_continued_after_an_id() {
+        let log = memory();
+        let setup = Setup::of(&EncodeContext::deterministic());
+        let mut begin = Begin::new(Dialect::AgUi, Dialect::AgUi, false, setup);
+        begin.version = "0.0.0/record-0".into();
+        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(60), &begin);
+        rec.read(&bytes(&format!("{STARTED}{TEXT}{DONE}")), 1);
+        rec.finish(2);
+        rec.end(RunOutcome::Completed).await;
+        let whole = follow(&log, Dialect::AgUi, Mode::After(None), None).await;
+        assert!(
+            whole.contains("RUN_FINISHED") && !whole.contains("RUN_ERROR"),
+            "{whole}"
+        );
+        let first: ClientId = whole.lines().next().unwrap()[4..].parse().unwrap();
+        let refused = follow(&log, Dialect::AgUi, Mode::After(Some(first)), None).await;
+        assert!(refused.contains("\"code\":\"resume_version\""), "{refused}");
+        assert!(!refused.contains("TEXT_MESSAGE"), "{refused}");
+    }
+
+    /// A log whose start the caps dropped cannot be made again: the
+    /// dialect's error, code `resume_truncated`.
+    #[tokio::test]
+    async fn a_log_without_its_start_is_refused() {
+        let log: Arc<dyn RunLog> = Arc::new(MemoryRunLog::new(&MemoryConfig {
+            max_run_entries: 2,
+            ..MemoryConfig::default()
+        }));
+        record(
+            &log,
+            Dialect::AgUi,
+            &[(bytes(STARTED), 1), (bytes(TEXT), 2), (bytes(DONE), 3)],
+        )
+        .await;
+        let got = follow(&log, Dialect::AgUi, Mode::After(None), None).await;
+        assert!(got.contains("\"code\":\"resume_truncated\""), "{got}");
+    }
+
+    /// A snapshot holds at most `max_snapshot_bytes` of core events (1000
+    /// here): over it, the run is read again and sent whole, as live.
+    #[tokio::test]
+    async fn a_snapshot_over_its_bound_sends_the_run_whole() {
+        let long: String = (0..200)
+            .map(|i| format!("data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"{i} \"}}\n\n"))
+            .collect();
+        for (text, snapshot) in [(String::new(), true), (long, false)] {
+            let log = memory();
+            let reads = [(bytes(STARTED), 1), (bytes(TEXT), 2), (bytes(&text), 3)];
+            // no end: the run goes on
+            let setup = Setup::of(&EncodeContext::deterministic());
+            let begin = Begin::new(Dialect::AgUi, Dialect::AgUi, false, setup);
+            let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(60), &begin);
+            for (read, ms) in &reads {
+                rec.read(read, *ms);
+            }
+            rec.flush().await;
+            let last = log.last_id("r1").await.unwrap();
+            rec.end(RunOutcome::Completed).await;
+            let got = follow(&log, Dialect::AgUi, Mode::Snapshot, last).await;
+            assert_eq!(got.contains("MESSAGES_SNAPSHOT"), snapshot, "{got}");
+            assert!(
+                got.contains("RUN_STARTED") && got.contains("\"hi\""),
+                "{got}"
+            );
+        }
+    }
+
+    fn messages_of(data: &[u8]) -> Vec<&[u8]> {
+        messages(data).collect()
+    }
 }

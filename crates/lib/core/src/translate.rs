@@ -144,6 +144,12 @@ impl Translator {
         }
     }
 
+    /// Stops noting steps (what [`keep_journal`](Self::keep_journal)
+    /// began), the journal dropped.
+    pub fn stop_journal(&mut self) {
+        self.journal = None;
+    }
+
     /// The steps noted since the last call.
     pub fn take_journal(&mut self) -> Journal {
         match &mut self.journal {
