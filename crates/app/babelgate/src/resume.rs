@@ -1113,6 +1113,42 @@ pub(crate) async fn test_writer(log: &Arc<dyn RunLog>) -> RunWriter {
     writer
 }
 
+/// What a client of `to` (SSE) that comes back to run `r1` on `log` with
+/// `mode` gets (`last`: the log's last id then, for a snapshot; at most
+/// 1,000 bytes of core events held for one). The tests' follower.
+#[cfg(test)]
+pub(crate) async fn followed(
+    log: &Arc<dyn RunLog>,
+    to: Dialect,
+    mode: Mode,
+    last: Option<EventId>,
+) -> Vec<u8> {
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let (tx, mut rx) = mpsc::channel(4);
+    let follow = Follow {
+        runs: log.clone(),
+        run_id: "r1".into(),
+        dialect: to,
+        mode,
+        last,
+        input: Vec::new(),
+        max_snapshot_bytes: 1000,
+        slot: Arc::new(Followers::default()).enter(1).expect("a place"),
+        abort: Arc::default(),
+        transport: Transport::Sse,
+        replayed: Default::default(),
+        counted: crate::metrics::CountAtEnd::new(metrics, "/r"),
+        reply_to: None,
+    };
+    let task = tokio::spawn(follow.run(tx, crate::shutdown::Shutdown::default()));
+    let mut body = Vec::new();
+    while let Some(c) = rx.recv().await {
+        body.extend_from_slice(&c);
+    }
+    task.await.expect("the follower ends");
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1154,37 +1190,13 @@ mod tests {
         Read::Bytes(Bytes::copy_from_slice(s.as_bytes()))
     }
 
-    /// What a client of `to` that comes back to `r1` with `mode` gets.
     async fn follow(
         log: &Arc<dyn RunLog>,
         to: Dialect,
         mode: Mode,
         last: Option<EventId>,
     ) -> String {
-        let metrics = Arc::new(crate::metrics::Metrics::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let follow = Follow {
-            runs: log.clone(),
-            run_id: "r1".into(),
-            dialect: to,
-            mode,
-            last,
-            input: Vec::new(),
-            max_snapshot_bytes: 1000,
-            slot: Arc::new(Followers::default()).enter(1).unwrap(),
-            abort: Arc::default(),
-            transport: Transport::Sse,
-            replayed: Default::default(),
-            counted: crate::metrics::CountAtEnd::new(metrics, "/r"),
-            reply_to: None,
-        };
-        let task = tokio::spawn(follow.run(tx, crate::shutdown::Shutdown::default()));
-        let mut body = Vec::new();
-        while let Some(c) = rx.recv().await {
-            body.extend_from_slice(&c);
-        }
-        task.await.unwrap();
-        String::from_utf8(body).unwrap()
+        String::from_utf8(followed(log, to, mode, last).await).unwrap()
     }
 
     fn memory() -> Arc<dyn RunLog> {

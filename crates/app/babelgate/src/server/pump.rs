@@ -1140,40 +1140,6 @@ mod tests {
         Recorder::new(writer, Duration::from_secs(60), &begin)
     }
 
-    /// What a client that comes back to run `r1` with `mode` gets.
-    async fn follow(
-        log: &Arc<dyn babelgate_store::RunLog>,
-        to: Dialect,
-        mode: crate::resume::Mode,
-    ) -> Vec<u8> {
-        let metrics = Arc::new(crate::metrics::Metrics::default());
-        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let follow = crate::resume::Follow {
-            runs: log.clone(),
-            run_id: "r1".into(),
-            dialect: to,
-            mode,
-            last: None,
-            input: Vec::new(),
-            max_snapshot_bytes: 1 << 20,
-            slot: Arc::new(crate::resume::Followers::default())
-                .enter(1)
-                .unwrap(),
-            abort: Arc::default(),
-            transport: Transport::Sse,
-            replayed: Default::default(),
-            counted: crate::metrics::CountAtEnd::new(metrics, "/r"),
-            reply_to: None,
-        };
-        let task = tokio::spawn(follow.run(tx, crate::shutdown::Shutdown::default()));
-        let mut body = Vec::new();
-        while let Some(c) = rx.recv().await {
-            body.extend_from_slice(&c);
-        }
-        task.await.unwrap();
-        body
-    }
-
     /// Every pair, the upstream cut in small reads: the run log holds what
     /// came in, one entry per read, and a client that comes back gets the
     /// live stream again byte for byte, ids and all, from the start or
@@ -1240,14 +1206,14 @@ mod tests {
                 let client: Vec<&[u8]> = sse_events(&body).collect();
                 assert!(client.len() > 2, "{from:?} -> {to:?}");
                 let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-                let again = follow(&log, to, Mode::After(None)).await;
+                let again = crate::resume::followed(&log, to, Mode::After(None), None).await;
                 assert_eq!(text(&again), text(&body), "{from:?} -> {to:?}");
                 // After the k-th event: the ones after it, as they were.
                 for k in [1, client.len() / 2, client.len() - 1] {
                     let id_line = text(client[k - 1]).lines().next().unwrap().to_string();
                     let id: ClientId = id_line.strip_prefix("id: ").unwrap().parse().unwrap();
                     assert_eq!(id.n, k as u64, "{id_line}");
-                    let rest = follow(&log, to, Mode::After(Some(id))).await;
+                    let rest = crate::resume::followed(&log, to, Mode::After(Some(id)), None).await;
                     assert_eq!(
                         text(&rest),
                         text(&client[k..].concat()),
