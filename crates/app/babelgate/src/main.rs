@@ -240,7 +240,7 @@ fn main() -> ExitCode {
                     ctx,
                     t,
                     file,
-                    replay.map(|r| r.ending),
+                    replay.map(|r| (r.ending, r.clock)),
                 ),
                 Err(e) => {
                     eprintln!("babelgate: {e}");
@@ -260,8 +260,14 @@ fn translate(
     ctx: EncodeContext,
     (from_transport, to_transport): (Transport, Transport),
     file: Option<PathBuf>,
-    ending: Option<Ending>,
+    replay: Option<(Ending, Vec<(usize, i64)>)>,
 ) -> ExitCode {
+    let (ending, clock) = match replay {
+        Some((ending, clock)) => (Some(ending), clock),
+        None => (None, Vec::new()),
+    };
+    // A capture's times, given to the encoder where the live one got them.
+    let mut timed = babelgate::inspector::Timed::new(&clock);
     // The translator reads and writes the transports itself.
     let mut tr = transport::translator(
         from,
@@ -292,6 +298,7 @@ fn translate(
     let result = loop {
         let n = match input.read(&mut buf) {
             Ok(0) => {
+                timed.end(&mut tr);
                 break match &ending {
                     // The live stream's client went away: it just stopped.
                     Some(Ending::Cut) => Ok(()),
@@ -316,7 +323,7 @@ fn translate(
             }
         };
         let chunk = buf.get(..n).unwrap_or_default();
-        let r = tr.push(chunk, &mut out);
+        let r = timed.push(&mut tr, chunk, |tr, piece| tr.push(piece, &mut out));
         if write_out(&mut stdout, &mut out).is_err() {
             return ExitCode::from(1); // the reader went away (broken pipe)
         }

@@ -144,6 +144,70 @@ pub struct ReplaySetup {
     pub setup: Setup,
     #[serde(default)]
     pub ending: Ending,
+    /// The times the client's encoder was given (`Encoder::set_now`), each
+    /// with how many upstream bytes had been read before it: one before
+    /// each read, one before the gateway ended the stream. A replay gives
+    /// the encoder the same at the same places ([`Timed`]), so a dialect
+    /// that stamps events with the time (HAI) gets the live stamps again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock: Vec<(usize, i64)>,
+}
+
+/// Feeds upstream bytes to a translator, in order from the stream's
+/// start, giving its encoder the recorded times where the live one got
+/// them (a capture's `clock`).
+pub struct Timed<'a> {
+    marks: &'a [(usize, i64)],
+    next: usize,
+    /// Upstream bytes fed so far.
+    at: usize,
+}
+
+impl<'a> Timed<'a> {
+    pub fn new(marks: &'a [(usize, i64)]) -> Self {
+        Timed {
+            marks,
+            next: 0,
+            at: 0,
+        }
+    }
+
+    /// Feeds `bytes` through `push`, cut where a time was given.
+    pub fn push<E>(
+        &mut self,
+        t: &mut babelgate_core::Translator,
+        mut bytes: &[u8],
+        mut push: impl FnMut(&mut babelgate_core::Translator, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        loop {
+            while let Some(&(offset, ms)) = self.marks.get(self.next) {
+                if offset > self.at {
+                    break;
+                }
+                t.set_now(ms);
+                self.next += 1;
+            }
+            let room = match self.marks.get(self.next) {
+                Some(&(offset, _)) => (offset - self.at).min(bytes.len()),
+                None => bytes.len(),
+            };
+            let (now, later) = bytes.split_at(room);
+            push(t, now)?;
+            self.at += now.len();
+            bytes = later;
+            if bytes.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The input is over: the times given after it (the stream's end).
+    pub fn end(&mut self, t: &mut babelgate_core::Translator) {
+        for &(_, ms) in self.marks.get(self.next..).unwrap_or_default() {
+            t.set_now(ms);
+        }
+        self.next = self.marks.len();
+    }
 }
 
 impl ReplaySetup {
@@ -355,6 +419,19 @@ impl CaptureHandle {
         });
     }
 
+    /// The client's encoder is given the time `ms` (see
+    /// [`ReplaySetup::clock`]).
+    pub fn clock(&self, ms: i64) {
+        self.with(|c| {
+            if c.take(16) {
+                let read = c.upstream.len();
+                if let Some(r) = &mut c.replay {
+                    r.clock.push((read, ms));
+                }
+            }
+        });
+    }
+
     /// Bytes read from the upstream.
     pub fn upstream(&self, bytes: &[u8]) {
         self.with(|c| {
@@ -488,6 +565,67 @@ mod b64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The upstream fed whole, or in pieces cut anywhere, through `Timed`
+    /// gives what the live translator wrote read by read, each read's time
+    /// on the events it completed (HAI stamps them), and the end's time on
+    /// the end.
+    #[test]
+    fn timed_feeding_gives_the_live_times_wherever_the_input_is_cut() {
+        use babelgate_core::{Dialect, EncodeContext, Framing, Sink, Translator};
+        let reads: [&[u8]; 3] = [
+            b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\ndata: {\"type\":\"TEXT_MESS",
+            b"AGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n\n",
+            b"data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n",
+        ];
+        let translator = || {
+            crate::registry::translator(
+                Dialect::AgUi,
+                Dialect::Hai,
+                EncodeContext::deterministic(),
+                1 << 20,
+            )
+        };
+        let end = |t: &mut Translator, out: &mut Sink| t.fail_to("stop", Some("stopped"), out);
+        // live: a time before each read, one before the end
+        let (mut t, mut live) = (translator(), Sink::new(Framing::Sse));
+        let mut clock = Vec::new();
+        let mut read = 0;
+        for (i, r) in reads.iter().enumerate() {
+            let ms = 1_000 * (i as i64 + 1);
+            clock.push((read, ms));
+            t.set_now(ms);
+            t.push_to(r, &mut live).unwrap();
+            read += r.len();
+        }
+        clock.push((read, 9_000));
+        t.set_now(9_000);
+        end(&mut t, &mut live);
+        let live = String::from_utf8(live.bytes().to_vec()).unwrap();
+        for ms in [1_000, 2_000, 9_000] {
+            assert!(
+                live.contains(&format!("\"timestamp\":{ms}")),
+                "{ms}: {live}"
+            );
+        }
+        let all = reads.concat();
+        for cut in [1, 7, 100, all.len()] {
+            let (mut t, mut out) = (translator(), Sink::new(Framing::Sse));
+            let mut timed = Timed::new(&clock);
+            for piece in all.chunks(cut) {
+                timed
+                    .push(&mut t, piece, |t, b| t.push_to(b, &mut out))
+                    .unwrap();
+            }
+            timed.end(&mut t);
+            end(&mut t, &mut out);
+            assert_eq!(
+                String::from_utf8(out.bytes().to_vec()).unwrap(),
+                live,
+                "cut {cut}"
+            );
+        }
+    }
 
     #[test]
     fn dates_are_rfc3339() {

@@ -24,7 +24,7 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use serde_json::json;
 
 pub use board::Board;
-pub use capture::{Capture, CaptureHandle, Exchange, ReplaySetup, Requests, Side};
+pub use capture::{Capture, CaptureHandle, Exchange, ReplaySetup, Requests, Side, Timed};
 
 use crate::access;
 use crate::config;

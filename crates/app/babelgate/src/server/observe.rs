@@ -85,6 +85,9 @@ pub(super) trait Observer: Send {
     /// A chunk as the upstream sent it, before translation (`binary`: the
     /// upstream's transport is length-delimited).
     fn upstream(&mut self, _read: &Read, _binary: bool) {}
+    /// The client's encoder stamps what follows with the time `ms` (given
+    /// before each read, and before the gateway ends the stream).
+    fn now(&mut self, _ms: i64) {}
     /// A chunk translated and logged: the decoder's frames so far, the
     /// client events it made, and the gateway's own time on it.
     fn translated(&mut self, _frames_read: u64, _events: u64, _took: Duration) {}
@@ -117,6 +120,10 @@ impl Observers {
         self.0.iter_mut().for_each(|o| o.upstream(read, binary));
     }
 
+    pub(super) fn now(&mut self, ms: i64) {
+        self.0.iter_mut().for_each(|o| o.now(ms));
+    }
+
     pub(super) fn translated(&mut self, frames_read: u64, events: u64, took: Duration) {
         (self.0.iter_mut()).for_each(|o| o.translated(frames_read, events, took));
     }
@@ -147,6 +154,10 @@ impl Observer for CaptureHandle {
 
     fn upstream(&mut self, read: &Read, binary: bool) {
         CaptureHandle::upstream(self, &read.to_stream(binary));
+    }
+
+    fn now(&mut self, ms: i64) {
+        self.clock(ms);
     }
 
     fn translated(&mut self, frames_read: u64, _events: u64, _took: Duration) {

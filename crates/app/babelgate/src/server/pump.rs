@@ -492,8 +492,8 @@ impl Pump {
         // per chunk, none per event) ...
         let read_at = std::time::Instant::now();
         let events_before = self.translator.events_translated;
-        (self.observers).upstream(&read, self.translator.reads_binary());
         self.came_in(|rec, ms| rec.read(&read, ms));
+        (self.observers).upstream(&read, self.translator.reads_binary());
         // What the chunk may cost parsed, and then what stays buffered.
         let cost = |bytes: usize| bytes.saturating_mul(babelgate_core::cost::FACTOR);
         if let Some(h) = held {
@@ -633,14 +633,17 @@ impl Pump {
         }
     }
 
-    /// Notes in the run's record (when it is kept) what the translator is
-    /// about to be given, with the time: its encoder stamps what follows
-    /// with that time, which a replay of the record gives it again.
+    /// Gives the translator's encoder the time to stamp what follows with
+    /// (one clock read per upstream read, not per event), and notes it with
+    /// what the translator is about to be given in the run's record (when
+    /// it is kept) and for the observers (the inspector's capture): a
+    /// replay gives the encoder the same time again.
     fn came_in(&mut self, note: impl FnOnce(&mut Recorder, i64)) {
+        let ms = babelgate_core::Clock::System.now_ms();
+        self.translator.set_now(ms);
+        self.observers.now(ms);
         if let Some(rec) = &mut self.recorder {
-            let ms = babelgate_core::Clock::System.now_ms();
             note(rec, ms);
-            self.translator.set_now(ms);
         }
     }
 

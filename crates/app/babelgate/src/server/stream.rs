@@ -295,6 +295,7 @@ fn plan_capture(
             to_transport: transport_name(written).into(),
             setup,
             ending: Default::default(),
+            clock: Vec::new(),
         },
     );
 }
