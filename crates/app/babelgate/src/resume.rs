@@ -504,6 +504,8 @@ struct Replay {
     written: u64,
     /// The id of the record's first entry.
     first: Option<EventId>,
+    /// `id: <first>-`, for an SSE client, once the first entry is read.
+    id_prefix: Vec<u8>,
     /// The translator notes the core events it encodes (for a snapshot).
     keep_steps: bool,
 }
@@ -536,6 +538,7 @@ impl Replay {
             ended: false,
             written: 0,
             first: None,
+            id_prefix: Vec::new(),
             keep_steps: false,
         }
     }
@@ -548,6 +551,9 @@ impl Replay {
         let stepped = match came {
             Came::Begin(begin) if self.first.is_none() => {
                 self.first = Some(id);
+                if !matches!(self.transport, Transport::Proto(_)) {
+                    self.id_prefix = format!("id: {id}-").into_bytes();
+                }
                 *t = begin.translator(self.transport, self.reply_to.as_ref());
                 if self.keep_steps {
                     t.keep_journal();
@@ -877,15 +883,11 @@ impl Tail {
     /// their ids.
     fn send(&mut self) {
         let r = &mut self.replay;
-        let ids = match (r.first, r.binary()) {
-            (Some(first), false) => Some(format!("id: {first}-").into_bytes()),
-            _ => None,
-        };
         let (_, sent) = write_numbered(
             r.out.bytes(),
             r.out.spans(),
             (r.written, self.skip),
-            ids.as_deref(),
+            Some(&r.id_prefix),
             &mut self.out,
         );
         self.replayed.inc_by(sent);
