@@ -8,8 +8,8 @@
 //! writes the client's (`EncodeContext::binary`): events go between core
 //! events and protobuf directly, never through JSON text. [`translator`]
 //! decides that for every stream, live or offline, same-dialect routes
-//! included; a resumed run logged in the other transport is re-encoded from
-//! its logged core steps (`resume.rs`). No byte of one transport is
+//! included, and a resumed run's, made again from its record in the
+//! resuming client's transport (`resume.rs`). No byte of one transport is
 //! converted into the other.
 
 use babelgate_core::{Framing, Policy};

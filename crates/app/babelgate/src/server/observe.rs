@@ -8,9 +8,10 @@
 //! is one more impl and one more line in `Gateway::start_pump`, not a
 //! branch in the pump.
 //!
-//! The run log is not an observer: it numbers the events (the client's
-//! `id:` lines come from the store) and a chunk goes out only once logged,
-//! so it is a step of the pump's output (`Pump::prepare`), not a watcher.
+//! The run log is not an observer: a chunk goes out only once what made it
+//! is logged, and the client's `id:` lines number its events from the
+//! log's first entry, so it is a step of the pump's input
+//! (`Pump::came_in`) and output (`Pump::prepare`), not a watcher.
 
 use std::sync::Arc;
 use std::time::Duration;

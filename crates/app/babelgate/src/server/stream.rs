@@ -42,7 +42,7 @@ impl Gateway {
         let (route, run, transport) = (ctx.route, &read.run, ctx.transport);
         let upstream_binary = sent.upstream_binary;
         // A route without resume has no run log: no writer, no lease kept
-        // for the run, no journal, no `id:` lines (see `Pump::prepare`).
+        // for the run, no record, no `id:` lines (see `Pump::prepare`).
         let writer = if route.resume {
             let own_id = read.minted.then_some(run.run_id.as_str());
             self.begin_log(route, run, &read.conversation, own_id)
