@@ -53,9 +53,15 @@ use tokio::sync::mpsc;
 use crate::registry;
 use crate::transport::{self, Read, Transport};
 
-/// The gateway version a record names: a follower of another one does not
-/// continue after an id of it (see the module's documentation).
-pub const RECORD_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "/record-1");
+/// The gateway version a record names: the package's, the record's form,
+/// and a fingerprint of the sources of the translation (`build.rs`). A
+/// follower of another one does not continue after an id of it (see the
+/// module's documentation).
+pub const RECORD_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "/record-1/",
+    env!("BABELGATE_TRANSLATION")
+);
 
 /// How a run's translator was built: the record's first entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1203,6 +1209,18 @@ mod tests {
 
     fn memory() -> Arc<dyn RunLog> {
         Arc::new(MemoryRunLog::new(&MemoryConfig::default()))
+    }
+
+    /// In this workspace the version names the translation's sources.
+    #[test]
+    fn the_record_version_names_the_translation_s_sources() {
+        let fingerprint = RECORD_VERSION.rsplit('/').next().unwrap();
+        assert_eq!(fingerprint.len(), 16, "{RECORD_VERSION}");
+        assert!(
+            fingerprint.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{RECORD_VERSION}"
+        );
+        assert!(RECORD_VERSION.starts_with(env!("CARGO_PKG_VERSION")));
     }
 
     #[test]
