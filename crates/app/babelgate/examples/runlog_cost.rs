@@ -85,7 +85,11 @@ async fn relay(
             rec.read(&Read::Bytes(read.clone()), ms);
             t.set_now(ms);
         }
+        let before = t.events_translated;
         t.push_to(read, &mut out).expect("the stream translates");
+        if let Some(rec) = &mut recorder {
+            rec.made(t.events_translated != before);
+        }
         if i == last {
             if let Some(rec) = &mut recorder {
                 rec.finish(babelgate_core::Clock::System.now_ms());

@@ -6,7 +6,8 @@
 //! The record of a run is, in order: how its translator was built
 //! ([`Begin`]: both dialects, the upstream's transport, the encoder's
 //! context with its id generator), each upstream read with the time it
-//! came, and how the gateway ended the stream when it did (the upstream's
+//! came (a read that gave the encoder nothing joined with the next, see
+//! [`Recorder::made`]), and how the gateway ended the stream when it did (the upstream's
 //! end, an error it raised, a translation that panicked): one entry each
 //! ([`Came`]). A follower builds the same translator and feeds it the same
 //! entries, so the decoder, the shape stage and the client's encoder run
@@ -174,6 +175,18 @@ fn messages(mut data: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// A read whose entry is open: its data is `pending[start..]`.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    start: usize,
+    kind: u8,
+    ms: i64,
+}
+
+/// At most this many bytes of reads that gave the encoder nothing are
+/// joined in one entry.
+pub const MAX_OPEN_BYTES: usize = 64 << 10;
+
 /// The writing side of one run's record, owned by the stream's pump: it
 /// notes what came in (`read`, `finish`, `fail`, `internal`), appends it
 /// before the client gets what it made (`flush`, one store call for what
@@ -190,6 +203,8 @@ pub struct Recorder {
     /// between reads.
     pending: Vec<u8>,
     parts: Vec<Part>,
+    /// The last read, while its entry is open (at the end of `pending`).
+    open: Option<Open>,
     /// `id: <first entry's id>-`, once that entry is in the store.
     id_prefix: Vec<u8>,
     /// The client's events written so far (the last one's number).
@@ -206,11 +221,12 @@ impl Recorder {
             binary: false,
             pending: Vec::new(),
             parts: Vec::new(),
+            open: None,
             id_prefix: Vec::new(),
             written: 0,
         };
         match serde_json::to_vec(begin) {
-            Ok(json) => rec.note(&[], b'S', None, &json),
+            Ok(json) => rec.note(b'S', None, &json),
             // A setup is plain data; should it not serialize, no record
             // at all rather than one no follower can read.
             Err(e) => {
@@ -226,23 +242,26 @@ impl Recorder {
         self.binary = true;
     }
 
-    /// Notes an entry: `data`'s pieces, then its core part (`kind`, the
-    /// time, `tail`), sized exactly.
-    fn note(&mut self, data: &[&[u8]], kind: u8, ms: Option<i64>, tail: &[u8]) {
+    /// Notes an entry of no data: its core part (`kind`, the time,
+    /// `tail`), sized exactly, after the open read's entry.
+    fn note(&mut self, kind: u8, ms: Option<i64>, tail: &[u8]) {
         if self.writer.is_none() {
             return;
         }
+        self.close();
         let mut num = itoa::Buffer::new();
         let ms = ms.map_or(&b""[..], |ms| num.format(ms).as_bytes());
-        let size: usize = data.iter().map(|d| d.len()).sum::<usize>() + 1 + ms.len() + tail.len();
-        self.pending.reserve_exact(size);
-        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.pending.reserve_exact(1 + ms.len() + tail.len());
         let start = self.pending.len();
-        data.iter().for_each(|d| self.pending.extend_from_slice(d));
-        let split = self.pending.len();
         self.pending.push(kind);
         self.pending.extend_from_slice(ms);
         self.pending.extend_from_slice(tail);
+        self.part(start, start);
+    }
+
+    /// The entry `start..` of `pending`, its core part from `split`.
+    fn part(&mut self, start: usize, split: usize) {
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         self.parts.push(Part {
             start: at(start),
             split: at(split),
@@ -251,28 +270,76 @@ impl Recorder {
         });
     }
 
-    /// An upstream read, at `ms`.
+    /// An upstream read, at `ms`: it joins the open read's entry, if any
+    /// (see [`made`](Self::made)).
     pub fn read(&mut self, read: &Read, ms: i64) {
-        match read {
-            Read::Bytes(b) => self.note(&[b], b'B', Some(ms), b""),
-            Read::Messages(m) => {
-                let lens: Vec<[u8; 4]> = m
-                    .iter()
-                    .map(|m| u32::try_from(m.len()).unwrap_or(u32::MAX).to_le_bytes())
-                    .collect();
-                let pieces: Vec<&[u8]> = lens
-                    .iter()
-                    .zip(m)
-                    .flat_map(|(len, m)| [&len[..], &m[..]])
-                    .collect();
-                self.note(&pieces, b'M', Some(ms), b"");
+        if self.writer.is_none() {
+            return;
+        }
+        let kind = match read {
+            Read::Bytes(_) => b'B',
+            Read::Messages(_) => b'M',
+        };
+        match &mut self.open {
+            Some(open) if open.kind == kind => open.ms = ms,
+            _ => {
+                self.close();
+                self.open = Some(Open {
+                    start: self.pending.len(),
+                    kind,
+                    ms,
+                });
             }
+        }
+        // Exact for the usual entry, one read and its header (its time at
+        // most 20 digits); a joined one grows as a vector does, and is made
+        // exact once, as it is handed over.
+        let messages = match read {
+            Read::Bytes(_) => 0,
+            Read::Messages(m) => m.len(),
+        };
+        self.pending.reserve(read.len() + 4 * messages + 21);
+        match read {
+            Read::Bytes(b) => self.pending.extend_from_slice(b),
+            Read::Messages(m) => {
+                for m in m {
+                    let len = u32::try_from(m.len()).unwrap_or(u32::MAX);
+                    self.pending.extend_from_slice(&len.to_le_bytes());
+                    self.pending.extend_from_slice(m);
+                }
+            }
+        }
+    }
+
+    /// Whether the read just noted gave the encoder anything (an event, or
+    /// the error of one it could not read): then its entry is closed.
+    /// Otherwise (a part of an event, a comment) the next read joins it,
+    /// and the entry takes the later time: only an encoder reads the time,
+    /// and none ran on what it holds, so a replay makes the same bytes, and
+    /// an upstream that sends an event in many small reads makes one entry
+    /// of them, not one each (at most [`MAX_OPEN_BYTES`] are joined).
+    pub fn made(&mut self, made: bool) {
+        let held = self.open.map_or(0, |o| self.pending.len() - o.start);
+        if made || held >= MAX_OPEN_BYTES {
+            self.close();
+        }
+    }
+
+    /// Closes the open read's entry: its header after its data.
+    fn close(&mut self) {
+        if let Some(open) = self.open.take() {
+            let split = self.pending.len();
+            let mut num = itoa::Buffer::new();
+            self.pending.push(open.kind);
+            self.pending
+                .extend_from_slice(num.format(open.ms).as_bytes());
+            self.part(open.start, split);
         }
     }
 
     /// The upstream's stream ended.
     pub fn finish(&mut self, ms: i64) {
-        self.note(&[], b'E', Some(ms), b"");
+        self.note(b'E', Some(ms), b"");
     }
 
     /// The gateway ends the stream with the client dialect's error.
@@ -283,16 +350,17 @@ impl Recorder {
         };
         let mut tail = vec![b' '];
         if serde_json::to_writer(&mut tail, &failure).is_ok() {
-            self.note(&[], b'F', Some(ms), &tail);
+            self.note(b'F', Some(ms), &tail);
         }
     }
 
     /// The translation panicked.
     pub fn internal(&mut self, ms: i64) {
-        self.note(&[], b'X', Some(ms), b"");
+        self.note(b'X', Some(ms), b"");
     }
 
-    /// Appends what is noted: called before the client gets what it made.
+    /// Appends the closed entries: called before the client gets what they
+    /// made. An open read stays for the next.
     pub async fn flush(&mut self) {
         if self.parts.is_empty() {
             return;
@@ -300,9 +368,21 @@ impl Recorder {
         let Some(writer) = self.writer.as_ref() else {
             self.parts.clear();
             self.pending = Vec::new();
+            self.open = None;
             return;
         };
-        let both = Bytes::from(std::mem::take(&mut self.pending));
+        let rest = match &mut self.open {
+            Some(open) => {
+                let rest = self.pending.split_off(open.start);
+                open.start = 0;
+                rest
+            }
+            None => Vec::new(),
+        };
+        let mut chunk = std::mem::replace(&mut self.pending, rest);
+        // The store keeps it as long as the run: no spare room.
+        chunk.shrink_to_fit();
+        let both = Bytes::from(chunk);
         let mut ids = Vec::with_capacity(self.parts.len());
         let appended = writer.append_chunk(both, &self.parts, &mut ids).await;
         self.parts.clear();
@@ -350,6 +430,7 @@ impl Recorder {
 
     /// Appends what is noted and ends the record.
     pub async fn end(&mut self, outcome: RunOutcome) {
+        self.close();
         self.flush().await;
         if let Some(w) = self.writer.take() {
             let run = w.run_id().to_string();
@@ -1180,7 +1261,9 @@ mod tests {
         for (read, ms) in reads {
             rec.read(read, *ms);
             t.set_now(*ms);
+            let before = t.events_translated;
             read.push_to(&mut t, &mut out).unwrap();
+            rec.made(t.events_translated != before);
             rec.flush().await;
             rec.write(&out, &mut client);
             out.clear();
@@ -1301,6 +1384,52 @@ mod tests {
         assert_eq!(messages_of(&[2, 0, 0, 0, b'a']), Vec::<&[u8]>::new());
     }
 
+    /// Reads that gave the encoder nothing join the next read's entry, at
+    /// its time; one that did closes it; past `MAX_OPEN_BYTES` an entry
+    /// closes all the same; a store call leaves an open read for the next.
+    #[tokio::test]
+    async fn reads_that_made_nothing_join_the_next_one_s_entry() {
+        let log = memory();
+        let setup = Setup::of(&EncodeContext::deterministic());
+        let begin = Begin::new(Dialect::AgUi, Dialect::AgUi, false, setup);
+        let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(60), &begin);
+        rec.read(&bytes("data: {\"ty"), 1);
+        rec.made(false);
+        // a heartbeat's store call: the setup goes, the open read stays
+        rec.flush().await;
+        rec.read(&bytes("pe\":\"RUN_STARTED\"}\n\n"), 2);
+        rec.made(true);
+        rec.read(&bytes(":\n\n"), 3);
+        rec.made(false);
+        let big = "x".repeat(MAX_OPEN_BYTES);
+        rec.read(&bytes(&big), 4);
+        rec.made(false);
+        rec.read(&bytes(": y\n\n"), 5);
+        rec.made(false);
+        rec.end(RunOutcome::Completed).await;
+        let mut read = log.read("r1", None);
+        let mut entries = Vec::new();
+        while let Some(Ok(LogItem::Event { data, core, .. })) = read.next().await {
+            entries.push((data, Came::parse(&core.unwrap())));
+        }
+        let reads: Vec<(&[u8], Option<Came>)> = entries
+            .iter()
+            .skip(1)
+            .map(|(d, c)| (&d[..], c.clone()))
+            .collect();
+        assert_eq!(reads.len(), 3, "{reads:?}");
+        assert_eq!(
+            reads[0],
+            (
+                &b"data: {\"type\":\"RUN_STARTED\"}\n\n"[..],
+                Some(Came::Read(2))
+            )
+        );
+        assert_eq!(reads[1].0, format!(":\n\n{big}").as_bytes());
+        assert_eq!(reads[1].1, Some(Came::Read(4)));
+        assert_eq!(reads[2], (&b": y\n\n"[..], Some(Came::Read(5))));
+    }
+
     /// The events a follower makes are the live ones: from the start, and
     /// after an id, where `<run>-<n>` counts the run's events.
     #[tokio::test]
@@ -1355,8 +1484,12 @@ mod tests {
     #[tokio::test]
     async fn times_come_from_the_record() {
         let log = memory();
+        // The run's start comes in two reads: the first made nothing, so
+        // the start carries the second's time, live and replayed.
+        let (a, b) = STARTED.split_at(20);
         let reads = [
-            (bytes(STARTED), 1_700_000_000_001),
+            (bytes(a), 1_700_000_000_000),
+            (bytes(b), 1_700_000_000_001),
             (bytes(TEXT), 1_700_000_000_002),
             (bytes(DONE), 1_700_000_000_003),
         ];
@@ -1367,6 +1500,7 @@ mod tests {
                 "{ms}: {live}"
             );
         }
+        assert!(!live.contains("1700000000000"), "{live}");
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(
             follow(&log, Dialect::Hai, Mode::After(None), None).await,
@@ -1432,6 +1566,7 @@ mod tests {
             let mut rec = Recorder::new(test_writer(&log).await, Duration::from_secs(60), &begin);
             for (read, ms) in &reads {
                 rec.read(read, *ms);
+                rec.made(true);
             }
             rec.flush().await;
             let last = log.last_id("r1").await.unwrap();
