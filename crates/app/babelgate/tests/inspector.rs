@@ -537,45 +537,63 @@ async fn a_failed_stream_shows_its_error_and_replays_to_the_same_end() {
     );
 }
 
+/// The three downloads of a run: `translate --setup` writes the client's
+/// bytes again, for AG-Kit and for HAI, whose events carry the times the
+/// live encoder was given (the setup keeps them).
 #[tokio::test]
 async fn translate_replays_the_downloads_and_refuses_a_setup_for_other_dialects() {
     let agent = demo_agent(Dialect::AgUi).await;
     let toml = format!(
-        "[inspector]\n{}",
-        route("/chat", Dialect::AgKit, agent, Dialect::AgUi, "")
+        "[inspector]\n{}{}",
+        route("/chat", Dialect::AgKit, agent, Dialect::AgUi, ""),
+        route("/hai", Dialect::Hai, agent, Dialect::AgUi, "")
     );
     let (gw, _g) = gateway(&toml).await;
-    run(gw, "/chat", Dialect::AgKit, "weather").await;
-    let id = ended_runs(gw, 1).await[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
-    for what in ["upstream", "client", "setup"] {
-        let b = get_bytes(format!("http://{gw}/inspector/api/runs/{id}/{what}")).await;
-        let p = dir.path().join(what);
-        std::fs::write(&p, &b).unwrap();
-        files.push(p.display().to_string());
+    for (path, client, to) in [
+        ("/hai", Dialect::Hai, "hai"),
+        ("/chat", Dialect::AgKit, "agkit"),
+    ] {
+        run(gw, path, client, "weather").await;
+        let runs = ended_runs(gw, if to == "hai" { 1 } else { 2 }).await;
+        let id = runs.iter().find(|s| s["route"] == path).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        files.clear();
+        for what in ["upstream", "client", "setup"] {
+            let b = get_bytes(format!("http://{gw}/inspector/api/runs/{id}/{what}")).await;
+            let p = dir.path().join(format!("{to}.{what}"));
+            std::fs::write(&p, &b).unwrap();
+            files.push(p.display().to_string());
+        }
+        // a replay later than the live run: its clock is another
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let (code, out, err) = common::run_cli(
+            &[
+                "translate",
+                "--from",
+                "ag-ui",
+                "--to",
+                to,
+                "--setup",
+                &files[2],
+                &files[0],
+            ],
+            b"",
+        );
+        assert_eq!(code, 0, "{err}");
+        let client = std::fs::read(&files[1]).unwrap();
+        if to == "hai" {
+            assert!(String::from_utf8_lossy(&client).contains("\"timestamp\":"));
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&client),
+            "{to}"
+        );
     }
-    let (code, out, err) = common::run_cli(
-        &[
-            "translate",
-            "--from",
-            "ag-ui",
-            "--to",
-            "agkit",
-            "--setup",
-            &files[2],
-            &files[0],
-        ],
-        b"",
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        String::from_utf8_lossy(&out),
-        String::from_utf8_lossy(&std::fs::read(&files[1]).unwrap())
-    );
     let (code, _, err) = common::run_cli(
         &[
             "translate",
