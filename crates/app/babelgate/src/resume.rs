@@ -188,9 +188,10 @@ struct Open {
 pub const MAX_OPEN_BYTES: usize = 64 << 10;
 
 /// The writing side of one run's record, owned by the stream's pump: it
-/// notes what came in (`read`, `finish`, `fail`, `internal`), appends it
-/// before the client gets what it made (`flush`, one store call for what
-/// is noted), and writes the client's events with their ids (`write`).
+/// notes what came in (`read`, then whether it `made` anything; `finish`,
+/// `fail`, `internal`), appends it before the client gets what it made
+/// (`flush`, one store call for what is noted), and writes the client's
+/// events with their ids (`write`).
 pub struct Recorder {
     /// `None` once the store failed mid-run: the stream goes on without ids
     /// (it can no longer be resumed) rather than failing the client.
