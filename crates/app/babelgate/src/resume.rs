@@ -812,10 +812,10 @@ impl Follow {
 }
 
 /// Snapshot mode: the core events made so far, until the log reaches
-/// `last`.
+/// `last`, in the journal's records (what the bound counts: held as
+/// written, read back once for the snapshot).
 struct Held {
-    steps: Vec<Step>,
-    bytes: usize,
+    records: Vec<u8>,
     last: EventId,
 }
 
@@ -844,8 +844,7 @@ impl Tail {
         );
         let held = match (mode, f.last) {
             (Mode::Snapshot, Some(last)) => Some(Held {
-                steps: Vec::new(),
-                bytes: 0,
+                records: Vec::new(),
                 last,
             }),
             _ => None,
@@ -931,13 +930,10 @@ impl Tail {
         }
         if let Some(h) = self.held.as_mut() {
             let journal = self.replay.translator.take_journal();
-            h.bytes += journal.records(0, journal.marks().len()).len();
-            match journal.steps() {
-                Ok(noted) => h.steps.extend(noted.into_iter().map(|n| n.step)),
-                Err(e) => tracing::warn!(error = %e, "unreadable core events in a replay"),
-            }
+            h.records
+                .extend_from_slice(journal.records(0, journal.marks().len()));
             self.replay.next();
-            if h.bytes > self.max_snapshot_bytes {
+            if h.records.len() > self.max_snapshot_bytes {
                 return Ok(false);
             }
             if id >= h.last {
@@ -992,7 +988,11 @@ impl Tail {
         self.replay.translator.stop_journal();
         let r = &mut self.replay;
         self.replayed.inc_by(r.written);
-        let (events, end) = summary(&self.input, &held.steps);
+        let steps = babelgate_core::journal::read_log_steps(&held.records).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "unreadable core events in a replay");
+            Vec::new()
+        });
+        let (events, end) = summary(&self.input, &steps);
         let mut encoder = r.summary_encoder();
         let mut sink = Sink::new(Framing::stream(r.binary()));
         for ev in &events {
