@@ -93,7 +93,7 @@ impl Begin {
     /// `reply_to` (a resuming request's own) or the run's.
     fn context(&self, transport: Transport, reply_to: Option<&serde_json::Value>) -> EncodeContext {
         let mut ctx = self.setup.context();
-        ctx.binary = matches!(transport, Transport::Proto(_));
+        ctx.binary = is_binary(transport);
         if let Some(r) = reply_to {
             ctx.reply_to = Some(r.clone());
         }
@@ -115,6 +115,10 @@ impl Begin {
             (transport, false),
         )
     }
+}
+
+fn is_binary(transport: Transport) -> bool {
+    matches!(transport, Transport::Proto(_))
 }
 
 /// What one entry of a record says came in. Its core part is the kind's
@@ -292,14 +296,16 @@ impl Recorder {
                 });
             }
         }
-        // Exact for the usual entry, one read and its header (its time at
-        // most 20 digits); a joined one grows as a vector does, and is made
-        // exact once, as it is handed over.
+        // Exact for the usual entry, one read and its header (the letter
+        // and the time's digits), so that handing it over copies nothing;
+        // a joined one grows as a vector does, and is made exact once, as
+        // it is handed over.
         let messages = match read {
             Read::Bytes(_) => 0,
             Read::Messages(m) => m.len(),
         };
-        self.pending.reserve(read.len() + 4 * messages + 21);
+        let header = 1 + itoa::Buffer::new().format(ms).len();
+        self.pending.reserve(read.len() + 4 * messages + header);
         match read {
             Read::Bytes(b) => self.pending.extend_from_slice(b),
             Read::Messages(m) => {
@@ -384,6 +390,8 @@ impl Recorder {
         // The store keeps it as long as the run: no spare room.
         chunk.shrink_to_fit();
         let both = Bytes::from(chunk);
+        // Made per append: a vector kept for it would take the pump past
+        // its size class (`the_pump_fits_its_size_class`).
         let mut ids = Vec::with_capacity(self.parts.len());
         let appended = writer.append_chunk(both, &self.parts, &mut ids).await;
         self.parts.clear();
@@ -605,8 +613,8 @@ impl Replay {
         reply_to: Option<serde_json::Value>,
         ctx: EncodeContext,
     ) -> Self {
+        // (`transport::translator` makes it write the client's transport.)
         let mut ctx = ctx;
-        ctx.binary = matches!(transport, Transport::Proto(_));
         ctx.reply_to.clone_from(&reply_to);
         let translator = transport::translator(
             dialect,
@@ -622,7 +630,7 @@ impl Replay {
             reply_to,
             translator,
             begin: None,
-            out: Sink::new(Framing::stream(matches!(transport, Transport::Proto(_)))),
+            out: Sink::new(Framing::stream(is_binary(transport))),
             ended: false,
             written: 0,
             first: None,
@@ -639,7 +647,7 @@ impl Replay {
         let stepped = match came {
             Came::Begin(begin) if self.first.is_none() => {
                 self.first = Some(id);
-                if !matches!(self.transport, Transport::Proto(_)) {
+                if !is_binary(self.transport) {
                     self.id_prefix = format!("id: {id}-").into_bytes();
                 }
                 *t = begin.translator(self.transport, self.reply_to.as_ref());
@@ -700,7 +708,7 @@ impl Replay {
     fn fail(&mut self, message: &str, code: &str, out: &mut Vec<u8>) {
         if !self.ended {
             self.ended = true;
-            let framing = Framing::stream(matches!(self.transport, Transport::Proto(_)));
+            let framing = Framing::stream(self.binary());
             let t = &mut self.translator;
             Sink::appending(out, framing, |sink| t.fail_to(message, Some(code), sink));
         }
@@ -721,7 +729,7 @@ impl Replay {
     }
 
     fn binary(&self) -> bool {
-        matches!(self.transport, Transport::Proto(_))
+        is_binary(self.transport)
     }
 }
 
@@ -786,14 +794,13 @@ impl Follow {
         let shutdown = shutdown.cancelled();
         tokio::pin!(shutdown);
         let mut mode = self.mode;
-        let (tail, pass) = loop {
+        let (mut tail, pass) = loop {
             let mut tail = Tail::new(&self, mode);
             match tail.pass(&self, &tx, &mut shutdown).await {
                 Pass::Whole => mode = Mode::After(None),
                 pass => break (tail, pass),
             }
         };
-        let mut tail = tail;
         let failure = match pass {
             Pass::Done(failure) => failure,
             Pass::Gone | Pass::Whole => {
@@ -929,9 +936,11 @@ impl Tail {
             self.begin()?;
         }
         if let Some(h) = self.held.as_mut() {
-            let journal = self.replay.translator.take_journal();
+            let mut journal = self.replay.translator.take_journal();
             h.records
                 .extend_from_slice(journal.records(0, journal.marks().len()));
+            journal.clear();
+            self.replay.translator.give_back_journal(journal);
             self.replay.next();
             if h.records.len() > self.max_snapshot_bytes {
                 return Ok(false);
